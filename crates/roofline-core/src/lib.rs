@@ -4,6 +4,9 @@
 //!
 //! * [`format`]: the catalog of number formats (element bits, block scales, exact storage bytes);
 //! * [`hardware`]: hardware profiles (embedded datasheet presets, user TOML files, custom ASICs);
+//! * [`scheme`]: which format each operand of an op uses, and which compute rate applies;
+//! * [`op`]: the operations we count (GEMM, GEMV, batched GEMM) and their exact FLOP and byte counts;
+//! * [`predict`]: roofline predictions of an op on a hardware profile.
 //!
 //! Architecture invariant: this crate does no I/O (beyond parsing strings handed to it), knows nothing of
 //! CUDA, HTTP or the terminal, and never panics on user input.
@@ -11,7 +14,15 @@
 pub mod error;
 pub mod format;
 pub mod hardware;
+pub mod op;
+pub mod predict;
+pub mod scheme;
 
 pub use error::CoreError;
 pub use format::{Format, FormatSpec};
 pub use hardware::{ComputeClass, HardwareProfile};
+pub use op::{Gemm, OpCost};
+pub use predict::{
+    predict, predict_cost, predict_report, Bound, PredictReport, PredictRequest, PredictRow, Prediction,
+};
+pub use scheme::{ExecMode, Execution, Scheme};
