@@ -135,6 +135,7 @@ pub struct FormatSpec {
     pub description: &'static str,
 }
 
+#[allow(clippy::too_many_arguments)] // a const table builder: one argument per column
 const fn float(
     format: Format,
     storage_bits: u64,

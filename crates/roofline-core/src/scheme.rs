@@ -69,13 +69,12 @@ impl Scheme {
     /// A short label: `FP16` for uniform schemes, `W:INT4_G128 A:FP16` otherwise (output added when it
     /// differs from the default).
     pub fn label(&self) -> String {
-        let default_out = Scheme::uniform(self.activations).output;
-        let mut s = if self.is_uniform() {
-            self.weights.to_string()
+        let (mut s, default_out) = if self.is_uniform() {
+            (self.weights.to_string(), Scheme::uniform(self.activations).output)
         } else {
-            format!("W:{} A:{}", self.weights, self.activations)
+            (format!("W:{} A:{}", self.weights, self.activations), self.activations)
         };
-        if self.output != default_out && !(self.output == self.activations && !self.is_uniform()) {
+        if self.output != default_out {
             s.push_str(&format!(" O:{}", self.output));
         }
         s
