@@ -6,11 +6,13 @@
 //! * [`hardware`]: hardware profiles (embedded datasheet presets, user TOML files, custom ASICs);
 //! * [`scheme`]: which format each operand of an op uses, and which compute rate applies;
 //! * [`op`]: the operations we count (GEMM, GEMV, batched GEMM) and their exact FLOP and byte counts;
-//! * [`predict`]: roofline predictions of an op on a hardware profile.
+//! * [`predict`]: roofline predictions of an op on a hardware profile;
+//! * [`dual`]: measurements and the prediction/measurement pairs (`DualPoint`) built from them.
 //!
 //! Architecture invariant: this crate does no I/O (beyond parsing strings handed to it), knows nothing of
 //! CUDA, HTTP or the terminal, and never panics on user input.
 
+pub mod dual;
 pub mod error;
 pub mod format;
 pub mod hardware;
@@ -18,6 +20,7 @@ pub mod op;
 pub mod predict;
 pub mod scheme;
 
+pub use dual::{DualPoint, Measurement, PowerStats};
 pub use error::CoreError;
 pub use format::{Format, FormatSpec};
 pub use hardware::{ComputeClass, HardwareProfile};
