@@ -7,6 +7,7 @@
 //! * [`scheme`]: which format each operand of an op uses, and which compute rate applies;
 //! * [`op`]: the operations we count (GEMM, GEMV, batched GEMM) and their exact FLOP and byte counts;
 //! * [`predict`]: roofline predictions of an op on a hardware profile;
+//! * [`recommend`]: the auto-quantizer (rank schemes under memory/accuracy constraints, with a reason);
 //! * [`dual`]: measurements and the prediction/measurement pairs (`DualPoint`) built from them.
 //!
 //! Architecture invariant: this crate does no I/O (beyond parsing strings handed to it), knows nothing of
@@ -18,6 +19,7 @@ pub mod format;
 pub mod hardware;
 pub mod op;
 pub mod predict;
+pub mod recommend;
 pub mod scheme;
 
 pub use dual::{DualPoint, Measurement, PowerStats};
