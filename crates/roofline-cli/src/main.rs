@@ -24,6 +24,8 @@ struct Cli {
 enum Command {
     /// Predict one GEMM/GEMV shape under each number format (roofline: max of memory and compute time).
     Predict(cmd::predict::Args),
+    /// Recommend a scheme (format + quantization method) for a GEMM shape, with the reason.
+    Recommend(cmd::recommend::Args),
     /// List hardware presets or show one profile with the source of every number.
     #[command(subcommand)]
     Hardware(cmd::hardware::Command),
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Predict(args) => cmd::predict::run(args),
+        Command::Recommend(args) => cmd::recommend::run(args),
         Command::Hardware(c) => cmd::hardware::run(c),
         Command::Formats(args) => cmd::formats::run(args),
         Command::Bench(c) => cmd::bench::run(c),

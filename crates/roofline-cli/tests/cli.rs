@@ -174,3 +174,21 @@ fn bench_predict_reports_a_rate() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["predictions_per_s_median"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn recommend_seed_decisions() {
+    let r = json(&["recommend", "--hw", "seed-gb10"]);
+    assert_eq!(r["winner"], "W4A16 INT4_G128");
+    assert!(r["reason"].as_str().unwrap().contains("memory-bound"));
+    let r = json(&["recommend", "--hw", "seed-gb10", "--m", "2048"]);
+    assert_eq!(r["winner"], "W4A4 NVFP4");
+    let r = json(&["recommend", "--bandwidth-gb-s", "500", "--peak", "FP16=50", "--peak", "INT8=100"]);
+    assert_eq!(r["winner"], "W8A8 INT8");
+    assert!(r["candidates"].as_array().unwrap().len() >= 2, "every candidate is in the JSON");
+    roofline()
+        .args(["recommend", "--hw", "seed-gb10", "--max-accuracy-loss", "sometimes"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("lossless"));
+    roofline().args(["recommend", "--hw", "seed-gb10", "--memory-limit-gb", "-1"]).assert().failure();
+}

@@ -4,6 +4,7 @@ pub mod bench;
 pub mod formats;
 pub mod hardware;
 pub mod predict;
+pub mod recommend;
 
 /// Parses a size flag (`--m`, `--n`, ...): an integer >= 1.
 pub fn parse_size(s: &str) -> Result<u64, String> {
