@@ -7,14 +7,14 @@ use clap::Args;
 use roofline_core::{ComputeClass, HardwareProfile};
 
 /// The default hardware when `--hw` is not given.
-pub const DEFAULT_HW: &str = "gb10";
+pub const DEFAULT_HW: &str = "h100";
 
 /// Hardware selection shared by every command that predicts.
 #[derive(Debug, Clone, Args)]
 pub struct HwArgs {
     /// Hardware: a preset key (`roofline hardware list`: gb10, h100, b200, a100, ...) or a TOML profile
     /// file (same schema as `roofline hardware show KEY --toml`, or one written by `roofline calibrate`).
-    /// Default: gb10.
+    /// Default: h100 (every number sourced; GB10's datasheet publishes only its FP4 rate).
     #[arg(long, value_name = "KEY|FILE", env = "ROOFLINE_HW")]
     pub hw: Option<String>,
 
