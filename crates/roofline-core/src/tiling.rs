@@ -710,6 +710,20 @@ mod tests {
     }
 
     #[test]
+    fn batched_without_shared_weights_reads_each_b() {
+        // 8 attention-like products, each with its own 128x1024 right operand: B traffic scales with the batch
+        let hw = hopper_like();
+        let s = Scheme::uniform(Format::FP16);
+        let own = Gemm::batched(8, 128, 128, 1024, false, s).unwrap();
+        let report = tiling_for(&own, &hw, Some(TileShape { bm: 128, bn: 128, bk: 64 })).unwrap();
+        let c = &report.best;
+        assert_eq!(c.tiles, 8);
+        assert!(c.operands_fit_l2);
+        assert_eq!(c.dram_bytes, own.bytes().unwrap());
+        assert!(report.assumptions.is_empty(), "{:?}", report.assumptions);
+    }
+
+    #[test]
     fn needs_sm_count_and_parses_tiles() {
         let seed = HardwareProfile::preset("seed-gb10").unwrap();
         let err = predict_tiled(&fp16(16, 16, 16), &seed).unwrap_err().to_string();
