@@ -1,0 +1,72 @@
+//! `roofline recommend`: the fastest scheme (format + method) for a GEMM shape under constraints.
+
+use anyhow::Result;
+use clap::Args as ClapArgs;
+use roofline_core::recommend::{recommend, render_recommend, AccuracyTolerance, Phase, RecommendRequest};
+
+use super::parse_size;
+use crate::hw_args::HwArgs;
+use crate::output::print_json;
+
+/// Flags of `roofline recommend`.
+#[derive(Debug, ClapArgs)]
+#[command(
+    after_help = "Examples:\n  roofline recommend --hw seed-gb10                         # decode GEMV: INT4 weight-only (AWQ)\n  roofline recommend --hw b200 --m 2048                     # prefill: NVFP4 on FP4 tensor cores\n  roofline recommend --hw h100 --memory-limit-gb 0.01       # force a format that fits\n  roofline recommend --hw h100 --max-accuracy-loss low --json"
+)]
+pub struct Args {
+    /// Rows of the activations (tokens); M <= 16 is decode unless --phase says otherwise.
+    #[arg(long, default_value = "1", value_parser = parse_size, allow_hyphen_values = true)]
+    pub m: u64,
+    /// Output features.
+    #[arg(long, default_value = "4096", value_parser = parse_size, allow_hyphen_values = true)]
+    pub n: u64,
+    /// Reduction dimension.
+    #[arg(long, default_value = "4096", value_parser = parse_size, allow_hyphen_values = true)]
+    pub k: u64,
+    /// Independent products sharing one weight matrix.
+    #[arg(long, default_value = "1", value_parser = parse_size, allow_hyphen_values = true)]
+    pub batch: u64,
+    /// decode or prefill (default: decode when M <= 16).
+    #[arg(long)]
+    pub phase: Option<Phase>,
+    /// Weight memory available for this op, GB: the fastest scheme that fits wins.
+    #[arg(long, value_name = "GB")]
+    pub memory_limit_gb: Option<f64>,
+    /// Accuracy tolerance: a class (lossless 0.5, low 2, medium 5, high 10, any) or a number, in percent
+    /// perplexity increase (the scale of the documented priors, docs/RECOMMEND.md).
+    #[arg(long, value_name = "CLASS|PCT")]
+    pub max_accuracy_loss: Option<AccuracyTolerance>,
+    /// Offer weight-only (mixed-precision) kernels: yes by default on GPU presets, no on a custom ASIC.
+    #[arg(long)]
+    pub weight_only: Option<bool>,
+    #[command(flatten)]
+    pub hw: HwArgs,
+    /// Print JSON: every candidate with its numbers, so a script can re-rank.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs `roofline recommend`.
+pub fn run(args: Args) -> Result<()> {
+    let hw = args.hw.resolve()?;
+    if let Some(gb) = args.memory_limit_gb {
+        if !(gb.is_finite() && gb > 0.0) {
+            anyhow::bail!("invalid --memory-limit-gb {gb}: must be a finite number > 0 (GB)");
+        }
+    }
+    let req = RecommendRequest {
+        batch: args.batch,
+        phase: args.phase,
+        memory_limit_gb: args.memory_limit_gb,
+        max_accuracy_loss_pct: args.max_accuracy_loss.map(AccuracyTolerance::limit_pct),
+        weight_only: args.weight_only,
+        ..RecommendRequest::new(args.m, args.n, args.k)
+    };
+    let report = recommend(&req, &hw)?;
+    if args.json {
+        print_json(&report)
+    } else {
+        print!("{}", render_recommend(&report));
+        Ok(())
+    }
+}

@@ -1,0 +1,55 @@
+//! `roofline`: how fast each number format *should* run on a GPU (roofline theory), how fast it *does*
+//! run, and which to use. This binary only parses flags, calls the library crates and prints.
+
+mod cmd;
+mod hw_args;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Roofline predictions, GPU measurements and quantization advice for transformer inference.
+///
+/// Start with `roofline predict` (the 4096x4096 decode GEMV on the default hardware, every format), then
+/// `roofline hardware list` to pick a GPU (`--hw h100`), `roofline formats` for the number formats.
+#[derive(Debug, Parser)]
+#[command(name = "roofline", version, about, long_about, max_term_width = 110)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Predict one GEMM/GEMV shape under each number format (roofline: max of memory and compute time).
+    Predict(cmd::predict::Args),
+    /// Recommend a scheme (format + quantization method) for a GEMM shape, with the reason.
+    Recommend(cmd::recommend::Args),
+    /// List hardware presets or show one profile with the source of every number.
+    #[command(subcommand)]
+    Hardware(cmd::hardware::Command),
+    /// List the number-format catalog: bits, block scales, effective bits per element.
+    Formats(cmd::formats::Args),
+    /// Benchmarks of roofline itself (how fast predictions are computed).
+    #[command(subcommand)]
+    Bench(cmd::bench::Command),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Predict(args) => cmd::predict::run(args),
+        Command::Recommend(args) => cmd::recommend::run(args),
+        Command::Hardware(c) => cmd::hardware::run(c),
+        Command::Formats(args) => cmd::formats::run(args),
+        Command::Bench(c) => cmd::bench::run(c),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Runs the real `roofline` binary: seed tables, custom hardware, output formats and bad input.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn roofline() -> Command {
+    let mut c = Command::cargo_bin("roofline").expect("binary built");
+    c.env_remove("ROOFLINE_HW");
+    c
+}
+
+fn json(args: &[&str]) -> Value {
+    let out = roofline().args(args).arg("--json").output().expect("runs");
+    assert!(out.status.success(), "{:?}: {}", args, String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("valid JSON")
+}
+
+fn row<'a>(report: &'a Value, label: &str) -> &'a Value {
+    report["rows"].as_array().unwrap().iter().find(|r| r["label"] == label).unwrap_or_else(|| panic!("row {label}"))
+}
+
+fn close(v: &Value, expected: f64, rel: f64) -> bool {
+    let v = v.as_f64().unwrap();
+    ((v - expected) / expected).abs() <= rel
+}
+
+#[test]
+fn seed_gemv_table_on_placeholder_gb10() {
+    let r = json(&["predict", "--hw", "seed-gb10"]);
+    for (label, t, ai) in [("FP16", 33.6, 1.0), ("FP8_E4M3", 16.8, 2.0), ("INT8", 16.8, 2.0), ("INT4", 8.4, 4.0)] {
+        let p = &row(&r, label)["prediction"];
+        assert!(close(&p["time_us"], t, 0.01), "{label}: {}", p["time_us"]);
+        assert!(close(&p["arithmetic_intensity"], ai, 0.01), "{label}");
+        assert_eq!(p["bound"], "memory");
+    }
+    assert!(close(&row(&r, "NVFP4")["prediction"]["time_us"], 9.5, 0.01));
+}
+
+#[test]
+fn seed_gemm_table_is_compute_bound() {
+    let r =
+        json(&["predict", "--hw", "seed-gb10", "--m", "2048", "-p", "fp16", "-p", "fp8", "-p", "int4", "-p", "nvfp4"]);
+    for (label, t) in [("FP16", 343.6), ("FP8_E4M3", 171.8), ("INT4", 85.9), ("NVFP4", 85.9)] {
+        let p = &row(&r, label)["prediction"];
+        assert!(close(&p["time_us"], t, 0.01), "{label}: {}", p["time_us"]);
+        assert_eq!(p["bound"], "compute");
+    }
+}
+
+#[test]
+fn weight_only_scheme_flags() {
+    let r = json(&["predict", "--hw", "seed-gb10", "--weights", "int4", "--activations", "fp16"]);
+    let p = &row(&r, "W:INT4 A:FP16")["prediction"];
+    assert!(close(&p["time_us"], 8.4, 0.01), "{}", p["time_us"]);
+    assert_eq!(p["mode"], "weight_only");
+    let r = json(&["predict", "--hw", "seed-gb10", "--m", "2048", "--weights", "int4", "--activations", "fp16"]);
+    let p = &row(&r, "W:INT4 A:FP16")["prediction"];
+    assert!(close(&p["time_us"], 343.6, 0.01));
+    assert_eq!(p["bound"], "compute");
+}
+
+#[test]
+fn custom_asic_inline() {
+    let r = json(&["predict", "--bandwidth-gb-s", "500", "--peak", "FP16=50", "--peak", "INT8=100"]);
+    let labels: Vec<_> = r["rows"].as_array().unwrap().iter().map(|r| r["label"].as_str().unwrap()).collect();
+    assert_eq!(labels, ["FP16", "INT8", "MXINT8"], "only the formats the ASIC computes natively");
+    assert!(close(&row(&r, "INT8")["speedup_vs_fp16"], 2.0, 0.01));
+}
+
+#[test]
+fn non_native_format_is_reported() {
+    let r = json(&["predict", "--bandwidth-gb-s", "500", "--peak", "FP16=50", "-p", "fp8"]);
+    let p = &row(&r, "FP8_E4M3")["prediction"];
+    assert_eq!(p["mode"], "dequantized");
+    assert!(p["note"].as_str().unwrap().contains("FP8"));
+}
+
+#[test]
+fn table_marks_best_and_csv_has_header() {
+    roofline()
+        .args(["predict", "--hw", "seed-gb10"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("GEMV M=1 N=4096 K=4096").and(predicate::str::contains("* ┆ INT4")));
+    roofline().args(["predict", "--hw", "seed-gb10", "--csv", "-p", "fp16"]).assert().success().stdout(
+        predicate::str::starts_with("scheme,weights,activations,output,m,n,k")
+            .and(predicate::str::contains("FP16,FP16,FP16,FP16,1,4096,4096")),
+    );
+}
+
+#[test]
+fn user_toml_profile() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("asic.toml");
+    std::fs::write(
+        &good,
+        "key='asic'\nname='My ASIC'\nsource='user'\nmemory_bandwidth_gb_s=500\n[peak_tflops]\nFP16=50\nINT8=100\n",
+    )
+    .unwrap();
+    let r = json(&["predict", "--hw", good.to_str().unwrap()]);
+    assert_eq!(r["hardware"], "asic");
+    let missing = dir.path().join("missing.toml");
+    std::fs::write(&missing, "key='x'\nname='x'\nsource='user'\n[peak_tflops]\nFP16=50\n").unwrap();
+    roofline()
+        .args(["predict", "--hw", missing.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("memory_bandwidth_gb_s"));
+    let negative = dir.path().join("negative.toml");
+    std::fs::write(&negative, "key='x'\nname='x'\nsource='user'\nmemory_bandwidth_gb_s=100\n[peak_tflops]\nFP16=-50\n")
+        .unwrap();
+    roofline()
+        .args(["predict", "--hw", negative.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("peak_tflops.FP16").and(predicate::str::contains("-50")));
+    roofline()
+        .args(["predict", "--hw", "/nonexistent/profile.toml"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("/nonexistent/profile.toml"));
+}
+
+#[test]
+fn bad_input_fails_with_one_clear_message() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["predict", "--m", "0"], "--m"),
+        (&["predict", "--m", "-5"], "must be an integer >= 1"),
+        (&["predict", "--k", "abc"], "not an integer"),
+        (&["predict", "--hw", "seed-gb10", "--m", "4294967296", "--n", "4294967296", "--k", "4294967296"], "overflows"),
+        (&["predict", "-p", "fp7"], "known formats"),
+        (&["predict", "--hw", "tpu9"], "unknown hardware 'tpu9'"),
+        (&["predict", "--bandwidth-gb-s", "100"], "--peak"),
+        (&["predict", "--hw", "seed-gb10", "--peak", "FP16=-1"], "must be a finite number > 0"),
+        (&["predict", "--hw", "seed-gb10", "--peak", "FP9=1"], "FP9"),
+        (&["hardware", "show", "nope"], "unknown hardware"),
+    ];
+    for (args, needle) in cases {
+        roofline().args(*args).assert().failure().stderr(predicate::str::contains(*needle));
+    }
+}
+
+#[test]
+fn hardware_list_and_show() {
+    let out = roofline().args(["hardware", "list", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let list: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(list.as_array().unwrap().iter().any(|p| p["key"] == "seed-gb10"));
+    roofline().args(["hardware", "list"]).assert().success().stdout(predicate::str::contains("seed-gb10"));
+    roofline()
+        .args(["hardware", "show", "b10"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("peak_tflops.FP16").and(predicate::str::contains("seed tables")));
+    let toml = roofline().args(["hardware", "show", "seed-gb10", "--toml"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&toml.stdout).contains("memory_bandwidth_gb_s = 1000.0"));
+}
+
+#[test]
+fn formats_catalog() {
+    roofline().args(["formats"]).assert().success().stdout(
+        predicate::str::contains("NVFP4").and(predicate::str::contains("4.5")).and(predicate::str::contains("MXINT8")),
+    );
+}
+
+#[test]
+fn bench_predict_reports_a_rate() {
+    let out = roofline()
+        .args(["bench", "predict", "--iterations", "100000", "--rounds", "1", "--hw", "seed-gb10", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["predictions_per_s_median"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn recommend_seed_decisions() {
+    let r = json(&["recommend", "--hw", "seed-gb10"]);
+    assert_eq!(r["winner"], "W4A16 INT4_G128");
+    assert!(r["reason"].as_str().unwrap().contains("memory-bound"));
+    let r = json(&["recommend", "--hw", "seed-gb10", "--m", "2048"]);
+    assert_eq!(r["winner"], "W4A4 NVFP4");
+    let r = json(&["recommend", "--bandwidth-gb-s", "500", "--peak", "FP16=50", "--peak", "INT8=100"]);
+    assert_eq!(r["winner"], "W8A8 INT8");
+    assert!(r["candidates"].as_array().unwrap().len() >= 2, "every candidate is in the JSON");
+    roofline()
+        .args(["recommend", "--hw", "seed-gb10", "--max-accuracy-loss", "sometimes"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("lossless"));
+    roofline().args(["recommend", "--hw", "seed-gb10", "--memory-limit-gb", "-1"]).assert().failure();
+}
