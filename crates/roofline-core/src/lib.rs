@@ -8,6 +8,7 @@
 //! * [`op`]: the operations we count (GEMM, GEMV, batched GEMM) and their exact FLOP and byte counts;
 //! * [`predict`]: roofline predictions of an op on a hardware profile;
 //! * [`recommend`]: the auto-quantizer (rank schemes under memory/accuracy constraints, with a reason);
+//! * [`tiling`]: tile, wave, occupancy and L2 model of a GEMM kernel (an efficiency factor on the roofline);
 //! * [`dual`]: measurements and the prediction/measurement pairs (`DualPoint`) built from them.
 //!
 //! Architecture invariant: this crate does no I/O (beyond parsing strings handed to it), knows nothing of
@@ -21,6 +22,7 @@ pub mod op;
 pub mod predict;
 pub mod recommend;
 pub mod scheme;
+pub mod tiling;
 
 pub use dual::{DualPoint, Measurement, PowerStats};
 pub use error::CoreError;

@@ -779,6 +779,20 @@ mod tests {
     }
 
     #[test]
+    fn bf16_baseline_when_no_fp16_rate() {
+        let hw = HardwareProfile::custom(1000.0, &[(ComputeClass::BF16, 100.0), (ComputeClass::FP8, 200.0)]).unwrap();
+        let r = recommend(&RecommendRequest::new(4096, 4096, 4096), &hw).unwrap();
+        assert_eq!(r.baseline, "BF16");
+        let base = r.candidate("BF16").unwrap();
+        assert!((base.speedup_vs_fp16 - 1.0).abs() < 1e-12);
+        assert_eq!(r.winner().unwrap().scheme, Scheme::uniform(Format::FP8_E4M3));
+        assert_eq!(
+            r.not_offered.iter().filter(|n| n.name.starts_with("W4A16") || n.name.starts_with("W8A16")).count(),
+            6
+        );
+    }
+
+    #[test]
     fn accuracy_tolerance_filters() {
         let mut req = RecommendRequest::new(1, 4096, 4096);
         req.max_accuracy_loss_pct = Some(AccuracyTolerance::Lossless.limit_pct());
