@@ -26,6 +26,8 @@ enum Command {
     Predict(cmd::predict::Args),
     /// Recommend a scheme (format + quantization method) for a GEMM shape, with the reason.
     Recommend(cmd::recommend::Args),
+    /// Tiling model of a GEMM: tile, occupancy, waves, wave quantization, L2 reuse, tiled time.
+    Tiling(cmd::tiling::Args),
     /// List hardware presets or show one profile with the source of every number.
     #[command(subcommand)]
     Hardware(cmd::hardware::Command),
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Predict(args) => cmd::predict::run(args),
         Command::Recommend(args) => cmd::recommend::run(args),
+        Command::Tiling(args) => cmd::tiling::run(args),
         Command::Hardware(c) => cmd::hardware::run(c),
         Command::Formats(args) => cmd::formats::run(args),
         Command::Bench(c) => cmd::bench::run(c),

@@ -192,3 +192,13 @@ fn recommend_seed_decisions() {
         .stderr(predicate::str::contains("lossless"));
     roofline().args(["recommend", "--hw", "seed-gb10", "--memory-limit-gb", "-1"]).assert().failure();
 }
+
+#[test]
+fn tiling_hand_checked_wave_quantization() {
+    let r = json(&["tiling", "--hw", "h100", "--tile", "128x128x64"]);
+    let best = &r["candidates"][0];
+    assert_eq!(best["tiles"], 1024);
+    assert!((best["waves"].as_f64().unwrap() - 7.757).abs() < 0.01, "{}", best["waves"]);
+    roofline().args(["tiling", "--hw", "seed-gb10"]).assert().failure().stderr(predicate::str::contains("sm_count"));
+    roofline().args(["tiling", "--hw", "h100", "--tile", "128by128"]).assert().failure();
+}

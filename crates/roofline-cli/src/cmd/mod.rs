@@ -5,6 +5,7 @@ pub mod formats;
 pub mod hardware;
 pub mod predict;
 pub mod recommend;
+pub mod tiling;
 
 /// Parses a size flag (`--m`, `--n`, ...): an integer >= 1.
 pub fn parse_size(s: &str) -> Result<u64, String> {
