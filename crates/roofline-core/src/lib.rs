@@ -18,6 +18,7 @@ pub mod dual;
 pub mod error;
 pub mod format;
 pub mod hardware;
+pub mod model;
 pub mod op;
 pub mod predict;
 pub mod recommend;
