@@ -24,6 +24,8 @@ struct Cli {
 enum Command {
     /// Predict one GEMM/GEMV shape under each number format (roofline: max of memory and compute time).
     Predict(cmd::predict::Args),
+    /// Whole-model analysis from a config.json or preset: every op, totals, memory, KV crossover, TP.
+    Model(cmd::model::Args),
     /// Recommend a scheme (format + quantization method) for a GEMM shape, with the reason.
     Recommend(cmd::recommend::Args),
     /// Tiling model of a GEMM: tile, occupancy, waves, wave quantization, L2 reuse, tiled time.
@@ -42,6 +44,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Predict(args) => cmd::predict::run(args),
+        Command::Model(args) => cmd::model::run(args),
         Command::Recommend(args) => cmd::recommend::run(args),
         Command::Tiling(args) => cmd::tiling::run(args),
         Command::Hardware(c) => cmd::hardware::run(c),

@@ -202,3 +202,31 @@ fn tiling_hand_checked_wave_quantization() {
     roofline().args(["tiling", "--hw", "seed-gb10"]).assert().failure().stderr(predicate::str::contains("sm_count"));
     roofline().args(["tiling", "--hw", "h100", "--tile", "128by128"]).assert().failure();
 }
+
+#[test]
+fn model_presets_and_analysis() {
+    roofline().args(["model", "list"]).assert().success().stdout(predicate::str::contains("deepseek-v3"));
+    let r = json(&["model", "--config", "llama-3.1-8b", "--hw", "h100", "--batch", "1", "--seq", "1"]);
+    let params = r["totals"]["params"].as_f64().unwrap();
+    assert!((params / 8.03e9 - 1.0).abs() < 0.005);
+    let r =
+        json(&["model", "--config", "deepseek-v3", "--hw", "gb200", "--weights", "nvfp4", "--batch", "128", "--by-op"]);
+    assert!(r["ops"].as_array().unwrap().iter().any(|o| o["name"] == "mla_decode_attention"));
+    roofline()
+        .args(["model", "--config", "llama-3.1-70b", "--hw", "h100", "--tp", "4", "--by-layer"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("communication"));
+    let out = roofline().args(["model", "--config", "mixtral-8x7b", "--csv"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("op,group,kind,count"));
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("config.json");
+    std::fs::write(&bad, r#"{"model_type":"llama","hidden_size":4096}"#).unwrap();
+    roofline()
+        .args(["model", "--config", bad.to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("num_attention_heads"));
+    roofline().args(["model", "--config", "gpt-7"]).assert().failure().stderr(predicate::str::contains("llama-3.1-8b"));
+    roofline().args(["model", "--config", "llama-3.1-8b", "--phase", "sideways"]).assert().failure();
+}

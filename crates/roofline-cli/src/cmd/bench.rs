@@ -5,6 +5,8 @@ use std::time::Instant;
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
+use roofline_core::model::{analyze_model, ModelRequest};
+use roofline_core::recommend::Phase;
 use roofline_core::{predict_cost, Format, Gemm, Scheme};
 
 use crate::hw_args::HwArgs;
@@ -15,6 +17,24 @@ use crate::output::{print_json, si, table};
 pub enum Command {
     /// GEMM predictions per second on one core (counts + roofline for varying shapes).
     Predict(PredictArgs),
+    /// Whole-model analyses per second (config parsed once, analysis timed), per preset and phase.
+    Model(ModelArgs),
+}
+
+/// Flags of `roofline bench model`.
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    /// Model presets to time.
+    #[arg(long = "config", default_values = ["llama-3.1-8b", "deepseek-v3"])]
+    pub configs: Vec<String>,
+    /// Analyses per timed round.
+    #[arg(long, default_value = "2000")]
+    pub iterations: u32,
+    #[command(flatten)]
+    pub hw: HwArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Flags of `roofline bench predict`.
@@ -37,6 +57,7 @@ pub struct PredictArgs {
 pub fn run(cmd: Command) -> Result<()> {
     match cmd {
         Command::Predict(args) => bench_predict(args),
+        Command::Model(args) => bench_model(args),
     }
 }
 
@@ -82,6 +103,41 @@ fn bench_predict(args: PredictArgs) -> Result<()> {
         si(max),
         format!("{:.1}", 1e9 / median),
     ]);
+    println!("{t}");
+    Ok(())
+}
+
+fn bench_model(args: ModelArgs) -> Result<()> {
+    let hw = args.hw.resolve()?;
+    let mut rows = Vec::new();
+    for spec in &args.configs {
+        let cfg = super::model::load_config(spec)?;
+        for (phase, seq) in [(Phase::Decode, 1024), (Phase::Prefill, 1024)] {
+            let req = ModelRequest { phase, seq, ..ModelRequest::default() };
+            analyze_model(&cfg, &req, &hw)?; // warm-up
+            let mut times = Vec::new();
+            for _ in 0..5 {
+                let start = Instant::now();
+                for _ in 0..args.iterations {
+                    black_box(analyze_model(black_box(&cfg), black_box(&req), &hw)?);
+                }
+                times.push(start.elapsed().as_secs_f64() * 1e6 / f64::from(args.iterations.max(1)));
+            }
+            times.sort_by(f64::total_cmp);
+            rows.push((spec.clone(), phase, times[times.len() / 2]));
+        }
+    }
+    if args.json {
+        let v: Vec<_> = rows
+            .iter()
+            .map(|(m, p, us)| serde_json::json!({"model": m, "phase": p.to_string(), "us_per_analysis_median": us}))
+            .collect();
+        return print_json(&v);
+    }
+    let mut t = table(&["Model", "Phase", "us / analysis (median of 5)", "analyses / s"]);
+    for (m, p, us) in rows {
+        t.add_row(vec![m, p.to_string(), format!("{us:.2}"), si(1e6 / us)]);
+    }
     println!("{t}");
     Ok(())
 }

@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod formats;
 pub mod hardware;
+pub mod model;
 pub mod predict;
 pub mod recommend;
 pub mod tiling;
