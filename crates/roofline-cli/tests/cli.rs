@@ -230,3 +230,16 @@ fn model_presets_and_analysis() {
     roofline().args(["model", "--config", "gpt-7"]).assert().failure().stderr(predicate::str::contains("llama-3.1-8b"));
     roofline().args(["model", "--config", "llama-3.1-8b", "--phase", "sideways"]).assert().failure();
 }
+
+#[test]
+fn recommend_model_plan() {
+    let p = json(&["recommend", "--config", "llama-3.1-8b", "--hw", "h100"]);
+    let roles: Vec<_> =
+        p["roles"].as_array().unwrap().iter().map(|r| r["role"].as_str().unwrap().to_string()).collect();
+    assert_eq!(roles, ["attention", "ffn", "lm_head"]);
+    assert!(p["speedup"].as_f64().unwrap() > 2.5);
+    let p = json(&["recommend", "--config", "llama-3.1-70b", "--hw", "h100", "--memory-limit-gb", "10"]);
+    assert_eq!(p["fits"], false);
+    assert!(p["shortfall_gb"].as_f64().unwrap() > 0.0);
+    roofline().args(["recommend", "--seq", "10"]).assert().failure().stderr(predicate::str::contains("--config"));
+}

@@ -99,6 +99,7 @@ pub fn run(args: Args) -> Result<()> {
         weights: args.weights,
         activations: args.activations,
         kv: args.kv,
+        roles: Default::default(),
     };
     let report = analyze_model(&cfg, &req, &hw)?;
     if args.json {

@@ -7,6 +7,8 @@ use roofline_core::recommend::{recommend, render_recommend, AccuracyTolerance, P
 use super::parse_size;
 use crate::hw_args::HwArgs;
 use crate::output::print_json;
+use roofline_core::model::plan::{recommend_model, render_plan, PlanRequest};
+use roofline_core::model::ModelRequest;
 
 /// Flags of `roofline recommend`.
 #[derive(Debug, ClapArgs)]
@@ -39,6 +41,19 @@ pub struct Args {
     /// Offer weight-only (mixed-precision) kernels: yes by default on GPU presets, no on a custom ASIC.
     #[arg(long)]
     pub weight_only: Option<bool>,
+    /// Model-level plan for this model (preset or config.json): a scheme per layer type (attention, FFN,
+    /// experts, LM head) and a KV-cache format; --batch is then sequences and --seq the context.
+    #[arg(long, value_name = "PRESET|FILE")]
+    pub config: Option<String>,
+    /// Context (decode) or prompt (prefill) length, with --config.
+    #[arg(long, default_value = "1024", value_parser = parse_size, allow_hyphen_values = true, requires = "config")]
+    pub seq: u64,
+    /// Tensor-parallel GPUs, with --config.
+    #[arg(long, default_value = "1", value_parser = parse_size, allow_hyphen_values = true, requires = "config")]
+    pub tp: u64,
+    /// Baseline activation format, with --config (default BF16).
+    #[arg(long, default_value = "bf16", value_parser = super::parse_format, requires = "config")]
+    pub activations: roofline_core::Format,
     #[command(flatten)]
     pub hw: HwArgs,
     /// Print JSON: every candidate with its numbers, so a script can re-rank.
@@ -53,6 +68,29 @@ pub fn run(args: Args) -> Result<()> {
         if !(gb.is_finite() && gb > 0.0) {
             anyhow::bail!("invalid --memory-limit-gb {gb}: must be a finite number > 0 (GB)");
         }
+    }
+    if let Some(spec) = &args.config {
+        let cfg = super::model::load_config(spec)?;
+        let plan_req = PlanRequest {
+            model: ModelRequest {
+                phase: args.phase.unwrap_or(Phase::Decode),
+                batch: args.batch,
+                seq: args.seq,
+                tp: args.tp,
+                activations: args.activations,
+                ..ModelRequest::default()
+            },
+            memory_limit_gb: args.memory_limit_gb,
+            max_accuracy_loss_pct: args.max_accuracy_loss.map(AccuracyTolerance::limit_pct),
+            weight_only: args.weight_only,
+        };
+        let plan = recommend_model(&cfg, &plan_req, &hw)?;
+        return if args.json {
+            print_json(&plan)
+        } else {
+            print!("{}", render_plan(&plan));
+            Ok(())
+        };
     }
     let req = RecommendRequest {
         batch: args.batch,

@@ -6,6 +6,7 @@
 //! LM head, norms and the MoE router, which stay in the activation format (as serving engines keep them).
 
 mod config;
+pub mod plan;
 pub mod render;
 
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,64 @@ pub struct ModelRequest {
     pub activations: Format,
     /// Format of the KV cache.
     pub kv: Format,
+    /// Per-layer-type schemes overriding `weights`/`activations` (a quantization plan).
+    #[serde(default)]
+    pub roles: RoleSchemes,
+}
+
+/// A (weights, activations) pair for one layer type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleScheme {
+    /// Weight format.
+    pub weights: Format,
+    /// Activation format the layer's GEMMs take (native W8A8/W4A4 quantize activations too).
+    pub activations: Format,
+}
+
+/// Per-layer-type overrides; `None` = the request's `weights` and `activations`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RoleSchemes {
+    /// Attention projections (QKV, MLA projections, o_proj, absorbed BMMs).
+    #[serde(default)]
+    pub attention: Option<RoleScheme>,
+    /// Dense FFN and shared experts.
+    #[serde(default)]
+    pub ffn: Option<RoleScheme>,
+    /// Routed experts.
+    #[serde(default)]
+    pub experts: Option<RoleScheme>,
+    /// LM head (default: kept in the activation format).
+    #[serde(default)]
+    pub lm_head: Option<RoleScheme>,
+}
+
+/// The layer types a plan assigns schemes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// Attention projections.
+    Attention,
+    /// Dense FFN.
+    Ffn,
+    /// Routed experts.
+    Experts,
+    /// LM head.
+    LmHead,
+}
+
+impl ModelRequest {
+    /// The scheme of a role's GEMMs: override, else the request's formats (the LM head defaults to the
+    /// activation format, as serving engines keep it).
+    pub fn scheme_for(&self, role: Role) -> Scheme {
+        let (o, default_w) = match role {
+            Role::Attention => (self.roles.attention, self.weights),
+            Role::Ffn => (self.roles.ffn, self.weights),
+            Role::Experts => (self.roles.experts, self.weights),
+            Role::LmHead => (self.roles.lm_head, self.activations),
+        };
+        let rs = o.unwrap_or(RoleScheme { weights: default_w, activations: self.activations });
+        Scheme { weights: rs.weights, activations: rs.activations, output: self.activations }
+    }
 }
 
 impl Default for ModelRequest {
@@ -49,6 +108,7 @@ impl Default for ModelRequest {
             weights: Format::BF16,
             activations: Format::BF16,
             kv: Format::BF16,
+            roles: RoleSchemes::default(),
         }
     }
 }
@@ -167,7 +227,6 @@ struct Builder<'a> {
     ops: Vec<OpRow>,
     group: String,
     count: u64,
-    linear_exec: Execution,
     act_exec: Execution,
 }
 
@@ -185,24 +244,37 @@ impl Builder<'_> {
         });
     }
 
-    /// A linear layer `T x n x k` with weights in `w` (the weight format unless overridden).
-    fn linear(&mut self, name: &str, n: u64, k: u64, w: Option<Format>) -> Result<(), CoreError> {
-        let a = self.req.activations;
-        let scheme = Scheme { weights: w.unwrap_or(self.req.weights), activations: a, output: a };
+    /// The scheme and its execution for a role's GEMMs.
+    fn role(&self, role: Role) -> Result<(Scheme, Execution), CoreError> {
+        let scheme = self.req.scheme_for(role);
+        Ok((scheme, scheme.execution(self.hw)?))
+    }
+
+    /// A linear layer `T x n x k` of the given role.
+    fn linear(&mut self, name: &str, n: u64, k: u64, role: Role) -> Result<(), CoreError> {
+        let (scheme, exec) = self.role(role)?;
         let gemm = Gemm::new(self.t, n, k, scheme)?;
-        let exec = if w.is_some() { scheme.execution(self.hw)? } else { self.linear_exec.clone() };
         let wb = st(scheme.weights, n, k)?;
         self.push(name, OpKind::Linear, gemm.cost()?, &exec, wb);
         Ok(())
     }
 
+    /// A linear layer kept in the activation format (MoE router).
+    fn linear_act(&mut self, name: &str, n: u64, k: u64) -> Result<(), CoreError> {
+        let a = self.req.activations;
+        let scheme = Scheme::weight_only(a, a);
+        let gemm = Gemm::new(self.t, n, k, scheme)?;
+        let exec = scheme.execution(self.hw)?;
+        self.push(name, OpKind::Linear, gemm.cost()?, &exec, st(a, n, k)?);
+        Ok(())
+    }
+
     /// Per-head batched products with per-head weights (absorbed MLA BMMs).
     fn bmm(&mut self, name: &str, heads: u64, n: u64, k: u64) -> Result<(), CoreError> {
-        let a = self.req.activations;
-        let scheme = Scheme { weights: self.req.weights, activations: a, output: a };
+        let (scheme, exec) = self.role(Role::Attention)?;
         let gemm = Gemm::batched(heads, self.t, n, k, false, scheme)?;
         let wb = st(scheme.weights, n, k)? * heads;
-        self.push(name, OpKind::Linear, gemm.cost()?, &self.linear_exec.clone(), wb);
+        self.push(name, OpKind::Linear, gemm.cost()?, &exec, wb);
         Ok(())
     }
 
@@ -306,9 +378,8 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
         Phase::Prefill => b.checked_mul(s).ok_or(CoreError::Overflow { what: "tokens" })?,
     };
     let a = req.activations;
-    let linear_exec = Scheme { weights: req.weights, activations: a, output: a }.execution(hw)?;
     let act_exec = Scheme::uniform(a).execution(hw)?;
-    let mut bld = Builder { hw, req: *req, t, ops: Vec::new(), group: "model".into(), count: 1, linear_exec, act_exec };
+    let mut bld = Builder { hw, req: *req, t, ops: Vec::new(), group: "model".into(), count: 1, act_exec };
     let h = cfg.hidden;
 
     // Embedding (and learned positions): gather T rows.
@@ -340,7 +411,7 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
             Attention::Gqa => {
                 let kvh = div(cfg.kv_heads, tp);
                 let d = cfg.head_dim;
-                bld.linear("qkv_proj", (heads + 2 * kvh) * d, h, None)?;
+                bld.linear("qkv_proj", (heads + 2 * kvh) * d, h, Role::Attention)?;
                 if !cfg.layer_norm {
                     let rope_elems = (heads + kvh) * d;
                     bld.elementwise("rotary_emb", OpKind::Elementwise, 3 * t * rope_elems, 2 * st(a, t, rope_elems)?);
@@ -359,7 +430,7 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
                 let bytes = 2 * st(a, t * heads, d)? + kv_read + st(req.kv, kv_new * kvh * 2, d)?;
                 let exec = Scheme { weights: req.kv, activations: a, output: a }.execution(hw)?;
                 bld.push("attention", OpKind::Attention, OpCost { flops, bytes }, &exec, 0);
-                bld.linear("o_proj", h, heads * d, None)?;
+                bld.linear("o_proj", h, heads * d, Role::Attention)?;
                 kv_per_token_layer = st(req.kv, cfg.kv_heads * 2, d)?;
             }
             Attention::Mla(m) => {
@@ -367,14 +438,14 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
                 let latent = m.kv_lora_rank + m.qk_rope_head_dim;
                 match m.q_lora_rank {
                     Some(q) => {
-                        bld.linear("fused_qkv_a_proj", q + latent, h, None)?;
+                        bld.linear("fused_qkv_a_proj", q + latent, h, Role::Attention)?;
                         bld.norm("q_a_layernorm", t, q, false)?;
                         bld.norm("kv_a_layernorm", t, m.kv_lora_rank, false)?;
-                        bld.linear("q_b_proj", heads * qk, q, None)?;
+                        bld.linear("q_b_proj", heads * qk, q, Role::Attention)?;
                     }
                     None => {
-                        bld.linear("q_proj", heads * qk, h, None)?;
-                        bld.linear("kv_a_proj_with_mqa", latent, h, None)?;
+                        bld.linear("q_proj", heads * qk, h, Role::Attention)?;
+                        bld.linear("kv_a_proj_with_mqa", latent, h, Role::Attention)?;
                         bld.norm("kv_a_layernorm", t, m.kv_lora_rank, false)?;
                     }
                 }
@@ -394,7 +465,12 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
                         bld.bmm("mla_absorb_v_bmm (W_UV)", heads, m.v_head_dim, m.kv_lora_rank)?;
                     }
                     Phase::Prefill => {
-                        bld.linear("kv_b_proj", heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank, None)?;
+                        bld.linear(
+                            "kv_b_proj",
+                            heads * (m.qk_nope_head_dim + m.v_head_dim),
+                            m.kv_lora_rank,
+                            Role::Attention,
+                        )?;
                         let pairs = s * (s + 1) / 2;
                         let flops = b * heads * pairs * (2 * qk + 2 * m.v_head_dim + 5);
                         let bytes =
@@ -402,7 +478,7 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
                         bld.push("mla_prefill_attention", OpKind::Attention, OpCost { flops, bytes }, &exec, 0);
                     }
                 }
-                bld.linear("o_proj", h, heads * m.v_head_dim, None)?;
+                bld.linear("o_proj", h, heads * m.v_head_dim, Role::Attention)?;
                 kv_per_token_layer = st(req.kv, 1, latent)?;
             }
         }
@@ -411,46 +487,47 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
         bld.norm("post_attention_layernorm", t, h, cfg.layer_norm)?;
         match (moe_layer, cfg.moe) {
             (true, Some(moe)) => {
-                bld.linear("router_gate", moe.experts, h, Some(a))?;
+                bld.linear_act("router_gate", moe.experts, h)?;
                 let logits = t * moe.experts;
                 bld.elementwise("topk_routing", OpKind::Elementwise, 5 * logits, 4 * logits + 8 * t * moe.top_k);
                 let ei = div(moe.expert_intermediate, tp);
                 let touched = expected_experts(moe.experts, moe.top_k, t);
                 let routed = t * moe.top_k;
-                let w = req.weights;
+                let (escheme, exec) = bld.role(Role::Experts)?;
+                let w = escheme.weights;
+                let ea = escheme.activations;
                 let gate_up_w = st(w, 2 * ei, h)?;
                 let down_w = st(w, h, ei)?;
                 let gate_up = OpCost {
                     flops: 2 * routed * 2 * ei * h,
-                    bytes: (touched * gate_up_w as f64).round() as u64 + st(a, routed, h)? + st(a, routed, 2 * ei)?,
+                    bytes: (touched * gate_up_w as f64).round() as u64 + st(ea, routed, h)? + st(a, routed, 2 * ei)?,
                 };
-                let exec = bld.linear_exec.clone();
                 bld.push("experts_gate_up", OpKind::Experts, gate_up, &exec, (touched * gate_up_w as f64) as u64);
                 bld.elementwise("silu_and_mul", OpKind::Elementwise, 4 * routed * ei, st(a, routed, 3 * ei)?);
                 let down = OpCost {
                     flops: 2 * routed * h * ei,
-                    bytes: (touched * down_w as f64).round() as u64 + st(a, routed, ei)? + st(a, routed, h)?,
+                    bytes: (touched * down_w as f64).round() as u64 + st(ea, routed, ei)? + st(a, routed, h)?,
                 };
                 bld.push("experts_down", OpKind::Experts, down, &exec, (touched * down_w as f64) as u64);
                 if moe.shared_experts > 0 {
                     let si = div(moe.shared_experts * moe.shared_intermediate, tp);
-                    bld.linear("shared_experts_gate_up", 2 * si, h, None)?;
+                    bld.linear("shared_experts_gate_up", 2 * si, h, Role::Ffn)?;
                     bld.elementwise("shared_silu_and_mul", OpKind::Elementwise, 4 * t * si, st(a, t, 3 * si)?);
-                    bld.linear("shared_experts_down", h, si, None)?;
+                    bld.linear("shared_experts_down", h, si, Role::Ffn)?;
                 }
             }
             _ => {
                 let inter = div(cfg.intermediate, tp);
                 match cfg.mlp {
                     Mlp::Gated => {
-                        bld.linear("gate_up_proj", 2 * inter, h, None)?;
+                        bld.linear("gate_up_proj", 2 * inter, h, Role::Ffn)?;
                         bld.elementwise("silu_and_mul", OpKind::Elementwise, 4 * t * inter, st(a, t, 3 * inter)?);
-                        bld.linear("down_proj", h, inter, None)?;
+                        bld.linear("down_proj", h, inter, Role::Ffn)?;
                     }
                     Mlp::Plain => {
-                        bld.linear("fc1", inter, h, None)?;
+                        bld.linear("fc1", inter, h, Role::Ffn)?;
                         bld.elementwise("gelu", OpKind::Elementwise, 8 * t * inter, st(a, t, 2 * inter)?);
-                        bld.linear("fc2", h, inter, None)?;
+                        bld.linear("fc2", h, inter, Role::Ffn)?;
                     }
                 }
             }
@@ -465,7 +542,7 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
     let t_saved = bld.t;
     bld.t = b;
     bld.norm("final_norm", b, h, cfg.layer_norm)?;
-    bld.linear("lm_head", div(cfg.vocab, tp), h, Some(a))?;
+    bld.linear("lm_head", div(cfg.vocab, tp), h, Role::LmHead)?;
     bld.t = t_saved;
 
     let ops = bld.ops;

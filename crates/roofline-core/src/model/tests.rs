@@ -8,7 +8,16 @@ fn h100() -> HardwareProfile {
 }
 
 fn fp16(phase: Phase, batch: u64, seq: u64) -> ModelRequest {
-    ModelRequest { phase, batch, seq, tp: 1, weights: Format::FP16, activations: Format::FP16, kv: Format::FP16 }
+    ModelRequest {
+        phase,
+        batch,
+        seq,
+        tp: 1,
+        weights: Format::FP16,
+        activations: Format::FP16,
+        kv: Format::FP16,
+        roles: RoleSchemes::default(),
+    }
 }
 
 #[test]
