@@ -1,0 +1,12 @@
+//! # roofline-quant
+//!
+//! Codecs for the quantized formats of the catalog: quantize an f32 matrix (rows = output channels, blocks
+//! along a row) to packed codes and scales, dequantize back, and measure the error. Rounding follows
+//! `shared/golden/README.md` (round-to-nearest-even everywhere), and the tests match the golden files.
+
+pub mod codec;
+pub mod metrics;
+pub mod minifloat;
+
+pub use codec::{dequantize, quantize, Codec, QuantError, QuantizedTensor};
+pub use metrics::{compare, ErrorMetrics};
