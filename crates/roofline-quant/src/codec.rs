@@ -431,11 +431,12 @@ pub fn dequantize(q: &QuantizedTensor) -> Vec<f32> {
     out.par_chunks_mut(q.cols.max(1)).enumerate().for_each(|(r, row)| {
         let codes = unpack(&q.codes[r * q.row_bytes..(r + 1) * q.row_bytes], q.codec.bits(), q.cols);
         for (c, (v, code)) in row.iter_mut().zip(codes).enumerate() {
-            let (scale, zero) = if block == 0 {
-                (1.0, 0)
-            } else {
-                let b = r * blocks_per_row + c / block;
-                (q.scales[b], q.zeros.get(b).copied().unwrap_or(0))
+            let (scale, zero) = match c.checked_div(block) {
+                None => (1.0, 0),
+                Some(cb) => {
+                    let b = r * blocks_per_row + cb;
+                    (q.scales[b], q.zeros.get(b).copied().unwrap_or(0))
+                }
             };
             *v = decode(q.codec, code, scale, zero, q.tensor_scale);
         }
