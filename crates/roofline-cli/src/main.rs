@@ -30,6 +30,9 @@ enum Command {
     Recommend(cmd::recommend::Args),
     /// Tiling model of a GEMM: tile, occupancy, waves, wave quantization, L2 reuse, tiled time.
     Tiling(cmd::tiling::Args),
+    /// Quantization codecs: error of every format on a matrix, and quantize throughput.
+    #[command(subcommand)]
+    Quant(cmd::quant::Command),
     /// List hardware presets or show one profile with the source of every number.
     #[command(subcommand)]
     Hardware(cmd::hardware::Command),
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Model(args) => cmd::model::run(args),
         Command::Recommend(args) => cmd::recommend::run(args),
         Command::Tiling(args) => cmd::tiling::run(args),
+        Command::Quant(c) => cmd::quant::run(c),
         Command::Hardware(c) => cmd::hardware::run(c),
         Command::Formats(args) => cmd::formats::run(args),
         Command::Bench(c) => cmd::bench::run(c),

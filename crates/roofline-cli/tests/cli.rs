@@ -243,3 +243,25 @@ fn recommend_model_plan() {
     assert!(p["shortfall_gb"].as_f64().unwrap() > 0.0);
     roofline().args(["recommend", "--seq", "10"]).assert().failure().stderr(predicate::str::contains("--config"));
 }
+
+#[test]
+fn quant_compare_and_bench() {
+    let out = roofline().args(["quant", "compare", "--rows", "8", "--cols", "256", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert!(rows.len() >= 14);
+    let nvfp4 = rows.iter().find(|r| r["format"] == "NVFP4").unwrap();
+    assert!((15.0..30.0).contains(&nvfp4["metrics"]["sqnr_db"].as_f64().unwrap()));
+    roofline()
+        .args(["quant", "bench", "--rows", "64", "--cols", "256", "--reps", "1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("GB/s"));
+    roofline().args(["quant", "compare", "--rows", "0"]).assert().failure();
+    roofline()
+        .args(["quant", "compare", "--rows", "100000", "--cols", "100000"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("too large"));
+}

@@ -358,6 +358,25 @@ fn decode(codec: Codec, code: u32, scale: f32, zero: u8, tensor_scale: f32) -> f
 }
 
 fn pack(codes: &[u32], bits: u32, out: &mut [u8]) {
+    match bits {
+        8 => {
+            out.iter_mut().zip(codes).for_each(|(o, &c)| *o = c as u8);
+            return;
+        }
+        4 => {
+            for (o, pair) in out.iter_mut().zip(codes.chunks(2)) {
+                *o = pair[0] as u8 & 0xf | pair.get(1).map_or(0, |&c| (c as u8 & 0xf) << 4);
+            }
+            return;
+        }
+        16 => {
+            for (o, &c) in out.chunks_mut(2).zip(codes) {
+                o.copy_from_slice(&(c as u16).to_le_bytes());
+            }
+            return;
+        }
+        _ => {}
+    }
     let mut bit = 0usize;
     for &c in codes {
         for b in 0..bits {
@@ -370,6 +389,12 @@ fn pack(codes: &[u32], bits: u32, out: &mut [u8]) {
 }
 
 fn unpack(bytes: &[u8], bits: u32, n: usize) -> Vec<u32> {
+    match bits {
+        8 => return bytes[..n].iter().map(|&b| u32::from(b)).collect(),
+        4 => return (0..n).map(|i| u32::from((bytes[i / 2] >> (4 * (i % 2))) & 0xf)).collect(),
+        16 => return (0..n).map(|i| u32::from(u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]))).collect(),
+        _ => {}
+    }
     (0..n)
         .map(|i| {
             (0..bits).fold(0u32, |c, b| {

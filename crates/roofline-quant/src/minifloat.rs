@@ -46,9 +46,9 @@ impl MiniFloat {
             return 0.0f32.copysign(x);
         }
         let min_exp = 1 - self.bias(); // exponent of the smallest normal
-        let e = (a.log2().floor() as i32).max(min_exp);
+        let e = (floor_log2(a)).max(min_exp);
         // quantum = 2^(e - man_bits); a / quantum is exact in f64 for any f32 input
-        let quantum = 2f64.powi(e - self.man_bits as i32);
+        let quantum = exp2i(e - self.man_bits as i32);
         let q = round_half_even(a / quantum) * quantum;
         (q.min(f64::from(self.max)) as f32).copysign(x)
     }
@@ -61,12 +61,12 @@ impl MiniFloat {
             return sign;
         }
         let min_exp = 1 - self.bias();
-        let e = a.log2().floor() as i32;
+        let e = floor_log2(a);
         if e < min_exp {
-            let m = (a / 2f64.powi(min_exp - self.man_bits as i32)).round() as u32;
+            let m = (a / exp2i(min_exp - self.man_bits as i32)).round() as u32;
             return sign | m;
         }
-        let m = (a / 2f64.powi(e - self.man_bits as i32)).round() as u32 - (1 << self.man_bits);
+        let m = (a / exp2i(e - self.man_bits as i32)).round() as u32 - (1 << self.man_bits);
         sign | (((e + self.bias()) as u32) << self.man_bits) | m
     }
 
@@ -76,12 +76,24 @@ impl MiniFloat {
         let e = (code >> self.man_bits) & ((1 << self.exp_bits) - 1);
         let m = code & ((1 << self.man_bits) - 1);
         let v = if e == 0 {
-            f64::from(m) * 2f64.powi(1 - self.bias() - self.man_bits as i32)
+            f64::from(m) * exp2i(1 - self.bias() - self.man_bits as i32)
         } else {
-            (1.0 + f64::from(m) / f64::from(1u32 << self.man_bits)) * 2f64.powi(e as i32 - self.bias())
+            (1.0 + f64::from(m) / f64::from(1u32 << self.man_bits)) * exp2i(e as i32 - self.bias())
         };
         (sign * v) as f32
     }
+}
+
+/// `floor(log2(a))` of a positive, normal f64 (every f32 is normal as an f64), read off the exponent bits.
+#[inline]
+fn floor_log2(a: f64) -> i32 {
+    ((a.to_bits() >> 52) & 0x7ff) as i32 - 1023
+}
+
+/// `2^k` for `-1022 <= k <= 1023`, built from its bits.
+#[inline]
+fn exp2i(k: i32) -> f64 {
+    f64::from_bits(((k + 1023) as u64) << 52)
 }
 
 /// Rounds half to even (NumPy's `round`).

@@ -5,6 +5,7 @@ pub mod formats;
 pub mod hardware;
 pub mod model;
 pub mod predict;
+pub mod quant;
 pub mod recommend;
 pub mod tiling;
 
