@@ -1,0 +1,123 @@
+//! The timing harness shared by every measurement: CUDA events around each run, warm-up, median/min/max.
+
+use std::sync::Arc;
+
+use cudarc::driver::{sys::CUevent_flags, CudaContext, CudaStream};
+
+use crate::GpuError;
+
+/// How long and how often to time.
+#[derive(Debug, Clone, Copy)]
+pub struct TimingConfig {
+    /// Untimed runs first.
+    pub warmup: u32,
+    /// At least this many timed runs...
+    pub min_runs: u32,
+    /// ...and at most this many...
+    pub max_runs: u32,
+    /// ...stopping once this much time was spent (after `min_runs`).
+    pub budget_ms: f64,
+}
+
+impl Default for TimingConfig {
+    fn default() -> Self {
+        TimingConfig { warmup: 10, min_runs: 100, max_runs: 1000, budget_ms: 2000.0 }
+    }
+}
+
+/// Per-run statistics, microseconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TimingStats {
+    /// Median.
+    pub median_us: f64,
+    /// Fastest.
+    pub min_us: f64,
+    /// Slowest.
+    pub max_us: f64,
+    /// Timed runs.
+    pub runs: u32,
+}
+
+/// Times `op` (given the run index, to rotate inputs) with timing events around each run.
+pub fn time(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    cfg: &TimingConfig,
+    mut op: impl FnMut(usize) -> Result<(), GpuError>,
+) -> Result<TimingStats, GpuError> {
+    for i in 0..cfg.warmup as usize {
+        op(i)?;
+    }
+    stream.synchronize()?;
+    let start = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+    let end = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+    let mut times = Vec::new();
+    let mut spent_ms = 0.0;
+    let mut i = cfg.warmup as usize;
+    while (times.len() as u32) < cfg.max_runs && ((times.len() as u32) < cfg.min_runs || spent_ms < cfg.budget_ms) {
+        start.record(stream)?;
+        op(i)?;
+        end.record(stream)?;
+        end.synchronize()?;
+        let ms = f64::from(start.elapsed_ms(&end)?);
+        spent_ms += ms;
+        times.push(ms * 1e3);
+        i += 1;
+    }
+    Ok(stats(times))
+}
+
+/// Median, min and max of a set of times.
+pub fn stats(mut times: Vec<f64>) -> TimingStats {
+    times.sort_by(f64::total_cmp);
+    let n = times.len();
+    let median = if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        times[n / 2]
+    } else {
+        0.5 * (times[n / 2 - 1] + times[n / 2])
+    };
+    TimingStats {
+        median_us: median,
+        min_us: times.first().copied().unwrap_or(f64::NAN),
+        max_us: times.last().copied().unwrap_or(f64::NAN),
+        runs: n as u32,
+    }
+}
+
+/// Today's date (UTC), `YYYY-MM-DD`, from the system clock.
+pub fn today() -> String {
+    let days =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 86_400) as i64;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_min_max() {
+        let s = stats(vec![3.0, 1.0, 2.0, 10.0]);
+        assert_eq!((s.median_us, s.min_us, s.max_us, s.runs), (2.5, 1.0, 10.0, 4));
+        assert_eq!(stats(vec![5.0, 1.0, 3.0]).median_us, 3.0);
+    }
+
+    #[test]
+    fn date_is_iso() {
+        let d = today();
+        assert_eq!(d.len(), 10);
+        assert!(d.starts_with("20"));
+    }
+}
