@@ -33,6 +33,13 @@ enum Command {
     /// Quantization codecs: error of every format on a matrix, and quantize throughput.
     #[command(subcommand)]
     Quant(cmd::quant::Command),
+    /// Measure a GEMM on this GPU (cuBLAS, CUDA events) next to its prediction, with the error.
+    Measure(cmd::gpu::MeasureArgs),
+    /// Measure this GPU's ceilings (copy bandwidth, GEMM peaks, launch overhead) into a profile TOML.
+    Calibrate(cmd::gpu::CalibrateArgs),
+    /// This GPU as the driver reports it.
+    #[command(subcommand)]
+    Gpu(GpuCommand),
     /// List hardware presets or show one profile with the source of every number.
     #[command(subcommand)]
     Hardware(cmd::hardware::Command),
@@ -43,6 +50,13 @@ enum Command {
     Bench(cmd::bench::Command),
 }
 
+/// `roofline gpu ...`.
+#[derive(Debug, Subcommand)]
+enum GpuCommand {
+    /// Name, compute capability, SMs, L2, memory, clock.
+    Info(cmd::gpu::InfoArgs),
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -51,6 +65,9 @@ fn main() -> ExitCode {
         Command::Recommend(args) => cmd::recommend::run(args),
         Command::Tiling(args) => cmd::tiling::run(args),
         Command::Quant(c) => cmd::quant::run(c),
+        Command::Measure(args) => cmd::gpu::measure(args),
+        Command::Calibrate(args) => cmd::gpu::calibrate(args),
+        Command::Gpu(GpuCommand::Info(args)) => cmd::gpu::info(args),
         Command::Hardware(c) => cmd::hardware::run(c),
         Command::Formats(args) => cmd::formats::run(args),
         Command::Bench(c) => cmd::bench::run(c),

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod formats;
+pub mod gpu;
 pub mod hardware;
 pub mod model;
 pub mod predict;
