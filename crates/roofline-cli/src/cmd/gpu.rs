@@ -22,7 +22,9 @@ pub struct InfoArgs {
 
 /// Flags of `roofline calibrate`.
 #[derive(Debug, Args)]
-#[command(after_help = "Writes a hardware profile measured on this GPU; use it everywhere with --hw FILE:\n  roofline calibrate --output h100-measured.toml\n  roofline predict --hw h100-measured.toml")]
+#[command(
+    after_help = "Writes a hardware profile measured on this GPU; use it everywhere with --hw FILE:\n  roofline calibrate --output h100-measured.toml\n  roofline predict --hw h100-measured.toml"
+)]
 pub struct CalibrateArgs {
     /// GPU index.
     #[arg(long, default_value = "0")]
@@ -108,7 +110,10 @@ pub fn measure(args: MeasureArgs) -> Result<()> {
         return print_json(&point);
     }
     let (p, meas) = (&point.prediction, point.measurement.as_ref().context("measurement")?);
-    println!("{} {}x{}x{} on {} (prediction: {} [{}])", args.precision, args.m, args.n, args.k, meas.device, hw.name, hw.source);
+    println!(
+        "{} {}x{}x{} on {} (prediction: {} [{}])",
+        args.precision, args.m, args.n, args.k, meas.device, hw.name, hw.source
+    );
     let mut t = table(&["", "Time us", "TFLOP/s", "GB/s", "% peak BW", "% peak compute", "Bound"]);
     t.add_row(vec![
         "predicted".into(),
@@ -121,7 +126,13 @@ pub fn measure(args: MeasureArgs) -> Result<()> {
     ]);
     t.add_row(vec![
         "measured".into(),
-        format!("{} (min {}, max {}, {} runs)", sig3(meas.time_us), sig3(meas.time_us_min), sig3(meas.time_us_max), meas.runs),
+        format!(
+            "{} (min {}, max {}, {} runs)",
+            sig3(meas.time_us),
+            sig3(meas.time_us_min),
+            sig3(meas.time_us_max),
+            meas.runs
+        ),
         sig3(meas.tflops),
         sig3(meas.bandwidth_gb_s),
         format!("{:.1}%", 100.0 * meas.bandwidth_gb_s / p.bandwidth_gb_s),
