@@ -1,0 +1,203 @@
+//! # roofline-report
+//!
+//! Roofline charts rendered to SVG strings (stable ids/classes/`data-*` attributes so a web page can make
+//! them interactive) and JSON reading/writing of sweep results ([`DualPoint`] lists).
+//!
+//! Work in progress: PNG output (plotters bitmap backend with a bundled font), CSV, bar charts and the
+//! markdown report are not written yet.
+
+use std::fmt::Write as _;
+
+use roofline_core::{DualPoint, HardwareProfile};
+use serde::{Deserialize, Serialize};
+
+/// Errors of this crate.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// JSON (de)serialisation failed.
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+    /// Nothing to draw.
+    #[error("nothing to plot: {0}")]
+    Empty(String),
+}
+
+/// What to draw on a roofline chart.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChartSpec {
+    /// Hardware whose roofs are drawn.
+    pub hardware: HardwareProfile,
+    /// Points (prediction plus optional measurement).
+    pub points: Vec<DualPoint>,
+    /// Title override; default names the hardware and its source.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Pixel width.
+    #[serde(default = "default_w")]
+    pub width: u32,
+    /// Pixel height.
+    #[serde(default = "default_h")]
+    pub height: u32,
+}
+
+fn default_w() -> u32 {
+    1000
+}
+fn default_h() -> u32 {
+    700
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Renders a log-log roofline chart (x = FLOP/byte, y = TFLOP/s) as an SVG document.
+///
+/// Each roof is `<g class="roof" data-format="CLASS" data-peak-tflops=.. data-ridge-ai=..>`; each point is
+/// `<g class="point" data-label=.. data-time-us=.. data-ai=.. data-bound=..>` with a hollow predicted circle and,
+/// when measured, a filled circle joined by a line.
+pub fn roofline_svg(spec: &ChartSpec) -> Result<String, ReportError> {
+    let hw = &spec.hardware;
+    let roofs: Vec<_> = hw.peak_tflops.iter().collect();
+    if roofs.is_empty() {
+        return Err(ReportError::Empty(format!("hardware {} has no compute peaks", hw.key)));
+    }
+    let bw_tb = hw.memory_bandwidth_gb_s / 1000.0;
+    let (w, h) = (spec.width as f64, spec.height as f64);
+    let (l, r, t, b) = (80.0, w - 160.0, 50.0, h - 60.0);
+    let (x0, x1) = (0.1f64.log10(), 10000f64.log10());
+    let ymax = roofs.iter().map(|(_, p)| *p).fold(1.0, f64::max) * 2.0;
+    let (y0, y1) = ((bw_tb * 0.1 / 2.0).log10(), ymax.log10());
+    let px = |ai: f64| l + (ai.max(1e-9).log10() - x0) / (x1 - x0) * (r - l);
+    let py = |tf: f64| b - (tf.max(1e-12).log10() - y0) / (y1 - y0) * (b - t);
+    let title = spec.title.clone().unwrap_or_else(|| format!("{} ({})", hw.name, hw.source));
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif"><rect width="100%" height="100%" fill="white"/><text id="title" x="{}" y="25" text-anchor="middle" font-size="16">{}</text><rect id="plot-area" x="{l}" y="{t}" width="{}" height="{}" fill="none" stroke="black"/><text id="x-label" x="{}" y="{}" text-anchor="middle" font-size="13">Arithmetic intensity (FLOP/byte)</text><text id="y-label" transform="translate(20,{}) rotate(-90)" text-anchor="middle" font-size="13">Throughput (TFLOP/s)</text>"#,
+        w / 2.0,
+        esc(&title),
+        r - l,
+        b - t,
+        (l + r) / 2.0,
+        h - 15.0,
+        (t + b) / 2.0
+    );
+    for (i, (class, peak)) in roofs.iter().enumerate() {
+        let ridge = peak / bw_tb;
+        let xs = 10f64.powf(x0);
+        let color = [
+            "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+            "#17becf",
+        ][i % 10];
+        let _ = write!(
+            s,
+            r#"<g class="roof" data-format="{n}" data-peak-tflops="{peak}" data-ridge-ai="{ridge:.3}"><polyline fill="none" stroke="{color}" stroke-width="2" points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}"/><circle class="ridge" cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/><text class="roof-label" x="{:.1}" y="{:.1}" font-size="11" fill="{color}">{n} {peak} TFLOP/s, ridge {ridge:.0}</text></g>"#,
+            px(xs),
+            py(xs * bw_tb),
+            px(ridge),
+            py(*peak),
+            r,
+            py(*peak),
+            px(ridge),
+            py(*peak),
+            r + 5.0,
+            py(*peak) + 4.0,
+            n = class.name()
+        );
+    }
+    let best = spec
+        .points
+        .iter()
+        .enumerate()
+        .min_by(|a, b| a.1.prediction.time_us.total_cmp(&b.1.prediction.time_us))
+        .map(|(i, _)| i);
+    for (i, p) in spec.points.iter().enumerate() {
+        let pr = &p.prediction;
+        let ai = pr.arithmetic_intensity;
+        let tf = pr.flops as f64 / pr.time_us / 1e6;
+        let (cx, cy) = (px(ai), py(tf));
+        let is_best = best == Some(i);
+        let _ = write!(
+            s,
+            r#"<g class="point{}" id="point-{i}" data-label="{}" data-time-us="{:.3}" data-ai="{:.3}" data-bound="{}"><circle class="predicted" cx="{cx:.1}" cy="{cy:.1}" r="{}" fill="none" stroke="black" stroke-width="{}"/>"#,
+            if is_best { " best" } else { "" },
+            esc(&p.label),
+            pr.time_us,
+            ai,
+            pr.bound.as_str(),
+            if is_best { 7 } else { 5 },
+            if is_best { 3.0 } else { 1.5 }
+        );
+        if let Some(m) = &p.measurement {
+            let my = py(m.tflops);
+            let _ = write!(
+                s,
+                r#"<line x1="{cx:.1}" y1="{cy:.1}" x2="{cx:.1}" y2="{my:.1}" stroke="gray"/><circle class="measured" data-time-us="{:.3}" cx="{cx:.1}" cy="{my:.1}" r="5" fill="black"/>"#,
+                m.time_us
+            );
+        }
+        let _ = write!(
+            s,
+            r#"<text class="point-label" x="{:.1}" y="{:.1}" font-size="10">{}</text></g>"#,
+            cx + 8.0,
+            cy - 6.0 - (i % 3) as f64 * 11.0,
+            esc(&p.label)
+        );
+    }
+    s.push_str("</svg>\n");
+    Ok(s)
+}
+
+/// Writes points as pretty JSON (the sweep's JSON format: an array of [`DualPoint`]).
+pub fn write_json(points: &[DualPoint]) -> Result<String, ReportError> {
+    Ok(serde_json::to_string_pretty(points)?)
+}
+
+/// Reads points from JSON written by [`write_json`].
+pub fn read_json(text: &str) -> Result<Vec<DualPoint>, ReportError> {
+    Ok(serde_json::from_str(text)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roofline_core::{predict_report, PredictRequest};
+
+    fn spec() -> ChartSpec {
+        let hw = HardwareProfile::presets().unwrap()[0].clone();
+        let req = PredictRequest { m: 1, n: 4096, k: 4096, batch: 1, schemes: vec![] };
+        let rep = predict_report(&req, &hw).unwrap();
+        let gemm =
+            |r: &roofline_core::PredictRow| roofline_core::Gemm::batched(1, 1, 4096, 4096, true, r.scheme).unwrap();
+        let points = rep
+            .rows
+            .iter()
+            .map(|r| DualPoint {
+                label: r.label.clone(),
+                gemm: gemm(r),
+                prediction: r.prediction.clone(),
+                measurement: None,
+            })
+            .collect();
+        ChartSpec { hardware: hw, points, title: None, width: 1000, height: 700 }
+    }
+
+    #[test]
+    fn svg_has_one_roof_per_class_and_all_points() {
+        let s = spec();
+        let svg = roofline_svg(&s).unwrap();
+        assert_eq!(svg.matches(r#"<g class="roof""#).count(), s.hardware.peak_tflops.iter().count());
+        assert_eq!(svg.matches(r#"<g class="point"#).count(), s.points.len());
+        for p in &s.points {
+            assert!(svg.contains(&format!(r#"data-label="{}""#, p.label)));
+        }
+    }
+
+    #[test]
+    fn json_round_trip() {
+        let s = spec();
+        let back = read_json(&write_json(&s.points).unwrap()).unwrap();
+        assert_eq!(back, s.points);
+    }
+}
