@@ -17,6 +17,17 @@ pub enum ReportError {
     /// JSON (de)serialisation failed.
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),
+    /// CSV reading or writing failed.
+    #[error("csv: {0}")]
+    Csv(#[from] csv::Error),
+    /// A CSV row could not be turned into a point.
+    #[error("csv row {row}: {msg}")]
+    Row {
+        /// 1-based data row.
+        row: usize,
+        /// What was wrong.
+        msg: String,
+    },
     /// Nothing to draw.
     #[error("nothing to plot: {0}")]
     Empty(String),
@@ -159,6 +170,102 @@ pub fn read_json(text: &str) -> Result<Vec<DualPoint>, ReportError> {
     Ok(serde_json::from_str(text)?)
 }
 
+/// Header of the sweep CSV (see [`write_csv`]).
+pub const CSV_HEADER: [&str; 15] = [
+    "label",
+    "m",
+    "n",
+    "k",
+    "batch",
+    "weights",
+    "activations",
+    "output",
+    "flops",
+    "bytes",
+    "ai",
+    "bound",
+    "predicted_us",
+    "measured_us",
+    "error",
+];
+
+/// Writes points as CSV with columns
+/// `label,m,n,k,batch,weights,activations,output,flops,bytes,ai,bound,predicted_us,measured_us,error`.
+/// `weights/activations/output` are canonical format names; `ai` is FLOP/byte; `bound` is `memory|compute`;
+/// `measured_us` and `error` (`(measured - predicted) / measured`) are empty when not measured.
+pub fn write_csv(points: &[DualPoint]) -> Result<String, ReportError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(CSV_HEADER)?;
+    for p in points {
+        let g = &p.gemm;
+        let pr = &p.prediction;
+        w.write_record([
+            p.label.clone(),
+            g.m.to_string(),
+            g.n.to_string(),
+            g.k.to_string(),
+            g.batch.to_string(),
+            g.scheme.weights.to_string(),
+            g.scheme.activations.to_string(),
+            g.scheme.output.to_string(),
+            pr.flops.to_string(),
+            pr.bytes.to_string(),
+            pr.arithmetic_intensity.to_string(),
+            pr.bound.as_str().to_string(),
+            pr.time_us.to_string(),
+            p.measurement.as_ref().map(|m| m.time_us.to_string()).unwrap_or_default(),
+            p.error().map(|e| e.to_string()).unwrap_or_default(),
+        ])?;
+    }
+    let bytes = w.into_inner().map_err(|e| ReportError::Row { row: 0, msg: e.to_string() })?;
+    String::from_utf8(bytes).map_err(|e| ReportError::Row { row: 0, msg: e.to_string() })
+}
+
+/// Reads a CSV written by [`write_csv`]; predictions are recomputed on `hw` from the shape and formats, and a
+/// non-empty `measured_us` becomes a [`Measurement`](roofline_core::Measurement) (device `csv`, kernel `unknown`).
+pub fn read_csv(text: &str, hw: &HardwareProfile) -> Result<Vec<DualPoint>, ReportError> {
+    let mut rd = csv::Reader::from_reader(text.as_bytes());
+    let mut out = Vec::new();
+    for (i, rec) in rd.records().enumerate() {
+        let rec = rec?;
+        let row = i + 1;
+        let bad = |msg: String| ReportError::Row { row, msg };
+        let get = |c: usize| rec.get(c).ok_or_else(|| bad(format!("missing column {}", CSV_HEADER[c])));
+        let int = |c: usize| -> Result<u64, ReportError> {
+            get(c)?.trim().parse().map_err(|e| bad(format!("{}: {e}", CSV_HEADER[c])))
+        };
+        let fmt = |c: usize| -> Result<roofline_core::Format, ReportError> {
+            get(c)?.trim().parse().map_err(|e| bad(format!("{}: {e}", CSV_HEADER[c])))
+        };
+        let scheme = roofline_core::Scheme { weights: fmt(5)?, activations: fmt(6)?, output: fmt(7)? };
+        let gemm = roofline_core::Gemm::batched(int(4)?, int(1)?, int(2)?, int(3)?, true, scheme)
+            .map_err(|e| bad(e.to_string()))?;
+        let prediction = roofline_core::predict(&gemm, hw).map_err(|e| bad(e.to_string()))?;
+        let measured = get(13)?.trim();
+        let measurement = if measured.is_empty() {
+            None
+        } else {
+            let t: f64 = measured.parse().map_err(|e| bad(format!("measured_us: {e}")))?;
+            if !t.is_finite() || t <= 0.0 {
+                return Err(bad(format!("measured_us must be > 0, got {t}")));
+            }
+            Some(roofline_core::Measurement {
+                device: "csv".into(),
+                time_us: t,
+                time_us_min: t,
+                time_us_max: t,
+                runs: 1,
+                tflops: prediction.flops as f64 / t / 1e6,
+                bandwidth_gb_s: prediction.bytes as f64 / t / 1e3,
+                kernel: "unknown".into(),
+                power: None,
+            })
+        };
+        out.push(DualPoint { label: get(0)?.to_string(), gemm, prediction, measurement });
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +298,20 @@ mod tests {
         assert_eq!(svg.matches(r#"<g class="point"#).count(), s.points.len());
         for p in &s.points {
             assert!(svg.contains(&format!(r#"data-label="{}""#, p.label)));
+        }
+    }
+
+    #[test]
+    fn csv_round_trip() {
+        let s = spec();
+        let text = write_csv(&s.points).unwrap();
+        assert!(text.starts_with("label,m,n,k,batch,weights,activations,output,flops,bytes,ai,bound"));
+        let back = read_csv(&text, &s.hardware).unwrap();
+        assert_eq!(back.len(), s.points.len());
+        for (a, b) in back.iter().zip(&s.points) {
+            assert_eq!(a.label, b.label);
+            assert_eq!(a.gemm, b.gemm);
+            assert_eq!(a.prediction, b.prediction);
         }
     }
 
