@@ -170,6 +170,60 @@ pub fn read_json(text: &str) -> Result<Vec<DualPoint>, ReportError> {
     Ok(serde_json::from_str(text)?)
 }
 
+/// Writes the markdown report: hardware limits with ridge points, kernel placement table, bottleneck summary and
+/// the kernels under 70% of their roof. `chart_file` (an SVG written beside the .md) is embedded when given.
+pub fn report_markdown(hw: &HardwareProfile, points: &[DualPoint], chart_file: Option<&str>) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "# Roofline report: {}\n\nHardware source: {}\n", hw.name, hw.source);
+    let _ = writeln!(s, "## Hardware limits\n\nMemory bandwidth: {} GB/s\n", hw.memory_bandwidth_gb_s);
+    let _ = writeln!(s, "| Compute | Peak (TFLOP/s) | Ridge (FLOP/byte) |\n|---|---:|---:|");
+    for (c, peak) in hw.peak_tflops.iter() {
+        let ridge = hw.ridge_ai(c).map(|r| format!("{r:.1}")).unwrap_or_else(|| "-".into());
+        let _ = writeln!(s, "| {} | {peak} | {ridge} |", c.name());
+    }
+    if let Some(f) = chart_file {
+        let _ = writeln!(s, "\n![roofline]({f})");
+    }
+    let _ = writeln!(
+        s,
+        "\n## Kernel placement\n\n| Kernel | Op | AI (FLOP/byte) | Bound | Attainable (TFLOP/s) | Measured (TFLOP/s) | % of roof |\n|---|---|---:|---|---:|---:|---:|"
+    );
+    for p in points {
+        let g = &p.gemm;
+        let pr = &p.prediction;
+        let meas = p.measurement.as_ref().map(|m| format!("{:.2}", m.tflops)).unwrap_or_else(|| "-".into());
+        let frac = p.fraction_of_roof().map(|f| format!("{:.0}%", f * 100.0)).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            s,
+            "| {} | {}x{}x{} (batch {}) | {:.2} | {} | {:.2} | {meas} | {frac} |",
+            p.label,
+            g.m,
+            g.n,
+            g.k,
+            g.batch,
+            pr.arithmetic_intensity,
+            pr.bound.as_str(),
+            pr.attainable_tflops
+        );
+    }
+    let mem = points.iter().filter(|p| p.prediction.bound == roofline_core::Bound::Memory).count();
+    let _ = writeln!(
+        s,
+        "\n## Bottlenecks\n\n{mem} of {} kernels are memory-bound, {} compute-bound.",
+        points.len(),
+        points.len() - mem
+    );
+    let _ = writeln!(s, "\n## Optimization opportunities (under 70% of roof)\n");
+    let low: Vec<_> = points.iter().filter(|p| p.fraction_of_roof().is_some_and(|f| f < 0.7)).collect();
+    if low.is_empty() {
+        let _ = writeln!(s, "None among measured kernels.");
+    }
+    for p in low {
+        let _ = writeln!(s, "- {}: {:.0}% of roof", p.label, p.fraction_of_roof().unwrap_or(0.0) * 100.0);
+    }
+    s
+}
+
 /// Header of the sweep CSV (see [`write_csv`]).
 pub const CSV_HEADER: [&str; 15] = [
     "label",
@@ -313,6 +367,27 @@ mod tests {
             assert_eq!(a.gemm, b.gemm);
             assert_eq!(a.prediction, b.prediction);
         }
+    }
+
+    #[test]
+    fn markdown_lists_slow_kernels() {
+        let mut s = spec();
+        let slow = s.points[0].prediction.time_us * 2.0;
+        s.points[0].measurement = Some(roofline_core::Measurement {
+            device: "t".into(),
+            time_us: slow,
+            time_us_min: slow,
+            time_us_max: slow,
+            runs: 1,
+            tflops: s.points[0].prediction.flops as f64 / slow / 1e6,
+            bandwidth_gb_s: 0.0,
+            kernel: "k".into(),
+            power: None,
+        });
+        let md = report_markdown(&s.hardware, &s.points, Some("roofline.svg"));
+        assert!(md.contains("![roofline](roofline.svg)"));
+        assert!(md.contains(&format!("- {}: 50% of roof", s.points[0].label)));
+        assert!(md.matches("\n| ").count() >= s.points.len());
     }
 
     #[test]
