@@ -2,7 +2,7 @@
 //! Usage: `cargo run -p roofline-report --example render -- OUT_DIR`.
 
 use roofline_core::{predict_report, DualPoint, Gemm, HardwareProfile, PredictRequest};
-use roofline_report::{roofline_svg, ChartSpec};
+use roofline_report::{roofline_png, roofline_svg, ChartSpec};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = std::env::args().nth(1).unwrap_or_else(|| ".".into());
@@ -30,6 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             height: 700,
         };
         std::fs::write(format!("{dir}/{name}.svg"), roofline_svg(&spec)?)?;
+        roofline_png(&spec, std::path::Path::new(&format!("{dir}/{name}.png")))?;
     }
     Ok(())
 }

@@ -8,6 +8,9 @@
 
 use std::fmt::Write as _;
 
+mod png;
+pub use png::roofline_png;
+
 use roofline_core::{DualPoint, HardwareProfile};
 use serde::{Deserialize, Serialize};
 
@@ -28,6 +31,9 @@ pub enum ReportError {
         /// What was wrong.
         msg: String,
     },
+    /// The plotting backend failed.
+    #[error("draw: {0}")]
+    Draw(String),
     /// Nothing to draw.
     #[error("nothing to plot: {0}")]
     Empty(String),
