@@ -29,7 +29,7 @@ pub fn roofline_png(spec: &ChartSpec, path: &std::path::Path) -> Result<(), Repo
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(60)
-        .build_cartesian_2d((0.1f64..10000f64).log_scale(), (bw_tb * 0.05..ymax).log_scale())
+        .build_cartesian_2d((0.1f64..5000f64).log_scale(), (bw_tb * 0.05..ymax).log_scale())
         .map_err(err)?;
     chart
         .configure_mesh()
@@ -43,7 +43,7 @@ pub fn roofline_png(spec: &ChartSpec, path: &std::path::Path) -> Result<(), Repo
         let ridge = peak / bw_tb;
         chart
             .draw_series(std::iter::once(PathElement::new(
-                vec![(0.1, 0.1 * bw_tb), (ridge, *peak), (10000.0, *peak)],
+                vec![(0.1, 0.1 * bw_tb), (ridge, *peak), (5000.0, *peak)],
                 color.stroke_width(2),
             )))
             .map_err(err)?
@@ -62,6 +62,12 @@ pub fn roofline_png(spec: &ChartSpec, path: &std::path::Path) -> Result<(), Repo
         let xy = (pr.arithmetic_intensity, pr.flops as f64 / pr.time_us / 1e6);
         let (r, w) = if best == Some(i) { (8, 3) } else { (5, 1) };
         chart.draw_series(std::iter::once(Circle::new(xy, r, BLACK.stroke_width(w)))).map_err(err)?;
+        let dy = -14 - 13 * (i as i32 % 4);
+        chart
+            .draw_series(std::iter::once(
+                EmptyElement::at(xy) + Text::new(p.label.clone(), (10, dy), ("sans-serif", 12).into_font()),
+            ))
+            .map_err(err)?;
         if let Some(m) = &p.measurement {
             let my = (xy.0, m.tflops);
             chart.draw_series(std::iter::once(PathElement::new(vec![xy, my], BLACK.mix(0.5)))).map_err(err)?;
