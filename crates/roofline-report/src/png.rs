@@ -62,12 +62,25 @@ pub fn roofline_png(spec: &ChartSpec, path: &std::path::Path) -> Result<(), Repo
         let xy = (pr.arithmetic_intensity, pr.flops as f64 / pr.time_us / 1e6);
         let (r, w) = if best == Some(i) { (8, 3) } else { (5, 1) };
         chart.draw_series(std::iter::once(Circle::new(xy, r, BLACK.stroke_width(w)))).map_err(err)?;
-        let dy = -14 - 13 * (i as i32 % 4);
-        chart
-            .draw_series(std::iter::once(
-                EmptyElement::at(xy) + Text::new(p.label.clone(), (10, dy), ("sans-serif", 12).into_font()),
-            ))
-            .map_err(err)?;
+        // Points that land on the same spot share one label, so coincident formats do not overprint.
+        let key = |q: &crate::DualPoint| {
+            let t = q.prediction.flops as f64 / q.prediction.time_us / 1e6;
+            ((q.prediction.arithmetic_intensity.log10() * 10.0).round() as i64, (t.log10() * 10.0).round() as i64)
+        };
+        let same: Vec<&str> = spec.points.iter().filter(|q| key(q) == key(p)).map(|q| q.label.as_str()).collect();
+        if spec.points.iter().position(|q| key(q) == key(p)) == Some(i) {
+            let groups_before = spec.points[..i]
+                .iter()
+                .enumerate()
+                .filter(|(j, q)| spec.points.iter().position(|o| key(o) == key(q)) == Some(*j))
+                .count() as i32;
+            let dy = if groups_before % 2 == 0 { -18 } else { 8 };
+            chart
+                .draw_series(std::iter::once(
+                    EmptyElement::at(xy) + Text::new(same.join(", "), (10, dy), ("sans-serif", 12).into_font()),
+                ))
+                .map_err(err)?;
+        }
         if let Some(m) = &p.measurement {
             let my = (xy.0, m.tflops);
             chart.draw_series(std::iter::once(PathElement::new(vec![xy, my], BLACK.mix(0.5)))).map_err(err)?;
