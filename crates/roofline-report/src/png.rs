@@ -29,7 +29,7 @@ pub fn roofline_png(spec: &ChartSpec, path: &std::path::Path) -> Result<(), Repo
         .margin(15)
         .x_label_area_size(45)
         .y_label_area_size(60)
-        .build_cartesian_2d((0.1f64..5000f64).log_scale(), (bw_tb * 0.05..ymax).log_scale())
+        .build_cartesian_2d((0.1f64..100000f64).log_scale(), (bw_tb * 0.05..ymax).log_scale())
         .map_err(err)?;
     chart
         .configure_mesh()
@@ -43,7 +43,7 @@ pub fn roofline_png(spec: &ChartSpec, path: &std::path::Path) -> Result<(), Repo
         let ridge = peak / bw_tb;
         chart
             .draw_series(std::iter::once(PathElement::new(
-                vec![(0.1, 0.1 * bw_tb), (ridge, *peak), (5000.0, *peak)],
+                vec![(0.1, 0.1 * bw_tb), (ridge, *peak), (100000.0, *peak)],
                 color.stroke_width(2),
             )))
             .map_err(err)?
