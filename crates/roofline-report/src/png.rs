@@ -27,6 +27,7 @@ pub fn roofline_png(spec: &ChartSpec, path: &std::path::Path) -> Result<(), Repo
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 20))
         .margin(15)
+        .margin_right(45)
         .x_label_area_size(45)
         .y_label_area_size(60)
         .build_cartesian_2d((0.1f64..100000f64).log_scale(), (bw_tb * 0.05..ymax).log_scale())
@@ -77,7 +78,7 @@ pub fn roofline_png(spec: &ChartSpec, path: &std::path::Path) -> Result<(), Repo
             let dy = if groups_before % 2 == 0 { -18 } else { 8 };
             chart
                 .draw_series(std::iter::once(
-                    EmptyElement::at(xy) + Text::new(same.join(", "), (10, dy), ("sans-serif", 12).into_font()),
+                    EmptyElement::at(xy) + Text::new(short_label(&same), (10, dy), ("sans-serif", 12).into_font()),
                 ))
                 .map_err(err)?;
         }
@@ -97,4 +98,13 @@ pub fn roofline_png(spec: &ChartSpec, path: &std::path::Path) -> Result<(), Repo
         .map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
+}
+
+/// Joins up to three labels; more become `+N`.
+fn short_label(labels: &[&str]) -> String {
+    let mut s = labels.iter().take(3).copied().collect::<Vec<_>>().join(", ");
+    if labels.len() > 3 {
+        s.push_str(&format!(" +{}", labels.len() - 3));
+    }
+    s
 }
