@@ -397,6 +397,16 @@ mod tests {
     }
 
     #[test]
+    fn png_is_written_with_png_signature() {
+        let path = std::env::temp_dir().join(format!("roofline-report-test-{}.png", std::process::id()));
+        roofline_png(&spec(), &path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(bytes.len() > 1000);
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    }
+
+    #[test]
     fn json_round_trip() {
         let s = spec();
         let back = read_json(&write_json(&s.points).unwrap()).unwrap();
