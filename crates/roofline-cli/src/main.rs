@@ -40,6 +40,10 @@ enum Command {
     /// This GPU as the driver reports it.
     #[command(subcommand)]
     Gpu(GpuCommand),
+    /// Draw a roofline chart (SVG or PNG): formats of a shape, a sweep's points, or every op of a model.
+    Plot(cmd::plot::PlotArgs),
+    /// Write a markdown report (limits, kernel placement, bottlenecks, chart) from a sweep's CSV/JSON.
+    Report(cmd::plot::ReportArgs),
     /// List hardware presets or show one profile with the source of every number.
     #[command(subcommand)]
     Hardware(cmd::hardware::Command),
@@ -68,6 +72,8 @@ fn main() -> ExitCode {
         Command::Measure(args) => cmd::gpu::measure(args),
         Command::Calibrate(args) => cmd::gpu::calibrate(args),
         Command::Gpu(GpuCommand::Info(args)) => cmd::gpu::info(args),
+        Command::Plot(args) => cmd::plot::plot(args),
+        Command::Report(args) => cmd::plot::report(args),
         Command::Hardware(c) => cmd::hardware::run(c),
         Command::Formats(args) => cmd::formats::run(args),
         Command::Bench(c) => cmd::bench::run(c),

@@ -265,3 +265,38 @@ fn quant_compare_and_bench() {
         .failure()
         .stderr(predicate::str::contains("too large"));
 }
+
+#[test]
+fn plot_and_report_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("decode.svg");
+    roofline().args(["plot", "--hw", "seed-gb10", "--output", svg.to_str().unwrap()]).assert().success();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(text.contains("<svg") && text.contains("class=\"roof\"") && text.contains("data-label=\"INT4\""));
+    let png = dir.path().join("dsv3.png");
+    roofline()
+        .args(["plot", "--hw", "gb200", "--config", "deepseek-v3", "--output", png.to_str().unwrap()])
+        .assert()
+        .success();
+    assert_eq!(&std::fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+    roofline()
+        .args(["plot", "--hw", "h100", "--by-phase", "--output", dir.path().join("h.svg").to_str().unwrap()])
+        .assert()
+        .success();
+    assert!(dir.path().join("h-decode.svg").exists() && dir.path().join("h-prefill.svg").exists());
+    roofline()
+        .args(["plot", "--output", dir.path().join("x.gif").to_str().unwrap()])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains(".svg or .png"));
+    // a report from a CSV of points
+    let csv = dir.path().join("points.csv");
+    std::fs::write(&csv, "label,m,n,k,batch,weights,activations,output,flops,bytes,ai,bound,predicted_us,measured_us,error\nFP16,1,4096,4096,1,FP16,FP16,FP16,0,0,0,memory,0,20.0,\n").unwrap();
+    let md = dir.path().join("report.md");
+    roofline()
+        .args(["report", "--hw", "h100", "--input", csv.to_str().unwrap(), "--output", md.to_str().unwrap()])
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(text.contains("FP16") && dir.path().join("report.png").exists());
+}
