@@ -9,6 +9,7 @@ pub mod plot;
 pub mod predict;
 pub mod quant;
 pub mod recommend;
+pub mod sweep;
 pub mod tiling;
 
 /// Parses a size flag (`--m`, `--n`, ...): an integer >= 1.
