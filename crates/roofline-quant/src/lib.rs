@@ -8,5 +8,5 @@ pub mod codec;
 pub mod metrics;
 pub mod minifloat;
 
-pub use codec::{dequantize, quantize, Codec, QuantError, QuantizedTensor};
+pub use codec::{dequantize, quantize, quantize_with, Codec, QuantError, QuantOptions, QuantizedTensor, ScaleDtype};
 pub use metrics::{compare, ErrorMetrics};
