@@ -596,6 +596,7 @@ fn write_all(
         total_bytes_out: 0,
     };
     let mut weight_map = BTreeMap::new();
+    let mut tensor_bytes = 0u64;
     let mut groups: BTreeMap<Scheme, Vec<String>> = BTreeMap::new();
     let mut ignore = Vec::new();
     for shard in &model.shards {
@@ -708,11 +709,11 @@ fn write_all(
         w.flush().map_err(io_err(&path))?;
         w.into_inner().map_err(|e| io_err(&path)(e.into_error()))?.sync_all().map_err(io_err(&path))?;
         report.total_bytes_out += (8 + header.len() + written) as u64;
+        tensor_bytes += written as u64;
     }
     if model.indexed {
-        let index = json!({"metadata": {"total_size": weight_map.len()}, "weight_map": weight_map});
-        let mut index = index;
-        index["metadata"]["total_size"] = json!(report.total_bytes_out);
+        // total_size: bytes of tensor data, as transformers' save_pretrained writes it
+        let index = json!({"metadata": {"total_size": tensor_bytes}, "weight_map": weight_map});
         write_json(&tmp.join("model.safetensors.index.json"), &index)?;
     }
     let mut config = model.config.clone();
@@ -780,8 +781,6 @@ pub fn quantization_config(groups: &BTreeMap<Scheme, Vec<String>>, ignore: &[Str
         "kv_cache_scheme": null,
         "global_compression_ratio": null,
         "sparsity_config": {},
-        "transform_config": {},
-        "version": "roofline",
     })
 }
 

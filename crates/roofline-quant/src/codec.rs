@@ -407,7 +407,7 @@ fn quantize_row(
                 let s = sd.round(nonzero(amax(chunk) / 127.0));
                 scales[b] = s;
                 out.iter_mut().zip(chunk).for_each(|(c, &x)| {
-                    let q = (x / s).round_ties_even().clamp(-127.0, 127.0) as i32;
+                    let q = rne((x / s).clamp(-128.0, 128.0)).clamp(-127.0, 127.0) as i32;
                     *c = u32::from(q as i8 as u8);
                 });
             }
@@ -421,12 +421,12 @@ fn quantize_row(
                     out.iter_mut().for_each(|c| *c = 0);
                     continue;
                 }
-                let zero = (-mn / s).round_ties_even().clamp(0.0, levels);
+                let zero = rne((-mn / s).clamp(-LIM, LIM)).clamp(0.0, levels);
                 scales[b] = s;
                 zeros[b] = zero as u8;
                 out.iter_mut()
                     .zip(chunk)
-                    .for_each(|(c, &x)| *c = ((x / s).round_ties_even() + zero).clamp(0.0, levels) as u32);
+                    .for_each(|(c, &x)| *c = (rne((x / s).clamp(-LIM, LIM)) + zero).clamp(0.0, levels) as u32);
             }
             Codec::Nf4 { .. } | Codec::Nf4Dq { .. } => {
                 let s = sd.round(amax(chunk));
@@ -442,7 +442,7 @@ fn quantize_row(
                 match enc {
                     Some(enc) => out.iter_mut().zip(chunk).for_each(|(c, &x)| *c = enc.code(x / s)),
                     None => out.iter_mut().zip(chunk).for_each(|(c, &x)| {
-                        let q = ((x / s) * 64.0).round_ties_even().clamp(-127.0, 127.0) as i32;
+                        let q = rne(((x / s) * 64.0).clamp(-128.0, 128.0)).clamp(-127.0, 127.0) as i32;
                         *c = u32::from(q as i8 as u8);
                     }),
                 }
@@ -464,18 +464,29 @@ fn quantize_row(
     }
 }
 
-/// Index of the nearest NF4 code value (the lowest index on a tie, like a full argmin scan).
+/// Index of the nearest NF4 code value (the lowest index on a tie, like a full argmin scan). The nearest code
+/// is one of the two around `v` (computed distances are monotone, and the codes are far apart compared with
+/// an f32 ulp, so no farther code can tie).
 #[inline]
 fn nf4_index(v: f32) -> u32 {
-    let j = NF4_CODE.partition_point(|&c| c < v);
-    let (lo, hi) = (j.saturating_sub(2), (j + 1).min(15));
-    let mut best = lo;
-    for (i, c) in NF4_CODE.iter().enumerate().take(hi + 1).skip(lo + 1) {
-        if (v - c).abs() < (v - NF4_CODE[best]).abs() {
-            best = i;
-        }
-    }
-    best as u32
+    let j = NF4_CODE.iter().map(|&c| usize::from(c < v)).sum::<usize>(); // codes below v, branch-free
+    let lo = j.saturating_sub(1);
+    let hi = j.min(15);
+    let pick_hi = (v - NF4_CODE[hi]).abs() < (v - NF4_CODE[lo]).abs();
+    (if pick_hi { hi } else { lo }) as u32
+}
+
+/// Bound for values rounded with [`rne`] (callers clamp to it first; results beyond are clamped anyway).
+const LIM: f32 = 1_048_576.0;
+/// `1.5 * 2^52`: adding and subtracting it rounds an f64 below 2^51 to an integer, ties to even.
+const RNE_F64: f64 = 6_755_399_441_055_744.0;
+
+/// Round half to even of `|v| < 2^22` without a libm call (`roundevenf` is not inlined without SSE4.1): adding
+/// and subtracting `1.5 * 2^23` leaves the integer part rounded by the FPU's default mode.
+#[inline(always)]
+fn rne(v: f32) -> f32 {
+    const M: f32 = 12_582_912.0;
+    (v + M) - M
 }
 
 /// A branch-light round-to-nearest-even encoder for one [`MiniFloat`] layout, equal bit for bit to
@@ -508,7 +519,8 @@ impl Encoder {
         let man = self.mf.man_bits as i32;
         let e = ((((a.to_bits() >> 52) & 0x7ff) as i32) - 1023).max(self.min_exp);
         // a / 2^(e - man) is exact; the mantissa may round up into the next binade, which the sum below carries.
-        let m = (a * f64::from_bits(((man - e + 1023) as u64) << 52)).round_ties_even() as u32;
+        let v = a * f64::from_bits(((man - e + 1023) as u64) << 52); // < 2^(man + 1)
+        let m = ((v + RNE_F64) - RNE_F64) as u32;
         sign | ((((e - self.min_exp) as u32) << man) + m).min(self.max_code)
     }
 }
@@ -880,6 +892,19 @@ mod tests {
     }
 
     #[test]
+    fn rne_equals_round_ties_even() {
+        let mut vs: Vec<f32> = (-4000..=4000).map(|i| i as f32 * 0.25).collect();
+        vs.extend([0.5, 1.5, 2.5, -0.5, -2.5, 126.5, 127.5, -127.5, 1e-30, -1e-30, 1048575.5, -LIM, LIM, 0.49999997]);
+        vs.extend(gaussian(5000, 3).iter().map(|x| x * 100.0));
+        for v in vs {
+            assert_eq!(rne(v).to_bits() & 0x7fff_ffff, v.round_ties_even().to_bits() & 0x7fff_ffff, "{v}");
+        }
+        for v in [0.5f64, 1.5, 2.5, 255.5, 256.0, 3.4999999] {
+            assert_eq!((v + RNE_F64) - RNE_F64, v.round_ties_even(), "{v}");
+        }
+    }
+
+    #[test]
     fn nf4_index_equals_full_scan() {
         let scan = |v: f32| {
             let mut best = 0;
@@ -990,5 +1015,171 @@ mod tests {
         let opts = QuantOptions { tensor_scale: Some(0.001), ..Default::default() };
         let q = quantize_with(Codec::Nvfp4, &x, rows, cols, &opts).unwrap();
         assert_eq!(q.tensor_scale, 0.001);
+    }
+
+    /// The pre-optimization row quantizer (commit cf3571a), kept as the reference the fast path must equal.
+    mod reference {
+        use super::super::*;
+        use crate::minifloat::round_half_even;
+
+        fn amax(xs: &[f32]) -> f32 {
+            xs.iter().fold(0.0f32, |m, x| m.max(x.abs()))
+        }
+
+        struct RowOut {
+            codes: Vec<u32>,
+            scales: Vec<f32>,
+            zeros: Vec<u8>,
+        }
+
+        fn quantize_row(codec: Codec, row: &[f32], tensor_scale: f32) -> RowOut {
+            let block = codec.block(row.len());
+            let mut out = RowOut { codes: Vec::with_capacity(row.len()), scales: Vec::new(), zeros: Vec::new() };
+            if block == 0 {
+                for &x in row {
+                    out.codes.push(match codec {
+                        Codec::Fp8PerTensor(k) => {
+                            let mf = k.mf();
+                            mf.encode(mf.round((x / tensor_scale).clamp(-mf.max, mf.max)))
+                        }
+                        _ => BF16.encode(BF16.round(x)),
+                    });
+                }
+                return out;
+            }
+            for chunk in row.chunks(block) {
+                match codec {
+                    Codec::Fp8PerChannel(k) => {
+                        let mf = k.mf();
+                        let s = nonzero(amax(chunk) / mf.max);
+                        out.scales.push(s);
+                        out.codes.extend(chunk.iter().map(|&x| mf.encode(mf.round((x / s).clamp(-mf.max, mf.max)))));
+                    }
+                    Codec::Int8PerChannel => {
+                        let s = nonzero(amax(chunk) / 127.0);
+                        out.scales.push(s);
+                        out.codes.extend(chunk.iter().map(|&x| {
+                            let q = round_half_even(f64::from(x / s)).clamp(-127.0, 127.0) as i32;
+                            (q as i8 as u8) as u32
+                        }));
+                    }
+                    Codec::IntGroupAsym { bits, .. } => {
+                        let levels = ((1u32 << bits) - 1) as f32;
+                        let mn = chunk.iter().fold(0.0f32, |m, &x| m.min(x));
+                        let mx = chunk.iter().fold(0.0f32, |m, &x| m.max(x));
+                        let s = (mx - mn) / levels;
+                        if s == 0.0 {
+                            out.scales.push(0.0);
+                            out.zeros.push(0);
+                            out.codes.extend(chunk.iter().map(|_| 0));
+                            continue;
+                        }
+                        let zero = round_half_even(f64::from(-mn / s)).clamp(0.0, f64::from(levels)) as f32;
+                        out.scales.push(s);
+                        out.zeros.push(zero as u8);
+                        out.codes.extend(
+                            chunk
+                                .iter()
+                                .map(|&x| (round_half_even(f64::from(x / s)) as f32 + zero).clamp(0.0, levels) as u32),
+                        );
+                    }
+                    Codec::Nf4 { .. } => {
+                        let s = amax(chunk);
+                        out.scales.push(s);
+                        out.codes.extend(chunk.iter().map(|&x| {
+                            let v = if s == 0.0 { 0.0 } else { x / s };
+                            let mut best = 0;
+                            for (i, c) in NF4_CODE.iter().enumerate() {
+                                if (v - c).abs() < (v - NF4_CODE[best]).abs() {
+                                    best = i;
+                                }
+                            }
+                            best as u32
+                        }));
+                    }
+                    Codec::Mx(e) => {
+                        let a = amax(chunk);
+                        let exp = if a == 0.0 {
+                            -127
+                        } else {
+                            (f64::from(a).log2().floor() as i32 - e.emax()).clamp(-127, 127)
+                        };
+                        let s = 2f32.powi(exp);
+                        out.scales.push(s);
+                        out.codes.extend(chunk.iter().map(|&x| match e.minifloat() {
+                            Some(mf) => mf.encode(mf.round((x / s).clamp(-mf.max, mf.max))),
+                            None => {
+                                let q = round_half_even(f64::from(x / s) * 64.0).clamp(-127.0, 127.0) as i32;
+                                (q as i8 as u8) as u32
+                            }
+                        }));
+                    }
+                    Codec::Nvfp4 => {
+                        let g = tensor_scale;
+                        let s = E4M3.round(amax(chunk) / 6.0 / g);
+                        out.scales.push(s);
+                        let sg = s * g;
+                        out.codes.extend(chunk.iter().map(|&x| {
+                            if s == 0.0 {
+                                0
+                            } else {
+                                E2M1.encode(E2M1.round((x / sg).clamp(-6.0, 6.0)))
+                            }
+                        }));
+                    }
+                    Codec::Fp8PerTensor(_) | Codec::Bf16 | Codec::Nf4Dq { .. } => {
+                        unreachable!("per-tensor codecs have no blocks")
+                    }
+                }
+            }
+            out
+        }
+
+        /// Codes, scales and zeros of the whole matrix by the reference rule.
+        pub fn quantize_ref(codec: Codec, data: &[f32], cols: usize, ts: f32) -> (Vec<u32>, Vec<f32>, Vec<u8>) {
+            let (mut c, mut s, mut z) = (Vec::new(), Vec::new(), Vec::new());
+            for row in data.chunks(cols) {
+                let r = quantize_row(codec, row, ts);
+                c.extend(r.codes);
+                s.extend(r.scales);
+                z.extend(r.zeros);
+            }
+            (c, s, z)
+        }
+    }
+
+    #[test]
+    fn fast_path_is_bit_identical_to_the_reference() {
+        let (rows, cols) = (7, 333); // partial blocks everywhere
+        let mut x = gaussian(rows * cols, 21);
+        x[5] = 0.0;
+        x[40] = -0.0;
+        x[100] *= 1e4; // outliers
+        x[cols..cols + 64].iter_mut().for_each(|v| *v = 0.0); // an all-zero block
+        x[2 * cols + 7] = 1e-40; // a subnormal
+        let codecs: Vec<Codec> = Format::ALL
+            .iter()
+            .filter_map(|f| Codec::for_format(*f).ok())
+            .chain(EXTRA_CODECS.iter().filter_map(|n| Codec::parse(n).ok()))
+            .filter(|c| !matches!(c, Codec::Nf4Dq { .. }))
+            .collect();
+        for scale in [1.0f32, 3e-3, 250.0] {
+            let xs: Vec<f32> = x.iter().map(|v| v * scale).collect();
+            for &codec in &codecs {
+                let q = quantize(codec, &xs, rows, cols).unwrap();
+                let (codes, scales, zeros) = reference::quantize_ref(codec, &xs, cols, q.tensor_scale);
+                let mut got = vec![0u32; cols];
+                for r in 0..rows {
+                    unpack_into(&q.codes[r * q.row_bytes..(r + 1) * q.row_bytes], codec.bits(), &mut got);
+                    assert_eq!(got, codes[r * cols..(r + 1) * cols], "{codec:?} x{scale} row {r}");
+                }
+                assert_eq!(
+                    q.scales.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    scales.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "{codec:?}"
+                );
+                assert_eq!(q.zeros, zeros, "{codec:?}");
+            }
+        }
     }
 }

@@ -216,6 +216,15 @@ fn check_round_trip(shards: usize, scheme: Scheme, lm_head: bool) {
     // other files copied; no partial directory left
     assert!(out.join("tokenizer.json").is_file() && out.join("generation_config.json").is_file());
     assert_eq!(out.join("model.safetensors.index.json").is_file(), shards > 1);
+    if shards > 1 {
+        let index: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("model.safetensors.index.json")).unwrap()).unwrap();
+        let map = index["weight_map"].as_object().unwrap();
+        assert_eq!(map.len(), ckpt.tensors.len());
+        assert!(ckpt.tensors.keys().all(|k| map.contains_key(k)));
+        let data_bytes: usize = ckpt.tensors.values().map(|(d, s)| s.iter().product::<usize>() * d.bitsize() / 8).sum();
+        assert_eq!(index["metadata"]["total_size"], data_bytes);
+    }
     let leftovers: Vec<_> = std::fs::read_dir(tmp.path())
         .unwrap()
         .filter_map(|e| e.ok())
