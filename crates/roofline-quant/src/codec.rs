@@ -335,11 +335,6 @@ fn amax(xs: &[f32]) -> f32 {
     xs.iter().fold(0.0f32, |m, x| m.max(x.abs()))
 }
 
-/// `amax` of a large slice, in parallel chunks.
-fn par_amax(xs: &[f32]) -> f32 {
-    xs.par_chunks(1 << 16).map(amax).reduce(|| 0.0, f32::max)
-}
-
 /// Storage precision of the per-block (per-row) scales. Checkpoints store scales in the model's dtype, so the
 /// scale is rounded to it *before* the elements are quantized with it, and the stored scale reproduces the
 /// codec's output exactly.
@@ -391,7 +386,7 @@ fn quantize_row(
         let enc = enc.expect("per-tensor codecs have an element encoder");
         match codec {
             Codec::Fp8PerTensor(_) => codes.iter_mut().zip(row).for_each(|(c, &x)| *c = enc.code(x / tensor_scale)),
-            _ => codes.iter_mut().zip(row).for_each(|(c, &x)| *c = enc.code(x)),
+            _ => codes.iter_mut().zip(row).for_each(|(c, &x)| *c = bf16_code(x)),
         }
         return;
     }
@@ -450,7 +445,7 @@ fn quantize_row(
             Codec::Nvfp4 => {
                 let enc = enc.expect("NVFP4 has an encoder");
                 let g = tensor_scale;
-                let s = E4M3.round(amax(chunk) / 6.0 / g);
+                let s = e4m3_table()[E4M3_ENC.code(amax(chunk) / 6.0 / g) as usize];
                 scales[b] = s;
                 let sg = s * g;
                 if s == 0.0 {
@@ -462,6 +457,28 @@ fn quantize_row(
             Codec::Fp8PerTensor(_) | Codec::Bf16 => unreachable!("per-tensor codecs have no blocks"),
         }
     }
+}
+
+/// BF16 code of a finite f32: round to nearest even on the bits, saturating at the largest finite BF16
+/// (equal to `BF16.encode(BF16.round(x))`).
+#[inline]
+fn bf16_code(x: f32) -> u32 {
+    let b = x.to_bits();
+    let r = (b.wrapping_add(0x7fff + ((b >> 16) & 1))) >> 16;
+    if r & 0x7f80 == 0x7f80 {
+        (b >> 16 & 0x8000) | 0x7f7f // rounded past the largest finite value: saturate
+    } else {
+        r
+    }
+}
+
+/// The E4M3 encoder (NVFP4 block scales).
+const E4M3_ENC: Encoder = Encoder { mf: E4M3, max_code: 0x7e, min_exp: -6, sign_shift: 7 };
+
+/// Values of the 256 E4M3 codes.
+fn e4m3_table() -> &'static [f32; 256] {
+    static T: OnceLock<[f32; 256]> = OnceLock::new();
+    T.get_or_init(|| std::array::from_fn(|c| E4M3.decode(c as u32)))
 }
 
 /// Index of the nearest NF4 code value (the lowest index on a tie, like a full argmin scan). The nearest code
@@ -593,15 +610,22 @@ fn pack(codes: &[u32], bits: u32, out: &mut [u8]) {
         }
         _ => {}
     }
+    // any other width: a 64-bit accumulator, LSB first (code i at bit i * bits)
     out.iter_mut().for_each(|o| *o = 0);
-    let mut bit = 0usize;
+    let mask = (1u64 << bits) - 1;
+    let (mut acc, mut nbits, mut o) = (0u64, 0u32, 0usize);
     for &c in codes {
-        for b in 0..bits {
-            if (c >> b) & 1 == 1 {
-                out[bit / 8] |= 1 << (bit % 8);
-            }
-            bit += 1;
+        acc |= (u64::from(c) & mask) << nbits;
+        nbits += bits;
+        while nbits >= 8 {
+            out[o] = acc as u8;
+            o += 1;
+            acc >>= 8;
+            nbits -= 8;
         }
+    }
+    if nbits > 0 {
+        out[o] = acc as u8;
     }
 }
 
@@ -614,12 +638,19 @@ fn unpack_into(bytes: &[u8], bits: u32, out: &mut [u32]) {
             .iter_mut()
             .enumerate()
             .for_each(|(i, o)| *o = u32::from(u16::from_le_bytes([bytes[2 * i], bytes[2 * i + 1]]))),
-        _ => out.iter_mut().enumerate().for_each(|(i, o)| {
-            *o = (0..bits).fold(0u32, |c, b| {
-                let bit = i * bits as usize + b as usize;
-                c | (u32::from((bytes[bit / 8] >> (bit % 8)) & 1) << b)
-            })
-        }),
+        _ => {
+            let mask = (1u64 << bits) - 1;
+            let (mut acc, mut nbits, mut next) = (0u64, 0u32, bytes.iter());
+            for o in out.iter_mut() {
+                while nbits < bits {
+                    acc |= u64::from(next.next().copied().unwrap_or(0)) << nbits;
+                    nbits += 8;
+                }
+                *o = (acc & mask) as u32;
+                acc >>= bits;
+                nbits -= bits;
+            }
+        }
     }
 }
 
@@ -662,14 +693,19 @@ pub fn quantize_with(
     if rows.checked_mul(cols) != Some(data.len()) {
         return Err(QuantError::Shape { len: data.len(), rows, cols });
     }
-    if data.par_chunks(1 << 16).any(|c| c.iter().any(|x| !x.is_finite())) {
+    // one pass: the tensor's amax and whether every value is finite
+    let (tensor_amax, finite) = data
+        .par_chunks(1 << 16)
+        .map(|c| c.iter().fold((0.0f32, true), |(m, ok), &x| (m.max(x.abs()), ok & x.is_finite())))
+        .reduce(|| (0.0, true), |a, b| (a.0.max(b.0), a.1 & b.1));
+    if !finite {
         let i = data.iter().position(|x| !x.is_finite()).unwrap_or(0);
         return Err(QuantError::NonFinite { row: i / cols.max(1), col: i % cols.max(1) });
     }
     let tensor_scale = match (codec, opts.tensor_scale) {
         (Codec::Fp8PerTensor(_) | Codec::Nvfp4, Some(s)) if s.is_finite() && s > 0.0 => s,
-        (Codec::Fp8PerTensor(k), _) => nonzero(par_amax(data) / k.mf().max),
-        (Codec::Nvfp4, _) => nonzero(par_amax(data) / (6.0 * 448.0)),
+        (Codec::Fp8PerTensor(k), _) => nonzero(tensor_amax / k.mf().max),
+        (Codec::Nvfp4, _) => nonzero(tensor_amax / (6.0 * 448.0)),
         _ => 1.0,
     };
     let bits = codec.bits();
@@ -887,6 +923,19 @@ mod tests {
                     let want = mf.encode(mf.round(v.clamp(-mf.max, mf.max)));
                     assert_eq!(enc.code(v), want, "{mf:?} x={v:e}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn const_e4m3_encoder_and_bf16_bits() {
+        let e = Encoder::new(E4M3);
+        assert_eq!((e.max_code, e.min_exp, e.sign_shift), (E4M3_ENC.max_code, E4M3_ENC.min_exp, E4M3_ENC.sign_shift));
+        let mut xs = gaussian(20000, 17);
+        xs.extend([0.0, -0.0, 1e-40, -3e-39, 3.38e38, 3.3895e38, -3.4e38, f32::MAX, f32::MIN, 1.0 + 1.0 / 256.0]);
+        for &x in &xs {
+            for v in [x, x * 1e30, x * 1e-30] {
+                assert_eq!(bf16_code(v), BF16.encode(BF16.round(v.clamp(-BF16.max, BF16.max))), "{v:e}");
             }
         }
     }
@@ -1116,7 +1165,7 @@ mod tests {
                     }
                     Codec::Nvfp4 => {
                         let g = tensor_scale;
-                        let s = E4M3.round(amax(chunk) / 6.0 / g);
+                        let s = e4m3_table()[E4M3_ENC.code(amax(chunk) / 6.0 / g) as usize];
                         out.scales.push(s);
                         let sg = s * g;
                         out.codes.extend(chunk.iter().map(|&x| {
