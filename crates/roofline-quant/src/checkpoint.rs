@@ -975,3 +975,73 @@ pub fn load_checkpoint(dir: &Path) -> Result<LoadedCheckpoint> {
     }
     Ok(LoadedCheckpoint { config, weights, tensors })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pack_to_int32_order() {
+        // compressed-tensors pack_to_int32: element i at bit i*bits of the row, little-endian words
+        let b = pack_int32(|_, i| i as u32 + 1, 1, 8, 4);
+        assert_eq!(u32::from_le_bytes([b[0], b[1], b[2], b[3]]), 0x8765_4321);
+        let b = pack_int32(|_, i| [0x80u32, 0x01, 0xff, 0x7f][i], 1, 4, 8);
+        assert_eq!(u32::from_le_bytes([b[0], b[1], b[2], b[3]]), 0x7fff_0180);
+        // a width that crosses words: 6 bits, 32 elements = 6 words, round trip
+        let codes: Vec<u32> = (0..64).map(|i| (i * 37 + 5) % 64).collect();
+        let b = pack_int32(|l, i| codes[l * 32 + i], 2, 32, 6);
+        assert_eq!(b.len(), 2 * 6 * 4);
+        for l in 0..2 {
+            for i in 0..32 {
+                assert_eq!(unpack_int32(&b, l, 6, i, 6), codes[l * 32 + i]);
+            }
+        }
+        // zero points packed along dim 0: [rows, groups] -> [rows/8, groups], word (w, g) holds rows 8w..8w+7
+        let (rows, groups) = (16, 3);
+        let z = |r: usize, g: usize| ((r + 3 * g) % 16) as u32;
+        let t = transpose_words(&pack_int32(|g, r| z(r, g), groups, rows, 4), groups, rows / 8);
+        for w in 0..rows / 8 {
+            for g in 0..groups {
+                let o = (w * groups + g) * 4;
+                let word = u32::from_le_bytes([t[o], t[o + 1], t[o + 2], t[o + 3]]);
+                for k in 0..8 {
+                    assert_eq!((word >> (4 * k)) & 0xf, z(8 * w + k, g), "w {w} g {g} k {k}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn mixed_precision_config() {
+        let mut groups = BTreeMap::new();
+        groups.insert(Scheme::Int4 { group: 128 }, vec!["model.layers.0.mlp.down_proj".to_string()]);
+        groups.insert(Scheme::Fp8 { per_channel: false }, vec!["model.layers.0.self_attn.q_proj".to_string()]);
+        let c = quantization_config(&groups, &["lm_head".to_string()]);
+        assert_eq!(c["format"], "mixed-precision");
+        let g0 = &c["config_groups"]["group_0"];
+        assert_eq!(g0["format"], "pack-quantized");
+        assert_eq!(g0["targets"], json!(["model.layers.0.mlp.down_proj"]));
+        assert_eq!(c["config_groups"]["group_1"]["format"], "float-quantized");
+        assert_eq!(c["config_groups"]["group_1"]["weights"]["strategy"], "tensor");
+        assert_eq!(c["ignore"], json!(["lm_head"]));
+        let single = quantization_config(&BTreeMap::from([(Scheme::Nvfp4, vec!["a".to_string()])]), &[]);
+        assert_eq!(single["format"], "nvfp4-pack-quantized");
+        assert_eq!(single["config_groups"]["group_0"]["targets"], json!(["Linear"]));
+    }
+
+    #[test]
+    fn schemes_parse_and_map_formats() {
+        assert_eq!(Scheme::parse("w4a16").unwrap(), Scheme::Int4 { group: 128 });
+        assert_eq!(Scheme::parse("int4_g32").unwrap(), Scheme::Int4 { group: 32 });
+        assert_eq!(Scheme::parse("fp8-channel").unwrap(), Scheme::Fp8 { per_channel: true });
+        assert!(Scheme::parse("int3").unwrap_err().to_string().contains("NVFP4"));
+        for s in ["INT4_G64", "INT8", "FP8", "FP8_CHANNEL", "NVFP4"] {
+            assert_eq!(Scheme::parse(s).unwrap().name(), s);
+        }
+        assert_eq!(Scheme::from_format(Format::NVFP4), (Some(Scheme::Nvfp4), None));
+        assert_eq!(Scheme::from_format(Format::BF16), (None, None));
+        let (s, note) = Scheme::from_format(Format::MXFP4);
+        assert_eq!(s, Some(Scheme::Nvfp4));
+        assert!(note.unwrap().contains("MXFP4"));
+    }
+}
