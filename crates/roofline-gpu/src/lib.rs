@@ -8,6 +8,7 @@
 //! No GPU is an ordinary state: [`Gpu::open`] returns [`GpuError::NoGpu`] with the reason.
 
 mod timing;
+pub mod weight_only;
 
 use std::sync::Arc;
 
