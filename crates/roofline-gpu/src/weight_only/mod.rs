@@ -243,6 +243,16 @@ impl WeightOnlyGemv {
         self.upload(&pack(q)?)
     }
 
+    /// Copies x/y element bits (FP16 or BF16, as `self.x`) to a new device buffer.
+    pub fn htod(&self, v: &[u16]) -> Result<CudaSlice<u16>, GpuError> {
+        Ok(self.stream.clone_htod(v)?)
+    }
+
+    /// Copies a device buffer back (waits for the stream).
+    pub fn dtoh(&self, v: &CudaSlice<u16>) -> Result<Vec<u16>, GpuError> {
+        Ok(self.stream.clone_dtoh(v)?)
+    }
+
     /// `y[m, N] = x[m, K] · W^T` on the engine's stream; x and y hold FP16 or BF16 bits (`self.x`).
     pub fn run(
         &self,
@@ -451,7 +461,9 @@ impl Gpu {
         let xf: Vec<f32> = xb.iter().map(|b| from(*b)).collect();
         let set_bytes = packed.bytes() + 2 * m * (n + k) + 4 * 16 * n;
         let free_cap = (self.total_mem as usize / 2).min(16usize << 30);
-        let sets = (2 * self.l2_bytes as usize).div_ceil(set_bytes).clamp(1, (free_cap / set_bytes.max(1)).max(1));
+        // Copies until they exceed twice the L2 (at most 256 of them, and at most half the device memory).
+        let sets =
+            (2 * self.l2_bytes as usize).div_ceil(set_bytes).clamp(1, (free_cap / set_bytes.max(1)).clamp(1, 256));
         let mut ws = Vec::with_capacity(sets);
         let mut xs = Vec::with_capacity(sets);
         let mut ys = Vec::with_capacity(sets);
