@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use crate::roofline::{best_points, PALETTE};
+use crate::roofline::{best_points, display_names, PALETTE};
 use crate::scene::{Anchor, Item, Rgb, Scene, BLACK, GREY, GRID};
 use crate::text::text_width;
 use crate::{ChartSpec, ReportError};
@@ -72,12 +72,13 @@ pub fn bars_layout(spec: &ChartSpec) -> Result<BarsLayout, ReportError> {
     }
     let best = if spec.mark_best { best_points(&spec.points) } else { Vec::new() };
     let star = if crate::text::has_glyph('★') { "★ " } else { "best: " };
+    let names = display_names(&spec.points);
     let rows: Vec<BarRow> = idx
         .iter()
         .map(|&i| {
             let p = &spec.points[i];
             BarRow {
-                label: p.label.clone(),
+                label: names[i].clone(),
                 predicted_us: p.prediction.time_us,
                 measured_us: p.measurement.as_ref().map(|m| m.time_us).filter(|t| t.is_finite() && *t > 0.0),
                 bound: p.prediction.bound.as_str().to_string(),
@@ -86,23 +87,41 @@ pub fn bars_layout(spec: &ChartSpec) -> Result<BarsLayout, ReportError> {
         })
         .collect();
     let any_measured = rows.iter().any(|r| r.measured_us.is_some());
+    // Speed-up against FP16 of the same shape, when FP16 is among the points.
+    let shape = |i: usize| {
+        let g = &spec.points[i].gemm;
+        (g.m, g.n, g.k, g.batch)
+    };
+    let base: Vec<Option<f64>> = idx
+        .iter()
+        .map(|&i| {
+            idx.iter()
+                .find(|&&j| shape(j) == shape(i) && spec.points[j].label.eq_ignore_ascii_case("FP16"))
+                .map(|&j| spec.points[j].prediction.time_us)
+        })
+        .collect();
     let w = spec.width.max(500) as f64;
     let row_h = if any_measured { 34.0 } else { 24.0 };
     let label_w = rows
         .iter()
         .map(|r| text_width(&format!("{}{}", if r.best { star } else { "" }, r.label), 12.0))
         .fold(0.0, f64::max);
-    let value = |r: &BarRow, measured: bool| -> String {
+    let value = |n: usize, r: &BarRow, measured: bool| -> String {
         if measured {
             let m = r.measured_us.unwrap_or(0.0);
             format!("{} measured ({:.0}% of roof)", fmt_us(m), r.predicted_us / m * 100.0)
         } else {
-            format!("{} {}-bound", fmt_us(r.predicted_us), r.bound)
+            let speed = match base[n] {
+                Some(b) if r.label != "FP16" => format!(", {:.2}x FP16", b / r.predicted_us),
+                _ => String::new(),
+            };
+            format!("{} {}-bound{speed}", fmt_us(r.predicted_us), r.bound)
         }
     };
     let value_w = rows
         .iter()
-        .flat_map(|r| [Some(value(r, false)), r.measured_us.map(|_| value(r, true))])
+        .enumerate()
+        .flat_map(|(n, r)| [Some(value(n, r, false)), r.measured_us.map(|_| value(n, r, true))])
         .flatten()
         .map(|s| text_width(&s, 11.0))
         .fold(0.0, f64::max);
@@ -197,7 +216,15 @@ pub fn bars_layout(spec: &ChartSpec) -> Result<BarsLayout, ReportError> {
             fill: Some(tint(c, 0.55)),
             stroke: Some(stroke),
         });
-        it.push(text(px(row.predicted_us) + 6.0, y + bh - 2.0, value(row, false), 11.0, BLACK, Anchor::Start, "value"));
+        it.push(text(
+            px(row.predicted_us) + 6.0,
+            y + bh - 2.0,
+            value(n, row, false),
+            11.0,
+            BLACK,
+            Anchor::Start,
+            "value",
+        ));
         let mut data = vec![
             ("label", row.label.clone()),
             ("predicted-us", format!("{:.3}", row.predicted_us)),
@@ -206,7 +233,7 @@ pub fn bars_layout(spec: &ChartSpec) -> Result<BarsLayout, ReportError> {
         if let Some(m) = row.measured_us {
             let my = y + bh + 2.0;
             it.push(Item::Rect { x: l, y: my, w: px(m) - l, h: bh, fill: Some(c), stroke: Some(stroke) });
-            it.push(text(px(m) + 6.0, my + bh - 2.0, value(row, true), 11.0, BLACK, Anchor::Start, "value"));
+            it.push(text(px(m) + 6.0, my + bh - 2.0, value(n, row, true), 11.0, BLACK, Anchor::Start, "value"));
             data.push(("measured-us", format!("{m:.3}")));
         }
         items.push(Item::Group {

@@ -1,10 +1,16 @@
 //! # roofline-report
 //!
-//! Roofline charts rendered to SVG strings (stable ids/classes/`data-*` attributes so a web page can make
-//! them interactive) and JSON reading/writing of sweep results ([`DualPoint`] lists).
+//! Charts, reports and sweep files from predictions and measurements ([`DualPoint`]s):
 //!
-//! Work in progress: PNG output (plotters bitmap backend with a bundled font), CSV, bar charts and the
-//! markdown report are not written yet.
+//! - [`roofline_svg`] / [`roofline_png`]: the log-log roofline (one roof per compute format, ridge points marked
+//!   and labelled, predicted points hollow, measured filled and joined to them, best starred, legend beside).
+//! - [`bars_svg`] / [`bars_png`]: time per format for one shape (predicted, measured beside it, bound, best).
+//! - [`report_markdown`]: limits with ridge points, kernel placement, bottlenecks per phase, opportunities.
+//! - [`write_csv`] / [`read_csv`] / [`write_json`] / [`read_json`]: the sweep's files.
+//!
+//! Both charts are computed once as a [`Scene`] (pixel layout, labels placed greedily so that no two overlap:
+//! [`roofline_layout`], [`bars_layout`]) and then written as SVG (stable classes and `data-*` attributes) or
+//! rasterized to PNG with plotters' bitmap backend and the bundled DejaVu Sans (no system fonts, no fontconfig).
 
 use std::fmt::Write as _;
 
@@ -167,6 +173,19 @@ pub struct ReportImage {
     pub file: String,
 }
 
+/// A number with about four significant digits (`2996`, `50.59`, `0.1234`).
+fn num(v: f64) -> String {
+    if v.abs() >= 1000.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
 fn op_text(p: &DualPoint) -> String {
     let g = &p.gemm;
     let kind = if g.m == 1 { "GEMV" } else { "GEMM" };
@@ -202,14 +221,17 @@ pub fn report_markdown(hw: &HardwareProfile, points: &[DualPoint], images: &[Rep
         hw.key,
         hw.source,
         points.len(),
-        if devices.is_empty() { String::new() } else { format!(" on {}", devices.join(", ")) }
+        match devices.as_slice() {
+            [] | ["csv"] => String::new(),
+            d => format!(" on {}", d.join(", ")),
+        }
     );
     let _ = writeln!(s, "## Hardware limits\n");
     let _ = writeln!(s, "| Limit | Value | Ridge point (FLOP/byte) |\n|---|---:|---:|");
-    let _ = writeln!(s, "| Memory bandwidth | {} GB/s | - |", hw.memory_bandwidth_gb_s);
+    let _ = writeln!(s, "| Memory bandwidth | {} GB/s | - |", num(hw.memory_bandwidth_gb_s));
     for (c, peak) in hw.peak_tflops.iter() {
         let ridge = hw.ridge_ai(c).map(|r| format!("{r:.1}")).unwrap_or_else(|| "-".into());
-        let _ = writeln!(s, "| {} peak | {peak} TFLOP/s | {ridge} |", c.name());
+        let _ = writeln!(s, "| {} peak | {} TFLOP/s | {ridge} |", c.name(), num(peak));
     }
     let _ = writeln!(
         s,
@@ -247,15 +269,47 @@ pub fn report_markdown(hw: &HardwareProfile, points: &[DualPoint], images: &[Rep
         let _ = writeln!(s, "\n### {title}\n");
         let mem = ps.iter().filter(|p| p.prediction.bound == Bound::Memory).count();
         let _ = writeln!(s, "- {} kernels: {mem} memory-bound, {} compute-bound.", ps.len(), ps.len() - mem);
-        if let Some(f) = ps.iter().min_by(|a, b| a.prediction.time_us.total_cmp(&b.prediction.time_us)) {
-            let _ = writeln!(
-                s,
-                "- Fastest predicted: {} ({}), {:.2} us, {}-bound.",
+        // One line per shape: its bound, the fastest format predicted and measured.
+        let mut shapes: Vec<(u64, u64, u64, u64)> = Vec::new();
+        for p in &ps {
+            let k = (p.gemm.m, p.gemm.n, p.gemm.k, p.gemm.batch);
+            if !shapes.contains(&k) {
+                shapes.push(k);
+            }
+        }
+        for k in shapes {
+            let sp: Vec<&&DualPoint> =
+                ps.iter().filter(|p| (p.gemm.m, p.gemm.n, p.gemm.k, p.gemm.batch) == k).collect();
+            let Some(f) = sp.iter().min_by(|a, b| a.prediction.time_us.total_cmp(&b.prediction.time_us)) else {
+                continue;
+            };
+            let kind = if k.0 == 1 { "GEMV" } else { "GEMM" };
+            let batch = if k.3 > 1 { format!(" x{}", k.3) } else { String::new() };
+            let mut line = format!(
+                "- {kind} {}x{}x{}{batch}: AI {:.1} vs ridge {:.1}, {}-bound; fastest predicted {} {} us",
+                k.0,
+                k.1,
+                k.2,
+                f.prediction.arithmetic_intensity,
+                f.prediction.ridge_ai,
+                f.prediction.bound.as_str(),
                 f.label,
-                op_text(f),
-                f.prediction.time_us,
-                f.prediction.bound.as_str()
+                num(f.prediction.time_us)
             );
+            let fm = sp
+                .iter()
+                .filter_map(|p| p.measurement.as_ref().map(|m| (p, m)))
+                .min_by(|a, b| a.1.time_us.total_cmp(&b.1.time_us));
+            if let Some((p, m)) = fm {
+                let _ = write!(
+                    line,
+                    "; fastest measured {} {} us ({:.0}% of roof)",
+                    p.label,
+                    num(m.time_us),
+                    p.fraction_of_roof().unwrap_or(0.0) * 100.0
+                );
+            }
+            let _ = writeln!(s, "{line}.");
         }
         let fr: Vec<f64> = ps.iter().filter_map(|p| p.fraction_of_roof()).collect();
         if !fr.is_empty() {
@@ -268,17 +322,6 @@ pub fn report_markdown(hw: &HardwareProfile, points: &[DualPoint], images: &[Rep
                 mean * 100.0,
                 worst * 100.0
             );
-            if let Some(fm) = ps
-                .iter()
-                .filter(|p| p.measurement.is_some())
-                .min_by(|a, b| {
-                    let t = |p: &DualPoint| p.measurement.as_ref().map_or(f64::INFINITY, |m| m.time_us);
-                    t(a).total_cmp(&t(b))
-                })
-                .and_then(|p| p.measurement.as_ref().map(|m| (p, m)))
-            {
-                let _ = writeln!(s, "- Fastest measured: {} ({}), {:.2} us.", fm.0.label, op_text(fm.0), fm.1.time_us);
-            }
         }
         let lever = if mem * 2 >= ps.len() {
             "Mostly memory-bound: time is bytes moved / bandwidth, so fewer bytes per weight (FP8, INT4, FP4 with \
@@ -306,17 +349,17 @@ pub fn report_markdown(hw: &HardwareProfile, points: &[DualPoint], images: &[Rep
         for p in low {
             let Some(m) = &p.measurement else { continue };
             let achieved = match p.prediction.bound {
-                Bound::Memory => format!("{:.0} of {} GB/s", m.bandwidth_gb_s, hw.memory_bandwidth_gb_s),
-                Bound::Compute => format!("{:.1} of {} TFLOP/s", m.tflops, p.prediction.peak_tflops),
+                Bound::Memory => format!("{} of {} GB/s", num(m.bandwidth_gb_s), num(p.prediction.bandwidth_gb_s)),
+                Bound::Compute => format!("{} of {} TFLOP/s", num(m.tflops), num(p.prediction.peak_tflops)),
             };
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {:.2} | {:.2} | {:.0}% | {achieved} |",
+                "| {} | {} | {} | {} | {} | {:.0}% | {achieved} |",
                 kernel_text(p),
                 op_text(p),
                 p.prediction.bound.as_str(),
-                p.prediction.time_us,
-                m.time_us,
+                num(p.prediction.time_us),
+                num(m.time_us),
                 p.fraction_of_roof().unwrap_or(0.0) * 100.0
             );
         }
@@ -508,7 +551,9 @@ mod tests {
                 // Every name is written somewhere: on the chart or in the key.
                 assert!(svg.contains(&p.label), "{hw}: label {}", p.label);
             }
-            assert_eq!(svg.matches(r#"<g class="point best""#).count(), 1);
+            let tmin = s.points.iter().map(|p| p.prediction.time_us).fold(f64::INFINITY, f64::min);
+            let ties = s.points.iter().filter(|p| p.prediction.time_us <= tmin * 1.001).count();
+            assert_eq!(svg.matches(r#"<g class="point best""#).count(), ties);
             assert!(svg.contains(&esc_test(&s.hardware.name)) && svg.contains(&esc_test(&s.hardware.source)));
             assert!(svg.contains("Arithmetic intensity (FLOP/byte)") && svg.contains("Throughput (TFLOP/s)"));
         }
@@ -596,8 +641,8 @@ mod tests {
         assert_eq!(lay.rows.len(), s.points.len());
         let fastest = s.points.iter().map(|p| p.prediction.time_us).fold(f64::INFINITY, f64::min);
         let best: Vec<_> = lay.rows.iter().filter(|r| r.best).collect();
-        assert_eq!(best.len(), 1);
-        assert_eq!(best[0].predicted_us, fastest);
+        assert_eq!(best.len(), s.points.iter().filter(|p| p.prediction.time_us <= fastest * 1.001).count());
+        assert!(best.iter().all(|r| r.predicted_us <= fastest * 1.001));
         for (r, p) in lay.rows.iter().zip(&s.points) {
             assert_eq!(r.label, p.label);
             assert_eq!(r.bound, p.prediction.bound.as_str());

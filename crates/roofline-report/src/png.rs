@@ -123,6 +123,9 @@ pub(crate) fn render(scene: &Scene) -> Result<Vec<u8>, ReportError> {
         let mut enc = png::Encoder::new(&mut out, w, h);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
+        enc.set_compression(png::Compression::Best);
+        enc.set_filter(png::FilterType::Paeth);
+        enc.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
         let mut wr = enc.write_header().map_err(err)?;
         wr.write_image_data(&small).map_err(err)?;
     }

@@ -162,7 +162,7 @@ impl RoofGroup {
     }
 }
 
-/// Index of the best point of each shape (fastest; measured times when every point of the shape is measured),
+/// Indices of the best points of each shape (fastest, ties included; measured times when every point of the shape is measured),
 /// for shapes with at least two points.
 pub(crate) fn best_points(points: &[DualPoint]) -> Vec<usize> {
     let mut out = Vec::new();
@@ -187,11 +187,30 @@ pub(crate) fn best_points(points: &[DualPoint]) -> Vec<usize> {
             (Some(m), true) => m.time_us,
             _ => points[i].prediction.time_us,
         };
-        if let Some(b) = members.iter().copied().min_by(|&a, &b| t(a).total_cmp(&t(b))) {
-            out.push(b);
-        }
+        // Ties (within 0.1%) are all best.
+        let tmin = members.iter().map(|&i| t(i)).fold(f64::INFINITY, f64::min);
+        out.extend(members.iter().copied().filter(|&i| t(i) <= tmin * 1.001));
     }
     out
+}
+
+/// Point names as drawn: the label, with the shape appended (`FP16 1x4096x4096`) when the same label occurs
+/// with several shapes (a sweep's points), so every name on the chart is unambiguous.
+pub(crate) fn display_names(points: &[DualPoint]) -> Vec<String> {
+    let shape = |p: &DualPoint| (p.gemm.m, p.gemm.n, p.gemm.k, p.gemm.batch);
+    points
+        .iter()
+        .map(|p| {
+            let ambiguous = points.iter().any(|q| q.label == p.label && shape(q) != shape(p));
+            if ambiguous {
+                let g = &p.gemm;
+                let b = if g.batch > 1 { format!("x{}", g.batch) } else { String::new() };
+                format!("{} {}x{}x{}{b}", p.label, g.m, g.n, g.k)
+            } else {
+                p.label.clone()
+            }
+        })
+        .collect()
 }
 
 fn star() -> &'static str {
@@ -240,14 +259,17 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
     let min_ridge = ridges.iter().copied().fold(f64::INFINITY, f64::min);
     let max_ridge = ridges.iter().copied().fold(0.0, f64::max);
     let max_peak = groups.iter().map(|g| g.peak).fold(0.0, f64::max);
-    let ai_min = pts.iter().map(|p| p.1).fold(min_ridge / 100.0, f64::min);
+    // Axes: every point, every roof and a decade of memory slope below the lowest ridge.
+    let min_peak = groups.iter().map(|g| g.peak).fold(f64::INFINITY, f64::min);
+    let ai_min = pts.iter().map(|p| p.1).fold(min_ridge / 10.0, f64::min);
     let ai_max = pts.iter().map(|p| p.1).fold(max_ridge, f64::max);
-    let tf_min = pts.iter().flat_map(|p| [Some(p.2), p.3]).flatten().fold(bw_tb * min_ridge / 100.0, f64::min);
+    let tf_min = pts.iter().flat_map(|p| [Some(p.2), p.3]).flatten().fold(min_peak, f64::min);
     let tf_max = pts.iter().flat_map(|p| [Some(p.2), p.3]).flatten().fold(max_peak, f64::max);
     let (x0, x1) = ((ai_min / 1.5).log10().floor(), (ai_max * 3.0).log10().ceil());
     let (y0, y1) = ((tf_min / 1.5).log10().floor(), (tf_max * 3.0).log10());
 
     let best: Vec<usize> = if spec.mark_best { best_points(&spec.points) } else { Vec::new() };
+    let display = display_names(&spec.points);
 
     // Clusters of coincident points (same predicted and measured pixel within 3 px) share one label.
     // Positions depend on the plot box, which depends on the panel height; compute in unit space first.
@@ -467,8 +489,8 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
                         _ => false,
                     }
             });
-            let name = spec.points[i].label.clone();
             let is_best = best.contains(&i);
+            let name = if is_best { format!("{}{}", star(), display[i]) } else { display[i].clone() };
             match found {
                 Some(c) => {
                     c.members.push(j);
@@ -510,7 +532,7 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
                 it.push(Item::Circle { c: mp, r: 4.5, fill: Some(color), stroke: Some((BLACK, 0.8)) });
             }
             if is_best {
-                it.push(Item::Circle { c: mp.unwrap_or(pp), r: 9.5, fill: None, stroke: Some((BLACK, 2.0)) });
+                it.push(Item::Circle { c: mp.unwrap_or(pp), r: 8.5, fill: None, stroke: Some((BLACK, 1.8)) });
             }
             point_items.push(Item::Group {
                 class: if is_best { "point best".into() } else { "point".into() },
@@ -525,10 +547,17 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
         let mut key = Vec::new();
         let mut label_items = Vec::new();
         for (n, c) in clusters.iter().enumerate() {
-            let mut names = c.names.clone();
-            if c.best {
-                names[0] = format!("{}{}", star(), names[0]);
-            }
+            // One star in front when every name of the group is best, else a star on each best name.
+            let st = star();
+            let names: Vec<String> = if c.names.len() > 1 && c.names.iter().all(|n| n.starts_with(st)) {
+                c.names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| if i == 0 { n.clone() } else { n[st.len()..].to_string() })
+                    .collect()
+            } else {
+                c.names.clone()
+            };
             let lines = if numbered { vec![format!("{}", n + 1)] } else { wrap(&names, LABEL, MAX_LABEL_W) };
             let (bw_, bh) = block_size(&lines, LABEL);
             if !numbered && lines.len() > 4 {
@@ -536,16 +565,9 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
             }
             let (p, m) = pos[c.members[0]];
             // Anchor on the middle of the predicted-measured segment when measured.
-            let anchor = m.map_or(p, |m| (p.0, (p.1 + m.1) / 2.0));
-            let r = m.map_or(5.0, |m| 5.0 + (p.1 - m.1).abs() / 2.0);
-            let cands = if m.is_some() {
-                around((anchor.0, anchor.1), 5.0, bw_, bh)
-                    .into_iter()
-                    .filter(|b| b.x > anchor.0 || b.x + b.w < anchor.0)
-                    .collect::<Vec<_>>()
-            } else {
-                around(anchor, r, bw_, bh)
-            };
+            // Measured points are labelled at the measurement (the filled marker), others at the prediction.
+            let anchor = m.unwrap_or(p);
+            let cands = around(anchor, 5.0, bw_, bh);
             let Some((k, bx)) = placer.place(&cands) else {
                 if numbered {
                     continue;

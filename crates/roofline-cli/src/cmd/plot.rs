@@ -218,6 +218,9 @@ pub fn report(args: ReportArgs) -> Result<()> {
         bail!("--input {}: no points", args.input.display());
     }
     let stem = args.output.file_stem().and_then(|s| s.to_str()).unwrap_or("report").to_string();
+    if let Some(dir) = args.output.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     let phases: Vec<&str> =
         ["decode", "prefill"].into_iter().filter(|ph| points.iter().any(|p| phase_of(p) == *ph)).collect();
     let mut images = Vec::new();
