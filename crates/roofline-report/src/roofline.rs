@@ -22,6 +22,7 @@ pub(crate) const PALETTE: [Rgb; 10] = [
     Rgb(127, 127, 127),
 ];
 const MEM: Rgb = Rgb(70, 70, 70);
+const MINOR: Rgb = Rgb(242, 242, 242);
 const LABEL: f64 = 11.0;
 const PANEL: f64 = 250.0;
 const MAX_TEXT_LABELS: usize = 12;
@@ -299,35 +300,56 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
         });
         // Grid, ticks, axes.
         let mut grid = Vec::new();
+        // Decades, plus 2 and 5 (lighter; labelled when the axis spans few decades).
+        let few_x = x1 - x0 <= 2.5;
+        let few_y = y1 - y0 <= 2.5;
         for d in (x0 as i32)..=(x1 as i32) {
-            let v = 10f64.powi(d);
-            let x = px(v);
-            grid.push(Item::Line { pts: vec![(x, t), (x, b)], color: GRID, width: 1.0, dash: false });
-            grid.push(Item::Text {
-                x,
-                y: b + 17.0,
-                text: fmt_tick(v),
-                size: 12.0,
-                color: BLACK,
-                anchor: Anchor::Middle,
-                vertical: false,
-                class: "tick",
-            });
+            for mult in [1.0, 2.0, 5.0] {
+                let v = mult * 10f64.powi(d);
+                if v.log10() > x1 + 1e-9 {
+                    continue;
+                }
+                let x = px(v);
+                let major = mult == 1.0;
+                let color = if major { GRID } else { MINOR };
+                grid.push(Item::Line { pts: vec![(x, t), (x, b)], color, width: 1.0, dash: false });
+                if major || few_x {
+                    grid.push(Item::Text {
+                        x,
+                        y: b + 17.0,
+                        text: fmt_tick(v),
+                        size: if major { 12.0 } else { 10.5 },
+                        color: if major { BLACK } else { GREY },
+                        anchor: Anchor::Middle,
+                        vertical: false,
+                        class: "tick",
+                    });
+                }
+            }
         }
         for d in (y0 as i32)..=(y1.floor() as i32) {
-            let v = 10f64.powi(d);
-            let y = py(v);
-            grid.push(Item::Line { pts: vec![(l, y), (r, y)], color: GRID, width: 1.0, dash: false });
-            grid.push(Item::Text {
-                x: l - 6.0,
-                y: y + 4.0,
-                text: fmt_tick(v),
-                size: 12.0,
-                color: BLACK,
-                anchor: Anchor::End,
-                vertical: false,
-                class: "tick",
-            });
+            for mult in [1.0, 2.0, 5.0] {
+                let v = mult * 10f64.powi(d);
+                if v.log10() > y1 {
+                    continue;
+                }
+                let y = py(v);
+                let major = mult == 1.0;
+                let color = if major { GRID } else { MINOR };
+                grid.push(Item::Line { pts: vec![(l, y), (r, y)], color, width: 1.0, dash: false });
+                if major || few_y {
+                    grid.push(Item::Text {
+                        x: l - 6.0,
+                        y: y + 4.0,
+                        text: fmt_tick(v),
+                        size: if major { 12.0 } else { 10.5 },
+                        color: if major { BLACK } else { GREY },
+                        anchor: Anchor::End,
+                        vertical: false,
+                        class: "tick",
+                    });
+                }
+            }
         }
         items.push(Item::Group { class: "grid".into(), id: None, data: vec![], items: grid });
         items.push(Item::Rect { x: l, y: t, w: r - l, h: b - t, fill: None, stroke: Some((BLACK, 1.0)) });

@@ -270,3 +270,42 @@ pub fn report(args: ReportArgs) -> Result<()> {
     eprintln!("wrote {}", args.output.display());
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_chart_places_every_op_with_flops_and_marks_no_best() {
+        let hw = HardwareProfile::preset("h100").unwrap();
+        let cfg = super::super::model::load_config("deepseek-v3").unwrap();
+        let report = analyze_model(&cfg, &ModelRequest::default(), &hw).unwrap();
+        let spec = model_chart(&report, &hw).unwrap();
+        let with_flops = report.ops.iter().filter(|o| o.prediction.flops > 0).count();
+        assert_eq!(spec.points.len(), with_flops);
+        assert!(with_flops < report.ops.len(), "the embedding lookup has no FLOPs and is left out");
+        assert!(!spec.mark_best);
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("m.svg");
+        write_chart(&spec, Chart::Roofline, &svg).unwrap();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert_eq!(text.matches(r#"<g class="point""#).count(), with_flops);
+        assert!(text.contains("DeepSeek-V3") && text.contains(&hw.name));
+    }
+
+    #[test]
+    fn bars_chart_is_written_as_svg_and_png() {
+        let hw = HardwareProfile::preset("seed-gb10").unwrap();
+        let points = shape_points(&hw, 1, 4096, 4096, &[]).unwrap();
+        let n = points.len();
+        let spec = ChartSpec::new(hw, points);
+        let dir = tempfile::tempdir().unwrap();
+        let svg = dir.path().join("b.svg");
+        write_chart(&spec, Chart::Bars, &svg).unwrap();
+        assert_eq!(std::fs::read_to_string(&svg).unwrap().matches(r#"<g class="bar"#).count(), n);
+        let png = dir.path().join("b.png");
+        write_chart(&spec, Chart::Bars, &png).unwrap();
+        assert_eq!(&std::fs::read(&png).unwrap()[..8], b"\x89PNG\r\n\x1a\n");
+        assert!(write_chart(&spec, Chart::Bars, &dir.path().join("b.gif")).is_err());
+    }
+}
