@@ -531,6 +531,12 @@ mod tests {
             for b in &lay.labels[i + 1..] {
                 assert!(!a.bbox.overlaps(&b.bbox), "{what}: {:?} overlaps {:?}", a, b);
             }
+            // No leader line runs through another label.
+            for (j, b) in lay.labels.iter().enumerate() {
+                if let (true, Some((p, q))) = (i != j, b.leader) {
+                    assert!(!a.bbox.hits_segment(p, q), "{what}: leader of {:?} crosses {:?}", b.text, a.text);
+                }
+            }
         }
     }
 
@@ -597,6 +603,29 @@ mod tests {
         assert_eq!(svg.matches("data-measured-us=").count(), s.points.len());
         assert!(svg.contains("measured (filled)"));
         assert_no_overlap(&roofline_layout(&s).unwrap(), "measured h100");
+    }
+
+    #[test]
+    fn a_measured_sweep_of_several_shapes_names_each_point_with_its_shape() {
+        let hw = HardwareProfile::preset("h100").unwrap();
+        let mut points = Vec::new();
+        for (i, m) in [1u64, 16, 128, 1024, 4096].into_iter().enumerate() {
+            for f in [roofline_core::Format::FP16, roofline_core::Format::BF16] {
+                let gemm = Gemm::new(m, 4096, 4096, roofline_core::Scheme::uniform(f)).unwrap();
+                let prediction = roofline_core::predict(&gemm, &hw).unwrap();
+                let mut p = DualPoint { label: f.to_string(), gemm, prediction, measurement: None };
+                measure(&mut p, 1.05 + 0.3 * (i % 3) as f64);
+                points.push(p);
+            }
+        }
+        let s = ChartSpec::new(hw, points);
+        let lay = roofline_layout(&s).unwrap();
+        assert_no_overlap(&lay, "sweep");
+        let svg = lay.scene.to_svg();
+        for m in [1, 16, 128, 1024, 4096] {
+            assert!(svg.contains(&format!("FP16 {m}x4096x4096")), "FP16 at M={m} named with its shape");
+        }
+        assert_eq!(svg.matches("data-measured-us=").count(), s.points.len());
     }
 
     #[test]

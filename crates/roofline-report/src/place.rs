@@ -72,28 +72,47 @@ pub(crate) struct Placer {
     pub hard: Vec<BoxF>,
     /// Lines that labels should avoid when they can.
     pub soft: Vec<((f64, f64), (f64, f64))>,
+    /// Leader lines drawn so far (never crossed by a label).
+    pub leaders: Vec<((f64, f64), (f64, f64))>,
 }
 
 impl Placer {
     pub fn new(bounds: BoxF) -> Self {
-        Placer { bounds, placed: Vec::new(), hard: Vec::new(), soft: Vec::new() }
+        Placer { bounds, placed: Vec::new(), hard: Vec::new(), soft: Vec::new(), leaders: Vec::new() }
     }
 
-    fn free(&self, b: &BoxF, strict: bool) -> bool {
+    fn free(&self, b: &BoxF, strict: bool, leader: Option<((f64, f64), (f64, f64))>) -> bool {
         b.inside(&self.bounds)
             && !self.placed.iter().any(|p| p.overlaps(b))
             && !self.hard.iter().any(|p| p.overlaps(b))
+            && !self.leaders.iter().any(|(a, c)| b.hits_segment(*a, *c))
+            && leader.is_none_or(|(a, c)| !self.placed.iter().any(|p| p.hits_segment(a, c)))
             && (!strict || !self.soft.iter().any(|(a, c)| b.hits_segment(*a, *c)))
     }
 
     /// Takes the first candidate that is free and crosses no soft line, else the first that is free; records
     /// and returns it (with its index), or `None` when every candidate collides.
     pub fn place(&mut self, candidates: &[BoxF]) -> Option<(usize, BoxF)> {
-        let pick = candidates
-            .iter()
-            .position(|b| self.free(b, true))
-            .or_else(|| candidates.iter().position(|b| self.free(b, false)))?;
+        self.place_led(candidates, None, usize::MAX)
+    }
+
+    /// As [`Placer::place`], where candidates from index `leader_from` on are joined to `anchor` by a leader
+    /// line: such a candidate is taken only if its leader crosses no placed label, and the leader is recorded
+    /// so that later labels do not cover it.
+    pub fn place_led(
+        &mut self,
+        candidates: &[BoxF],
+        anchor: Option<(f64, f64)>,
+        leader_from: usize,
+    ) -> Option<(usize, BoxF)> {
+        let leader = |i: usize, b: &BoxF| anchor.filter(|_| i >= leader_from).map(|a| (a, b.nearest(a)));
+        let pick = (0..candidates.len())
+            .find(|&i| self.free(&candidates[i], true, leader(i, &candidates[i])))
+            .or_else(|| (0..candidates.len()).find(|&i| self.free(&candidates[i], false, leader(i, &candidates[i]))))?;
         let b = candidates[pick];
+        if let Some(l) = leader(pick, &b) {
+            self.leaders.push(l);
+        }
         self.placed.push(b);
         Some((pick, b))
     }

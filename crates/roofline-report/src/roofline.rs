@@ -51,6 +51,8 @@ pub struct LabelBox {
     pub text: String,
     /// Its box.
     pub bbox: BoxF,
+    /// Leader line from the labelled mark to the box, when the label sits away from it.
+    pub leader: Option<((f64, f64), (f64, f64))>,
 }
 
 /// The computed roofline chart: the scene to draw and the labels placed in the plot area.
@@ -412,10 +414,14 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
         // Point markers (obstacles for every label).
         let pos: Vec<(Px, Option<Px>)> =
             pts.iter().map(|&(_, ai, tf, m)| ((px(ai), py(tf)), m.map(|m| (px(ai), py(m))))).collect();
-        for (p, m) in &pos {
+        for (j, (p, m)) in pos.iter().enumerate() {
             placer.hard.push(BoxF { x: p.0 - 7.0, y: p.1 - 7.0, w: 14.0, h: 14.0 });
             if let Some(m) = m {
                 placer.hard.push(BoxF { x: m.0 - 6.0, y: m.1 - 6.0, w: 12.0, h: 12.0 });
+            }
+            if best.contains(&pts[j].0) {
+                let c = m.unwrap_or(*p);
+                placer.hard.push(BoxF { x: c.0 - 10.5, y: c.1 - 10.5, w: 21.0, h: 21.0 });
             }
         }
 
@@ -445,7 +451,7 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
                     data: vec![("formats", g.name())],
                     items: text_block(&bx, &lines, LABEL, g.color, "roof-label"),
                 });
-                labels.push(LabelBox { kind: LabelKind::Roof, text, bbox: bx });
+                labels.push(LabelBox { kind: LabelKind::Roof, text, bbox: bx, leader: None });
             }
         }
         {
@@ -464,7 +470,7 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
                 .collect();
             if let Some((_, bx)) = placer.place(&cands) {
                 items.extend(text_block(&bx, &lines, LABEL, MEM, "memory-label"));
-                labels.push(LabelBox { kind: LabelKind::Memory, text, bbox: bx });
+                labels.push(LabelBox { kind: LabelKind::Memory, text, bbox: bx, leader: None });
             }
         }
         for (g, ridge) in groups.iter().zip(&ridges) {
@@ -479,7 +485,7 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
                 BoxF { x: rx - bw_ / 2.0, y: ry + 8.0, w: bw_, h: bh },
             ];
             cands.extend(around((rx, ry), 4.0, bw_, bh));
-            if let Some((i, bx)) = placer.place(&cands) {
+            if let Some((i, bx)) = placer.place_led(&cands, Some((rx, ry)), 4) {
                 let mut it = text_block(&bx, &lines, LABEL - 1.0, g.color, "ridge-label");
                 if i >= 4 {
                     it.insert(
@@ -493,7 +499,12 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
                     data: vec![("formats", g.name()), ("ridge-ai", format!("{ridge:.3}"))],
                     items: it,
                 });
-                labels.push(LabelBox { kind: LabelKind::Ridge, text, bbox: bx });
+                labels.push(LabelBox {
+                    kind: LabelKind::Ridge,
+                    text,
+                    bbox: bx,
+                    leader: (i >= 4).then(|| ((rx, ry), bx.nearest((rx, ry)))),
+                });
             }
         }
 
@@ -590,7 +601,7 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
             // Measured points are labelled at the measurement (the filled marker), others at the prediction.
             let anchor = m.unwrap_or(p);
             let cands = around(anchor, 5.0, bw_, bh);
-            let Some((k, bx)) = placer.place(&cands) else {
+            let Some((k, bx)) = placer.place_led(&cands, Some(anchor), 8) else {
                 if numbered {
                     continue;
                 }
@@ -608,7 +619,12 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
                 data: vec![("for", members.join(" "))],
                 items: it,
             });
-            labels.push(LabelBox { kind: LabelKind::Point, text: lines.join("\n"), bbox: bx });
+            labels.push(LabelBox {
+                kind: LabelKind::Point,
+                text: lines.join("\n"),
+                bbox: bx,
+                leader: (k >= 8).then(|| (anchor, bx.nearest(anchor))),
+            });
             if numbered {
                 key.push((n + 1, names));
             }
