@@ -62,7 +62,7 @@ pub struct RooflineLayout {
     pub scene: Scene,
     /// Labels inside the plot area (none overlaps another).
     pub labels: Vec<LabelBox>,
-    /// Whether points are numbered (names listed in the key beside the plot) because names did not fit.
+    /// Whether some points are numbered (their names listed in the key beside the plot) because names did not fit.
     pub numbered: bool,
     /// Number of points drawn (points with no positive FLOPs or time cannot sit on log axes and are skipped).
     pub points_drawn: usize,
@@ -579,7 +579,7 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
         // Point labels.
         let mut key = Vec::new();
         let mut label_items = Vec::new();
-        for (n, c) in clusters.iter().enumerate() {
+        for c in clusters.iter() {
             // One star in front when every name of the group is best, else a star on each best name.
             let st = star();
             let names: Vec<String> = if c.names.len() > 1 && c.names.iter().all(|n| n.starts_with(st)) {
@@ -591,17 +591,27 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
             } else {
                 c.names.clone()
             };
-            let lines = if numbered { vec![format!("{}", n + 1)] } else { wrap(&names, LABEL, MAX_LABEL_W) };
-            let (bw_, bh) = block_size(&lines, LABEL);
-            if !numbered && lines.len() > 4 {
-                return None;
-            }
             let (p, m) = pos[c.members[0]];
-            // Anchor on the middle of the predicted-measured segment when measured.
             // Measured points are labelled at the measurement (the filled marker), others at the prediction.
             let anchor = m.unwrap_or(p);
-            let cands = around(anchor, 5.0, bw_, bh);
-            let Some((k, bx)) = placer.place_led(&cands, Some(anchor), 8) else {
+            // Names where they fit (at most four lines); else a number, named in the key.
+            let mut got = None;
+            if !numbered {
+                let lines = wrap(&names, LABEL, MAX_LABEL_W);
+                let (bw_, bh) = block_size(&lines, LABEL);
+                if lines.len() <= 4 {
+                    got = placer.place_led(&around(anchor, 5.0, bw_, bh), Some(anchor), 8).map(|(k, b)| (k, b, lines));
+                }
+            }
+            if got.is_none() {
+                let lines = vec![format!("{}", key.len() + 1)];
+                let (bw_, bh) = block_size(&lines, LABEL);
+                got = placer.place_led(&around(anchor, 5.0, bw_, bh), Some(anchor), 8).map(|(k, b)| (k, b, lines));
+                if got.is_some() {
+                    key.push((key.len() + 1, names.clone()));
+                }
+            }
+            let Some((k, bx, lines)) = got else {
                 if numbered {
                     continue;
                 }
@@ -625,9 +635,6 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
                 bbox: bx,
                 leader: (k >= 8).then(|| (anchor, bx.nearest(anchor))),
             });
-            if numbered {
-                key.push((n + 1, names));
-            }
         }
         items.extend(label_items);
 
@@ -697,7 +704,7 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
             entry(&mut panel, &mut y, &format!("{}fastest of its shape", star()), 28.0);
         }
         entry(&mut panel, &mut y, "colour = roof it runs on", 0.0);
-        if numbered {
+        if !key.is_empty() {
             y += 8.0;
             head(&mut panel, &mut y, "Key");
             for (n, names) in &key {
@@ -722,7 +729,12 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
         items.push(Item::Group { class: "legend".into(), id: None, data: vec![], items: panel });
         let needed = y + 20.0;
         Some((
-            RooflineLayout { scene: Scene { width: w, height: h, items }, labels, numbered, points_drawn: pts.len() },
+            RooflineLayout {
+                scene: Scene { width: w, height: h, items },
+                labels,
+                numbered: !key.is_empty(),
+                points_drawn: pts.len(),
+            },
             needed,
         ))
     };
