@@ -112,7 +112,9 @@ pub fn bars_layout(spec: &ChartSpec) -> Result<BarsLayout, ReportError> {
             format!("{} measured ({:.0}% of roof)", fmt_us(m), r.predicted_us / m * 100.0)
         } else {
             let speed = match base[n] {
-                Some(b) if r.label != "FP16" => format!(", {:.2}x FP16", b / r.predicted_us),
+                Some(b) if !spec.points[idx[n]].label.eq_ignore_ascii_case("FP16") => {
+                    format!(", {:.2}x FP16", b / r.predicted_us)
+                }
                 _ => String::new(),
             };
             format!("{} {}-bound{speed}", fmt_us(r.predicted_us), r.bound)
@@ -133,13 +135,33 @@ pub fn bars_layout(spec: &ChartSpec) -> Result<BarsLayout, ReportError> {
     let b = t + rows.len() as f64 * row_h + 6.0;
     let h = b + 52.0;
     let tmax = rows.iter().flat_map(|r| [Some(r.predicted_us), r.measured_us]).flatten().fold(0.0, f64::max);
+    let tmin = rows.iter().flat_map(|r| [Some(r.predicted_us), r.measured_us]).flatten().fold(f64::INFINITY, f64::min);
+    // Linear time axis, or logarithmic when the times span more than 30x (several shapes).
+    let log = tmax / tmin > 30.0;
     let step = nice_step(tmax);
-    let xmax = (tmax / step).ceil() * step;
-    let px = |us: f64| l + us / xmax * (r - l);
+    let (lo, hi) = if log {
+        (10f64.powf(tmin.log10().floor()), 10f64.powf(tmax.log10().ceil()))
+    } else {
+        (0.0, (tmax / step).ceil() * step)
+    };
+    let px = |us: f64| {
+        if log {
+            l + (us.log10() - lo.log10()) / (hi.log10() - lo.log10()) * (r - l)
+        } else {
+            l + us / hi * (r - l)
+        }
+    };
 
     let mut items = Vec::new();
     let shape = spec.points[idx[0]].gemm;
+    let one_shape = idx.iter().all(|&i| {
+        let g = &spec.points[i].gemm;
+        (g.m, g.n, g.k, g.batch) == (shape.m, shape.n, shape.k, shape.batch)
+    });
     let title = spec.title.clone().unwrap_or_else(|| {
+        if !one_shape {
+            return format!("Time per format and shape on {} (source: {})", hw.name, hw.source);
+        }
         format!(
             "Time per format, M={} N={} K={}{} on {} (source: {})",
             shape.m,
@@ -174,12 +196,16 @@ pub fn bars_layout(spec: &ChartSpec) -> Result<BarsLayout, ReportError> {
 
     // Grid and axis.
     let mut grid = Vec::new();
-    let mut v = 0.0;
-    while v <= xmax + step * 0.01 {
+    let ticks: Vec<f64> = if log {
+        let (d0, d1) = (lo.log10().round() as i32, hi.log10().round() as i32);
+        (d0..=d1).flat_map(|d| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(d))).filter(|v| *v <= hi * 1.0001).collect()
+    } else {
+        (0..).map(|i| i as f64 * step).take_while(|v| *v <= hi + step * 0.01).collect()
+    };
+    for v in ticks {
         let x = px(v);
         grid.push(Item::Line { pts: vec![(x, t), (x, b)], color: GRID, width: 1.0, dash: false });
         grid.push(text(x, b + 17.0, format!("{}", (v * 1000.0).round() / 1000.0), 12.0, BLACK, Anchor::Middle, "tick"));
-        v += step;
     }
     items.push(Item::Group { class: "grid".into(), id: None, data: vec![], items: grid });
     items.push(Item::Line { pts: vec![(l, t), (l, b)], color: BLACK, width: 1.0, dash: false });
@@ -187,7 +213,7 @@ pub fn bars_layout(spec: &ChartSpec) -> Result<BarsLayout, ReportError> {
     items.push(text(
         (l + r) / 2.0,
         h - 14.0,
-        "Time per call (microseconds)".into(),
+        if log { "Time per call (microseconds, log scale)" } else { "Time per call (microseconds)" }.into(),
         13.0,
         BLACK,
         Anchor::Middle,

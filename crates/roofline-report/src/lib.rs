@@ -687,6 +687,17 @@ mod tests {
         let svg = lay.scene.to_svg();
         assert_eq!(svg.matches("data-measured-us=").count(), 1);
         assert!(svg.contains("(50% of roof)"));
+        // Speed-up against FP16 of the same shape is written beside each other format.
+        let fp8 = lay.rows.iter().position(|r| r.label == "FP8_E4M3").unwrap();
+        let fp16 = lay.rows.iter().position(|r| r.label == "FP16").unwrap();
+        let ratio = lay.rows[fp16].predicted_us / lay.rows[fp8].predicted_us;
+        assert!(svg.contains(&format!("{ratio:.2}x FP16")));
+        // Several shapes: shape-qualified names, a logarithmic time axis.
+        let mut many = spec();
+        many.points.extend(shape_spec("seed-gb10", 2048).points);
+        let svg = bars_svg(&many).unwrap();
+        assert!(svg.contains("Time per format and shape") && svg.contains("log scale"));
+        assert!(svg.contains(">FP16 2048x4096x4096<") && svg.contains(">FP16 1x4096x4096<"));
         // Prefill on H100 is compute-bound for the tensor-core formats.
         let svg = bars_svg(&shape_spec("h100", 2048)).unwrap();
         assert!(svg.contains("compute-bound"));
