@@ -18,7 +18,7 @@ use crate::hw_args::HwArgs;
 /// Flags of `roofline plot`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  roofline plot --hw seed-gb10 --output decode.png                 # 1x4096x4096, every native format\n  roofline plot --hw seed-gb10 --m 2048 --output prefill.svg\n  roofline plot --hw h100 --bars --m 1 --n 4096 --k 4096 --output bars.png   # time per format, best starred\n  roofline plot --hw h100 --bars --input sweep.csv --output bars.svg      # predicted and measured bars\n  roofline plot --hw h100 --by-phase --output h100.png              # h100-decode.png and h100-prefill.png\n  roofline plot --hw h100 --input sweep.csv --output measured.svg   # predicted vs measured points\n  roofline plot --hw gb200 --config deepseek-v3 --weights nvfp4 --output dsv3.png   # every op of a model"
+    after_help = "Examples:\n  roofline plot --hw seed-gb10 --output decode.png                 # 1x4096x4096, every native format\n  roofline plot --hw seed-gb10 --m 2048 --output prefill.svg\n  roofline plot --hw h100 --bars --m 2048 --output bars.png          # time per format\n  roofline plot --hw h100 --bars --input sweep.csv --output b.svg    # with measured bars\n  roofline plot --hw h100 --by-phase --output h100.png              # h100-decode.png and h100-prefill.png\n  roofline plot --hw h100 --input sweep.csv --output measured.svg   # predicted vs measured points\n  roofline plot --hw gb200 --config deepseek-v3 --weights nvfp4 --output dsv3.png   # every op of a model"
 )]
 pub struct PlotArgs {
     #[command(flatten)]
