@@ -61,8 +61,12 @@ enum Command {
 /// `roofline gpu ...`.
 #[derive(Debug, Subcommand)]
 enum GpuCommand {
-    /// Name, compute capability, SMs, L2, memory, clock.
+    /// Name, compute capability, SMs, L2, memory, clock (from the CUDA driver).
     Info(cmd::gpu::InfoArgs),
+    /// NVML snapshot: clocks, power, temperature, memory, utilization, PCIe/NVLink, throttle reasons.
+    Status(roofline_telemetry::cli::StatusArgs),
+    /// Stream NVML status as a refreshing table (or JSON lines with --json) until Ctrl-C.
+    Watch(roofline_telemetry::cli::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -78,6 +82,8 @@ fn main() -> ExitCode {
         Command::Compare(args) => cmd::sweep::compare(args),
         Command::Calibrate(args) => cmd::gpu::calibrate(args),
         Command::Gpu(GpuCommand::Info(args)) => cmd::gpu::info(args),
+        Command::Gpu(GpuCommand::Status(args)) => cmd::telemetry::status(args),
+        Command::Gpu(GpuCommand::Watch(args)) => cmd::telemetry::watch(args),
         Command::Plot(args) => cmd::plot::plot(args),
         Command::Report(args) => cmd::plot::report(args),
         Command::Hardware(c) => cmd::hardware::run(c),

@@ -10,6 +10,7 @@ pub mod predict;
 pub mod quant;
 pub mod recommend;
 pub mod sweep;
+pub mod telemetry;
 pub mod tiling;
 
 /// Parses a size flag (`--m`, `--n`, ...): an integer >= 1.
