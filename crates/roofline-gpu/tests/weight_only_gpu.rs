@@ -10,7 +10,7 @@ use roofline_gpu::weight_only::{
 use roofline_gpu::{random_f32, Gpu, TimingConfig};
 
 fn quick() -> TimingConfig {
-    TimingConfig { warmup: 3, min_runs: 10, max_runs: 50, budget_ms: 200.0 }
+    TimingConfig { warmup: 3, min_runs: 10, max_runs: 50, budget_ms: 200.0, ..Default::default() }
 }
 
 fn formats() -> Vec<Format> {
