@@ -20,6 +20,8 @@
 //!   the SMs, adds partials atomically into an FP32 workspace, and the last CTA of a tile (per-tile counter)
 //!   writes y and re-zeroes the workspace: one launch per call.
 
+#[cfg(test)]
+mod emulate;
 pub mod nvrtc;
 pub mod pack;
 
