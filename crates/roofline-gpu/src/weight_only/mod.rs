@@ -1,7 +1,7 @@
 //! Weight-only low-bit GEMV / skinny GEMM, `y[M,N] = x[M,K] · W[N,K]^T` with M = 1..16, W stored in FP16,
 //! BF16, FP8 E4M3 (per-channel), INT8 (per-channel), INT4 g128, NF4, MXFP4 or NVFP4, x and y in FP16 or
 //! BF16, FP32 accumulation. Kernels: `kernels/weight_only_gemv.cu`, compiled by NVRTC at run time for the
-//! device ([`nvrtc`]); weights packed on the host from roofline-quant's codecs ([`pack`]).
+//! device ([`nvrtc`]); weights packed on the host from roofline-quant's codecs ([`pack`](mod@pack)).
 //!
 //! # Kernel design (memory-bound decode on Hopper)
 //!
@@ -19,6 +19,15 @@
 //! * Warp butterfly reduction; `SplitK` splits K over `gridDim.y` CTAs when the row tiles alone do not fill
 //!   the SMs, adds partials atomically into an FP32 workspace, and the last CTA of a tile (per-tile counter)
 //!   writes y and re-zeroes the workspace: one launch per call.
+//!
+//! # Known limits
+//!
+//! * The multiply-adds run on the FP32 CUDA cores (about 3 instructions per 4-bit weight at M = 1, well
+//!   under the ~5.6 an H100 can issue per weight at 3 TB/s). At M = 16 a 4-bit weight needs 16 FMAs, more
+//!   than the CUDA cores can issue at the memory roof, so M >= 8 will be compute-bound for 4-bit formats;
+//!   a tensor-core (`mma.sync` m16n8k16, FP32 accumulate) variant with the weights pre-shuffled into the
+//!   A-fragment layout is the next step if the issue's M = 16 criterion fails.
+//! * x stays in L1/L2 rather than shared memory; at M = 16 and large K it may miss L1 (measure).
 
 #[cfg(test)]
 mod emulate;
