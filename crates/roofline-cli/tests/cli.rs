@@ -331,5 +331,10 @@ fn sweep_writes_csv_and_json_and_gpu_commands_fail_cleanly_without_gpu() {
         .args(["measure", "-p", "nf4"])
         .assert()
         .failure()
-        .stderr(predicate::str::contains("measured GEMM formats are FP32, TF32, FP16, BF16"));
+        .stderr(predicate::str::contains("dense GEMM formats are FP32, TF32, FP16, BF16"));
+    roofline()
+        .args(["measure", "-p", "nvfp4"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("needs a Blackwell GPU").and(predicate::str::contains("--weights NVFP4")));
 }

@@ -10,7 +10,31 @@ use roofline_quant::minifloat::{E4M3, E5M2};
 
 use crate::lt::{LtPlan, LtTypes};
 use crate::power::{measure_power, PowerMeter};
+use crate::weight_only::{WeightOnlyOptions, WoFormat, XDtype};
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
+
+/// Which kernel family measures a scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelKind {
+    /// A dense cuBLASLt GEMM ([`GEMM_FORMATS`], scheme [`gemm_scheme`]).
+    CublasLt,
+    /// roofline's own weight-only GEMV/skinny-GEMM kernels (M <= 16, FP16/BF16 activations).
+    WeightOnly,
+}
+
+impl KernelKind {
+    /// The default kernel for a scheme: cuBLASLt for its dense schemes, the weight-only kernels for mixed
+    /// schemes with FP16/BF16 activations and a weight format they implement; `None` otherwise.
+    pub fn for_scheme(s: &Scheme) -> Option<KernelKind> {
+        if GEMM_FORMATS.contains(&s.weights) && *s == gemm_scheme(s.weights) {
+            Some(KernelKind::CublasLt)
+        } else if matches!(s.activations, Format::FP16 | Format::BF16) && WoFormat::from_format(s.weights).is_ok() {
+            Some(KernelKind::WeightOnly)
+        } else {
+            None
+        }
+    }
+}
 
 /// The formats [`Gpu::measure_gemm`] runs through cuBLASLt.
 pub const GEMM_FORMATS: [Format; 7] =
@@ -99,11 +123,12 @@ fn decode_out(p: Format, bytes: &[u8], i: usize) -> f64 {
 }
 
 impl Gpu {
-    /// Measures `gemm` with the kernel that runs its scheme: the cuBLASLt GEMM when the scheme is
-    /// [`gemm_scheme`] of a dense format. Other schemes are [`GpuError::Unsupported`], with the reason.
+    /// Measures `gemm` with the kernel that runs its scheme (see [`KernelKind::for_scheme`]), or with
+    /// `kind` when given. Other schemes are [`GpuError::Unsupported`], with the reason.
     pub fn measure(
         &self,
         gemm: &Gemm,
+        kind: Option<KernelKind>,
         cfg: &TimingConfig,
         meter: Option<&mut dyn PowerMeter>,
     ) -> Result<Measurement, GpuError> {
@@ -112,15 +137,41 @@ impl Gpu {
         }
         let size = |v: u64| usize::try_from(v).map_err(|_| GpuError::Unsupported(format!("{v} is too large")));
         let (m, n, k) = (size(gemm.m)?, size(gemm.n)?, size(gemm.k)?);
-        let w = gemm.scheme.weights;
-        if GEMM_FORMATS.contains(&w) && gemm.scheme == gemm_scheme(w) {
-            return self.measure_gemm(m, n, k, w, cfg, meter);
+        let s = gemm.scheme;
+        match kind.or_else(|| KernelKind::for_scheme(&s)) {
+            Some(KernelKind::CublasLt) if GEMM_FORMATS.contains(&s.weights) && s == gemm_scheme(s.weights) => {
+                self.measure_gemm(m, n, k, s.weights, cfg, meter)
+            }
+            Some(KernelKind::WeightOnly) if matches!(s.activations, Format::FP16 | Format::BF16) => {
+                let x = if s.activations == Format::BF16 { XDtype::Bf16 } else { XDtype::F16 };
+                let opts = WeightOnlyOptions { x, ..WeightOnlyOptions::default() };
+                let wo = self.measure_weight_only_with(s.weights, m, n, k, cfg, &opts)?;
+                let cost = gemm.cost().map_err(|e| GpuError::Unsupported(e.to_string()))?;
+                Ok(Measurement {
+                    device: self.name.clone(),
+                    time_us: wo.stats.median_us,
+                    time_us_min: wo.stats.min_us,
+                    time_us_max: wo.stats.max_us,
+                    runs: wo.stats.runs,
+                    tflops: cost.flops as f64 / (wo.stats.median_us * 1e6),
+                    bandwidth_gb_s: cost.bytes as f64 / (wo.stats.median_us * 1e3),
+                    kernel: format!(
+                        "{} (rel. error {:.1e} vs f64 reference, {} rotating weight sets, {} launches per sample{})",
+                        wo.kernel,
+                        wo.rel_error,
+                        wo.sets,
+                        wo.stats.inner,
+                        if meter.is_some() { "; power not sampled for weight-only kernels" } else { "" }
+                    ),
+                    power: None,
+                })
+            }
+            _ => Err(GpuError::Unsupported(format!(
+                "no kernel for {} (dense cuBLASLt schemes: {}; weight-only kernels: W in FP16, BF16, FP8_E4M3, INT8, INT4_G128, NF4, MXFP4, NVFP4 with FP16/BF16 activations, M <= 16)",
+                s.label(),
+                GEMM_FORMATS.map(|f| gemm_scheme(f).label()).join(", ")
+            ))),
         }
-        Err(GpuError::Unsupported(format!(
-            "no kernel for {} (dense cuBLASLt schemes: {})",
-            gemm.scheme.label(),
-            GEMM_FORMATS.map(|f| gemm_scheme(f).label()).join(", ")
-        )))
     }
 
     /// Measures `y[M,N] = x[M,K] · W[N,K]^T` through cuBLASLt in `precision` (see [`GEMM_FORMATS`]) after
@@ -291,6 +342,17 @@ mod tests {
         assert_eq!(gemm_scheme(Format::INT8).output.effective_bits(), 32.0);
         assert_eq!(gemm_scheme(Format::FP16), Scheme::uniform(Format::FP16));
         assert_eq!(gemm_scheme(Format::FP8_E5M2).activations, Format::FP8_E4M3);
+    }
+
+    #[test]
+    fn schemes_pick_their_kernel() {
+        let k = |s| KernelKind::for_scheme(&s);
+        assert_eq!(k(gemm_scheme(Format::FP8_E4M3)), Some(KernelKind::CublasLt));
+        assert_eq!(k(Scheme::uniform(Format::FP16)), Some(KernelKind::CublasLt));
+        assert_eq!(k(Scheme::weight_only(Format::INT4_G128, Format::FP16)), Some(KernelKind::WeightOnly));
+        assert_eq!(k(Scheme::weight_only(Format::FP8_E4M3, Format::BF16)), Some(KernelKind::WeightOnly));
+        assert_eq!(k(Scheme::weight_only(Format::MXFP6_E3M2, Format::FP16)), None);
+        assert_eq!(k(Scheme::uniform(Format::NVFP4)), None);
     }
 
     #[test]

@@ -19,7 +19,7 @@ use cudarc::driver::{sys::CUdevice_attribute, CudaContext, CudaSlice, CudaStream
 use roofline_core::{ComputeClass, Format, HardwareProfile};
 use thiserror::Error;
 
-pub use gemm::{gemm_scheme, GEMM_FORMATS};
+pub use gemm::{gemm_scheme, KernelKind, GEMM_FORMATS};
 pub use power::{MeterReading, PowerMeter};
 pub use timing::{TimingConfig, TimingStats};
 

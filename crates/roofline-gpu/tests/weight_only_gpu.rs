@@ -98,3 +98,34 @@ fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
         }
     }
 }
+
+/// Not a pass/fail test: the variant table the default plan is chosen from (time and GB/s per format,
+/// variant and shape), printed for bench/RESULTS.md. Every run is still checked against the reference.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn variant_table() {
+    let gpu = Gpu::open(0).unwrap();
+    let cfg = TimingConfig { budget_ms: 300.0, ..Default::default() };
+    println!("VT format     shape            SplitK(us GB/s)   Rows4(us GB/s)   RowPerWarp(us GB/s)");
+    for (m, n, k) in [(1, 4096, 4096), (1, 14336, 4096), (1, 4096, 14336), (16, 14336, 4096)] {
+        for f in formats() {
+            let mut line = format!("VT {f:<9} {m:>2}x{n:>6}x{k:<6}");
+            for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp] {
+                let opts = WeightOnlyOptions { variant, ..WeightOnlyOptions::default() };
+                match gpu.measure_weight_only_with(f, m, n, k, &cfg, &opts) {
+                    Ok(r) => {
+                        assert!(r.rel_error <= 1e-3, "{f} {variant:?}: {}", r.rel_error);
+                        line.push_str(&format!(
+                            "  {:7.2} {:6.0}{}",
+                            r.stats.median_us,
+                            r.bandwidth_gb_s,
+                            if r.spill_bytes == Some(0) { " " } else { "!" }
+                        ));
+                    }
+                    Err(e) => line.push_str(&format!("  error: {e}")),
+                }
+            }
+            println!("{line}");
+        }
+    }
+}

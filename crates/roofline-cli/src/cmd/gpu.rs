@@ -2,8 +2,8 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
-use roofline_core::{predict, DualPoint, Format, Gemm};
-use roofline_gpu::{gemm_scheme, Gpu, PowerMeter, TimingConfig, GEMM_FORMATS};
+use roofline_core::{predict, DualPoint, Format, Gemm, Scheme};
+use roofline_gpu::{gemm_scheme, Gpu, KernelKind, PowerMeter, TimingConfig, GEMM_FORMATS};
 
 use super::parse_format;
 use crate::hw_args::HwArgs;
@@ -48,9 +48,16 @@ Examples:
 pub struct MeasureArgs {
     #[command(flatten)]
     pub shape: super::ShapeArgs,
-    /// Precision: FP32, TF32, FP16, BF16, FP8_E4M3, FP8_E5M2 or INT8.
+    /// Precision of a dense cuBLASLt GEMM: FP32, TF32, FP16, BF16, FP8_E4M3, FP8_E5M2 or INT8.
     #[arg(long, short = 'p', default_value = "fp16", value_parser = parse_format)]
     pub precision: Format,
+    /// Weight-only instead: weights in this format (FP16, BF16, FP8_E4M3, INT8, INT4_G128, NF4, MXFP4,
+    /// NVFP4) on roofline's own GEMV kernels, activations in --activations; M <= 16.
+    #[arg(long, value_parser = parse_format)]
+    pub weights: Option<Format>,
+    /// Activation (and output) format with --weights: FP16 or BF16.
+    #[arg(long, default_value = "fp16", value_parser = parse_format)]
+    pub activations: Format,
     /// GPU index.
     #[arg(long, default_value = "0")]
     pub device: usize,
@@ -103,28 +110,22 @@ pub fn calibrate(args: CalibrateArgs) -> Result<()> {
 /// Runs `roofline measure`.
 pub fn measure(args: MeasureArgs) -> Result<()> {
     let hw = args.hw.resolve()?;
-    if !GEMM_FORMATS.contains(&args.precision) {
-        anyhow::bail!(
-            "--precision {}: measured GEMM formats are {}",
-            args.precision,
-            GEMM_FORMATS.map(|f| f.to_string()).join(", ")
-        );
-    }
-    let gemm = Gemm::new(args.shape.m, args.shape.n, args.shape.k, gemm_scheme(args.precision))?;
+    let (scheme, kind) = match args.weights {
+        Some(w) => (Scheme::weight_only(w, args.activations), KernelKind::WeightOnly),
+        None => {
+            if !GEMM_FORMATS.contains(&args.precision) {
+                anyhow::bail!("{}", no_dense_kernel(args.precision));
+            }
+            (gemm_scheme(args.precision), KernelKind::CublasLt)
+        }
+    };
+    let gemm = Gemm::new(args.shape.m, args.shape.n, args.shape.k, scheme)?;
     let prediction = predict(&gemm, &hw)?;
     let gpu = Gpu::open(args.device)?;
     let mut meter = args.power.meter(args.device)?;
-    let size = |v: u64| usize::try_from(v).context("size does not fit this machine");
     let cfg = TimingConfig { power_ms: args.power.power_ms, ..TimingConfig::default() };
-    let m = gpu.measure_gemm(
-        size(args.shape.m)?,
-        size(args.shape.n)?,
-        size(args.shape.k)?,
-        args.precision,
-        &cfg,
-        meter.as_mut().map(|m| m as &mut dyn PowerMeter),
-    )?;
-    let point = DualPoint { label: args.precision.to_string(), gemm, prediction, measurement: Some(m) };
+    let m = gpu.measure(&gemm, Some(kind), &cfg, meter.as_mut().map(|m| m as &mut dyn PowerMeter))?;
+    let point = DualPoint { label: scheme.label(), gemm, prediction, measurement: Some(m) };
     if args.json {
         let mut v = serde_json::to_value(&point)?;
         if let (Some(obj), Some(summary)) = (v.as_object_mut(), meter.as_ref().and_then(|m| m.last.as_ref())) {
@@ -200,6 +201,22 @@ pub fn measure(args: MeasureArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Why a precision has no dense GEMM here, and what to do instead.
+fn no_dense_kernel(p: Format) -> String {
+    let dense = GEMM_FORMATS.map(|f| f.to_string()).join(", ");
+    match p {
+        Format::NVFP4 | Format::MXFP4 | Format::MXFP6_E2M3 | Format::MXFP6_E3M2 => format!(
+            "--precision {p}: a native {p} GEMM (both operands on FP4/FP6 tensor cores) needs a Blackwell GPU \
+             (sm_100 or newer); Hopper and older have no such units, so it can only be predicted here \
+             (`roofline predict -p {p} --hw b200`). On this GPU, measure {p} weights with FP16 activations: \
+             `roofline measure --weights {p}`. Measured dense GEMM formats: {dense}"
+        ),
+        _ => format!(
+            "--precision {p}: measured dense GEMM formats are {dense}; low-bit weights run weight-only: `roofline measure --weights {p}`"
+        ),
+    }
 }
 
 fn opt(v: Option<u32>) -> String {

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use roofline_core::{predict, DualPoint, Format, Gemm, HardwareProfile, Scheme};
-use roofline_gpu::{gemm_scheme, Gpu, GpuError, PowerMeter, TimingConfig, GEMM_FORMATS};
+use roofline_gpu::{gemm_scheme, Gpu, GpuError, KernelKind, PowerMeter, TimingConfig, GEMM_FORMATS};
 use roofline_report::{write_csv, write_json};
 
 use super::parse_format;
@@ -35,6 +35,10 @@ pub struct SweepArgs {
     /// it is prediction only).
     #[arg(long)]
     pub measure: bool,
+    /// Sweep every precision as weight-only (weights in the format, FP16 activations; roofline's own
+    /// GEMV kernels, M <= 16) instead of dense cuBLASLt GEMMs.
+    #[arg(long)]
+    pub weight_only: bool,
     #[command(flatten)]
     pub power: super::telemetry::PowerArgs,
     /// Folder for sweep.csv and sweep.json.
@@ -70,6 +74,10 @@ pub struct CompareArgs {
     pub hw: HwArgs,
     #[command(flatten)]
     pub power: super::telemetry::PowerArgs,
+    /// Weight-only schemes (weights in the format, FP16 activations) on roofline's GEMV kernels: the seeds'
+    /// decode table (FP16, FP8, INT8, NVFP4, INT4, MXFP4, NF4 by default).
+    #[arg(long)]
+    pub weight_only: bool,
 }
 
 fn shapes(spec: &str) -> Result<Vec<(u64, u64, u64)>> {
@@ -111,10 +119,10 @@ struct Bench<'a> {
     cfg: TimingConfig,
 }
 
-/// The scheme a precision is swept as: the dense cuBLASLt scheme where there is one, else weight-only
-/// (weights in the format, FP16 activations), the decode regime's low-bit path.
-fn sweep_scheme(p: Format) -> Scheme {
-    if GEMM_FORMATS.contains(&p) {
+/// The scheme a precision is swept as: the dense cuBLASLt scheme where there is one, else (or always with
+/// `weight_only`) weight-only: weights in the format, FP16 activations, the decode regime's low-bit path.
+fn sweep_scheme(p: Format, weight_only: bool) -> Scheme {
+    if GEMM_FORMATS.contains(&p) && !weight_only {
         gemm_scheme(p)
     } else {
         Scheme::weight_only(p, Format::FP16)
@@ -125,6 +133,7 @@ fn points(
     hw: &HardwareProfile,
     grid: &[(u64, u64, u64)],
     precisions: &[Format],
+    weight_only: bool,
     mut bench: Option<Bench<'_>>,
 ) -> Result<Vec<DualPoint>> {
     let mut out = Vec::new();
@@ -135,13 +144,14 @@ fn points(
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     for (&(m, n, k), &p) in grid.iter().flat_map(|s| precisions.iter().map(move |p| (s, p))) {
-        let gemm = Gemm::new(m, n, k, sweep_scheme(p))?;
+        let gemm = Gemm::new(m, n, k, sweep_scheme(p, weight_only))?;
         let prediction = predict(&gemm, hw)?;
         let measurement = match bench.as_mut() {
             Some(b) => {
                 bar.set_message(format!("{p} {m}x{n}x{k}"));
                 let meter = b.meter.as_mut().map(|m| m as &mut dyn PowerMeter);
-                let r = b.gpu.measure(&gemm, &b.cfg, meter);
+                let kind = weight_only.then_some(KernelKind::WeightOnly);
+                let r = b.gpu.measure(&gemm, kind, &b.cfg, meter);
                 bar.inc(1);
                 match r {
                     Ok(meas) => Some(meas),
@@ -170,27 +180,58 @@ fn error_summary(points: &[DualPoint]) -> Option<(f64, f64)> {
     Some((pick(0.5), pick(0.9)))
 }
 
+/// Predicted and measured speed-up of `p` over the FP16 point of the same shape, when there is one.
+fn speedup(points: &[DualPoint], p: &DualPoint) -> (Option<f64>, Option<f64>) {
+    let same = |q: &&DualPoint| q.gemm.m == p.gemm.m && q.gemm.n == p.gemm.n && q.gemm.k == p.gemm.k;
+    let Some(base) = points.iter().filter(same).find(|q| q.gemm.scheme.weights == Format::FP16) else {
+        return (None, None);
+    };
+    let pred = base.prediction.time_us / p.prediction.time_us;
+    let meas = match (&base.measurement, &p.measurement) {
+        (Some(b), Some(m)) => Some(b.time_us / m.time_us),
+        _ => None,
+    };
+    (Some(pred), meas)
+}
+
 fn print_points(points: &[DualPoint]) {
-    let mut t = table(&["Precision", "M x N x K", "Predicted (us)", "Measured (us)", "Error", "Bottleneck"]);
+    let mut t = table(&[
+        "Precision",
+        "M x N x K",
+        "Predicted (us)",
+        "Measured (us)",
+        "Error",
+        "Bottleneck",
+        "vs FP16 pred",
+        "vs FP16 meas",
+        "GB/s meas",
+    ]);
     for p in points {
         let g = &p.gemm;
+        let (sp, sm) = speedup(points, p);
         t.add_row(vec![
-            p.label.clone(),
+            p.gemm.scheme.label(),
             format!("{}x{}x{}", g.m, g.n, g.k),
             sig3(p.prediction.time_us),
             p.measurement.as_ref().map_or("-".into(), |m| sig3(m.time_us)),
             p.error().map_or("-".into(), |e| format!("{:+.1}%", 100.0 * e)),
             p.prediction.bound.as_str().to_string(),
+            sp.map_or("-".into(), |v| format!("{v:.2}x")),
+            sm.map_or("-".into(), |v| format!("{v:.2}x")),
+            p.measurement.as_ref().map_or("-".into(), |m| format!("{:.0}", m.bandwidth_gb_s)),
         ]);
     }
     println!("{t}");
     if let Some((med, p90)) = error_summary(points) {
-        println!("|error| over {} measured points: median {:.1}%, p90 {:.1}%", points.len(), 100.0 * med, 100.0 * p90);
+        let n = points.iter().filter(|p| p.measurement.is_some()).count();
+        println!("|error| over {n} measured points: median {:.1}%, p90 {:.1}%", 100.0 * med, 100.0 * p90);
     }
 }
 
-fn default_precisions(p: &[Format]) -> Vec<Format> {
-    if p.is_empty() {
+fn default_precisions(p: &[Format], weight_only: bool) -> Vec<Format> {
+    if p.is_empty() && weight_only {
+        vec![Format::FP16, Format::FP8_E4M3, Format::INT8, Format::NVFP4, Format::INT4_G128, Format::MXFP4, Format::NF4]
+    } else if p.is_empty() {
         vec![Format::FP16, Format::BF16, Format::FP8_E4M3, Format::INT8]
     } else {
         p.to_vec()
@@ -238,7 +279,8 @@ pub fn sweep(args: SweepArgs) -> Result<()> {
         }),
         None => None,
     };
-    let pts = points(&hw, &grid, &default_precisions(&args.precisions), bench)?;
+    let precisions = default_precisions(&args.precisions, args.weight_only);
+    let pts = points(&hw, &grid, &precisions, args.weight_only, bench)?;
     std::fs::create_dir_all(&args.out_dir).with_context(|| format!("creating {}", args.out_dir.display()))?;
     let csv = args.out_dir.join("sweep.csv");
     let json = args.out_dir.join("sweep.json");
@@ -259,7 +301,8 @@ pub fn compare(args: CompareArgs) -> Result<()> {
         meter: args.power.meter(args.device)?,
         cfg: TimingConfig { power_ms: args.power.power_ms, ..TimingConfig::default() },
     };
-    let pts = points(&hw, &[(s.m, s.n, s.k)], &default_precisions(&args.precisions), Some(bench))?;
+    let precisions = default_precisions(&args.precisions, args.weight_only);
+    let pts = points(&hw, &[(s.m, s.n, s.k)], &precisions, args.weight_only, Some(bench))?;
     println!("{}x{}x{} on {} (prediction: {} [{}])", s.m, s.n, s.k, gpu.name, hw.name, hw.source);
     print_points(&pts);
     Ok(())

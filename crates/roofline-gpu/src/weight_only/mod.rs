@@ -54,6 +54,8 @@ pub enum Variant {
     SplitK,
     /// One row per warp, no split: many small warps, no atomics.
     RowPerWarp,
+    /// Four rows per warp (x converted once per four rows), K split like `SplitK`.
+    Rows4,
 }
 
 /// The launch geometry of one call.
@@ -86,16 +88,32 @@ impl LaunchPlan {
     ) -> LaunchPlan {
         let warps = 4u32;
         let (rows_per_warp, unroll) = match variant {
-            Variant::SplitK => (2, if m <= 4 { 4 } else { 2 }),
+            Variant::SplitK => (
+                2,
+                if m <= 4 {
+                    4
+                } else if m <= 8 {
+                    2
+                } else {
+                    1
+                },
+            ),
             Variant::RowPerWarp => (1, if m <= 8 { 4 } else { 2 }),
+            Variant::Rows4 => {
+                if m <= 4 {
+                    (4, 2)
+                } else {
+                    (2, 1)
+                }
+            }
         };
         let kc = (k * format.bits() / 128).max(1) as u32;
         let blocks_n = (n as u32).div_ceil(warps * rows_per_warp).max(1);
         let want = match (variant, split_k) {
             (_, Some(s)) => s,
             (Variant::RowPerWarp, None) => 1,
-            (Variant::SplitK, None) if blocks_n >= 2 * sm_count => 1,
-            (Variant::SplitK, None) => (4 * sm_count).div_ceil(blocks_n),
+            (Variant::SplitK | Variant::Rows4, None) if blocks_n >= 2 * sm_count => 1,
+            (Variant::SplitK | Variant::Rows4, None) => (4 * sm_count).div_ceil(blocks_n),
         };
         // Every split gets at least one full unrolled pass of the warp (32 * U chunks).
         let max_splits = (kc / (32 * unroll)).max(1);
@@ -566,7 +584,7 @@ mod tests {
 
     #[test]
     fn plans_fill_the_gpu_and_cover_k() {
-        for variant in [Variant::SplitK, Variant::RowPerWarp] {
+        for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp] {
             for f in WoFormat::ALL {
                 for (m, n, k) in [(1, 4096, 4096), (1, 1000, 4096), (16, 14336, 4096), (1, 4096, 14336), (3, 8, 128)] {
                     let p = LaunchPlan::new(variant, f, m, n, k, 132, None);
@@ -670,7 +688,7 @@ mod tests {
         let mut failures = Vec::new();
         for f in WoFormat::ALL {
             for x in XDtype::ALL {
-                for variant in [Variant::SplitK, Variant::RowPerWarp] {
+                for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp] {
                     for m in [1usize, 2, 3, 4, 8, 16] {
                         if !full && !(m == 1 || (x == XDtype::F16 && (m == 3 || m == 16))) {
                             continue;
