@@ -35,6 +35,10 @@ enum Command {
     Quant(cmd::quant::Command),
     /// Measure a GEMM on this GPU (cuBLAS, CUDA events) next to its prediction, with the error.
     Measure(cmd::gpu::MeasureArgs),
+    /// A grid of shapes x precisions: predictions, and with --measure the GPU's times and the errors (CSV/JSON).
+    Sweep(cmd::sweep::SweepArgs),
+    /// Seed-style table for one shape: precision, predicted, measured, error, bottleneck (needs a GPU).
+    Compare(cmd::sweep::CompareArgs),
     /// Measure this GPU's ceilings (copy bandwidth, GEMM peaks, launch overhead) into a profile TOML.
     Calibrate(cmd::gpu::CalibrateArgs),
     /// This GPU as the driver reports it.
@@ -70,6 +74,8 @@ fn main() -> ExitCode {
         Command::Tiling(args) => cmd::tiling::run(args),
         Command::Quant(c) => cmd::quant::run(c),
         Command::Measure(args) => cmd::gpu::measure(args),
+        Command::Sweep(args) => cmd::sweep::sweep(args),
+        Command::Compare(args) => cmd::sweep::compare(args),
         Command::Calibrate(args) => cmd::gpu::calibrate(args),
         Command::Gpu(GpuCommand::Info(args)) => cmd::gpu::info(args),
         Command::Plot(args) => cmd::plot::plot(args),

@@ -300,3 +300,25 @@ fn plot_and_report_files() {
     let text = std::fs::read_to_string(&md).unwrap();
     assert!(text.contains("FP16") && dir.path().join("report.png").exists());
 }
+
+#[test]
+fn sweep_writes_csv_and_json_and_gpu_commands_fail_cleanly_without_gpu() {
+    let dir = tempfile::tempdir().unwrap();
+    roofline()
+        .args(["sweep", "--hw", "h100", "--shapes", "prefill", "--out-dir", dir.path().to_str().unwrap()])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("10 points"));
+    let csv = std::fs::read_to_string(dir.path().join("sweep.csv")).unwrap();
+    assert!(csv.starts_with("label,m,n,k") && csv.lines().count() == 11);
+    let json: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("sweep.json")).unwrap()).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 10);
+    if std::path::Path::new("/usr/lib/x86_64-linux-gnu/libcuda.so.1").exists() {
+        return; // a GPU machine: the GPU commands would run
+    }
+    for args in
+        [&["compare"][..], &["measure"], &["calibrate"], &["gpu", "info"], &["sweep", "--measure", "--out-dir", "/tmp"]]
+    {
+        roofline().args(args).assert().failure().stderr(predicate::str::contains("no NVIDIA GPU/driver found"));
+    }
+}

@@ -5,7 +5,7 @@ use clap::Args;
 use roofline_core::{predict, DualPoint, Format, Gemm, Scheme};
 use roofline_gpu::{Gpu, TimingConfig};
 
-use super::{parse_format, parse_size};
+use super::parse_format;
 use crate::hw_args::HwArgs;
 use crate::output::{print_json, sig3, table};
 
@@ -38,15 +38,8 @@ pub struct CalibrateArgs {
 #[derive(Debug, Args)]
 #[command(after_help = "Example:\n  roofline measure --m 4096 --n 4096 --k 4096 --precision fp16 --hw h100")]
 pub struct MeasureArgs {
-    /// Rows of the activations.
-    #[arg(long, default_value = "1", value_parser = parse_size, allow_hyphen_values = true)]
-    pub m: u64,
-    /// Output features.
-    #[arg(long, default_value = "4096", value_parser = parse_size, allow_hyphen_values = true)]
-    pub n: u64,
-    /// Reduction dimension.
-    #[arg(long, default_value = "4096", value_parser = parse_size, allow_hyphen_values = true)]
-    pub k: u64,
+    #[command(flatten)]
+    pub shape: super::ShapeArgs,
     /// Precision (FP16, BF16, FP32 are measured today).
     #[arg(long, short = 'p', default_value = "fp16", value_parser = parse_format)]
     pub precision: Format,
@@ -100,11 +93,18 @@ pub fn calibrate(args: CalibrateArgs) -> Result<()> {
 /// Runs `roofline measure`.
 pub fn measure(args: MeasureArgs) -> Result<()> {
     let hw = args.hw.resolve()?;
-    let gemm = Gemm::new(args.m, args.n, args.k, Scheme::weight_only(args.precision, args.precision))?;
+    let gemm =
+        Gemm::new(args.shape.m, args.shape.n, args.shape.k, Scheme::weight_only(args.precision, args.precision))?;
     let prediction = predict(&gemm, &hw)?;
     let gpu = Gpu::open(args.device)?;
     let size = |v: u64| usize::try_from(v).context("size does not fit this machine");
-    let m = gpu.measure_gemm(size(args.m)?, size(args.n)?, size(args.k)?, args.precision, &TimingConfig::default())?;
+    let m = gpu.measure_gemm(
+        size(args.shape.m)?,
+        size(args.shape.n)?,
+        size(args.shape.k)?,
+        args.precision,
+        &TimingConfig::default(),
+    )?;
     let point = DualPoint { label: args.precision.to_string(), gemm, prediction, measurement: Some(m) };
     if args.json {
         return print_json(&point);
@@ -112,7 +112,7 @@ pub fn measure(args: MeasureArgs) -> Result<()> {
     let (p, meas) = (&point.prediction, point.measurement.as_ref().context("measurement")?);
     println!(
         "{} {}x{}x{} on {} (prediction: {} [{}])",
-        args.precision, args.m, args.n, args.k, meas.device, hw.name, hw.source
+        args.precision, args.shape.m, args.shape.n, args.shape.k, meas.device, hw.name, hw.source
     );
     let mut t = table(&["", "Time us", "TFLOP/s", "GB/s", "% peak BW", "% peak compute", "Bound"]);
     t.add_row(vec![

@@ -9,6 +9,7 @@ pub mod plot;
 pub mod predict;
 pub mod quant;
 pub mod recommend;
+pub mod sweep;
 pub mod tiling;
 
 /// Parses a size flag (`--m`, `--n`, ...): an integer >= 1.
@@ -23,4 +24,18 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Parses a format name (canonical or alias), listing the known ones on error.
 pub fn parse_format(s: &str) -> Result<roofline_core::Format, String> {
     s.parse().map_err(|e: roofline_core::CoreError| e.to_string())
+}
+
+/// `--m --n --k`: one GEMM shape (`y[M,N] = x[M,K] · W[N,K]^T`), default the 1x4096x4096 decode GEMV.
+#[derive(Debug, Clone, Copy, clap::Args)]
+pub struct ShapeArgs {
+    /// Rows of the activations (tokens in flight): 1 = GEMV (decode), large = GEMM (prefill).
+    #[arg(long, default_value = "1", value_parser = parse_size, allow_hyphen_values = true)]
+    pub m: u64,
+    /// Output features (rows of the weight matrix).
+    #[arg(long, default_value = "4096", value_parser = parse_size, allow_hyphen_values = true)]
+    pub n: u64,
+    /// Reduction dimension (input features); block scales run along it.
+    #[arg(long, default_value = "4096", value_parser = parse_size, allow_hyphen_values = true)]
+    pub k: u64,
 }

@@ -18,15 +18,8 @@ use crate::hw_args::HwArgs;
     after_help = "Examples:\n  roofline plot --hw seed-gb10 --output decode.png                 # 1x4096x4096, every native format\n  roofline plot --hw seed-gb10 --m 2048 --output prefill.svg\n  roofline plot --hw h100 --by-phase --output h100.png              # h100-decode.png and h100-prefill.png\n  roofline plot --hw h100 --input sweep.csv --output measured.svg   # predicted vs measured points\n  roofline plot --hw gb200 --config deepseek-v3 --weights nvfp4 --output dsv3.png   # every op of a model"
 )]
 pub struct PlotArgs {
-    /// Rows of the activations.
-    #[arg(long, default_value = "1", value_parser = parse_size, allow_hyphen_values = true)]
-    pub m: u64,
-    /// Output features.
-    #[arg(long, default_value = "4096", value_parser = parse_size, allow_hyphen_values = true)]
-    pub n: u64,
-    /// Reduction dimension.
-    #[arg(long, default_value = "4096", value_parser = parse_size, allow_hyphen_values = true)]
-    pub k: u64,
+    #[command(flatten)]
+    pub shape: super::ShapeArgs,
     /// Formats to place (repeatable); default every format the hardware computes natively.
     #[arg(long = "precision", short = 'p', value_parser = parse_format)]
     pub precisions: Vec<Format>,
@@ -119,8 +112,8 @@ pub fn plot(args: PlotArgs) -> Result<()> {
         let stem = args.output.file_stem().and_then(|s| s.to_str()).unwrap_or("roofline");
         let ext = args.output.extension().and_then(|s| s.to_str()).unwrap_or("svg");
         for (phase, m) in [("decode", 1), ("prefill", 2048)] {
-            let points = shape_points(&hw, m, args.n, args.k, &args.precisions)?;
-            let title = format!("{} ({}) - {phase} {m}x{}x{}", hw.name, hw.source, args.n, args.k);
+            let points = shape_points(&hw, m, args.shape.n, args.shape.k, &args.precisions)?;
+            let title = format!("{} ({}) - {phase} {m}x{}x{}", hw.name, hw.source, args.shape.n, args.shape.k);
             write_chart(&spec(points, Some(title)), &args.output.with_file_name(format!("{stem}-{phase}.{ext}")))?;
         }
         return Ok(());
@@ -158,7 +151,7 @@ pub fn plot(args: PlotArgs) -> Result<()> {
             )),
         )
     } else {
-        (shape_points(&hw, args.m, args.n, args.k, &args.precisions)?, None)
+        (shape_points(&hw, args.shape.m, args.shape.n, args.shape.k, &args.precisions)?, None)
     };
     if points.is_empty() {
         bail!("nothing to plot");

@@ -14,15 +14,8 @@ use crate::output::{opt, print_json, si, sig3, table, OutputArgs};
     after_help = "Examples:\n  roofline predict                               # 1x4096x4096 decode GEMV on gb10, native formats\n  roofline predict --m 2048 --hw h100 --all      # prefill GEMM, every format in the catalog\n  roofline predict --weights int4_g128 --activations fp16   # W4A16 weight-only\n  roofline predict --bandwidth-gb-s 500 --peak FP16=50 --peak INT8=100   # custom ASIC\n  roofline predict --precision fp8 --json"
 )]
 pub struct Args {
-    /// Rows of the activations (tokens in flight): 1 = GEMV (decode), large = GEMM (prefill).
-    #[arg(long, default_value = "1", value_parser = parse_size, allow_hyphen_values = true)]
-    pub m: u64,
-    /// Output features (rows of the weight matrix).
-    #[arg(long, default_value = "4096", value_parser = parse_size, allow_hyphen_values = true)]
-    pub n: u64,
-    /// Reduction dimension (input features); block scales run along it.
-    #[arg(long, default_value = "4096", value_parser = parse_size, allow_hyphen_values = true)]
-    pub k: u64,
+    #[command(flatten)]
+    pub shape: super::ShapeArgs,
     /// Independent products sharing one weight matrix.
     #[arg(long, default_value = "1", value_parser = parse_size, allow_hyphen_values = true)]
     pub batch: u64,
@@ -75,7 +68,13 @@ impl Args {
 /// Runs `roofline predict`.
 pub fn run(args: Args) -> Result<()> {
     let hw = args.hw.resolve()?;
-    let req = PredictRequest { m: args.m, n: args.n, k: args.k, batch: args.batch, schemes: args.schemes() };
+    let req = PredictRequest {
+        m: args.shape.m,
+        n: args.shape.n,
+        k: args.shape.k,
+        batch: args.batch,
+        schemes: args.schemes(),
+    };
     let report = predict_report(&req, &hw)?;
     if args.out.json {
         print_json(&report)

@@ -16,15 +16,8 @@ use roofline_core::model::ModelRequest;
     after_help = "Examples:\n  roofline recommend --hw seed-gb10                         # decode GEMV: INT4 weight-only (AWQ)\n  roofline recommend --hw b200 --m 2048                     # prefill: NVFP4 on FP4 tensor cores\n  roofline recommend --hw h100 --memory-limit-gb 0.01       # force a format that fits\n  roofline recommend --hw h100 --max-accuracy-loss low --json"
 )]
 pub struct Args {
-    /// Rows of the activations (tokens); M <= 16 is decode unless --phase says otherwise.
-    #[arg(long, default_value = "1", value_parser = parse_size, allow_hyphen_values = true)]
-    pub m: u64,
-    /// Output features.
-    #[arg(long, default_value = "4096", value_parser = parse_size, allow_hyphen_values = true)]
-    pub n: u64,
-    /// Reduction dimension.
-    #[arg(long, default_value = "4096", value_parser = parse_size, allow_hyphen_values = true)]
-    pub k: u64,
+    #[command(flatten)]
+    pub shape: super::ShapeArgs,
     /// Independent products sharing one weight matrix.
     #[arg(long, default_value = "1", value_parser = parse_size, allow_hyphen_values = true)]
     pub batch: u64,
@@ -98,7 +91,7 @@ pub fn run(args: Args) -> Result<()> {
         memory_limit_gb: args.memory_limit_gb,
         max_accuracy_loss_pct: args.max_accuracy_loss.map(AccuracyTolerance::limit_pct),
         weight_only: args.weight_only,
-        ..RecommendRequest::new(args.m, args.n, args.k)
+        ..RecommendRequest::new(args.shape.m, args.shape.n, args.shape.k)
     };
     let report = recommend(&req, &hw)?;
     if args.json {

@@ -1,0 +1,195 @@
+//! `roofline sweep` and `roofline compare`: grids of shapes x precisions, predicted (and measured on a GPU),
+//! with the prediction error.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use roofline_core::{predict, DualPoint, Format, Gemm, HardwareProfile, Scheme};
+use roofline_gpu::{Gpu, TimingConfig};
+use roofline_report::{write_csv, write_json};
+
+use super::parse_format;
+use crate::hw_args::HwArgs;
+use crate::output::{sig3, table};
+
+/// Shapes of the Llama-3-8B linear layers (N, K): QKV, O, gate+up, down.
+const LLAMA_NK: [(u64, u64); 4] = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)];
+
+/// Flags of `roofline sweep`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  roofline sweep --hw h100 --shapes llama                         # prediction only\n  roofline sweep --hw measured.toml --shapes llama --measure      # on a GPU: DualPoints with errors\n  roofline sweep --shapes decode -p fp16 -p fp8 -p int4 --out-dir results/"
+)]
+pub struct SweepArgs {
+    /// Shape set: decode (M=1, 16 on 4096x4096 .. 128256x4096), prefill (M=512..8192 on 4096x4096), llama
+    /// (M in 1, 16, 128, 1024, 4096 on the Llama-3-8B layers), or a file of `M N K` lines.
+    #[arg(long, default_value = "llama")]
+    pub shapes: String,
+    /// Precisions (repeatable); default FP16 and BF16 (what the GPU engine measures today).
+    #[arg(long = "precision", short = 'p', value_parser = parse_format)]
+    pub precisions: Vec<Format>,
+    /// Measure every point on the GPU (FP16, BF16, FP32).
+    #[arg(long)]
+    pub measure: bool,
+    /// Folder for sweep.csv and sweep.json.
+    #[arg(long, default_value = "results")]
+    pub out_dir: PathBuf,
+    /// GPU index.
+    #[arg(long, default_value = "0")]
+    pub device: usize,
+    #[command(flatten)]
+    pub hw: HwArgs,
+}
+
+/// Flags of `roofline compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub shape: super::ShapeArgs,
+    /// Precisions (repeatable); default FP16 and BF16.
+    #[arg(long = "precision", short = 'p', value_parser = parse_format)]
+    pub precisions: Vec<Format>,
+    /// GPU index.
+    #[arg(long, default_value = "0")]
+    pub device: usize,
+    #[command(flatten)]
+    pub hw: HwArgs,
+}
+
+fn shapes(spec: &str) -> Result<Vec<(u64, u64, u64)>> {
+    Ok(match spec {
+        "llama" => {
+            [1, 16, 128, 1024, 4096].iter().flat_map(|&m| LLAMA_NK.iter().map(move |&(n, k)| (m, n, k))).collect()
+        }
+        "decode" => [1, 16]
+            .iter()
+            .flat_map(|&m| [(4096, 4096), (14336, 4096), (4096, 14336), (128_256, 4096)].map(|(n, k)| (m, n, k)))
+            .collect(),
+        "prefill" => [512, 1024, 2048, 4096, 8192].iter().map(|&m| (m, 4096, 4096)).collect(),
+        path => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--shapes {path}: not decode, prefill, llama, or a readable file"))?;
+            text.lines()
+                .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+                .enumerate()
+                .map(|(i, l)| {
+                    let v: Vec<u64> = l
+                        .split_whitespace()
+                        .map(str::parse)
+                        .collect::<Result<_, _>>()
+                        .with_context(|| format!("{path} line {}: expected `M N K`", i + 1))?;
+                    match v.as_slice() {
+                        [m, n, k] if *m > 0 && *n > 0 && *k > 0 => Ok((*m, *n, *k)),
+                        _ => bail!("{path} line {}: expected three integers >= 1 `M N K`", i + 1),
+                    }
+                })
+                .collect::<Result<_>>()?
+        }
+    })
+}
+
+fn points(
+    hw: &HardwareProfile,
+    grid: &[(u64, u64, u64)],
+    precisions: &[Format],
+    gpu: Option<&Gpu>,
+) -> Result<Vec<DualPoint>> {
+    let mut out = Vec::new();
+    let total = grid.len() * precisions.len();
+    for (i, (&(m, n, k), &p)) in grid.iter().flat_map(|s| precisions.iter().map(move |p| (s, p))).enumerate() {
+        let gemm = Gemm::new(m, n, k, Scheme::weight_only(p, p))?;
+        let prediction = predict(&gemm, hw)?;
+        let measurement = match gpu {
+            Some(g) => {
+                eprintln!("[{}/{total}] measuring {p} {m}x{n}x{k}", i + 1);
+                Some(g.measure_gemm(
+                    m as usize,
+                    n as usize,
+                    k as usize,
+                    p,
+                    &TimingConfig { budget_ms: 500.0, ..TimingConfig::default() },
+                )?)
+            }
+            None => None,
+        };
+        out.push(DualPoint { label: p.to_string(), gemm, prediction, measurement });
+    }
+    Ok(out)
+}
+
+fn error_summary(points: &[DualPoint]) -> Option<(f64, f64)> {
+    let mut errs: Vec<f64> = points.iter().filter_map(|p| p.error().map(f64::abs)).collect();
+    if errs.is_empty() {
+        return None;
+    }
+    errs.sort_by(f64::total_cmp);
+    let pick = |q: f64| errs[((errs.len() - 1) as f64 * q).round() as usize];
+    Some((pick(0.5), pick(0.9)))
+}
+
+fn print_points(points: &[DualPoint]) {
+    let mut t = table(&["Precision", "M x N x K", "Predicted (us)", "Measured (us)", "Error", "Bottleneck"]);
+    for p in points {
+        let g = &p.gemm;
+        t.add_row(vec![
+            p.label.clone(),
+            format!("{}x{}x{}", g.m, g.n, g.k),
+            sig3(p.prediction.time_us),
+            p.measurement.as_ref().map_or("-".into(), |m| sig3(m.time_us)),
+            p.error().map_or("-".into(), |e| format!("{:+.1}%", 100.0 * e)),
+            p.prediction.bound.as_str().to_string(),
+        ]);
+    }
+    println!("{t}");
+    if let Some((med, p90)) = error_summary(points) {
+        println!("|error| over {} measured points: median {:.1}%, p90 {:.1}%", points.len(), 100.0 * med, 100.0 * p90);
+    }
+}
+
+fn default_precisions(p: &[Format]) -> Vec<Format> {
+    if p.is_empty() {
+        vec![Format::FP16, Format::BF16]
+    } else {
+        p.to_vec()
+    }
+}
+
+/// Runs `roofline sweep`.
+pub fn sweep(args: SweepArgs) -> Result<()> {
+    let hw = args.hw.resolve()?;
+    let grid = shapes(&args.shapes)?;
+    let gpu = if args.measure { Some(Gpu::open(args.device)?) } else { None };
+    let pts = points(&hw, &grid, &default_precisions(&args.precisions), gpu.as_ref())?;
+    std::fs::create_dir_all(&args.out_dir).with_context(|| format!("creating {}", args.out_dir.display()))?;
+    let csv = args.out_dir.join("sweep.csv");
+    let json = args.out_dir.join("sweep.json");
+    std::fs::write(&csv, write_csv(&pts)?).with_context(|| format!("writing {}", csv.display()))?;
+    std::fs::write(&json, write_json(&pts)?).with_context(|| format!("writing {}", json.display()))?;
+    println!("{} points on {} ({}); wrote {} and {}", pts.len(), hw.name, hw.source, csv.display(), json.display());
+    print_points(&pts);
+    Ok(())
+}
+
+/// Runs `roofline compare`: the seed-style table for one shape, measured on this GPU.
+pub fn compare(args: CompareArgs) -> Result<()> {
+    let hw = args.hw.resolve()?;
+    let gpu = Gpu::open(args.device)?;
+    let s = args.shape;
+    let pts = points(&hw, &[(s.m, s.n, s.k)], &default_precisions(&args.precisions), Some(&gpu))?;
+    println!("{}x{}x{} on {} (prediction: {} [{}])", s.m, s.n, s.k, gpu.name, hw.name, hw.source);
+    print_points(&pts);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shape_sets() {
+        assert_eq!(shapes("llama").unwrap().len(), 20);
+        assert_eq!(shapes("decode").unwrap()[0], (1, 4096, 4096));
+        assert!(shapes("/nonexistent").is_err());
+    }
+}
