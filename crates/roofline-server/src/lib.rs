@@ -81,6 +81,8 @@ struct Inner {
     /// Requests waiting for (or holding) the gate.
     measure_waiting: AtomicUsize,
     measure_queue: usize,
+    /// NVML handle, once it has started (see `api::nvml`).
+    telemetry: std::sync::Mutex<Option<roofline_telemetry::Telemetry>>,
 }
 
 impl AppState {
@@ -93,6 +95,7 @@ impl AppState {
                 measure_gate: Arc::new(Semaphore::new(1)),
                 measure_waiting: AtomicUsize::new(0),
                 measure_queue,
+                telemetry: std::sync::Mutex::new(None),
             }),
         }
     }
@@ -116,11 +119,12 @@ pub fn routes(state: AppState) -> Router {
         .route("/api/hardware", get(hardware::list).post(hardware::analyze_custom))
         .route("/api/hardware/{key}", get(hardware::show))
         .route("/api/models", get(model::list))
+        .route("/api/formats", get(formats::list))
         .route("/api/model", post(model::analyze))
         .route("/api/recommend", post(recommend::recommend))
         .route("/api/tiling", post(tiling::tiling))
         .route("/api/sweep", post(sweep::sweep))
-        .route("/api/plot.svg", get(plot::plot))
+        .route("/api/plot.svg", get(plot::plot).post(plot::plot_points))
         .route("/api/measure", post(measure::measure))
         .route("/api/nvml/status", get(nvml::status))
         .fallback(not_found)
@@ -194,13 +198,23 @@ pub async fn serve_on(
 
 /// Binds `config.addr` and serves until Ctrl-C or SIGTERM (graceful shutdown).
 pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
-    let listener = TcpListener::bind(config.addr).await.map_err(|source| ServerError::Bind { addr: config.addr, source })?;
+    let listener =
+        TcpListener::bind(config.addr).await.map_err(|source| ServerError::Bind { addr: config.addr, source })?;
     let local = listener.local_addr()?;
     eprintln!("roofline serve: listening on http://{local} (web page at /, API under /api, Ctrl-C to stop)");
     if !local.ip().is_loopback() {
-        eprintln!("roofline serve: warning: {} is not a loopback address; the API is reachable from the network", local.ip());
+        eprintln!(
+            "roofline serve: warning: {} is not a loopback address; the API is reachable from the network",
+            local.ip()
+        );
     }
     serve_on(listener, config, shutdown_signal()).await
+}
+
+/// Runs [`serve`] on a new multi-threaded tokio runtime, blocking until shutdown (for callers that are not
+/// async themselves, such as the CLI).
+pub fn serve_blocking(config: ServerConfig) -> Result<(), ServerError> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()?.block_on(serve(config))
 }
 
 /// Completes on Ctrl-C or (Unix) SIGTERM.

@@ -8,7 +8,10 @@ use crate::api;
 /// The API description.
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "roofline", description = "Roofline predictions, recommendations and measurements of GPU inference ops. Errors are JSON `{error, field, status}`; invalid fields answer 422."),
+    info(
+        title = "roofline",
+        description = "Roofline predictions, recommendations and measurements of GPU inference ops. Errors are JSON `{error, field, status}`; invalid fields answer 422."
+    ),
     paths(
         api::health::healthz,
         document,
@@ -22,6 +25,8 @@ use crate::api;
         api::tiling::tiling,
         api::sweep::sweep,
         api::plot::plot,
+        api::plot::plot_points,
+        api::formats::list,
         api::measure::measure,
         api::nvml::status,
     ),

@@ -9,7 +9,9 @@ pub mod plot;
 pub mod predict;
 pub mod quant;
 pub mod recommend;
+pub mod serve;
 pub mod sweep;
+pub mod telemetry;
 pub mod tiling;
 
 /// Parses a size flag (`--m`, `--n`, ...): an integer >= 1.

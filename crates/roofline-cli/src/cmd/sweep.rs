@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
 use roofline_core::{predict, DualPoint, Format, Gemm, HardwareProfile, Scheme};
-use roofline_gpu::{Gpu, TimingConfig};
+use roofline_gpu::{gemm_scheme, Gpu, GpuError, PowerMeter, TimingConfig, GEMM_FORMATS};
 use roofline_report::{write_csv, write_json};
 
 use super::parse_format;
@@ -26,12 +27,16 @@ pub struct SweepArgs {
     /// (M in 1, 16, 128, 1024, 4096 on the Llama-3-8B layers), or a file of `M N K` lines.
     #[arg(long, default_value = "llama")]
     pub shapes: String,
-    /// Precisions (repeatable); default FP16 and BF16 (what the GPU engine measures today).
+    /// Precisions (repeatable); default FP16, BF16, FP8_E4M3, INT8. Dense formats (FP32, TF32, FP16, BF16,
+    /// FP8, INT8) are swept as cuBLASLt GEMMs; low-bit formats as weight-only with FP16 activations.
     #[arg(long = "precision", short = 'p', value_parser = parse_format)]
     pub precisions: Vec<Format>,
-    /// Measure every point on the GPU (FP16, BF16, FP32).
+    /// Measure every point on the GPU (needs an NVIDIA GPU; without it the sweep fails, without this flag
+    /// it is prediction only).
     #[arg(long)]
     pub measure: bool,
+    #[command(flatten)]
+    pub power: super::telemetry::PowerArgs,
     /// Folder for sweep.csv and sweep.json.
     #[arg(long, default_value = "results")]
     pub out_dir: PathBuf,
@@ -47,7 +52,7 @@ pub struct SweepArgs {
 pub struct CompareArgs {
     #[command(flatten)]
     pub shape: super::ShapeArgs,
-    /// Precisions (repeatable); default FP16 and BF16.
+    /// Precisions (repeatable); default FP16, BF16, FP8_E4M3, INT8.
     #[arg(long = "precision", short = 'p', value_parser = parse_format)]
     pub precisions: Vec<Format>,
     /// GPU index.
@@ -55,6 +60,8 @@ pub struct CompareArgs {
     pub device: usize,
     #[command(flatten)]
     pub hw: HwArgs,
+    #[command(flatten)]
+    pub power: super::telemetry::PowerArgs,
 }
 
 fn shapes(spec: &str) -> Result<Vec<(u64, u64, u64)>> {
@@ -89,32 +96,59 @@ fn shapes(spec: &str) -> Result<Vec<(u64, u64, u64)>> {
     })
 }
 
+/// A GPU with the settings each measurement uses.
+struct Bench<'a> {
+    gpu: &'a Gpu,
+    meter: Option<super::telemetry::NvmlMeter>,
+    cfg: TimingConfig,
+}
+
+/// The scheme a precision is swept as: the dense cuBLASLt scheme where there is one, else weight-only
+/// (weights in the format, FP16 activations), the decode regime's low-bit path.
+fn sweep_scheme(p: Format) -> Scheme {
+    if GEMM_FORMATS.contains(&p) {
+        gemm_scheme(p)
+    } else {
+        Scheme::weight_only(p, Format::FP16)
+    }
+}
+
 fn points(
     hw: &HardwareProfile,
     grid: &[(u64, u64, u64)],
     precisions: &[Format],
-    gpu: Option<&Gpu>,
+    mut bench: Option<Bench<'_>>,
 ) -> Result<Vec<DualPoint>> {
     let mut out = Vec::new();
     let total = grid.len() * precisions.len();
-    for (i, (&(m, n, k), &p)) in grid.iter().flat_map(|s| precisions.iter().map(move |p| (s, p))).enumerate() {
-        let gemm = Gemm::new(m, n, k, Scheme::weight_only(p, p))?;
+    let bar = if bench.is_some() { ProgressBar::new(total as u64) } else { ProgressBar::hidden() };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed_precise}, eta {eta}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    for (&(m, n, k), &p) in grid.iter().flat_map(|s| precisions.iter().map(move |p| (s, p))) {
+        let gemm = Gemm::new(m, n, k, sweep_scheme(p))?;
         let prediction = predict(&gemm, hw)?;
-        let measurement = match gpu {
-            Some(g) => {
-                eprintln!("[{}/{total}] measuring {p} {m}x{n}x{k}", i + 1);
-                Some(g.measure_gemm(
-                    m as usize,
-                    n as usize,
-                    k as usize,
-                    p,
-                    &TimingConfig { budget_ms: 500.0, ..TimingConfig::default() },
-                )?)
+        let measurement = match bench.as_mut() {
+            Some(b) => {
+                bar.set_message(format!("{p} {m}x{n}x{k}"));
+                let meter = b.meter.as_mut().map(|m| m as &mut dyn PowerMeter);
+                let r = b.gpu.measure(&gemm, &b.cfg, meter);
+                bar.inc(1);
+                match r {
+                    Ok(meas) => Some(meas),
+                    Err(GpuError::Unsupported(why)) => {
+                        bar.println(format!("{p} {m}x{n}x{k}: not measured ({why})"));
+                        None
+                    }
+                    Err(e) => return Err(e).with_context(|| format!("measuring {p} {m}x{n}x{k}")),
+                }
             }
             None => None,
         };
         out.push(DualPoint { label: p.to_string(), gemm, prediction, measurement });
     }
+    bar.finish_and_clear();
     Ok(out)
 }
 
@@ -149,7 +183,7 @@ fn print_points(points: &[DualPoint]) {
 
 fn default_precisions(p: &[Format]) -> Vec<Format> {
     if p.is_empty() {
-        vec![Format::FP16, Format::BF16]
+        vec![Format::FP16, Format::BF16, Format::FP8_E4M3, Format::INT8]
     } else {
         p.to_vec()
     }
@@ -160,7 +194,15 @@ pub fn sweep(args: SweepArgs) -> Result<()> {
     let hw = args.hw.resolve()?;
     let grid = shapes(&args.shapes)?;
     let gpu = if args.measure { Some(Gpu::open(args.device)?) } else { None };
-    let pts = points(&hw, &grid, &default_precisions(&args.precisions), gpu.as_ref())?;
+    let bench = match gpu.as_ref() {
+        Some(gpu) => Some(Bench {
+            gpu,
+            meter: args.power.meter(args.device)?,
+            cfg: TimingConfig { budget_ms: 500.0, power_ms: args.power.power_ms, ..TimingConfig::default() },
+        }),
+        None => None,
+    };
+    let pts = points(&hw, &grid, &default_precisions(&args.precisions), bench)?;
     std::fs::create_dir_all(&args.out_dir).with_context(|| format!("creating {}", args.out_dir.display()))?;
     let csv = args.out_dir.join("sweep.csv");
     let json = args.out_dir.join("sweep.json");
@@ -176,7 +218,12 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     let hw = args.hw.resolve()?;
     let gpu = Gpu::open(args.device)?;
     let s = args.shape;
-    let pts = points(&hw, &[(s.m, s.n, s.k)], &default_precisions(&args.precisions), Some(&gpu))?;
+    let bench = Bench {
+        gpu: &gpu,
+        meter: args.power.meter(args.device)?,
+        cfg: TimingConfig { power_ms: args.power.power_ms, ..TimingConfig::default() },
+    };
+    let pts = points(&hw, &[(s.m, s.n, s.k)], &default_precisions(&args.precisions), Some(bench))?;
     println!("{}x{}x{} on {} (prediction: {} [{}])", s.m, s.n, s.k, gpu.name, hw.name, hw.source);
     print_points(&pts);
     Ok(())

@@ -70,9 +70,11 @@ pub async fn list() -> Result<Json<Vec<HardwareSummary>>, ApiError> {
         (status = 404, description = "No such preset", body = ErrorBody),
     ))]
 pub async fn show(Path(key): Path<String>) -> Result<Json<HardwareProfile>, ApiError> {
-    HardwareProfile::preset(&key)
-        .map(Json)
-        .map_err(|e| ApiError { status: StatusCode::NOT_FOUND, field: Some("key".into()), message: e.to_string() })
+    HardwareProfile::preset(&key).map(Json).map_err(|e| ApiError {
+        status: StatusCode::NOT_FOUND,
+        field: Some("key".into()),
+        message: e.to_string(),
+    })
 }
 
 /// A custom accelerator: bandwidth and peaks are enough.
@@ -157,7 +159,12 @@ pub async fn analyze_custom(ApiJson(body): ApiJson<CustomAnalyzeBody>) -> Result
     let hw = body.hardware.profile()?;
     let batch = body.batch.unwrap_or(1);
     shape(body.m, body.n, body.k, batch)?;
-    let req =
-        PredictRequest { m: body.m, n: body.n, k: body.k, batch, schemes: schemes(body.precision.as_deref(), &body.schemes)? };
+    let req = PredictRequest {
+        m: body.m,
+        n: body.n,
+        k: body.k,
+        batch,
+        schemes: schemes(body.precision.as_deref(), &body.schemes)?,
+    };
     run(&req, &hw).map(Json)
 }

@@ -6,8 +6,8 @@ use std::sync::atomic::Ordering;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use roofline_core::{predict, DualPoint, Format, Gemm, Scheme};
-use roofline_gpu::{Gpu, GpuError, TimingConfig};
+use roofline_core::{predict, DualPoint, Format, Gemm};
+use roofline_gpu::{gemm_scheme, Gpu, GpuError, TimingConfig, GEMM_FORMATS};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
@@ -28,7 +28,7 @@ pub struct MeasureBody {
     pub n: u64,
     /// Reduction dimension.
     pub k: u64,
-    /// FP16 (default), BF16 or FP32.
+    /// A dense cuBLASLt format: FP16 (default), BF16, FP32, TF32, FP8_E4M3, FP8_E5M2 or INT8.
     #[serde(default)]
     pub precision: Option<String>,
     /// GPU index (default 0).
@@ -40,7 +40,7 @@ pub struct MeasureBody {
 }
 
 /// Largest dimension measured (device memory is finite).
-const MAX_MEASURE_DIM: u64 = 32_768;
+const MAX_MEASURE_DIM: u64 = 16_384;
 
 struct Waiting<'a>(&'a std::sync::atomic::AtomicUsize);
 
@@ -74,7 +74,10 @@ pub async fn measure(
     shape(body.m, body.n, body.k, 1)?;
     for (field, v) in [("m", body.m), ("n", body.n), ("k", body.k)] {
         if v > MAX_MEASURE_DIM {
-            return Err(ApiError::invalid(field, format!("{field} = {v}: at most {MAX_MEASURE_DIM} for a measurement")));
+            return Err(ApiError::invalid(
+                field,
+                format!("{field} = {v}: at most {MAX_MEASURE_DIM} for a measurement"),
+            ));
         }
     }
     let precision = body
@@ -83,9 +86,18 @@ pub async fn measure(
         .unwrap_or("FP16")
         .parse::<Format>()
         .map_err(|e| ApiError::invalid("precision", e.to_string()))?;
+    if !GEMM_FORMATS.contains(&precision) {
+        return Err(ApiError::invalid(
+            "precision",
+            format!(
+                "{precision} has no measured GEMM kernel; measured formats are {}",
+                GEMM_FORMATS.map(|f| f.to_string()).join(", ")
+            ),
+        ));
+    }
     let hw = hardware(q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
-    let gemm = Gemm::new(body.m, body.n, body.k, Scheme::weight_only(precision, precision))
-        .map_err(|e| ApiError::core(e, "m"))?;
+    // The scheme the cuBLASLt kernel computes (FP8 writes BF16, INT8 writes INT32), so the bytes match.
+    let gemm = Gemm::new(body.m, body.n, body.k, gemm_scheme(precision)).map_err(|e| ApiError::core(e, "m"))?;
     let prediction = predict(&gemm, &hw).map_err(|e| ApiError::core(e, "precision"))?;
     // Fail fast when there is no driver at all, before queueing.
     roofline_gpu::probe_driver().map_err(gpu_error)?;
@@ -111,7 +123,7 @@ pub async fn measure(
         let _permit = permit; // held until the GPU is released
         let gpu = Gpu::open(device)?;
         let cfg = TimingConfig { budget_ms: 1000.0, ..TimingConfig::default() };
-        gpu.measure_gemm(m, n, k, precision, &cfg)
+        gpu.measure_gemm(m, n, k, precision, &cfg, None)
     })
     .await
     .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, format!("measurement task failed: {e}")))?

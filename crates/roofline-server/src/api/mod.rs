@@ -1,6 +1,7 @@
 //! One module per capability; each exposes its handlers and request types.
 
 pub mod analyze;
+pub mod formats;
 pub mod hardware;
 pub mod health;
 pub mod measure;

@@ -51,7 +51,9 @@ impl RecommendBody {
             .as_deref()
             .map(|p| p.parse::<Phase>().map_err(|e| ApiError::invalid("phase", e.to_string())))
             .transpose()?;
-        for (field, v) in [("memory_limit_gb", self.memory_limit_gb), ("max_accuracy_loss_pct", self.max_accuracy_loss_pct)] {
+        for (field, v) in
+            [("memory_limit_gb", self.memory_limit_gb), ("max_accuracy_loss_pct", self.max_accuracy_loss_pct)]
+        {
             if let Some(v) = v {
                 if !(v.is_finite() && v >= 0.0) {
                     return Err(ApiError::invalid(field, format!("{field} = {v}: expected a number >= 0")));
