@@ -34,6 +34,8 @@ pub struct PlotQuery {
     pub width: Option<u32>,
     /// Height in pixels (200 to 4000, default 700).
     pub height: Option<u32>,
+    /// `used` (default): draw the roofs of the compute classes the points run on; `all`: every roof.
+    pub roofs: Option<String>,
 }
 
 fn px(field: &str, v: Option<u32>, default: u32) -> Result<u32, ApiError> {
@@ -53,6 +55,7 @@ pub async fn plot(ApiQuery(q): ApiQuery<PlotQuery>) -> Result<impl IntoResponse,
     let (m, n, k, batch) = (q.m.unwrap_or(1), q.n.unwrap_or(4096), q.k.unwrap_or(4096), q.batch.unwrap_or(1));
     shape(m, n, k, batch)?;
     let (width, height) = (px("width", q.width, 1000)?, px("height", q.height, 700)?);
+    let all = all_roofs("roofs", q.roofs.as_deref())?;
     let schemes = q
         .formats
         .as_deref()
@@ -62,7 +65,7 @@ pub async fn plot(ApiQuery(q): ApiQuery<PlotQuery>) -> Result<impl IntoResponse,
         .filter(|s| !s.is_empty())
         .map(|s| parse_scheme("formats", s))
         .collect::<Result<Vec<_>, _>>()?;
-    let hw = hardware(q.hardware_key.as_deref())?;
+    let mut hw = hardware(q.hardware_key.as_deref())?;
     let report = run(&PredictRequest { m, n, k, batch, schemes }, &hw)?;
     let points = report
         .rows
@@ -72,9 +75,35 @@ pub async fn plot(ApiQuery(q): ApiQuery<PlotQuery>) -> Result<impl IntoResponse,
             Ok(DualPoint { label: row.label, gemm, prediction: row.prediction, measurement: None })
         })
         .collect::<Result<Vec<_>, ApiError>>()?;
+    if !all {
+        keep_used_roofs(&mut hw, &points);
+    }
     let batch_note = if batch > 1 { format!(" batch={batch}") } else { String::new() };
     let title = Some(format!("{} — GEMM M={m} N={n} K={k}{batch_note}", hw.name));
     svg(ChartSpec { hardware: hw, points, title, width, height })
+}
+
+/// Whether to keep every roof (`all`) or only those the points use (`used`, the default).
+fn all_roofs(field: &str, v: Option<&str>) -> Result<bool, ApiError> {
+    match v.map(str::trim) {
+        None | Some("") | Some("used") => Ok(false),
+        Some("all") => Ok(true),
+        Some(other) => Err(ApiError::invalid(field, format!("roofs = '{other}': expected 'used' or 'all'"))),
+    }
+}
+
+/// Drops the roofs no point runs on (a chart of FP16 and FP8 points needs no FP64 roof); keeps them all when
+/// there are no points.
+fn keep_used_roofs(hw: &mut HardwareProfile, points: &[DualPoint]) {
+    if points.is_empty() {
+        return;
+    }
+    let classes: Vec<_> = hw.peak_tflops.iter().map(|(c, _)| c).collect();
+    for c in classes {
+        if !points.iter().any(|p| p.prediction.compute == c) {
+            hw.peak_tflops.set(c, None);
+        }
+    }
 }
 
 fn svg(spec: ChartSpec) -> Result<impl IntoResponse, ApiError> {
@@ -118,6 +147,9 @@ pub struct PlotBody {
     /// Height in pixels (200 to 4000, default 700).
     #[serde(default)]
     pub height: Option<u32>,
+    /// `used` (default) or `all` roofs, as for `GET /api/plot.svg`.
+    #[serde(default)]
+    pub roofs: Option<String>,
 }
 
 fn check_point(i: usize, p: &PlotPoint, hw: &HardwareProfile) -> Result<DualPoint, ApiError> {
