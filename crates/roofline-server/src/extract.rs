@@ -53,7 +53,16 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
         // serde names a missing or unknown field in the message, not the path
-        let field = if path == "." || path.is_empty() { field_in_message(&inner) } else { Some(path) };
+        let named = if inner.starts_with("missing field") || inner.starts_with("unknown field") {
+            field_in_message(&inner)
+        } else {
+            None
+        };
+        let field = match (path.as_str(), named) {
+            ("." | "", named) => named.or_else(|| field_in_message(&inner)),
+            (p, Some(name)) if !p.ends_with(name.as_str()) => Some(format!("{p}.{name}")),
+            (p, _) => Some(p.to_string()),
+        };
         ApiError { status: StatusCode::UNPROCESSABLE_ENTITY, field, message: inner }
     })
 }
@@ -104,6 +113,12 @@ mod tests {
         list: Vec<u64>,
     }
 
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Outer {
+        inner: Shape,
+    }
+
     #[test]
     fn names_fields() {
         let e = parse_json::<Shape>(br#"{"M": -1, "n": 2}"#).unwrap_err();
@@ -114,6 +129,10 @@ mod tests {
         assert_eq!(e.field.as_deref(), Some("list[1]"));
         let e = parse_json::<Shape>(br#"{"m": 1, "n": 1, "bogus": 3}"#).unwrap_err();
         assert_eq!(e.field.as_deref(), Some("bogus"));
+        let e = parse_json::<Outer>(br#"{"inner": {"m": 1}}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("inner.n"));
+        let e = parse_json::<Outer>(br#"{"inner": {"m": 1, "n": 2, "zz": 3}}"#).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("inner.zz"));
         let e = parse_json::<Shape>(b"{nope").unwrap_err();
         assert_eq!(e.status, StatusCode::BAD_REQUEST);
         assert!(parse_json::<Shape>(br#"{"M": 1, "N": 2}"#).is_ok());

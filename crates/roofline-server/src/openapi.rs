@@ -4,6 +4,7 @@ use axum::Json;
 use utoipa::OpenApi;
 
 use crate::api;
+use crate::error::ErrorBody;
 
 /// The API description.
 #[derive(OpenApi)]
@@ -13,6 +14,9 @@ use crate::api;
         description = "Roofline predictions, recommendations and measurements of GPU inference ops. Errors are JSON `{error, field, status}`; invalid fields answer 422."
     ),
     paths(
+        crate::web::index,
+        crate::web::script,
+        crate::web::style,
         api::health::healthz,
         document,
         api::analyze::analyze,
@@ -30,13 +34,13 @@ use crate::api;
         api::measure::measure,
         api::nvml::status,
     ),
-    components(schemas(crate::error::ErrorBody))
+    components(schemas(ErrorBody))
 )]
 pub struct ApiDoc;
 
 /// This document.
 #[utoipa::path(get, path = "/api/openapi.json", tag = "meta",
-    responses((status = 200, description = "OpenAPI 3.1 document", body = serde_json::Value)))]
+    responses((status = 200, description = "OpenAPI 3.1 document", body = Object)))]
 pub async fn document() -> Json<utoipa::openapi::OpenApi> {
     Json(ApiDoc::openapi())
 }

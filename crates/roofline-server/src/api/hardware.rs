@@ -66,7 +66,7 @@ pub async fn list() -> Result<Json<Vec<HardwareSummary>>, ApiError> {
 #[utoipa::path(get, path = "/api/hardware/{key}", tag = "hardware",
     params(("key" = String, Path, description = "Preset key or alias (`b10`, `h100`)")),
     responses(
-        (status = 200, description = "The profile", body = serde_json::Value),
+        (status = 200, description = "The profile", body = Object),
         (status = 404, description = "No such preset", body = ErrorBody),
     ))]
 pub async fn show(Path(key): Path<String>) -> Result<Json<HardwareProfile>, ApiError> {

@@ -62,7 +62,7 @@ fn gpu_error(e: GpuError) -> ApiError {
 #[utoipa::path(post, path = "/api/measure", tag = "gpu", params(HardwareQuery),
     request_body(content = MeasureBody, example = json!({"m": 4096, "n": 4096, "k": 4096, "precision": "FP16"})),
     responses(
-        (status = 200, description = "A DualPoint: prediction and measurement", body = serde_json::Value),
+        (status = 200, description = "A DualPoint: prediction and measurement", body = Object),
         (status = 422, description = "A field is invalid; `field` names it", body = ErrorBody),
         (status = 503, description = "No GPU/driver on this machine, or the measurement queue is full", body = ErrorBody),
     ))]

@@ -142,7 +142,7 @@ impl ModelBody {
 #[utoipa::path(post, path = "/api/model", tag = "model", params(HardwareQuery),
     request_body(content = ModelBody, example = json!({"model": "llama-3.1-8b", "phase": "decode", "batch": 1, "seq": 1024})),
     responses(
-        (status = 200, description = "Per-op table and totals (the CLI's `model --json`)", body = serde_json::Value),
+        (status = 200, description = "Per-op table and totals (the CLI's `model --json`)", body = Object),
         (status = 422, description = "A field is invalid; `field` names it", body = ErrorBody),
     ))]
 pub async fn analyze(

@@ -75,7 +75,7 @@ impl RecommendBody {
 #[utoipa::path(post, path = "/api/recommend", tag = "recommend", params(HardwareQuery),
     request_body(content = RecommendBody, example = json!({"M": 1, "N": 4096, "K": 4096, "max_accuracy_loss_pct": 1.0})),
     responses(
-        (status = 200, description = "Ranked candidates, winner and reason (the CLI's `recommend --json`)", body = serde_json::Value),
+        (status = 200, description = "Ranked candidates, winner and reason (the CLI's `recommend --json`)", body = Object),
         (status = 422, description = "A field is invalid; `field` names it", body = ErrorBody),
     ))]
 pub async fn recommend(

@@ -67,7 +67,7 @@ pub struct SweepBody {
 #[utoipa::path(post, path = "/api/sweep", tag = "predict", params(HardwareQuery),
     request_body(content = SweepBody, example = json!({"m": [1, 16, 256, 4096], "n": 4096, "k": 4096, "schemes": ["FP16", "FP8_E4M3"]})),
     responses(
-        (status = 200, description = "One DualPoint per combination (measurement null)", body = serde_json::Value),
+        (status = 200, description = "One DualPoint per combination (measurement null)", body = Object),
         (status = 422, description = "A field is invalid or the sweep is too large", body = ErrorBody),
     ))]
 pub async fn sweep(

@@ -43,7 +43,7 @@ pub struct TilingBody {
 #[utoipa::path(post, path = "/api/tiling", tag = "tiling", params(HardwareQuery),
     request_body(content = TilingBody, example = json!({"M": 4096, "N": 4096, "K": 4096, "precision": "FP16"})),
     responses(
-        (status = 200, description = "Tile choices (the CLI's `tiling --json`)", body = serde_json::Value),
+        (status = 200, description = "Tile choices (the CLI's `tiling --json`)", body = Object),
         (status = 422, description = "A field is invalid; `field` names it", body = ErrorBody),
     ))]
 pub async fn tiling(
