@@ -61,7 +61,8 @@ fn parse_args() -> Result<Opts, String> {
             other => return Err(format!("unknown flag {other}\n{}", usage())),
         }
     }
-    if !(opts.seconds > 0.0 && opts.seconds <= 3600.0) || !(0.0..=600.0).contains(&opts.warmup_seconds) {
+    let seconds_ok = opts.seconds > 0.0 && opts.seconds <= 3600.0;
+    if !seconds_ok || !(0.0..=600.0).contains(&opts.warmup_seconds) {
         return Err("--seconds must be in (0, 3600], --warmup-seconds in [0, 600]".into());
     }
     Ok(opts)
@@ -81,7 +82,11 @@ fn request_bytes(o: &Opts) -> Vec<u8> {
 }
 
 /// Reads one response; returns (status, body length).
-async fn read_response(r: &mut BufReader<TcpStream>, line: &mut String, body: &mut Vec<u8>) -> std::io::Result<(u16, usize)> {
+async fn read_response(
+    r: &mut BufReader<TcpStream>,
+    line: &mut String,
+    body: &mut Vec<u8>,
+) -> std::io::Result<(u16, usize)> {
     line.clear();
     if r.read_line(line).await? == 0 {
         return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed"));

@@ -196,8 +196,10 @@ pub async fn serve_on(
     Ok(())
 }
 
-/// Binds `config.addr` and serves until Ctrl-C or SIGTERM (graceful shutdown).
+/// Checks the configuration, binds `config.addr` and serves until Ctrl-C or SIGTERM (graceful shutdown).
 pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
+    // Build the app first so a bad option (CORS origin) fails before anything listens.
+    let app = router(AppState::new(config.clone()))?;
     let listener =
         TcpListener::bind(config.addr).await.map_err(|source| ServerError::Bind { addr: config.addr, source })?;
     let local = listener.local_addr()?;
@@ -208,7 +210,8 @@ pub async fn serve(config: ServerConfig) -> Result<(), ServerError> {
             local.ip()
         );
     }
-    serve_on(listener, config, shutdown_signal()).await
+    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await?;
+    Ok(())
 }
 
 /// Runs [`serve`] on a new multi-threaded tokio runtime, blocking until shutdown (for callers that are not

@@ -9,13 +9,10 @@ use roofline_server::ServerConfig;
 
 /// Flags of `roofline serve`.
 #[derive(Debug, ClapArgs)]
-#[command(
-    long_about = "Serve the REST API (JSON in and out, the same types as the CLI's --json) and the web page.\n\n\
-Open http://127.0.0.1:8000/ for the page (GEMM analyzer, interactive roofline chart, recommendation, model \
-panel, NVML panel); the API lives under /api and is described by /api/openapi.json (docs/API.md has curl \
-examples). Ctrl-C stops the server after the open requests finish.",
-    after_help = "Examples:\n  roofline serve                                   # http://127.0.0.1:8000/ (loopback only)\n  roofline serve --addr 127.0.0.1:9000\n  roofline serve --cors http://localhost:3000      # allow one browser origin (CORS is off by default)\n  curl -X POST 'http://127.0.0.1:8000/api/analyze?hardware_key=b10' -H 'content-type: application/json' \\\n       -d '{\"M\":1,\"N\":4096,\"K\":4096,\"precision\":\"FP16\"}'"
-)]
+#[command(after_help = "The page at http://127.0.0.1:8000/ has a GEMM analyzer, the interactive roofline chart, the \
+recommendation, a model panel and the NVML panel. The API lives under /api (JSON in and out, the same types as \
+the CLI's --json) and is described by /api/openapi.json; docs/API.md has curl examples. Ctrl-C stops the server \
+after the open requests finish.\n\nExamples:\n  roofline serve                                   # http://127.0.0.1:8000/ (loopback only)\n  roofline serve --addr 127.0.0.1:9000\n  roofline serve --cors http://localhost:3000      # allow one origin (CORS is off by default)\n  curl -X POST 'http://127.0.0.1:8000/api/analyze?hardware_key=b10' \\\n       -H 'content-type: application/json' \\\n       -d '{\"M\":1,\"N\":4096,\"K\":4096,\"precision\":\"FP16\"}'")]
 pub struct Args {
     /// Address to listen on. The default is loopback only; a non-loopback address (0.0.0.0:8000) exposes
     /// the API to the network and prints a warning.
