@@ -49,7 +49,7 @@ pub struct Prediction {
     pub bandwidth_gb_s: f64,
     /// Ridge point (critical arithmetic intensity) of `compute`, FLOP/byte.
     pub ridge_ai: f64,
-    /// `bytes / bandwidth`, microseconds.
+    /// `bytes / bandwidth` plus the profile's memory start-up latency (measured profiles), microseconds.
     pub time_memory_us: f64,
     /// `flops / peak`, microseconds.
     pub time_compute_us: f64,
@@ -74,7 +74,7 @@ pub fn predict_cost(cost: OpCost, exec: &Execution, hw: &HardwareProfile) -> Pre
     let flops = cost.flops as f64;
     let bytes = cost.bytes as f64;
     // bytes / (GB/s * 1e9) seconds = bytes / (GB/s * 1e3) microseconds; likewise for TFLOP/s.
-    let time_memory_us = bytes / (bw * 1e3);
+    let time_memory_us = bytes / (bw * 1e3) + hw.memory_latency_us.unwrap_or(0.0);
     let time_compute_us = flops / (peak * 1e6);
     let (roof_us, bound) = if time_compute_us > time_memory_us {
         (time_compute_us, Bound::Compute)

@@ -174,10 +174,11 @@ impl Gpu {
         // FP8: per-tensor scales (not 1, so a missing scale would show in the check).
         let (scale_w, scale_x) = (0.5f32, 0.25f32);
         let fp8 = matches!(precision, Format::FP8_E4M3 | Format::FP8_E5M2);
-        let scale_buf = self.stream.clone_htod(&[scale_w, scale_x])?;
+        // Two allocations (each 256-byte aligned): cuBLASLt refused a B scale 4 bytes after the A scale.
+        let scale_w_buf = self.stream.clone_htod(&[scale_w])?;
+        let scale_x_buf = self.stream.clone_htod(&[scale_x])?;
         let scales = if fp8 {
-            let (base, _rec) = scale_buf.device_ptr(&self.stream);
-            Some((base, base + 4))
+            Some((scale_w_buf.device_ptr(&self.stream).0, scale_x_buf.device_ptr(&self.stream).0))
         } else {
             None
         };

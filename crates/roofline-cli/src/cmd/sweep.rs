@@ -45,6 +45,14 @@ pub struct SweepArgs {
     pub device: usize,
     #[command(flatten)]
     pub hw: HwArgs,
+    /// Also score the measured points against this profile (preset key or TOML file; repeatable), e.g. the
+    /// datasheet preset when --hw is a calibrated profile: prints its error summary beside the main one.
+    #[arg(long)]
+    pub contrast: Vec<String>,
+    /// Re-score a previous sweep (its sweep.json or .csv) instead of measuring: the measured times are kept,
+    /// the predictions are recomputed with --hw (and --contrast). Writes nothing.
+    #[arg(long, conflicts_with = "measure")]
+    pub rescore: Option<PathBuf>,
 }
 
 /// Flags of `roofline compare`.
@@ -189,9 +197,37 @@ fn default_precisions(p: &[Format]) -> Vec<Format> {
     }
 }
 
+/// The same points predicted on another profile (measurements kept).
+fn repredict(points: &[DualPoint], hw: &HardwareProfile) -> Result<Vec<DualPoint>> {
+    points.iter().map(|p| Ok(DualPoint { prediction: predict(&p.gemm, hw)?, ..p.clone() })).collect::<Result<_>>()
+}
+
+/// Prints the error summary of `points` on each contrast profile.
+fn print_contrasts(points: &[DualPoint], contrast: &[String]) -> Result<()> {
+    for key in contrast {
+        let hw = crate::hw_args::load(key)?;
+        if let Some((med, p90)) = error_summary(&repredict(points, &hw)?) {
+            println!("|error| on {} [{}]: median {:.1}%, p90 {:.1}%", hw.name, hw.source, 100.0 * med, 100.0 * p90);
+        }
+    }
+    Ok(())
+}
+
 /// Runs `roofline sweep`.
 pub fn sweep(args: SweepArgs) -> Result<()> {
     let hw = args.hw.resolve()?;
+    if let Some(path) = &args.rescore {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let old = if path.extension().is_some_and(|e| e == "csv") {
+            roofline_report::read_csv(&text, &hw)?
+        } else {
+            roofline_report::read_json(&text)?
+        };
+        let pts = repredict(&old, &hw)?;
+        println!("{} points of {} re-scored on {} ({})", pts.len(), path.display(), hw.name, hw.source);
+        print_points(&pts);
+        return print_contrasts(&pts, &args.contrast);
+    }
     let grid = shapes(&args.shapes)?;
     let gpu = if args.measure { Some(Gpu::open(args.device)?) } else { None };
     let bench = match gpu.as_ref() {
@@ -210,7 +246,7 @@ pub fn sweep(args: SweepArgs) -> Result<()> {
     std::fs::write(&json, write_json(&pts)?).with_context(|| format!("writing {}", json.display()))?;
     println!("{} points on {} ({}); wrote {} and {}", pts.len(), hw.name, hw.source, csv.display(), json.display());
     print_points(&pts);
-    Ok(())
+    print_contrasts(&pts, &args.contrast)
 }
 
 /// Runs `roofline compare`: the seed-style table for one shape, measured on this GPU.
