@@ -368,8 +368,8 @@ async fn plot_posted_points_with_a_measurement() {
     let r = post("/api/plot.svg", &body.to_string()).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.text());
     let svg = r.text();
-    assert_eq!(svg.matches(r#"class="measured""#).count(), 1);
-    assert!(svg.contains(r#"data-time-us="300.000""#));
+    assert_eq!(svg.matches(r#"data-measured-us="300.000""#).count(), 1);
+    assert_eq!(svg.matches("data-measured-us=").count(), 1, "only the measured point carries a measurement");
     assert!(svg.contains(">measured</text>"));
 
     let mut bad = body.clone();

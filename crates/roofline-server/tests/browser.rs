@@ -149,9 +149,9 @@ const STATE: &str = r#"(() => {
   return {
     caption: document.querySelector('#table-caption').textContent,
     rows: rows.map(r => [...r.cells].map(c => c.textContent.trim())),
-    title: svg ? svg.querySelector('#title').textContent : null,
+    title: svg ? svg.querySelector('text.title').textContent : null,
     points: svg ? [...svg.querySelectorAll('g.point')].map(g => ({label: g.dataset.label, time_us: g.dataset.timeUs, bound: g.dataset.bound})) : [],
-    ticks: svg ? svg.querySelectorAll('.axes-overlay text').length : 0,
+    ticks: svg ? svg.querySelectorAll('text.tick').length : 0,
     winner: (document.querySelector('#rec-winner') || {}).textContent || null,
     model_rows: document.querySelectorAll('#model-table tbody tr').length,
     nvml: document.querySelector('#nvml').textContent,
@@ -214,7 +214,7 @@ async fn page_updates_when_m_changes() {
     cdp.eval("(() => { const m = document.querySelector('#m'); m.value = '2048'; m.dispatchEvent(new Event('input', {bubbles: true})); return true; })()").await;
     cdp.wait_for(
         "the table and chart for M=2048",
-        "document.querySelector('#table-caption').textContent.includes('M=2048') && document.querySelector('#chart svg #title').textContent.includes('M=2048')",
+        "document.querySelector('#table-caption').textContent.includes('M=2048') && document.querySelector('#chart svg text.title').textContent.includes('M=2048')",
     )
     .await;
     let after = cdp.eval(STATE).await;
@@ -232,7 +232,7 @@ async fn page_updates_when_m_changes() {
     let tip = cdp
         .eval(
             r#"(() => { const g = [...document.querySelectorAll('#chart g.point')].find(g => g.dataset.label === 'FP16');
-              const r = g.querySelector('circle.predicted').getBoundingClientRect();
+              const r = g.querySelector('circle').getBoundingClientRect();
               g.dispatchEvent(new MouseEvent('mousemove', {bubbles: true, clientX: r.x + r.width / 2, clientY: r.y + r.height / 2}));
               const t = document.querySelector('#tooltip'); return t.hidden ? null : t.textContent; })()"#,
         )

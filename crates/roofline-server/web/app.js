@@ -1,6 +1,7 @@
 // roofline web page: plain JS, no dependencies, no network beyond this server.
-// The chart is the server's SVG (roofline-report, the same renderer as `roofline plot`); this script adds
-// axis ticks, hover tooltips, point selection and the measured overlay on top of its data-* attributes.
+// The chart is the server's SVG (roofline-report, the same renderer as `roofline plot`, with its axes, labels
+// and legend); this script adds hover tooltips, point selection and the measured overlay on top of its data-*
+// attributes (g.point: data-label, data-time-us, data-ai, data-bound, data-measured-us).
 "use strict";
 
 const $ = (sel, root = document) => root.querySelector(sel);
@@ -204,115 +205,12 @@ function renderChart(text) {
   svg.setAttribute("aria-label", "Roofline chart");
   box.replaceChildren(document.importNode(svg, true));
   const live = $("svg", box);
-  addAxes(live);
-  tidyLabels(live);
   for (const g of $$("g.point", live)) {
     g.addEventListener("mousemove", (ev) => showTooltip(g, ev));
     g.addEventListener("mouseleave", hideTooltip);
     g.addEventListener("click", () => selectLabel(g.dataset.label, true));
   }
   markSelection();
-}
-
-// Fits x = a + b·log10(AI) and y = c + d·log10(TFLOP/s) from the roofs' ridge points (and the points), then
-// draws decade ticks and a light grid inside the plot area.
-function addAxes(svg) {
-  const area = $("#plot-area", svg);
-  if (!area) return;
-  const ax = [], ay = [];
-  for (const roof of $$("g.roof", svg)) {
-    const c = $("circle.ridge", roof);
-    const ai = Number(roof.dataset.ridgeAi), peak = Number(roof.dataset.peakTflops);
-    if (c && ai > 0 && peak > 0) {
-      ax.push([Math.log10(ai), Number(c.getAttribute("cx"))]);
-      ay.push([Math.log10(peak), Number(c.getAttribute("cy"))]);
-    }
-  }
-  for (const p of $$("g.point", svg)) {
-    const c = $("circle.predicted", p);
-    const ai = Number(p.dataset.ai);
-    if (c && ai > 0) ax.push([Math.log10(ai), Number(c.getAttribute("cx"))]);
-  }
-  const fit = (pairs) => {
-    const uniq = new Map(pairs.map(([v, px]) => [v.toFixed(6), [v, px]]));
-    const pts = [...uniq.values()];
-    if (pts.length < 2) return null;
-    pts.sort((a, b) => a[0] - b[0]);
-    const [v0, p0] = pts[0], [v1, p1] = pts[pts.length - 1];
-    if (Math.abs(v1 - v0) < 1e-9) return null;
-    const b = (p1 - p0) / (v1 - v0);
-    return { a: p0 - b * v0, b };
-  };
-  const fx = fit(ax), fy = fit(ay);
-  const x0 = Number(area.getAttribute("x")), y0 = Number(area.getAttribute("y"));
-  const w = Number(area.getAttribute("width")), h = Number(area.getAttribute("height"));
-  const NS = "http://www.w3.org/2000/svg";
-  const layer = document.createElementNS(NS, "g");
-  layer.setAttribute("class", "axes-overlay");
-  const add = (tag, attrs, text) => {
-    const el = document.createElementNS(NS, tag);
-    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
-    if (text !== undefined) el.textContent = text;
-    layer.appendChild(el);
-  };
-  const label = (e) => (e >= 0 ? String(10 ** e) : String(Number((10 ** e).toFixed(-e))));
-  if (fx) {
-    const lo = Math.ceil((x0 - fx.a) / fx.b), hi = Math.floor((x0 + w - fx.a) / fx.b);
-    for (let e = lo; e <= hi; e++) {
-      const px = fx.a + fx.b * e;
-      add("line", { x1: px, x2: px, y1: y0, y2: y0 + h, class: "grid-line" });
-      add("text", { x: px, y: y0 + h + 16, "text-anchor": "middle", class: "axis-tick" }, label(e));
-    }
-  }
-  if (fy && fy.b !== 0) {
-    const e1 = (y0 - fy.a) / fy.b, e2 = (y0 + h - fy.a) / fy.b;
-    for (let e = Math.ceil(Math.min(e1, e2)); e <= Math.floor(Math.max(e1, e2)); e++) {
-      const py = fy.a + fy.b * e;
-      add("line", { x1: x0, x2: x0 + w, y1: py, y2: py, class: "grid-line" });
-      add("text", { x: x0 - 6, y: py + 4, "text-anchor": "end", class: "axis-tick" }, label(e));
-    }
-  }
-  // Under the roofs and points, above the background.
-  area.parentNode.insertBefore(layer, area);
-}
-
-// Roofs with equal peaks (FP8 and INT8) would print their labels on one line, and points at one spot (FP16
-// and BF16 of a GEMV) would stack theirs: spread the former, merge the latter into one label.
-function tidyLabels(svg) {
-  const roofs = $$("text.roof-label", svg).sort((a, b) => Number(a.getAttribute("y")) - Number(b.getAttribute("y")));
-  let prev = -Infinity;
-  for (const t of roofs) {
-    let y = Number(t.getAttribute("y"));
-    if (y - prev < 13) { y = prev + 13; t.setAttribute("y", y); }
-    prev = y;
-  }
-  const groups = new Map();
-  for (const g of $$("g.point", svg)) {
-    const c = $("circle.predicted", g);
-    if (!c) continue;
-    const key = Math.round(Number(c.getAttribute("cx")) / 3) + "," + Math.round(Number(c.getAttribute("cy")) / 3);
-    if (!groups.has(key)) groups.set(key, []);
-    groups.get(key).push(g);
-  }
-  for (const gs of groups.values()) {
-    if (gs.length < 2) continue;
-    const first = $("text.point-label", gs[0]);
-    if (first) first.textContent = gs.map((g) => g.dataset.label).join(" · ");
-    for (const g of gs.slice(1)) { const t = $("text.point-label", g); if (t) t.setAttribute("display", "none"); }
-  }
-  // Nudge point labels up until none overlaps another label or a point's circle.
-  const placed = $$("circle.predicted", svg).map((c) => c.getBBox());
-  const hit = (a, b) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
-  const labels = $$("g.point text.point-label", svg).filter((t) => t.getAttribute("display") !== "none");
-  labels.sort((a, b) => Number(b.getAttribute("y")) - Number(a.getAttribute("y")));
-  for (const t of labels) {
-    let box = t.getBBox();
-    for (let i = 0; i < 12 && placed.some((p) => hit(box, p)); i++) {
-      t.setAttribute("y", Number(t.getAttribute("y")) - 12);
-      box = t.getBBox();
-    }
-    placed.push(box);
-  }
 }
 
 function rowFor(label) { return state.report ? state.report.rows.find((r) => r.label === label) : null; }
@@ -329,7 +227,8 @@ function showTooltip(g, ev) {
     lines.push(["TFLOP/s", sig(row.prediction.attainable_tflops)]);
     if (row.speedup_vs_fp16) lines.push(["vs FP16", sig(row.speedup_vs_fp16) + "×"]);
   }
-  if (meas) lines.push(["measured", fmtTime(meas.measurement.time_us)]);
+  const measuredUs = g.dataset.measuredUs ? Number(g.dataset.measuredUs) : meas ? meas.measurement.time_us : null;
+  if (measuredUs) lines.push(["measured", fmtTime(measuredUs)]);
   tt.innerHTML = `<div class="tt-title">${esc(g.dataset.label)}</div><table>${lines.map(([k, v]) => `<tr><td>${esc(k)}</td><td>${esc(v)}</td></tr>`).join("")}</table>`;
   tt.hidden = false;
   const card = $("#chart-panel").getBoundingClientRect();

@@ -80,7 +80,7 @@ pub async fn plot(ApiQuery(q): ApiQuery<PlotQuery>) -> Result<impl IntoResponse,
     }
     let batch_note = if batch > 1 { format!(" batch={batch}") } else { String::new() };
     let title = Some(format!("{} — GEMM M={m} N={n} K={k}{batch_note}", hw.name));
-    svg(ChartSpec { hardware: hw, points, title, width, height })
+    svg(ChartSpec { hardware: hw, points, title, width, height, mark_best: true })
 }
 
 /// Whether to keep every roof (`all`) or only those the points use (`used`, the default).
@@ -194,5 +194,5 @@ pub async fn plot_points(
     let hw = hardware(q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
     let points = body.points.iter().enumerate().map(|(i, p)| check_point(i, p, &hw)).collect::<Result<Vec<_>, _>>()?;
     let title = Some(body.title.clone().unwrap_or_else(|| hw.name.clone()));
-    svg(ChartSpec { hardware: hw, points, title, width, height })
+    svg(ChartSpec { hardware: hw, points, title, width, height, mark_best: true })
 }
