@@ -372,6 +372,14 @@ async fn plot_posted_points_with_a_measurement() {
     assert_eq!(svg.matches("data-measured-us=").count(), 1, "only the measured point carries a measurement");
     assert!(svg.contains(">measured</text>"));
 
+    // Only the roofs the points use: FP16 and FP8 (not FP64, TF32, ...), unless all are asked for.
+    assert_eq!(svg.matches(r#"<g class="roof""#).count(), 2, "{svg}");
+    let mut all = body.clone();
+    all["roofs"] = json!("all");
+    let svg = post("/api/plot.svg", &all.to_string()).await.text();
+    let h100 = HardwareProfile::preset("h100").unwrap();
+    assert_eq!(svg.matches(r#"<g class="roof""#).count(), h100.peak_tflops.iter().count());
+
     let mut bad = body.clone();
     bad["points"][1]["gemm"]["m"] = json!(0);
     rejects("/api/plot.svg", &bad.to_string(), "points[1].gemm.m").await;

@@ -261,6 +261,34 @@ async fn page_updates_when_m_changes() {
         "![...document.querySelectorAll('#predict-table tbody tr')].some(r => r.dataset.label === 'INT8') && ![...document.querySelectorAll('#chart g.point')].some(g => g.dataset.label === 'INT8')",
     )
     .await;
+    // The measured overlay (what "Measure on GPU" does with /api/measure's answers): give the page one
+    // DualPoint as the GPU endpoint returns it and redraw; the chart comes from POST /api/plot.svg.
+    let t_fp16 = predicted_time(2048, Format::FP16);
+    cdp.eval(
+        r#"(async () => {
+          state.measuredKey = `${hwKey()}|2048|4096|4096|1`;
+          const flops = 2 * 2048 * 4096 * 4096, bytes = 2 * (2048 * 4096 * 2 + 4096 * 4096);
+          state.measured.set('FP16', {label: 'FP16',
+            gemm: {m: 2048, n: 4096, k: 4096, batch: 1, weights_shared: true, scheme: {weights: 'FP16', activations: 'FP16', output: 'FP16'}},
+            measurement: {device: 'test GPU', time_us: 90, time_us_min: 88, time_us_max: 95, runs: 10,
+              tflops: flops / 90 / 1e6, bandwidth_gb_s: bytes / 90 / 1e3, kernel: 'cublaslt'}});
+          await update();
+          return true; })()"#,
+    )
+    .await;
+    cdp.wait_for(
+        "the measured point on the chart",
+        r#"!!document.querySelector('#chart g.point[data-label="FP16"][data-measured-us="90.000"]')"#,
+    )
+    .await;
+    let row = cdp
+        .eval("[...document.querySelectorAll('#predict-table tbody tr')].find(r => r.dataset.label === 'FP16').textContent")
+        .await;
+    let row = row.as_str().unwrap();
+    assert!(row.contains("90 µs"), "measured time in the table: {row}");
+    let err = format!("{:.1}%", (90.0 - t_fp16) / 90.0 * 100.0);
+    assert!(row.contains(&err), "error {err} in the table: {row}");
+
     // Hide the tooltip for the picture, then save the screenshot.
     cdp.eval("document.querySelector('#tooltip').hidden = true, window.scrollTo(0, 0), true").await;
     let shot = cdp.call("Page.captureScreenshot", json!({"format": "png"})).await;

@@ -191,8 +191,12 @@ pub async fn plot_points(
         return Err(ApiError::invalid("points", format!("{} points; at most {MAX_PLOT_POINTS}", body.points.len())));
     }
     let (width, height) = (px("width", body.width, 1000)?, px("height", body.height, 700)?);
-    let hw = hardware(q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
+    let all = all_roofs("roofs", body.roofs.as_deref())?;
+    let mut hw = hardware(q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
     let points = body.points.iter().enumerate().map(|(i, p)| check_point(i, p, &hw)).collect::<Result<Vec<_>, _>>()?;
+    if !all {
+        keep_used_roofs(&mut hw, &points);
+    }
     let title = Some(body.title.clone().unwrap_or_else(|| hw.name.clone()));
     svg(ChartSpec { hardware: hw, points, title, width, height, mark_best: true })
 }
