@@ -261,6 +261,57 @@ async fn page_updates_when_m_changes() {
         "![...document.querySelectorAll('#predict-table tbody tr')].some(r => r.dataset.label === 'INT8') && ![...document.querySelectorAll('#chart g.point')].some(g => g.dataset.label === 'INT8')",
     )
     .await;
+    // Model panel with a pasted config.json (a small Llama-style model), prefill of 512 tokens.
+    let config = json!({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
+        "intermediate_size": 8192, "num_hidden_layers": 16, "num_attention_heads": 32,
+        "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 8192,
+        "tie_word_embeddings": true, "torch_dtype": "bfloat16"
+    });
+    cdp.eval(&format!(
+        "(() => {{ const s = document.querySelector('#model-source'); s.value = '__paste'; s.dispatchEvent(new Event('change'));
+           document.querySelector('#config-json').value = {config};
+           document.querySelector('#phase').value = 'prefill'; document.querySelector('#seq').value = '512';
+           document.querySelector('#model-table tbody').innerHTML = '';
+           document.querySelector('#model-run').click(); return true; }})()",
+        config = serde_json::to_string(&config.to_string()).unwrap()
+    ))
+    .await;
+    cdp.wait_for(
+        "the pasted model's analysis",
+        "document.querySelectorAll('#model-table tbody tr').length > 5 && document.querySelector('#model-totals').textContent.includes('prefill')",
+    )
+    .await;
+    let totals = cdp.eval("document.querySelector('#model-totals').textContent").await;
+    let totals = totals.as_str().unwrap();
+    assert!(totals.contains("time to first token") && totals.contains("context 512"), "{totals}");
+    // A bad paste is reported in the panel, naming the field.
+    cdp.eval("document.querySelector('#config-json').value = '{not json', document.querySelector('#model-run').click(), true").await;
+    cdp.wait_for("the config error", "!document.querySelector('#model-error').hidden").await;
+    let err = cdp.eval("document.querySelector('#model-error').textContent").await;
+    assert!(err.as_str().unwrap().starts_with("config:"), "{err}");
+    // Fixing the paste clears the error.
+    cdp.eval(&format!(
+        "document.querySelector('#config-json').value = {}, document.querySelector('#model-run').click(), true",
+        serde_json::to_string(&config.to_string()).unwrap()
+    ))
+    .await;
+    cdp.wait_for("the error to clear", "document.querySelector('#model-error').hidden").await;
+
+    // Another hardware (the seeds' b10 alias of seed-gb10): every panel follows.
+    cdp.eval("(() => { const h = document.querySelector('#hardware'); h.value = 'seed-gb10'; h.dispatchEvent(new Event('change')); return true; })()").await;
+    cdp.wait_for(
+        "the seed-gb10 analysis",
+        "document.querySelector('#table-caption').textContent.includes('[seed-gb10]') && document.querySelector('#chart svg text.title').textContent.includes('GB10')",
+    )
+    .await;
+    cdp.eval("(() => { const h = document.querySelector('#hardware'); h.value = 'h100-sxm'; h.dispatchEvent(new Event('change')); return true; })()").await;
+    cdp.wait_for(
+        "the h100 analysis again",
+        "document.querySelector('#table-caption').textContent.includes('[h100-sxm]') && document.querySelector('#chart svg text.title').textContent.includes('H100')",
+    )
+    .await;
+
     // The measured overlay (what "Measure on GPU" does with /api/measure's answers): give the page one
     // DualPoint as the GPU endpoint returns it and redraw; the chart comes from POST /api/plot.svg.
     let t_fp16 = predicted_time(2048, Format::FP16);
@@ -291,6 +342,15 @@ async fn page_updates_when_m_changes() {
 
     // Hide the tooltip for the picture, then save the screenshot.
     cdp.eval("document.querySelector('#tooltip').hidden = true, window.scrollTo(0, 0), true").await;
+    // The whole page: grow the viewport to the content's height first.
+    let metrics = cdp.call("Page.getLayoutMetrics", json!({})).await;
+    let height = metrics["cssContentSize"]["height"].as_f64().unwrap_or(1800.0).ceil().clamp(600.0, 6000.0);
+    cdp.call(
+        "Emulation.setDeviceMetricsOverride",
+        json!({"width": 1400, "height": height as u32, "deviceScaleFactor": 1, "mobile": false}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let shot = cdp.call("Page.captureScreenshot", json!({"format": "png"})).await;
     let png = base64::engine::general_purpose::STANDARD.decode(shot["data"].as_str().unwrap()).unwrap();
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 50_000, "a real screenshot ({} bytes)", png.len());

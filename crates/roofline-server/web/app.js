@@ -401,7 +401,7 @@ function renderModel(rep) {
   const r = rep.request;
   const stats = [
     [fmtTime(t.time_us), `${r.phase} step time`],
-    [sig(t.tokens_per_s), "tokens / s"],
+    [t.tokens_per_s >= 1e5 ? si(t.tokens_per_s) : sig(t.tokens_per_s), "tokens / s"],
     t.ttft_ms !== null && t.ttft_ms !== undefined ? [sig(t.ttft_ms) + " ms", "time to first token"] : null,
     [sig(t.memory_per_gpu_gb) + " GB", `memory per GPU (of ${t.hardware_memory_gb === null ? "?" : sig(t.hardware_memory_gb)} GB)`, !t.fits],
     [si(t.params), "parameters"],
