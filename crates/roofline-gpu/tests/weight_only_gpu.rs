@@ -36,6 +36,8 @@ fn every_format_matches_the_reference_at_the_issue_shapes() {
                 r.plan
             );
             assert!(r.rel_error <= 1e-3, "{f}: {}", r.rel_error);
+            let meas = r.to_measurement(&gpu.name);
+            assert!((meas.bandwidth_gb_s - r.bytes as f64 / (meas.time_us * 1e3)).abs() < 1e-6 * meas.bandwidth_gb_s);
             assert!(r.stats.median_us > 0.0 && r.bandwidth_gb_s > 0.0);
             assert_eq!(r.spill_bytes, Some(0), "{f}: spills");
             let wf = WoFormat::from_format(f).unwrap();

@@ -1,7 +1,7 @@
 //! Weight-only low-bit GEMV / skinny GEMM, `y[M,N] = x[M,K] · W[N,K]^T` with M = 1..16, W stored in FP16,
 //! BF16, FP8 E4M3 (per-channel), INT8 (per-channel), INT4 g128, NF4, MXFP4 or NVFP4, x and y in FP16 or
 //! BF16, FP32 accumulation. Kernels: `kernels/weight_only_gemv.cu`, compiled by NVRTC at run time for the
-//! device ([`nvrtc`]); weights packed on the host from roofline-quant's codecs ([`pack`]).
+//! device ([`nvrtc`]); weights packed on the host from roofline-quant's codecs ([`pack`](mod@pack)).
 //!
 //! # Kernel design (memory-bound decode on Hopper)
 //!
@@ -19,7 +19,18 @@
 //! * Warp butterfly reduction; `SplitK` splits K over `gridDim.y` CTAs when the row tiles alone do not fill
 //!   the SMs, adds partials atomically into an FP32 workspace, and the last CTA of a tile (per-tile counter)
 //!   writes y and re-zeroes the workspace: one launch per call.
+//!
+//! # Known limits
+//!
+//! * The multiply-adds run on the FP32 CUDA cores (about 3 instructions per 4-bit weight at M = 1, well
+//!   under the ~5.6 an H100 can issue per weight at 3 TB/s). At M = 16 a 4-bit weight needs 16 FMAs, more
+//!   than the CUDA cores can issue at the memory roof, so M >= 8 will be compute-bound for 4-bit formats;
+//!   a tensor-core (`mma.sync` m16n8k16, FP32 accumulate) variant with the weights pre-shuffled into the
+//!   A-fragment layout is the next step if the issue's M = 16 criterion fails.
+//! * x stays in L1/L2 rather than shared memory; at M = 16 and large K it may miss L1 (measure).
 
+#[cfg(test)]
+mod emulate;
 pub mod nvrtc;
 pub mod pack;
 
@@ -29,7 +40,7 @@ use std::sync::{Arc, Mutex};
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::Ptx;
 use half::{bf16, f16};
-use roofline_core::Format;
+use roofline_core::{Format, Measurement};
 
 pub use nvrtc::{compile, nvrtc_available, CompiledKernel, KernelKey, XDtype};
 pub use pack::{pack, quantize_and_pack, reference_tensor, PackedWeights, WoFormat};
@@ -339,6 +350,24 @@ pub struct WeightOnlyMeasurement {
     pub kernel: String,
 }
 
+impl WeightOnlyMeasurement {
+    /// As the project's [`Measurement`] (FLOPs `2 M N K`, bytes as moved by this kernel, no power samples).
+    pub fn to_measurement(&self, device: &str) -> Measurement {
+        let flops = 2.0 * (self.m * self.n * self.k) as f64;
+        Measurement {
+            device: device.to_string(),
+            time_us: self.stats.median_us,
+            time_us_min: self.stats.min_us,
+            time_us_max: self.stats.max_us,
+            runs: self.stats.runs,
+            tflops: flops / (self.stats.median_us * 1e6),
+            bandwidth_gb_s: self.bandwidth_gb_s,
+            kernel: self.kernel.clone(),
+            power: None,
+        }
+    }
+}
+
 /// Options of [`Gpu::measure_weight_only_with`].
 #[derive(Debug, Clone, Copy)]
 pub struct WeightOnlyOptions {
@@ -517,14 +546,15 @@ impl Gpu {
             spill_bytes: compiled.spill_bytes,
             sets,
             kernel: format!(
-                "roofline wo_gemv {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}), {sets} rotating weight sets",
+                "roofline wo_gemv {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}), {sets} rotating weight sets, {} launches per sample",
                 opts.x.name(),
                 opts.variant,
                 plan.rows_per_warp,
                 plan.unroll,
                 plan.warps,
                 plan.blocks_n,
-                plan.splits
+                plan.splits,
+                stats.inner
             ),
         })
     }
@@ -580,6 +610,31 @@ mod tests {
         assert!(reference_error(&x, &w, &bad, m, n, k, &rows, XDtype::F16).unwrap() > 1e-3);
         bad[4] = f16::NAN.to_bits();
         assert!(reference_error(&x, &w, &bad, m, n, k, &rows, XDtype::F16).is_err());
+    }
+
+    #[test]
+    fn measurement_conversion_keeps_time_and_counts_flops() {
+        let w = WeightOnlyMeasurement {
+            format: Format::NVFP4,
+            x: XDtype::F16,
+            m: 2,
+            n: 1000,
+            k: 4096,
+            stats: TimingStats { median_us: 10.0, min_us: 9.0, max_us: 12.0, runs: 50, inner: 8 },
+            bytes: 2_000_000,
+            bandwidth_gb_s: 200.0,
+            rel_error: 1e-4,
+            plan: LaunchPlan::new(Variant::SplitK, WoFormat::Nvfp4, 2, 1000, 4096, 132, None),
+            registers: Some(80),
+            spill_bytes: Some(0),
+            sets: 4,
+            kernel: "k".into(),
+        };
+        let m = w.to_measurement("H100");
+        assert_eq!((m.time_us, m.time_us_min, m.time_us_max, m.runs), (10.0, 9.0, 12.0, 50));
+        assert!((m.tflops - 2.0 * 2.0 * 1000.0 * 4096.0 / 10e6).abs() < 1e-12);
+        assert_eq!(m.bandwidth_gb_s, 200.0);
+        assert_eq!(m.device, "H100");
     }
 
     #[test]
