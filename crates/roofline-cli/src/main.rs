@@ -53,6 +53,8 @@ enum Command {
     Hardware(cmd::hardware::Command),
     /// List the number-format catalog: bits, block scales, effective bits per element.
     Formats(cmd::formats::Args),
+    /// Serve the REST API and the web page on http://127.0.0.1:8000 (loopback by default).
+    Serve(cmd::serve::Args),
     /// Benchmarks of roofline itself (how fast predictions are computed).
     #[command(subcommand)]
     Bench(cmd::bench::Command),
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
         Command::Hardware(c) => cmd::hardware::run(c),
         Command::Formats(args) => cmd::formats::run(args),
         Command::Bench(c) => cmd::bench::run(c),
+        Command::Serve(args) => cmd::serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

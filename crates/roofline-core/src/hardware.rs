@@ -13,6 +13,7 @@ use crate::error::CoreError;
 use crate::format::Format;
 
 /// The kind of arithmetic unit rate a GEMM runs at. Peaks are dense (no structured sparsity).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ComputeClass {
     /// FP64 (tensor core where the chip has one).

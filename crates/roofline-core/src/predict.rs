@@ -9,6 +9,7 @@ use crate::op::{Gemm, OpCost};
 use crate::scheme::{ExecMode, Execution, Scheme};
 
 /// Which roof limits an op.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Bound {
@@ -29,6 +30,7 @@ impl Bound {
 }
 
 /// The roofline's answer for one op on one hardware profile.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
     /// Operations (a multiply-add counts 2).
@@ -108,6 +110,7 @@ pub fn predict(gemm: &Gemm, hw: &HardwareProfile) -> Result<Prediction, CoreErro
 
 /// A request to predict one GEMM shape under several schemes: the input of `roofline predict --json` and
 /// of `POST /api/analyze`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictRequest {
     /// Rows of activations/output (tokens); 1 = GEMV.
@@ -129,6 +132,7 @@ fn one() -> u64 {
 }
 
 /// One row of a prediction report.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictRow {
     /// The scheme's label (`FP8_E4M3`, `W:INT4_G128 A:FP16`).
@@ -144,6 +148,7 @@ pub struct PredictRow {
 }
 
 /// The answer to a [`PredictRequest`].
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictReport {
     /// Hardware key.

@@ -9,6 +9,7 @@ pub mod plot;
 pub mod predict;
 pub mod quant;
 pub mod recommend;
+pub mod serve;
 pub mod sweep;
 pub mod telemetry;
 pub mod tiling;
