@@ -55,6 +55,8 @@ enum Command {
     Hardware(cmd::hardware::Command),
     /// List the number-format catalog: bits, block scales, effective bits per element.
     Formats(cmd::formats::Args),
+    /// Serve the REST API and the web page on http://127.0.0.1:8000 (loopback by default).
+    Serve(cmd::serve::Args),
     /// Benchmarks of roofline itself (how fast predictions are computed).
     #[command(subcommand)]
     Bench(cmd::bench::Command),
@@ -63,8 +65,12 @@ enum Command {
 /// `roofline gpu ...`.
 #[derive(Debug, Subcommand)]
 enum GpuCommand {
-    /// Name, compute capability, SMs, L2, memory, clock.
+    /// Name, compute capability, SMs, L2, memory, clock (from the CUDA driver).
     Info(cmd::gpu::InfoArgs),
+    /// NVML snapshot: clocks, power, temperature, memory, utilization, PCIe/NVLink, throttle reasons.
+    Status(roofline_telemetry::cli::StatusArgs),
+    /// Stream NVML status as a refreshing table (or JSON lines with --json) until Ctrl-C.
+    Watch(roofline_telemetry::cli::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -81,11 +87,14 @@ fn main() -> ExitCode {
         Command::Compare(args) => cmd::sweep::compare(args),
         Command::Calibrate(args) => cmd::gpu::calibrate(args),
         Command::Gpu(GpuCommand::Info(args)) => cmd::gpu::info(args),
+        Command::Gpu(GpuCommand::Status(args)) => cmd::telemetry::status(args),
+        Command::Gpu(GpuCommand::Watch(args)) => cmd::telemetry::watch(args),
         Command::Plot(args) => cmd::plot::plot(args),
         Command::Report(args) => cmd::plot::report(args),
         Command::Hardware(c) => cmd::hardware::run(c),
         Command::Formats(args) => cmd::formats::run(args),
         Command::Bench(c) => cmd::bench::run(c),
+        Command::Serve(args) => cmd::serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

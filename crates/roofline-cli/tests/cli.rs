@@ -308,11 +308,14 @@ fn sweep_writes_csv_and_json_and_gpu_commands_fail_cleanly_without_gpu() {
         .args(["sweep", "--hw", "h100", "--shapes", "prefill", "--out-dir", dir.path().to_str().unwrap()])
         .assert()
         .success()
-        .stdout(predicate::str::contains("10 points"));
+        .stdout(predicate::str::contains("20 points"));
     let csv = std::fs::read_to_string(dir.path().join("sweep.csv")).unwrap();
-    assert!(csv.starts_with("label,m,n,k") && csv.lines().count() == 11);
+    assert!(csv.starts_with("label,m,n,k") && csv.lines().count() == 21);
+    // FP8 is swept as the cuBLASLt scheme (BF16 output), INT8 with its 4-byte INT32 output.
+    assert!(csv.contains("\nFP8_E4M3,512,4096,4096,1,FP8_E4M3,FP8_E4M3,BF16,"), "{csv}");
+    assert!(csv.contains("\nINT8,512,4096,4096,1,INT8,INT8,FP32,"), "{csv}");
     let json: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("sweep.json")).unwrap()).unwrap();
-    assert_eq!(json.as_array().unwrap().len(), 10);
+    assert_eq!(json.as_array().unwrap().len(), 20);
     if std::path::Path::new("/usr/lib/x86_64-linux-gnu/libcuda.so.1").exists() {
         return; // a GPU machine: the GPU commands would run
     }
@@ -321,4 +324,17 @@ fn sweep_writes_csv_and_json_and_gpu_commands_fail_cleanly_without_gpu() {
     {
         roofline().args(args).assert().failure().stderr(predicate::str::contains("no NVIDIA GPU/driver found"));
     }
+    for args in [&["gpu", "status"][..], &["gpu", "watch", "--count", "1"], &["gpu", "status", "--json"]] {
+        roofline().args(args).assert().failure().stderr(predicate::str::contains("NVML not available"));
+    }
+    roofline()
+        .args(["measure", "-p", "nf4"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("dense GEMM formats are FP32, TF32, FP16, BF16"));
+    roofline()
+        .args(["measure", "-p", "nvfp4"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("needs a Blackwell GPU").and(predicate::str::contains("--weights NVFP4")));
 }

@@ -19,6 +19,7 @@ use crate::error::CoreError;
 ///
 /// Canonical names are upper case (`FP8_E4M3`); [`Format::from_str`] also accepts common aliases
 /// case-insensitively (`fp8`, `e4m3`, `bf16`, `fp4`, `w4`, ...).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[allow(non_camel_case_types)]
 pub enum Format {

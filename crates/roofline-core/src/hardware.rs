@@ -13,6 +13,7 @@ use crate::error::CoreError;
 use crate::format::Format;
 
 /// The kind of arithmetic unit rate a GEMM runs at. Peaks are dense (no structured sparsity).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub enum ComputeClass {
     /// FP64 (tensor core where the chip has one).
@@ -217,9 +218,15 @@ pub struct HardwareProfile {
     /// Name of the interconnect (`NVLink 4`, `PCIe 5.0 x16`).
     #[serde(default)]
     pub interconnect: Option<String>,
-    /// Fixed cost of one kernel launch, microseconds (measured profiles).
+    /// Fixed cost of one kernel launch, microseconds (measured profiles): the gap between back-to-back
+    /// launches, added to every op's time.
     #[serde(default)]
     pub launch_overhead_us: Option<f64>,
+    /// Fixed start-up time of a memory-bound kernel before it streams at full bandwidth (DRAM latency, ramp
+    /// and tail), microseconds (measured profiles: the intercept of copy time against bytes moved, launch
+    /// overhead taken out). Added to the memory term.
+    #[serde(default)]
+    pub memory_latency_us: Option<f64>,
     /// Compute classes the hardware explicitly lacks, with the reason (`FP4 = "no FP4 tensor cores"`).
     #[serde(default)]
     pub unsupported: BTreeMap<String, String>,
@@ -277,6 +284,7 @@ impl HardwareProfile {
             interconnect_gb_s: None,
             interconnect: None,
             launch_overhead_us: None,
+            memory_latency_us: None,
             unsupported: BTreeMap::new(),
             sources: BTreeMap::new(),
             notes: None,
@@ -308,9 +316,13 @@ impl HardwareProfile {
                 positive(field, v)?;
             }
         }
-        if let Some(v) = self.launch_overhead_us {
-            if !(v.is_finite() && v >= 0.0) {
-                return Err(CoreError::invalid("launch_overhead_us", v, "a finite number >= 0"));
+        for (field, v) in
+            [("launch_overhead_us", self.launch_overhead_us), ("memory_latency_us", self.memory_latency_us)]
+        {
+            if let Some(v) = v {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(CoreError::invalid(field, v, "a finite number >= 0"));
+                }
             }
         }
         let ints = [

@@ -9,6 +9,7 @@ use crate::op::{Gemm, OpCost};
 use crate::scheme::{ExecMode, Execution, Scheme};
 
 /// Which roof limits an op.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Bound {
@@ -29,6 +30,7 @@ impl Bound {
 }
 
 /// The roofline's answer for one op on one hardware profile.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Prediction {
     /// Operations (a multiply-add counts 2).
@@ -47,7 +49,7 @@ pub struct Prediction {
     pub bandwidth_gb_s: f64,
     /// Ridge point (critical arithmetic intensity) of `compute`, FLOP/byte.
     pub ridge_ai: f64,
-    /// `bytes / bandwidth`, microseconds.
+    /// `bytes / bandwidth` plus the profile's memory start-up latency (measured profiles), microseconds.
     pub time_memory_us: f64,
     /// `flops / peak`, microseconds.
     pub time_compute_us: f64,
@@ -72,7 +74,7 @@ pub fn predict_cost(cost: OpCost, exec: &Execution, hw: &HardwareProfile) -> Pre
     let flops = cost.flops as f64;
     let bytes = cost.bytes as f64;
     // bytes / (GB/s * 1e9) seconds = bytes / (GB/s * 1e3) microseconds; likewise for TFLOP/s.
-    let time_memory_us = bytes / (bw * 1e3);
+    let time_memory_us = bytes / (bw * 1e3) + hw.memory_latency_us.unwrap_or(0.0);
     let time_compute_us = flops / (peak * 1e6);
     let (roof_us, bound) = if time_compute_us > time_memory_us {
         (time_compute_us, Bound::Compute)
@@ -108,6 +110,7 @@ pub fn predict(gemm: &Gemm, hw: &HardwareProfile) -> Result<Prediction, CoreErro
 
 /// A request to predict one GEMM shape under several schemes: the input of `roofline predict --json` and
 /// of `POST /api/analyze`.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictRequest {
     /// Rows of activations/output (tokens); 1 = GEMV.
@@ -129,6 +132,7 @@ fn one() -> u64 {
 }
 
 /// One row of a prediction report.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictRow {
     /// The scheme's label (`FP8_E4M3`, `W:INT4_G128 A:FP16`).
@@ -144,6 +148,7 @@ pub struct PredictRow {
 }
 
 /// The answer to a [`PredictRequest`].
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictReport {
     /// Hardware key.

@@ -9,6 +9,7 @@ use crate::format::Format;
 use crate::hardware::{ComputeClass, HardwareProfile};
 
 /// Formats of a GEMM's operands: `y[M,N] = x[M,K] · W[N,K]^T`, accumulated in FP32 (INT32 for integers).
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Scheme {
     /// Format of the weights `W` (the `N x K` operand, shared across the batch).
@@ -20,6 +21,7 @@ pub struct Scheme {
 }
 
 /// How the hardware executes a scheme.
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ExecMode {

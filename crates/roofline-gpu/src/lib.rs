@@ -7,16 +7,20 @@
 //! Architecture invariant: all `unsafe` of the project lives here, each block with a `// SAFETY:` note.
 //! No GPU is an ordinary state: [`Gpu::open`] returns [`GpuError::NoGpu`] with the reason.
 
+mod gemm;
+pub mod lt;
+pub mod power;
 mod timing;
+pub mod weight_only;
 
 use std::sync::Arc;
 
-use cudarc::cublas::{sys::cublasOperation_t, CudaBlas, Gemm as _, GemmConfig};
-use cudarc::driver::{sys::CUdevice_attribute, CudaContext, CudaSlice, CudaStream, DeviceRepr, ValidAsZeroBits};
-use half::{bf16, f16};
-use roofline_core::{Format, Gemm, HardwareProfile, Measurement, Scheme};
+use cudarc::driver::{sys::CUdevice_attribute, CudaContext, CudaSlice, CudaStream};
+use roofline_core::{ComputeClass, Format, HardwareProfile};
 use thiserror::Error;
 
+pub use gemm::{gemm_scheme, KernelKind, GEMM_FORMATS};
+pub use power::{MeterReading, PowerMeter};
 pub use timing::{TimingConfig, TimingStats};
 
 /// Errors of the GPU engine.
@@ -28,9 +32,12 @@ pub enum GpuError {
     /// A CUDA driver call failed.
     #[error("CUDA error: {0}")]
     Driver(#[from] cudarc::driver::DriverError),
-    /// A cuBLAS call failed.
-    #[error("cuBLAS error: {0}")]
-    Cublas(#[from] cudarc::cublas::result::CublasError),
+    /// A cuBLASLt call failed (which call, and its status).
+    #[error("cuBLASLt error in {0}")]
+    Cublas(String),
+    /// Power sampling failed.
+    #[error("power meter: {0}")]
+    Meter(String),
     /// The requested precision has no GEMM path here.
     #[error("{0}")]
     Unsupported(String),
@@ -39,11 +46,11 @@ pub enum GpuError {
     Incorrect(String),
 }
 
-/// An opened GPU with a stream and a cuBLAS handle.
+/// An opened GPU with a stream and a cuBLASLt handle.
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    blas: CudaBlas,
+    lt: lt::LtHandle,
     /// Device name.
     pub name: String,
     /// Multiprocessors.
@@ -79,7 +86,8 @@ impl Gpu {
             .map_err(|_| GpuError::NoGpu("the CUDA driver could not be initialized".into()))?
             .map_err(|e| GpuError::NoGpu(e.to_string()))?;
         let stream = ctx.default_stream();
-        let blas = CudaBlas::new(stream.clone())?;
+        let compute_capability = ctx.compute_capability()?;
+        let lt = lt::LtHandle::new(stream.clone(), compute_capability.0)?;
         Ok(Gpu {
             name: ctx.name()?,
             sm_count: attr(&ctx, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)? as u32,
@@ -88,28 +96,51 @@ impl Gpu {
                 as u64,
             clock_mhz: f64::from(attr(&ctx, CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?) / 1e3,
             total_mem: ctx.total_mem()? as u64,
-            compute_capability: ctx.compute_capability()?,
+            compute_capability,
             ctx,
             stream,
-            blas,
+            lt,
         })
     }
 
-    /// Device-to-device copy bandwidth, GB/s, counting bytes read plus bytes written.
+    /// Device-to-device copy bandwidth, GB/s, counting bytes read plus bytes written. Copies smaller than
+    /// the L2 rotate over enough buffer pairs to exceed twice its size, so DRAM is measured, not the cache.
     pub fn copy_bandwidth(&self, bytes: usize, cfg: &TimingConfig) -> Result<(f64, TimingStats), GpuError> {
-        let n = bytes / 4;
-        let src = self.stream.clone_htod(&random_f32(n, 11))?;
-        let mut dst: CudaSlice<f32> = self.stream.alloc_zeros(n)?;
-        let stats = timing::time(&self.ctx, &self.stream, cfg, |_| {
-            self.stream.memcpy_dtod(&src, &mut dst)?;
+        let n = (bytes / 4).max(1);
+        let sets = (2 * self.l2_bytes as usize).div_ceil(2 * n * 4).clamp(1, 64);
+        let mut srcs = Vec::with_capacity(sets);
+        let mut dsts: Vec<CudaSlice<f32>> = Vec::with_capacity(sets);
+        for s in 0..sets {
+            srcs.push(self.stream.clone_htod(&random_f32(n, 11 + s as u64))?);
+            dsts.push(self.stream.alloc_zeros(n)?);
+        }
+        let stats = timing::time(&self.ctx, &self.stream, cfg, |i| {
+            let s = i % sets;
+            self.stream.memcpy_dtod(&srcs[s], &mut dsts[s])?;
             Ok(())
         })?;
-        let back = self.stream.clone_dtoh(&dst)?;
-        let want = random_f32(n, 11);
-        if back != want {
+        let back = self.stream.clone_dtoh(&dsts[0])?;
+        if back != random_f32(n, 11) {
             return Err(GpuError::Incorrect("device-to-device copy changed the data".into()));
         }
         Ok((2.0 * (n * 4) as f64 / (stats.median_us * 1e3), stats))
+    }
+
+    /// Memory start-up latency, microseconds: device copies of 8 MB to 1 GiB are timed, and the mean of
+    /// `time - bytes / bandwidth - launch overhead` over them is the fixed time a memory-bound kernel spends
+    /// before streaming at `bandwidth_gb_s` (clamped at 0). Returns it with the (bytes, time) points.
+    pub fn memory_latency_us(
+        &self,
+        bandwidth_gb_s: f64,
+        launch_overhead_us: f64,
+        cfg: &TimingConfig,
+    ) -> Result<(f64, Vec<(f64, f64)>), GpuError> {
+        let mut points = Vec::new();
+        for mb in [8usize, 16, 32, 64, 128, 256] {
+            let (_, stats) = self.copy_bandwidth(mb << 20, cfg)?;
+            points.push((2.0 * (mb << 20) as f64, stats.median_us));
+        }
+        Ok((memory_latency_fit(&points, bandwidth_gb_s, launch_overhead_us), points))
     }
 
     /// Time of the smallest stream operation (a 4-byte memset): the fixed cost every launch pays.
@@ -122,102 +153,6 @@ impl Gpu {
         Ok(stats.median_us)
     }
 
-    /// Measures `y[M,N] = x[M,K] · W[N,K]^T` through cuBLAS in `precision` (FP16, BF16 or FP32), FP32
-    /// accumulate, after checking a slice of the output against a CPU f64 reference.
-    pub fn measure_gemm(
-        &self,
-        m: usize,
-        n: usize,
-        k: usize,
-        precision: Format,
-        cfg: &TimingConfig,
-    ) -> Result<Measurement, GpuError> {
-        match precision {
-            Format::FP16 => self.gemm_typed::<f16>(m, n, k, precision, cfg, f16::from_f32, f16::to_f32),
-            Format::BF16 => self.gemm_typed::<bf16>(m, n, k, precision, cfg, bf16::from_f32, bf16::to_f32),
-            Format::FP32 => self.gemm_typed::<f32>(m, n, k, precision, cfg, |x| x, |x| x),
-            other => Err(GpuError::Unsupported(format!(
-                "{other} GEMM is not implemented in the measurement engine yet (FP16, BF16, FP32 are; FP8/INT8 through cuBLASLt and the low-bit weight-only kernels are open work)"
-            ))),
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn gemm_typed<T>(
-        &self,
-        m: usize,
-        n: usize,
-        k: usize,
-        precision: Format,
-        cfg: &TimingConfig,
-        from: fn(f32) -> T,
-        to: fn(T) -> f32,
-    ) -> Result<Measurement, GpuError>
-    where
-        T: DeviceRepr + ValidAsZeroBits + Copy + Default + Unpin,
-        CudaBlas: cudarc::cublas::Gemm<T>,
-    {
-        let elem = std::mem::size_of::<T>();
-        let set_bytes = (m * k + n * k + m * n) * elem;
-        // Rotate input sets so their total is at least twice the L2 (capped at 8 GB of device memory).
-        let sets =
-            ((2 * self.l2_bytes as usize).div_ceil(set_bytes)).clamp(1, (8usize << 30) / set_bytes.max(1)).max(1);
-        let mut xs = Vec::with_capacity(sets);
-        let mut ws = Vec::with_capacity(sets);
-        let mut hosts = Vec::new();
-        for s in 0..sets {
-            let hx: Vec<T> = random_f32(m * k, 100 + s as u64).into_iter().map(from).collect();
-            let hw: Vec<T> = random_f32(n * k, 200 + s as u64).into_iter().map(from).collect();
-            xs.push(self.stream.clone_htod(&hx)?);
-            ws.push(self.stream.clone_htod(&hw)?);
-            if s == 0 {
-                hosts = vec![hx, hw];
-            }
-        }
-        let mut ys: Vec<CudaSlice<T>> = (0..sets).map(|_| self.stream.alloc_zeros(m * n)).collect::<Result<_, _>>()?;
-        // Row-major y = x W^T is column-major y^T[N,M] = W[N,K] (stored K x N col-major, transposed) · x^T.
-        let gcfg = GemmConfig {
-            transa: cublasOperation_t::CUBLAS_OP_T,
-            transb: cublasOperation_t::CUBLAS_OP_N,
-            m: n as i32,
-            n: m as i32,
-            k: k as i32,
-            alpha: from(1.0),
-            lda: k as i32,
-            ldb: k as i32,
-            beta: from(0.0),
-            ldc: n as i32,
-        };
-        // Correctness first: poison the output, run once, compare a slice with an f64 reference.
-        let poison: Vec<T> = vec![from(f32::NAN); m * n];
-        self.stream.memcpy_htod(&poison, &mut ys[0])?;
-        // SAFETY: the buffers hold m*k, n*k and m*n elements, matching the dimensions and leading
-        // dimensions given to cuBLAS; all live on this stream.
-        unsafe { self.blas.gemm(gcfg, &ws[0], &xs[0], &mut ys[0]) }?;
-        let y: Vec<T> = self.stream.clone_dtoh(&ys[0])?;
-        check_gemm(&hosts[0], &hosts[1], &y, m, n, k, to, precision)?;
-        let stats = timing::time(&self.ctx, &self.stream, cfg, |i| {
-            let s = i % sets;
-            // SAFETY: as above, set `s` has the same shapes.
-            unsafe { self.blas.gemm(gcfg, &ws[s], &xs[s], &mut ys[s]) }?;
-            Ok(())
-        })?;
-        let gemm = Gemm::new(m as u64, n as u64, k as u64, Scheme::weight_only(precision, precision))
-            .map_err(|e| GpuError::Unsupported(e.to_string()))?;
-        let cost = gemm.cost().map_err(|e| GpuError::Unsupported(e.to_string()))?;
-        Ok(Measurement {
-            device: self.name.clone(),
-            time_us: stats.median_us,
-            time_us_min: stats.min_us,
-            time_us_max: stats.max_us,
-            runs: stats.runs,
-            tflops: cost.flops as f64 / (stats.median_us * 1e6),
-            bandwidth_gb_s: cost.bytes as f64 / (stats.median_us * 1e3),
-            kernel: format!("cublas gemm_ex {precision} (FP32 accumulate), {sets} rotating input sets"),
-            power: None,
-        })
-    }
-
     /// Measures this GPU's ceilings and writes them as a hardware profile.
     pub fn calibrate(&self, mut progress: impl FnMut(&str)) -> Result<HardwareProfile, GpuError> {
         let cfg = TimingConfig::default();
@@ -225,15 +160,25 @@ impl Gpu {
         let (bw, _) = self.copy_bandwidth(1 << 30, &cfg)?;
         progress("launch overhead");
         let overhead = self.launch_overhead_us(&cfg)?;
+        progress("memory start-up latency (copies of 8 to 256 MiB)");
+        let (latency, _) = self.memory_latency_us(bw, overhead, &cfg)?;
         let mut peaks = Vec::new();
         for (f, class) in [
-            (Format::FP16, roofline_core::ComputeClass::FP16),
-            (Format::BF16, roofline_core::ComputeClass::BF16),
-            (Format::FP32, roofline_core::ComputeClass::FP32),
+            (Format::FP16, ComputeClass::FP16),
+            (Format::BF16, ComputeClass::BF16),
+            (Format::FP8_E4M3, ComputeClass::FP8),
+            (Format::INT8, ComputeClass::INT8),
+            (Format::TF32, ComputeClass::TF32),
+            (Format::FP32, ComputeClass::FP32),
         ] {
             progress(&format!("{f} GEMM 8192^3"));
-            let meas = self.measure_gemm(8192, 8192, 8192, f, &TimingConfig { min_runs: 20, ..cfg })?;
-            peaks.push((class, meas.tflops));
+            match self.measure_gemm(8192, 8192, 8192, f, &TimingConfig { min_runs: 20, ..cfg }, None) {
+                Ok(meas) => peaks.push((class, meas.tflops)),
+                // A format this GPU lacks (FP8 before Ada) is left out of the profile, not guessed.
+                // FP16 is the one ceiling every profile needs; other formats are skipped with the reason.
+                Err(e) if f != Format::FP16 => progress(&format!("{f}: skipped ({e})")),
+                Err(e) => return Err(e),
+            }
         }
         let mut p = HardwareProfile::custom(bw, &peaks).map_err(|e| GpuError::Unsupported(e.to_string()))?;
         let date = timing::today();
@@ -246,8 +191,9 @@ impl Gpu {
         p.smem_per_sm_kb = Some(self.smem_per_sm as f64 / 1024.0);
         p.boost_clock_mhz = Some(self.clock_mhz);
         p.launch_overhead_us = Some(overhead);
+        p.memory_latency_us = Some(latency);
         p.notes = Some(format!(
-            "roofline calibrate: copy bandwidth = bytes read + written / median time of a 1 GiB device-to-device copy; peaks = median TFLOP/s of 8192^3 cuBLAS GEMMs on random data; launch overhead = median of a 4-byte memset; compute capability {}.{}",
+            "roofline calibrate: copy bandwidth = bytes read + written / median time of a 1 GiB device-to-device copy; peaks = median TFLOP/s of 8192^3 cuBLASLt GEMMs on random data (FP8 E4M3 with BF16 output, INT8 with INT32 output); launch overhead = time per launch of back-to-back 4-byte memsets; memory latency = mean of (time - bytes/bandwidth - launch overhead) over device copies of 8 to 256 MiB; compute capability {}.{}",
             self.compute_capability.0, self.compute_capability.1
         ));
         for f in [
@@ -259,6 +205,7 @@ impl Gpu {
             "smem_per_sm_kb",
             "boost_clock_mhz",
             "launch_overhead_us",
+            "memory_latency_us",
         ] {
             p.sources.insert(f.into(), p.source.clone());
         }
@@ -266,43 +213,14 @@ impl Gpu {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn check_gemm<T: Copy>(
-    x: &[T],
-    w: &[T],
-    y: &[T],
-    m: usize,
-    n: usize,
-    k: usize,
-    to: fn(T) -> f32,
-    precision: Format,
-) -> Result<(), GpuError> {
-    let tol = match precision {
-        Format::FP32 => 1e-5,
-        _ => 1e-2,
-    };
-    let (mut err, mut norm) = (0.0f64, 0.0f64);
-    let rows = m.min(8);
-    let cols = n.min(256);
-    for i in 0..rows {
-        for j in 0..cols {
-            let mut acc = 0.0f64;
-            for l in 0..k {
-                acc += f64::from(to(x[i * k + l])) * f64::from(to(w[j * k + l]));
-            }
-            let got = f64::from(to(y[i * n + j]));
-            if !got.is_finite() {
-                return Err(GpuError::Incorrect(format!("y[{i},{j}] = {got} (unwritten or overflow)")));
-            }
-            err += (got - acc).powi(2);
-            norm += acc * acc;
-        }
+/// The fixed start-up time in `(bytes, time_us)` points of a memory-bound op at `bandwidth_gb_s`, with the
+/// per-launch overhead taken out: mean residual, never negative.
+pub fn memory_latency_fit(points: &[(f64, f64)], bandwidth_gb_s: f64, launch_overhead_us: f64) -> f64 {
+    if points.is_empty() {
+        return 0.0;
     }
-    let rel = (err / norm.max(1e-30)).sqrt();
-    if rel > tol {
-        return Err(GpuError::Incorrect(format!("{precision} GEMM {m}x{n}x{k}: relative error {rel:.2e} > {tol:.0e}")));
-    }
-    Ok(())
+    let sum: f64 = points.iter().map(|(bytes, t)| t - bytes / (bandwidth_gb_s * 1e3) - launch_overhead_us).sum();
+    (sum / points.len() as f64).max(0.0)
 }
 
 /// Uniform random values in [-1, 1) (never all zeros), deterministic per seed.
@@ -332,6 +250,15 @@ mod tests {
     }
 
     #[test]
+    fn latency_is_the_mean_intercept() {
+        // 2 us start-up + 1 us launch on top of 1000 GB/s (1 MB = 1 us).
+        let pts = [(1e6, 4.0), (4e6, 7.0), (16e6, 19.0)];
+        assert!((memory_latency_fit(&pts, 1000.0, 1.0) - 2.0).abs() < 1e-12);
+        assert_eq!(memory_latency_fit(&pts, 1000.0, 10.0), 0.0);
+        assert_eq!(memory_latency_fit(&[], 1000.0, 1.0), 0.0);
+    }
+
+    #[test]
     fn random_data_is_not_zero() {
         let v = random_f32(1000, 1);
         assert!(v.iter().all(|x| (-1.0..1.0).contains(x)));
@@ -343,9 +270,12 @@ mod tests {
     #[ignore = "needs an NVIDIA GPU"]
     fn gemm_is_correct_and_timed() {
         let gpu = Gpu::open(0).unwrap();
-        for f in [Format::FP16, Format::BF16, Format::FP32] {
-            let m = gpu.measure_gemm(64, 320, 256, f, &TimingConfig { min_runs: 10, ..Default::default() }).unwrap();
-            assert!(m.time_us > 0.0 && m.tflops > 0.0, "{f}");
+        let cfg = TimingConfig { min_runs: 10, ..Default::default() };
+        for f in GEMM_FORMATS {
+            for (m, n, k) in [(64, 320, 256), (1, 4096, 4096), (3, 1000, 4096), (512, 1024, 2048)] {
+                let meas = gpu.measure_gemm(m, n, k, f, &cfg, None).unwrap_or_else(|e| panic!("{f} {m}x{n}x{k}: {e}"));
+                assert!(meas.time_us > 0.0 && meas.tflops > 0.0, "{f}");
+            }
         }
         let (bw, _) = gpu.copy_bandwidth(256 << 20, &TimingConfig::default()).unwrap();
         assert!(bw > 100.0);

@@ -17,11 +17,15 @@ pub struct TimingConfig {
     pub max_runs: u32,
     /// ...stopping once this much time was spent (after `min_runs`).
     pub budget_ms: f64,
+    /// Most launches of a short op per timed sample (1 = one launch between each pair of events).
+    pub max_inner: u32,
+    /// GPU time to hold a steady load while a power meter samples (milliseconds; `--power` runs).
+    pub power_ms: f64,
 }
 
 impl Default for TimingConfig {
     fn default() -> Self {
-        TimingConfig { warmup: 10, min_runs: 100, max_runs: 1000, budget_ms: 2000.0 }
+        TimingConfig { warmup: 10, min_runs: 100, max_runs: 1000, budget_ms: 2000.0, max_inner: 64, power_ms: 1500.0 }
     }
 }
 
@@ -34,11 +38,22 @@ pub struct TimingStats {
     pub min_us: f64,
     /// Slowest.
     pub max_us: f64,
-    /// Timed runs.
+    /// Timed samples.
     pub runs: u32,
+    /// Launches per sample (short ops run back to back; see [`time`]).
+    pub inner: u32,
 }
 
-/// Times `op` (given the run index, to rotate inputs) with timing events around each run.
+/// Target GPU time of one timed sample: short ops are launched `inner` times back to back between one
+/// pair of events, so the host's launch latency overlaps device work instead of being timed.
+const SAMPLE_TARGET_US: f64 = 200.0;
+
+/// Times `op` (given the run index, to rotate inputs) with CUDA events.
+///
+/// Warm-up runs first; then one probe run sizes the sample: ops shorter than 200 us are launched `inner`
+/// times back to back between the two events of a sample (up to 64), and the sample's time is divided by
+/// `inner`. That is the op's steady-state time per launch, the time a model's chain of kernels pays.
+/// At least `min_runs` samples, then more until `budget_ms` is spent or `max_runs` is reached.
 pub fn time(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
@@ -51,20 +66,73 @@ pub fn time(
     stream.synchronize()?;
     let start = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
     let end = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+    let mut i = cfg.warmup as usize;
+    // Probe: the time of a few runs back to back sizes the sample.
+    start.record(stream)?;
+    for _ in 0..4 {
+        op(i)?;
+        i += 1;
+    }
+    end.record(stream)?;
+    end.synchronize()?;
+    let probe_us = f64::from(start.elapsed_ms(&end)?) * 1e3 / 4.0;
+    let inner = inner_runs(probe_us, cfg.max_inner);
     let mut times = Vec::new();
     let mut spent_ms = 0.0;
-    let mut i = cfg.warmup as usize;
     while (times.len() as u32) < cfg.max_runs && ((times.len() as u32) < cfg.min_runs || spent_ms < cfg.budget_ms) {
         start.record(stream)?;
-        op(i)?;
+        for _ in 0..inner {
+            op(i)?;
+            i += 1;
+        }
         end.record(stream)?;
         end.synchronize()?;
         let ms = f64::from(start.elapsed_ms(&end)?);
         spent_ms += ms;
-        times.push(ms * 1e3);
-        i += 1;
+        times.push(ms * 1e3 / inner as f64);
     }
-    Ok(stats(times))
+    let mut s = stats(times);
+    s.inner = inner as u32;
+    Ok(s)
+}
+
+/// Launches per timed sample for an op of `probe_us`: enough to fill [`SAMPLE_TARGET_US`], at most `max`.
+pub fn inner_runs(probe_us: f64, max: u32) -> usize {
+    if !(probe_us.is_finite() && probe_us > 0.0) {
+        return 1;
+    }
+    ((SAMPLE_TARGET_US / probe_us).ceil() as usize).clamp(1, max.max(1) as usize)
+}
+
+/// Runs `op` back to back for at least `duration_ms` of GPU time (events around the whole run) and returns
+/// (runs, GPU milliseconds). Used to hold a steady load while power is sampled.
+pub fn sustain(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    duration_ms: f64,
+    mut op: impl FnMut(usize) -> Result<(), GpuError>,
+) -> Result<(u64, f64), GpuError> {
+    let start = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+    let end = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
+    let mut runs = 0u64;
+    let mut total_ms = 0.0;
+    // Chunks of launches, each bracketed by events, until the GPU time reaches the duration.
+    let mut chunk = 8usize;
+    while total_ms < duration_ms {
+        start.record(stream)?;
+        for _ in 0..chunk {
+            op(runs as usize)?;
+            runs += 1;
+        }
+        end.record(stream)?;
+        end.synchronize()?;
+        let ms = f64::from(start.elapsed_ms(&end)?);
+        total_ms += ms;
+        if ms < 50.0 {
+            chunk = (chunk * 2).min(1 << 16);
+        }
+    }
+    Ok((runs, total_ms))
 }
 
 /// Median, min and max of a set of times.
@@ -83,6 +151,7 @@ pub fn stats(mut times: Vec<f64>) -> TimingStats {
         min_us: times.first().copied().unwrap_or(f64::NAN),
         max_us: times.last().copied().unwrap_or(f64::NAN),
         runs: n as u32,
+        inner: 1,
     }
 }
 
@@ -112,6 +181,16 @@ mod tests {
         let s = stats(vec![3.0, 1.0, 2.0, 10.0]);
         assert_eq!((s.median_us, s.min_us, s.max_us, s.runs), (2.5, 1.0, 10.0, 4));
         assert_eq!(stats(vec![5.0, 1.0, 3.0]).median_us, 3.0);
+    }
+
+    #[test]
+    fn short_ops_are_batched_long_ones_are_not() {
+        assert_eq!(inner_runs(10.0, 64), 20);
+        assert_eq!(inner_runs(1.0, 64), 64);
+        assert_eq!(inner_runs(500.0, 64), 1);
+        assert_eq!(inner_runs(0.0, 64), 1);
+        assert_eq!(inner_runs(f64::NAN, 64), 1);
+        assert_eq!(inner_runs(10.0, 1), 1);
     }
 
     #[test]

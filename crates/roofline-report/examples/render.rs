@@ -22,13 +22,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 })
             })
             .collect::<Result<Vec<_>, roofline_core::CoreError>>()?;
-        let spec = ChartSpec {
-            hardware: hw.clone(),
-            points,
-            title: Some(format!("{name} {m}x4096x4096 on {} ({})", hw.name, hw.source)),
-            width: 1000,
-            height: 700,
-        };
+        let mut spec = ChartSpec::new(hw.clone(), points);
+        spec.title = Some(format!("{name} {m}x4096x4096 on {} (source: {})", hw.name, hw.source));
         std::fs::write(format!("{dir}/{name}.svg"), roofline_svg(&spec)?)?;
         roofline_png(&spec, std::path::Path::new(&format!("{dir}/{name}.png")))?;
     }

@@ -1,15 +1,30 @@
 //! # roofline-report
 //!
-//! Roofline charts rendered to SVG strings (stable ids/classes/`data-*` attributes so a web page can make
-//! them interactive) and JSON reading/writing of sweep results ([`DualPoint`] lists).
+//! Charts, reports and sweep files from predictions and measurements ([`DualPoint`]s):
 //!
-//! Work in progress: PNG output (plotters bitmap backend with a bundled font), CSV, bar charts and the
-//! markdown report are not written yet.
+//! - [`roofline_svg`] / [`roofline_png`]: the log-log roofline (one roof per compute format, ridge points marked
+//!   and labelled, predicted points hollow, measured filled and joined to them, best starred, legend beside).
+//! - [`bars_svg`] / [`bars_png`]: time per format for one shape (predicted, measured beside it, bound, best).
+//! - [`report_markdown`]: limits with ridge points, kernel placement, bottlenecks per phase, opportunities.
+//! - [`write_csv`] / [`read_csv`] / [`write_json`] / [`read_json`]: the sweep's files.
+//!
+//! Both charts are computed once as a [`Scene`] (pixel layout, labels placed greedily so that no two overlap:
+//! [`roofline_layout`], [`bars_layout`]) and then written as SVG (stable classes and `data-*` attributes) or
+//! rasterized to PNG with plotters' bitmap backend and the bundled DejaVu Sans (no system fonts, no fontconfig).
 
 use std::fmt::Write as _;
 
+mod bars;
+mod place;
 mod png;
-pub use png::roofline_png;
+mod roofline;
+mod scene;
+mod text;
+
+pub use bars::{bars_layout, BarsLayout};
+pub use place::BoxF;
+pub use roofline::{roofline_layout, LabelBox, LabelKind, RooflineLayout};
+pub use scene::{Anchor, Item, Rgb, Scene};
 
 use roofline_core::{DualPoint, HardwareProfile};
 use serde::{Deserialize, Serialize};
@@ -34,6 +49,14 @@ pub enum ReportError {
     /// The plotting backend failed.
     #[error("draw: {0}")]
     Draw(String),
+    /// Writing a file failed.
+    #[error("writing {path}: {msg}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        msg: String,
+    },
     /// Nothing to draw.
     #[error("nothing to plot: {0}")]
     Empty(String),
@@ -52,118 +75,69 @@ pub struct ChartSpec {
     /// Pixel width.
     #[serde(default = "default_w")]
     pub width: u32,
-    /// Pixel height.
+    /// Pixel height (grown when the legend needs more room).
     #[serde(default = "default_h")]
     pub height: u32,
+    /// Mark the fastest point of each shape (off for a model's operators, which are not alternatives).
+    #[serde(default = "yes")]
+    pub mark_best: bool,
+}
+
+impl ChartSpec {
+    /// A chart of `points` on `hardware` at the default size, best points marked, default title.
+    pub fn new(hardware: HardwareProfile, points: Vec<DualPoint>) -> Self {
+        ChartSpec { hardware, points, title: None, width: default_w(), height: default_h(), mark_best: true }
+    }
 }
 
 fn default_w() -> u32 {
-    1000
+    1100
 }
 fn default_h() -> u32 {
-    700
+    720
 }
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+fn yes() -> bool {
+    true
 }
 
 /// Renders a log-log roofline chart (x = FLOP/byte, y = TFLOP/s) as an SVG document.
 ///
-/// Each roof is `<g class="roof" data-format="CLASS" data-peak-tflops=.. data-ridge-ai=..>`; each point is
-/// `<g class="point" data-label=.. data-time-us=.. data-ai=.. data-bound=..>` with a hollow predicted circle and,
-/// when measured, a filled circle joined by a line.
+/// Each compute roof is `<g class="roof" data-format="CLASS" data-peak-tflops=.. data-ridge-ai=..>` (flat line
+/// and ridge point); each point is `<g class="point" id="point-I" data-label=.. data-time-us=.. data-ai=..
+/// data-bound=..>` with a hollow predicted circle and, when measured, a filled circle joined by a line
+/// (`data-measured-us`); the best point has class `point best`. Labels are placed by [`roofline_layout`] so that
+/// none overlaps another label, a roof label or a marker.
 pub fn roofline_svg(spec: &ChartSpec) -> Result<String, ReportError> {
-    let hw = &spec.hardware;
-    let roofs: Vec<_> = hw.peak_tflops.iter().collect();
-    if roofs.is_empty() {
-        return Err(ReportError::Empty(format!("hardware {} has no compute peaks", hw.key)));
-    }
-    let bw_tb = hw.memory_bandwidth_gb_s / 1000.0;
-    let (w, h) = (spec.width as f64, spec.height as f64);
-    let (l, r, t, b) = (80.0, w - 160.0, 50.0, h - 60.0);
-    let (x0, x1) = (0.1f64.log10(), 10000f64.log10());
-    let ymax = roofs.iter().map(|(_, p)| *p).fold(1.0, f64::max) * 2.0;
-    let (y0, y1) = ((bw_tb * 0.1 / 2.0).log10(), ymax.log10());
-    let px = |ai: f64| l + (ai.max(1e-9).log10() - x0) / (x1 - x0) * (r - l);
-    let py = |tf: f64| b - (tf.max(1e-12).log10() - y0) / (y1 - y0) * (b - t);
-    let title = spec.title.clone().unwrap_or_else(|| format!("{} ({})", hw.name, hw.source));
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif"><rect width="100%" height="100%" fill="white"/><text id="title" x="{}" y="25" text-anchor="middle" font-size="16">{}</text><rect id="plot-area" x="{l}" y="{t}" width="{}" height="{}" fill="none" stroke="black"/><text id="x-label" x="{}" y="{}" text-anchor="middle" font-size="13">Arithmetic intensity (FLOP/byte)</text><text id="y-label" transform="translate(20,{}) rotate(-90)" text-anchor="middle" font-size="13">Throughput (TFLOP/s)</text>"#,
-        w / 2.0,
-        esc(&title),
-        r - l,
-        b - t,
-        (l + r) / 2.0,
-        h - 15.0,
-        (t + b) / 2.0
-    );
-    for (i, (class, peak)) in roofs.iter().enumerate() {
-        let ridge = peak / bw_tb;
-        let xs = 10f64.powf(x0);
-        let color = [
-            "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-            "#17becf",
-        ][i % 10];
-        let _ = write!(
-            s,
-            r#"<g class="roof" data-format="{n}" data-peak-tflops="{peak}" data-ridge-ai="{ridge:.3}"><polyline fill="none" stroke="{color}" stroke-width="2" points="{:.1},{:.1} {:.1},{:.1} {:.1},{:.1}"/><circle class="ridge" cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/><text class="roof-label" x="{:.1}" y="{:.1}" font-size="11" fill="{color}">{n} {peak} TFLOP/s, ridge {ridge:.0}</text></g>"#,
-            px(xs),
-            py(xs * bw_tb),
-            px(ridge),
-            py(*peak),
-            r,
-            py(*peak),
-            px(ridge),
-            py(*peak),
-            r + 5.0,
-            py(*peak) + 4.0,
-            n = class.name()
-        );
-    }
-    let best = spec
-        .points
-        .iter()
-        .enumerate()
-        .min_by(|a, b| a.1.prediction.time_us.total_cmp(&b.1.prediction.time_us))
-        .map(|(i, _)| i);
-    for (i, p) in spec.points.iter().enumerate() {
-        let pr = &p.prediction;
-        let ai = pr.arithmetic_intensity;
-        let tf = pr.flops as f64 / pr.time_us / 1e6;
-        let (cx, cy) = (px(ai), py(tf));
-        let is_best = best == Some(i);
-        let _ = write!(
-            s,
-            r#"<g class="point{}" id="point-{i}" data-label="{}" data-time-us="{:.3}" data-ai="{:.3}" data-bound="{}"><circle class="predicted" cx="{cx:.1}" cy="{cy:.1}" r="{}" fill="none" stroke="black" stroke-width="{}"/>"#,
-            if is_best { " best" } else { "" },
-            esc(&p.label),
-            pr.time_us,
-            ai,
-            pr.bound.as_str(),
-            if is_best { 7 } else { 5 },
-            if is_best { 3.0 } else { 1.5 }
-        );
-        if let Some(m) = &p.measurement {
-            let my = py(m.tflops);
-            let _ = write!(
-                s,
-                r#"<line x1="{cx:.1}" y1="{cy:.1}" x2="{cx:.1}" y2="{my:.1}" stroke="gray"/><circle class="measured" data-time-us="{:.3}" cx="{cx:.1}" cy="{my:.1}" r="5" fill="black"/>"#,
-                m.time_us
-            );
-        }
-        let _ = write!(
-            s,
-            r#"<text class="point-label" x="{:.1}" y="{:.1}" font-size="10">{}</text></g>"#,
-            cx + 8.0,
-            cy - 6.0 - (i % 3) as f64 * 11.0,
-            esc(&p.label)
-        );
-    }
-    s.push_str("</svg>\n");
-    Ok(s)
+    Ok(roofline_layout(spec)?.scene.to_svg())
+}
+
+/// Renders the roofline chart of `spec` as PNG bytes (bundled font, no system fonts).
+pub fn roofline_png_bytes(spec: &ChartSpec) -> Result<Vec<u8>, ReportError> {
+    png::render(&roofline_layout(spec)?.scene)
+}
+
+/// Renders the roofline chart of `spec` to a PNG file at `path`.
+pub fn roofline_png(spec: &ChartSpec, path: &std::path::Path) -> Result<(), ReportError> {
+    write_file(path, &roofline_png_bytes(spec)?)
+}
+
+/// Renders the time-per-format bar chart of `spec` as an SVG document (see [`bars_layout`]).
+pub fn bars_svg(spec: &ChartSpec) -> Result<String, ReportError> {
+    Ok(bars_layout(spec)?.scene.to_svg())
+}
+
+/// Renders the time-per-format bar chart of `spec` as PNG bytes.
+pub fn bars_png_bytes(spec: &ChartSpec) -> Result<Vec<u8>, ReportError> {
+    png::render(&bars_layout(spec)?.scene)
+}
+
+/// Renders the time-per-format bar chart of `spec` to a PNG file at `path`.
+pub fn bars_png(spec: &ChartSpec, path: &std::path::Path) -> Result<(), ReportError> {
+    write_file(path, &bars_png_bytes(spec)?)
+}
+
+fn write_file(path: &std::path::Path, bytes: &[u8]) -> Result<(), ReportError> {
+    std::fs::write(path, bytes).map_err(|e| ReportError::Io { path: path.display().to_string(), msg: e.to_string() })
 }
 
 /// Writes points as pretty JSON (the sweep's JSON format: an array of [`DualPoint`]).
@@ -176,56 +150,219 @@ pub fn read_json(text: &str) -> Result<Vec<DualPoint>, ReportError> {
     Ok(serde_json::from_str(text)?)
 }
 
-/// Writes the markdown report: hardware limits with ridge points, kernel placement table, bottleneck summary and
-/// the kernels under 70% of their roof. `chart_file` (an SVG written beside the .md) is embedded when given.
-pub fn report_markdown(hw: &HardwareProfile, points: &[DualPoint], chart_file: Option<&str>) -> String {
+/// Largest M (tokens per GEMM) counted as decode in the report's per-phase analysis; larger M is prefill.
+pub const DECODE_MAX_M: u64 = 64;
+
+/// The phase of a point for the report: `decode` when `gemm.m <= DECODE_MAX_M`, else `prefill`.
+pub fn phase_of(p: &DualPoint) -> &'static str {
+    if p.gemm.m <= DECODE_MAX_M {
+        "decode"
+    } else {
+        "prefill"
+    }
+}
+
+/// A picture embedded in the markdown report (a file written beside the .md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReportImage {
+    /// `decode` or `prefill` (shown in that phase's section), anything else is shown after the limits table.
+    pub section: String,
+    /// Alt text.
+    pub caption: String,
+    /// File name relative to the .md.
+    pub file: String,
+}
+
+/// A number with about four significant digits (`2996`, `50.59`, `0.1234`).
+fn num(v: f64) -> String {
+    if v.abs() >= 1000.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 100.0 {
+        format!("{v:.1}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+fn op_text(p: &DualPoint) -> String {
+    let g = &p.gemm;
+    let kind = if g.m == 1 { "GEMV" } else { "GEMM" };
+    let batch = if g.batch > 1 { format!(" x{}", g.batch) } else { String::new() };
+    format!("{kind} {}x{}x{}{batch} {}", g.m, g.n, g.k, g.scheme.weights)
+}
+
+fn kernel_text(p: &DualPoint) -> String {
+    match &p.measurement {
+        Some(m) if m.kernel != "unknown" => format!("{} ({})", p.label, m.kernel),
+        _ => p.label.clone(),
+    }
+}
+
+/// Writes the seed-style markdown report: hardware limits with ridge points, kernel placement table (kernel, op,
+/// AI, bound, attainable, measured, % of roof), bottleneck analysis per phase (decode: `gemm.m <=`
+/// [`DECODE_MAX_M`], prefill otherwise) with its pictures, and the kernels under 70% of their roof.
+pub fn report_markdown(hw: &HardwareProfile, points: &[DualPoint], images: &[ReportImage]) -> String {
+    use roofline_core::Bound;
     let mut s = String::new();
-    let _ = writeln!(s, "# Roofline report: {}\n\nHardware source: {}\n", hw.name, hw.source);
-    let _ = writeln!(s, "## Hardware limits\n\nMemory bandwidth: {} GB/s\n", hw.memory_bandwidth_gb_s);
-    let _ = writeln!(s, "| Compute | Peak (TFLOP/s) | Ridge (FLOP/byte) |\n|---|---:|---:|");
+    let measured = points.iter().filter(|p| p.measurement.is_some()).count();
+    let devices: Vec<&str> = {
+        let mut d: Vec<&str> =
+            points.iter().filter_map(|p| p.measurement.as_ref().map(|m| m.device.as_str())).collect();
+        d.sort_unstable();
+        d.dedup();
+        d
+    };
+    let _ = writeln!(s, "# Roofline report: {}\n", hw.name);
+    let _ = writeln!(
+        s,
+        "Hardware `{}` (source: {}). {} kernels, {measured} measured{}.\n",
+        hw.key,
+        hw.source,
+        points.len(),
+        match devices.as_slice() {
+            [] | ["csv"] => String::new(),
+            d => format!(" on {}", d.join(", ")),
+        }
+    );
+    let _ = writeln!(s, "## Hardware limits\n");
+    let _ = writeln!(s, "| Limit | Value | Ridge point (FLOP/byte) |\n|---|---:|---:|");
+    let _ = writeln!(s, "| Memory bandwidth | {} GB/s | - |", num(hw.memory_bandwidth_gb_s));
     for (c, peak) in hw.peak_tflops.iter() {
         let ridge = hw.ridge_ai(c).map(|r| format!("{r:.1}")).unwrap_or_else(|| "-".into());
-        let _ = writeln!(s, "| {} | {peak} | {ridge} |", c.name());
+        let _ = writeln!(s, "| {} peak | {} TFLOP/s | {ridge} |", c.name(), num(peak));
     }
-    if let Some(f) = chart_file {
-        let _ = writeln!(s, "\n![roofline]({f})");
+    let _ = writeln!(
+        s,
+        "\nA kernel whose arithmetic intensity is below the ridge point of its compute format is memory-bound."
+    );
+    for img in images.iter().filter(|i| i.section != "decode" && i.section != "prefill") {
+        let _ = writeln!(s, "\n![{}]({})", img.caption, img.file);
     }
     let _ = writeln!(
         s,
         "\n## Kernel placement\n\n| Kernel | Op | AI (FLOP/byte) | Bound | Attainable (TFLOP/s) | Measured (TFLOP/s) | % of roof |\n|---|---|---:|---|---:|---:|---:|"
     );
     for p in points {
-        let g = &p.gemm;
         let pr = &p.prediction;
         let meas = p.measurement.as_ref().map(|m| format!("{:.2}", m.tflops)).unwrap_or_else(|| "-".into());
         let frac = p.fraction_of_roof().map(|f| format!("{:.0}%", f * 100.0)).unwrap_or_else(|| "-".into());
         let _ = writeln!(
             s,
-            "| {} | {}x{}x{} (batch {}) | {:.2} | {} | {:.2} | {meas} | {frac} |",
-            p.label,
-            g.m,
-            g.n,
-            g.k,
-            g.batch,
+            "| {} | {} | {:.2} | {} | {:.2} | {meas} | {frac} |",
+            kernel_text(p),
+            op_text(p),
             pr.arithmetic_intensity,
             pr.bound.as_str(),
             pr.attainable_tflops
         );
     }
-    let mem = points.iter().filter(|p| p.prediction.bound == roofline_core::Bound::Memory).count();
-    let _ = writeln!(
-        s,
-        "\n## Bottlenecks\n\n{mem} of {} kernels are memory-bound, {} compute-bound.",
-        points.len(),
-        points.len() - mem
-    );
+    let _ = writeln!(s, "\n## Bottleneck analysis");
+    for (phase, title) in
+        [("decode", format!("Decode (M <= {DECODE_MAX_M})")), ("prefill", format!("Prefill (M > {DECODE_MAX_M})"))]
+    {
+        let ps: Vec<&DualPoint> = points.iter().filter(|p| phase_of(p) == phase).collect();
+        if ps.is_empty() {
+            continue;
+        }
+        let _ = writeln!(s, "\n### {title}\n");
+        let mem = ps.iter().filter(|p| p.prediction.bound == Bound::Memory).count();
+        let _ = writeln!(s, "- {} kernels: {mem} memory-bound, {} compute-bound.", ps.len(), ps.len() - mem);
+        // One line per shape: its bound, the fastest format predicted and measured.
+        let mut shapes: Vec<(u64, u64, u64, u64)> = Vec::new();
+        for p in &ps {
+            let k = (p.gemm.m, p.gemm.n, p.gemm.k, p.gemm.batch);
+            if !shapes.contains(&k) {
+                shapes.push(k);
+            }
+        }
+        for k in shapes {
+            let sp: Vec<&&DualPoint> =
+                ps.iter().filter(|p| (p.gemm.m, p.gemm.n, p.gemm.k, p.gemm.batch) == k).collect();
+            let Some(f) = sp.iter().min_by(|a, b| a.prediction.time_us.total_cmp(&b.prediction.time_us)) else {
+                continue;
+            };
+            let kind = if k.0 == 1 { "GEMV" } else { "GEMM" };
+            let batch = if k.3 > 1 { format!(" x{}", k.3) } else { String::new() };
+            let mut line = format!(
+                "- {kind} {}x{}x{}{batch}: AI {:.1} vs ridge {:.1}, {}-bound; fastest predicted {} {} us",
+                k.0,
+                k.1,
+                k.2,
+                f.prediction.arithmetic_intensity,
+                f.prediction.ridge_ai,
+                f.prediction.bound.as_str(),
+                f.label,
+                num(f.prediction.time_us)
+            );
+            let fm = sp
+                .iter()
+                .filter_map(|p| p.measurement.as_ref().map(|m| (p, m)))
+                .min_by(|a, b| a.1.time_us.total_cmp(&b.1.time_us));
+            if let Some((p, m)) = fm {
+                let _ = write!(
+                    line,
+                    "; fastest measured {} {} us ({:.0}% of roof)",
+                    p.label,
+                    num(m.time_us),
+                    p.fraction_of_roof().unwrap_or(0.0) * 100.0
+                );
+            }
+            let _ = writeln!(s, "{line}.");
+        }
+        let fr: Vec<f64> = ps.iter().filter_map(|p| p.fraction_of_roof()).collect();
+        if !fr.is_empty() {
+            let mean = fr.iter().sum::<f64>() / fr.len() as f64;
+            let worst = fr.iter().copied().fold(f64::INFINITY, f64::min);
+            let _ = writeln!(
+                s,
+                "- Measured: {} kernels reach on average {:.0}% of their roof (worst {:.0}%).",
+                fr.len(),
+                mean * 100.0,
+                worst * 100.0
+            );
+        }
+        let lever = if mem * 2 >= ps.len() {
+            "Mostly memory-bound: time is bytes moved / bandwidth, so fewer bytes per weight (FP8, INT4, FP4 with \
+             their scales) is the lever; compute peaks barely matter here."
+        } else {
+            "Mostly compute-bound: time is FLOPs / peak of the compute format, so a format with faster tensor cores \
+             (FP8, FP4 where native) is the lever; weight-only formats that dequantize to FP16 do not help."
+        };
+        let _ = writeln!(s, "- {lever}");
+        for img in images.iter().filter(|i| i.section == phase) {
+            let _ = writeln!(s, "\n![{}]({})", img.caption, img.file);
+        }
+    }
     let _ = writeln!(s, "\n## Optimization opportunities (under 70% of roof)\n");
     let low: Vec<_> = points.iter().filter(|p| p.fraction_of_roof().is_some_and(|f| f < 0.7)).collect();
-    if low.is_empty() {
-        let _ = writeln!(s, "None among measured kernels.");
-    }
-    for p in low {
-        let _ = writeln!(s, "- {}: {:.0}% of roof", p.label, p.fraction_of_roof().unwrap_or(0.0) * 100.0);
+    if measured == 0 {
+        let _ = writeln!(s, "No measurements in the input (run `roofline sweep --measure` on a GPU to fill them in).");
+    } else if low.is_empty() {
+        let _ = writeln!(s, "None: every measured kernel reaches at least 70% of its roof.");
+    } else {
+        let _ = writeln!(
+            s,
+            "| Kernel | Op | Bound | Roof (us) | Measured (us) | % of roof | Achieved |\n|---|---|---|---:|---:|---:|---|"
+        );
+        for p in low {
+            let Some(m) = &p.measurement else { continue };
+            let achieved = match p.prediction.bound {
+                Bound::Memory => format!("{} of {} GB/s", num(m.bandwidth_gb_s), num(p.prediction.bandwidth_gb_s)),
+                Bound::Compute => format!("{} of {} TFLOP/s", num(m.tflops), num(p.prediction.peak_tflops)),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {:.0}% | {achieved} |",
+                kernel_text(p),
+                op_text(p),
+                p.prediction.bound.as_str(),
+                num(p.prediction.time_us),
+                num(m.time_us),
+                p.fraction_of_roof().unwrap_or(0.0) * 100.0
+            );
+        }
     }
     s
 }
@@ -329,36 +466,298 @@ pub fn read_csv(text: &str, hw: &HardwareProfile) -> Result<Vec<DualPoint>, Repo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use roofline_core::{predict_report, PredictRequest};
+    use roofline_core::model::{analyze_model, ModelConfig, ModelRequest};
+    use roofline_core::{predict_report, Gemm, Measurement, PredictRequest};
 
-    fn spec() -> ChartSpec {
-        let hw = HardwareProfile::presets().unwrap()[0].clone();
-        let req = PredictRequest { m: 1, n: 4096, k: 4096, batch: 1, schemes: vec![] };
+    fn shape_spec(hw: &str, m: u64) -> ChartSpec {
+        let hw = HardwareProfile::preset(hw).unwrap();
+        let req = PredictRequest { m, n: 4096, k: 4096, batch: 1, schemes: vec![] };
         let rep = predict_report(&req, &hw).unwrap();
-        let gemm =
-            |r: &roofline_core::PredictRow| roofline_core::Gemm::batched(1, 1, 4096, 4096, true, r.scheme).unwrap();
         let points = rep
             .rows
             .iter()
             .map(|r| DualPoint {
                 label: r.label.clone(),
-                gemm: gemm(r),
+                gemm: Gemm::batched(1, m, 4096, 4096, true, r.scheme).unwrap(),
                 prediction: r.prediction.clone(),
                 measurement: None,
             })
             .collect();
-        ChartSpec { hardware: hw, points, title: None, width: 1000, height: 700 }
+        ChartSpec::new(hw, points)
+    }
+
+    fn spec() -> ChartSpec {
+        shape_spec("seed-gb10", 1)
+    }
+
+    fn measure(p: &mut DualPoint, factor: f64) {
+        let t = p.prediction.time_us * factor;
+        p.measurement = Some(Measurement {
+            device: "test-gpu".into(),
+            time_us: t,
+            time_us_min: t,
+            time_us_max: t,
+            runs: 1,
+            tflops: p.prediction.flops as f64 / t / 1e6,
+            bandwidth_gb_s: p.prediction.bytes as f64 / t / 1e3,
+            kernel: "k".into(),
+            power: None,
+        });
+    }
+
+    fn dsv3_spec(batch: u64) -> ChartSpec {
+        let hw = HardwareProfile::preset("h100").unwrap();
+        let cfg = ModelConfig::preset("deepseek-v3").unwrap();
+        let req = ModelRequest { batch, weights: roofline_core::Format::FP8_E4M3, ..ModelRequest::default() };
+        let rep = analyze_model(&cfg, &req, &hw).unwrap();
+        let points: Vec<DualPoint> = rep
+            .ops
+            .iter()
+            .filter(|o| o.prediction.flops > 0)
+            .map(|o| DualPoint {
+                label: o.name.clone(),
+                gemm: Gemm::new(1, 1, 1, roofline_core::Scheme::uniform(req.activations)).unwrap(),
+                prediction: o.prediction.clone(),
+                measurement: None,
+            })
+            .collect();
+        let mut s = ChartSpec::new(hw, points);
+        s.mark_best = false;
+        s
+    }
+
+    fn assert_no_overlap(lay: &RooflineLayout, what: &str) {
+        for (i, a) in lay.labels.iter().enumerate() {
+            for b in &lay.labels[i + 1..] {
+                assert!(!a.bbox.overlaps(&b.bbox), "{what}: {:?} overlaps {:?}", a, b);
+            }
+            // No leader line runs through another label.
+            for (j, b) in lay.labels.iter().enumerate() {
+                if let (true, Some((p, q))) = (i != j, b.leader) {
+                    assert!(!a.bbox.hits_segment(p, q), "{what}: leader of {:?} crosses {:?}", b.text, a.text);
+                }
+            }
+        }
     }
 
     #[test]
     fn svg_has_one_roof_per_class_and_all_points() {
-        let s = spec();
-        let svg = roofline_svg(&s).unwrap();
-        assert_eq!(svg.matches(r#"<g class="roof""#).count(), s.hardware.peak_tflops.iter().count());
-        assert_eq!(svg.matches(r#"<g class="point"#).count(), s.points.len());
-        for p in &s.points {
-            assert!(svg.contains(&format!(r#"data-label="{}""#, p.label)));
+        for (hw, m) in [("seed-gb10", 1), ("seed-gb10", 2048), ("h100", 1), ("h100", 2048)] {
+            let s = shape_spec(hw, m);
+            let svg = roofline_svg(&s).unwrap();
+            assert_eq!(svg.matches(r#"<g class="roof""#).count(), s.hardware.peak_tflops.iter().count());
+            for (c, _) in s.hardware.peak_tflops.iter() {
+                assert!(svg.contains(&format!(r#"data-format="{}""#, c.name())), "{hw}: roof {}", c.name());
+            }
+            assert_eq!(svg.matches(r#"<g class="point"#).count(), s.points.len());
+            // One hollow predicted marker per point, plus the legend's sample.
+            assert_eq!(svg.matches(r##"r="5" fill="#ffffff""##).count(), s.points.len() + 1);
+            for p in &s.points {
+                assert!(svg.contains(&format!(r#"data-label="{}""#, p.label)));
+                // Every name is written somewhere: on the chart or in the key.
+                assert!(svg.contains(&p.label), "{hw}: label {}", p.label);
+            }
+            let tmin = s.points.iter().map(|p| p.prediction.time_us).fold(f64::INFINITY, f64::min);
+            let ties = s.points.iter().filter(|p| p.prediction.time_us <= tmin * 1.001).count();
+            assert_eq!(svg.matches(r#"<g class="point best""#).count(), ties);
+            assert!(svg.contains(&esc_test(&s.hardware.name)) && svg.contains(&esc_test(&s.hardware.source)));
+            assert!(svg.contains("Arithmetic intensity (FLOP/byte)") && svg.contains("Throughput (TFLOP/s)"));
         }
+    }
+
+    fn esc_test(s: &str) -> String {
+        scene::esc(s)
+    }
+
+    #[test]
+    fn seed_examples_have_no_overlapping_labels_and_label_every_roof_and_ridge() {
+        for (hw, m) in [("seed-gb10", 1), ("seed-gb10", 2048), ("h100", 1), ("h100", 2048)] {
+            let s = shape_spec(hw, m);
+            let lay = roofline_layout(&s).unwrap();
+            assert_no_overlap(&lay, hw);
+            assert!(!lay.numbered, "{hw} M={m}: the seed examples fit with names");
+            let groups = roofline::roof_groups(&s).len();
+            assert_eq!(lay.labels.iter().filter(|l| l.kind == LabelKind::Roof).count(), groups, "{hw}");
+            assert_eq!(lay.labels.iter().filter(|l| l.kind == LabelKind::Ridge).count(), groups, "{hw}");
+            assert_eq!(lay.points_drawn, s.points.len());
+            // Every point name appears in exactly one point label.
+            for p in &s.points {
+                let n = lay
+                    .labels
+                    .iter()
+                    .filter(|l| l.kind == LabelKind::Point)
+                    .filter(|l| l.text.split(|c: char| c == ',' || c.is_whitespace()).any(|w| w == p.label))
+                    .count();
+                assert_eq!(n, 1, "{hw} M={m}: {} in {n} labels", p.label);
+            }
+        }
+    }
+
+    #[test]
+    fn measured_points_are_filled_and_joined_and_labels_still_do_not_overlap() {
+        let mut s = shape_spec("h100", 1);
+        for (i, p) in s.points.iter_mut().enumerate() {
+            measure(p, 1.2 + 0.1 * (i % 4) as f64);
+        }
+        let svg = roofline_svg(&s).unwrap();
+        assert_eq!(svg.matches("data-measured-us=").count(), s.points.len());
+        assert!(svg.contains("measured (filled)"));
+        assert_no_overlap(&roofline_layout(&s).unwrap(), "measured h100");
+    }
+
+    #[test]
+    fn a_measured_sweep_of_several_shapes_names_each_point_with_its_shape() {
+        let hw = HardwareProfile::preset("h100").unwrap();
+        let mut points = Vec::new();
+        for (i, m) in [1u64, 16, 128, 1024, 4096].into_iter().enumerate() {
+            for f in [roofline_core::Format::FP16, roofline_core::Format::BF16] {
+                let gemm = Gemm::new(m, 4096, 4096, roofline_core::Scheme::uniform(f)).unwrap();
+                let prediction = roofline_core::predict(&gemm, &hw).unwrap();
+                let mut p = DualPoint { label: f.to_string(), gemm, prediction, measurement: None };
+                measure(&mut p, 1.05 + 0.3 * (i % 3) as f64);
+                points.push(p);
+            }
+        }
+        let s = ChartSpec::new(hw, points);
+        let lay = roofline_layout(&s).unwrap();
+        assert_no_overlap(&lay, "sweep");
+        let svg = lay.scene.to_svg();
+        for m in [1, 16, 128, 1024, 4096] {
+            assert!(svg.contains(&format!("FP16 {m}x4096x4096")), "FP16 at M={m} named with its shape");
+        }
+        assert_eq!(svg.matches("data-measured-us=").count(), s.points.len());
+    }
+
+    #[test]
+    fn model_placement_labels_do_not_overlap() {
+        for b in [1, 64] {
+            let s = dsv3_spec(b);
+            let lay = roofline_layout(&s).unwrap();
+            assert_no_overlap(&lay, "deepseek-v3");
+            assert_eq!(lay.points_drawn, s.points.len());
+            let svg = lay.scene.to_svg();
+            assert!(!svg.contains("point best"));
+            for p in &s.points {
+                assert!(svg.contains(&esc_test(&p.label)), "B={b}: {} missing", p.label);
+            }
+        }
+    }
+
+    #[test]
+    fn many_points_switch_to_numbered_key() {
+        let mut s = shape_spec("h100", 1);
+        let base = s.points.clone();
+        for m in [2u64, 4, 8, 16, 32, 64, 128, 256, 512, 1024] {
+            for p in &base {
+                let mut q = p.clone();
+                q.label = format!("{}@{m}", p.label);
+                q.gemm = Gemm::new(m, 4096, 4096, p.gemm.scheme).unwrap();
+                q.prediction = roofline_core::predict(&q.gemm, &s.hardware).unwrap();
+                s.points.push(q);
+            }
+        }
+        let lay = roofline_layout(&s).unwrap();
+        assert!(lay.numbered);
+        assert_no_overlap(&lay, "many");
+        let svg = lay.scene.to_svg();
+        assert!(svg.contains(">Key<"));
+    }
+
+    #[test]
+    fn bars_have_one_row_per_format_with_the_fastest_starred() {
+        let mut s = spec();
+        let lay = bars_layout(&s).unwrap();
+        assert_eq!(lay.rows.len(), s.points.len());
+        let fastest = s.points.iter().map(|p| p.prediction.time_us).fold(f64::INFINITY, f64::min);
+        let best: Vec<_> = lay.rows.iter().filter(|r| r.best).collect();
+        assert_eq!(best.len(), s.points.iter().filter(|p| p.prediction.time_us <= fastest * 1.001).count());
+        assert!(best.iter().all(|r| r.predicted_us <= fastest * 1.001));
+        for (r, p) in lay.rows.iter().zip(&s.points) {
+            assert_eq!(r.label, p.label);
+            assert_eq!(r.bound, p.prediction.bound.as_str());
+            assert!(r.measured_us.is_none());
+        }
+        let svg = bars_svg(&s).unwrap();
+        assert_eq!(svg.matches(r#"<g class="bar"#).count(), s.points.len());
+        assert!(svg.contains("memory-bound"));
+        // Measured bars appear beside the predicted ones, with % of roof.
+        measure(&mut s.points[0], 2.0);
+        let lay = bars_layout(&s).unwrap();
+        assert_eq!(lay.rows[0].measured_us, Some(s.points[0].prediction.time_us * 2.0));
+        let svg = lay.scene.to_svg();
+        assert_eq!(svg.matches("data-measured-us=").count(), 1);
+        assert!(svg.contains("(50% of roof)"));
+        // Speed-up against FP16 of the same shape is written beside each other format.
+        let fp8 = lay.rows.iter().position(|r| r.label == "FP8_E4M3").unwrap();
+        let fp16 = lay.rows.iter().position(|r| r.label == "FP16").unwrap();
+        let ratio = lay.rows[fp16].predicted_us / lay.rows[fp8].predicted_us;
+        assert!(svg.contains(&format!("{ratio:.2}x FP16")));
+        // Several shapes: shape-qualified names, a logarithmic time axis.
+        let mut many = spec();
+        many.points.extend(shape_spec("seed-gb10", 2048).points);
+        let svg = bars_svg(&many).unwrap();
+        assert!(svg.contains("Time per format and shape") && svg.contains("log scale"));
+        assert!(svg.contains(">FP16 2048x4096x4096<") && svg.contains(">FP16 1x4096x4096<"));
+        // Prefill on H100 is compute-bound for the tensor-core formats.
+        let svg = bars_svg(&shape_spec("h100", 2048)).unwrap();
+        assert!(svg.contains("compute-bound"));
+    }
+
+    #[test]
+    fn markdown_has_every_section() {
+        let mut pts = spec().points;
+        pts.extend(shape_spec("seed-gb10", 2048).points);
+        measure(&mut pts[0], 2.0);
+        measure(&mut pts[1], 1.1);
+        let hw = spec().hardware;
+        let images = vec![
+            ReportImage { section: "decode".into(), caption: "decode roofline".into(), file: "r-decode.png".into() },
+            ReportImage { section: "prefill".into(), caption: "prefill roofline".into(), file: "r-prefill.png".into() },
+        ];
+        let md = report_markdown(&hw, &pts, &images);
+        for h in [
+            "## Hardware limits",
+            "## Kernel placement",
+            "## Bottleneck analysis",
+            "### Decode",
+            "### Prefill",
+            "## Optimization opportunities (under 70% of roof)",
+        ] {
+            assert!(md.contains(h), "missing {h}");
+        }
+        let decode = md.find("### Decode").unwrap();
+        let prefill = md.find("### Prefill").unwrap();
+        let dimg = md.find("![decode roofline](r-decode.png)").unwrap();
+        assert!(decode < dimg && dimg < prefill, "decode picture in the decode section");
+        assert!(md.find("![prefill roofline](r-prefill.png)").unwrap() > prefill);
+        for (c, _) in hw.peak_tflops.iter() {
+            let ridge = hw.ridge_ai(c).unwrap();
+            assert!(md.contains(&format!("| {} peak | ", c.name())) && md.contains(&format!("{ridge:.1} |")));
+        }
+        // One table row per kernel, and only the 50% kernel is an opportunity.
+        assert!(md.matches("\n| ").count() > pts.len());
+        let opp = &md[md.find("## Optimization").unwrap()..];
+        assert!(opp.contains(&format!("| {} (k) |", pts[0].label)) && opp.contains("| 50% |"));
+        assert!(!opp.contains(&format!("| {} (k) |", pts[1].label)));
+        assert!(md.contains("1 measured on test-gpu") || md.contains("2 measured on test-gpu"));
+    }
+
+    #[test]
+    fn png_is_written_with_png_signature_and_size() {
+        let s = spec();
+        let bytes = roofline_png_bytes(&s).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        assert!(bytes.len() > 10_000, "{} bytes", bytes.len());
+        let w = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+        let h = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+        assert_eq!((w, h), (s.width, s.height));
+        let path = std::env::temp_dir().join(format!("roofline-report-test-{}.png", std::process::id()));
+        bars_png(&s, &path).unwrap();
+        let on_disk = std::fs::read(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(&on_disk[..8], b"\x89PNG\r\n\x1a\n");
+        let bw = u32::from_be_bytes(on_disk[16..20].try_into().unwrap());
+        assert_eq!(bw, s.width);
     }
 
     #[test]
@@ -373,37 +772,6 @@ mod tests {
             assert_eq!(a.gemm, b.gemm);
             assert_eq!(a.prediction, b.prediction);
         }
-    }
-
-    #[test]
-    fn markdown_lists_slow_kernels() {
-        let mut s = spec();
-        let slow = s.points[0].prediction.time_us * 2.0;
-        s.points[0].measurement = Some(roofline_core::Measurement {
-            device: "t".into(),
-            time_us: slow,
-            time_us_min: slow,
-            time_us_max: slow,
-            runs: 1,
-            tflops: s.points[0].prediction.flops as f64 / slow / 1e6,
-            bandwidth_gb_s: 0.0,
-            kernel: "k".into(),
-            power: None,
-        });
-        let md = report_markdown(&s.hardware, &s.points, Some("roofline.svg"));
-        assert!(md.contains("![roofline](roofline.svg)"));
-        assert!(md.contains(&format!("- {}: 50% of roof", s.points[0].label)));
-        assert!(md.matches("\n| ").count() >= s.points.len());
-    }
-
-    #[test]
-    fn png_is_written_with_png_signature() {
-        let path = std::env::temp_dir().join(format!("roofline-report-test-{}.png", std::process::id()));
-        roofline_png(&spec(), &path).unwrap();
-        let bytes = std::fs::read(&path).unwrap();
-        let _ = std::fs::remove_file(&path);
-        assert!(bytes.len() > 1000);
-        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
     }
 
     #[test]

@@ -1,110 +1,133 @@
-//! PNG rendering with plotters' bitmap backend and the bundled DejaVu Sans (no system fonts needed).
+//! PNG rendering of a [`Scene`]: shapes with plotters' bitmap backend, text with the bundled DejaVu Sans
+//! (no system fonts needed), drawn at twice the size and averaged down for smooth edges.
 
 use plotters::prelude::*;
-use plotters::style::{register_font, FontStyle};
 
-use crate::{ChartSpec, ReportError};
+use crate::scene::{Anchor, Item, Rgb, Scene};
+use crate::{text, ReportError};
 
-static FONT: &[u8] = include_bytes!("../fonts/DejaVuSans.ttf");
+/// Supersampling factor.
+const SS: f64 = 2.0;
 
 fn err<E: std::fmt::Display>(e: E) -> ReportError {
     ReportError::Draw(e.to_string())
 }
 
-/// Renders the roofline chart of `spec` to a PNG file at `path`.
-pub fn roofline_png(spec: &ChartSpec, path: &std::path::Path) -> Result<(), ReportError> {
-    let _ = register_font("sans-serif", FontStyle::Normal, FONT);
-    let hw = &spec.hardware;
-    let roofs: Vec<_> = hw.peak_tflops.iter().collect();
-    if roofs.is_empty() {
-        return Err(ReportError::Empty(format!("hardware {} has no compute peaks", hw.key)));
-    }
-    let bw_tb = hw.memory_bandwidth_gb_s / 1000.0;
-    let ymax = roofs.iter().map(|(_, p)| *p).fold(1.0, f64::max) * 2.0;
-    let root = BitMapBackend::new(path, (spec.width, spec.height)).into_drawing_area();
-    root.fill(&WHITE).map_err(err)?;
-    let title = spec.title.clone().unwrap_or_else(|| format!("{} ({})", hw.name, hw.source));
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(15)
-        .margin_right(45)
-        .x_label_area_size(45)
-        .y_label_area_size(60)
-        .build_cartesian_2d((0.1f64..100000f64).log_scale(), (bw_tb * 0.05..ymax).log_scale())
-        .map_err(err)?;
-    chart
-        .configure_mesh()
-        .x_desc("Arithmetic intensity (FLOP/byte)")
-        .y_desc("Throughput (TFLOP/s)")
-        .label_style(("sans-serif", 14))
-        .draw()
-        .map_err(err)?;
-    for (i, (class, peak)) in roofs.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let ridge = peak / bw_tb;
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                vec![(0.1, 0.1 * bw_tb), (ridge, *peak), (100000.0, *peak)],
-                color.stroke_width(2),
-            )))
-            .map_err(err)?
-            .label(format!("{} {peak} TFLOP/s, ridge {ridge:.0}", class.name()))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)));
-        chart.draw_series(std::iter::once(Circle::new((ridge, *peak), 4, color.filled()))).map_err(err)?;
-    }
-    let best = spec
-        .points
-        .iter()
-        .enumerate()
-        .min_by(|a, b| a.1.prediction.time_us.total_cmp(&b.1.prediction.time_us))
-        .map(|(i, _)| i);
-    for (i, p) in spec.points.iter().enumerate() {
-        let pr = &p.prediction;
-        let xy = (pr.arithmetic_intensity, pr.flops as f64 / pr.time_us / 1e6);
-        let (r, w) = if best == Some(i) { (8, 3) } else { (5, 1) };
-        chart.draw_series(std::iter::once(Circle::new(xy, r, BLACK.stroke_width(w)))).map_err(err)?;
-        // Points that land on the same spot share one label, so coincident formats do not overprint.
-        let key = |q: &crate::DualPoint| {
-            let t = q.prediction.flops as f64 / q.prediction.time_us / 1e6;
-            ((q.prediction.arithmetic_intensity.log10() * 10.0).round() as i64, (t.log10() * 10.0).round() as i64)
-        };
-        let same: Vec<&str> = spec.points.iter().filter(|q| key(q) == key(p)).map(|q| q.label.as_str()).collect();
-        if spec.points.iter().position(|q| key(q) == key(p)) == Some(i) {
-            let groups_before = spec.points[..i]
-                .iter()
-                .enumerate()
-                .filter(|(j, q)| spec.points.iter().position(|o| key(o) == key(q)) == Some(*j))
-                .count() as i32;
-            let dy = if groups_before % 2 == 0 { -18 } else { 8 };
-            chart
-                .draw_series(std::iter::once(
-                    EmptyElement::at(xy) + Text::new(short_label(&same), (10, dy), ("sans-serif", 12).into_font()),
-                ))
-                .map_err(err)?;
+fn col(c: Rgb) -> RGBColor {
+    RGBColor(c.0, c.1, c.2)
+}
+
+fn pt(p: (f64, f64)) -> (i32, i32) {
+    ((p.0 * SS).round() as i32, (p.1 * SS).round() as i32)
+}
+
+fn draw<DB: DrawingBackend>(area: &DrawingArea<DB, plotters::coord::Shift>, it: &Item) -> Result<(), ReportError> {
+    match it {
+        Item::Line { pts, color, width, dash } => {
+            let style = col(*color).stroke_width(((width * SS).round() as u32).max(1));
+            if *dash {
+                for seg in pts.windows(2) {
+                    let (a, b) = (seg[0], seg[1]);
+                    let len = ((b.0 - a.0).powi(2) + (b.1 - a.1).powi(2)).sqrt();
+                    let mut t = 0.0;
+                    while t < len {
+                        let t1 = (t + 5.0).min(len);
+                        let p = |t: f64| (a.0 + (b.0 - a.0) * t / len, a.1 + (b.1 - a.1) * t / len);
+                        area.draw(&PathElement::new(vec![pt(p(t)), pt(p(t1))], style)).map_err(err)?;
+                        t += 9.0;
+                    }
+                }
+            } else {
+                area.draw(&PathElement::new(pts.iter().map(|p| pt(*p)).collect::<Vec<_>>(), style)).map_err(err)?;
+            }
         }
-        if let Some(m) = &p.measurement {
-            let my = (xy.0, m.tflops);
-            chart.draw_series(std::iter::once(PathElement::new(vec![xy, my], BLACK.mix(0.5)))).map_err(err)?;
-            chart.draw_series(std::iter::once(Circle::new(my, 5, BLACK.filled()))).map_err(err)?;
+        Item::Circle { c, r, fill, stroke } => {
+            let rr = (r * SS).round() as u32;
+            if let Some(f) = fill {
+                area.draw(&Circle::new(pt(*c), rr, col(*f).filled())).map_err(err)?;
+            }
+            if let Some((s, w)) = stroke {
+                area.draw(&Circle::new(pt(*c), rr, col(*s).stroke_width(((w * SS).round() as u32).max(1))))
+                    .map_err(err)?;
+            }
+        }
+        Item::Rect { x, y, w, h, fill, stroke } => {
+            let (a, b) = (pt((*x, *y)), pt((x + w, y + h)));
+            if let Some(f) = fill {
+                area.draw(&Rectangle::new([a, b], col(*f).filled())).map_err(err)?;
+            }
+            if let Some((s, sw)) = stroke {
+                area.draw(&Rectangle::new([a, b], col(*s).stroke_width(((sw * SS).round() as u32).max(1))))
+                    .map_err(err)?;
+            }
+        }
+        Item::Text { x, y, text: t, size, color, anchor, vertical, .. } => {
+            let w = text::text_width(t, *size);
+            let shift = match anchor {
+                Anchor::Start => 0.0,
+                Anchor::Middle => w / 2.0,
+                Anchor::End => w,
+            };
+            let (x0, y0) = if *vertical { (*x, y + shift) } else { (x - shift, *y) };
+            let c = col(*color);
+            let mut res = Ok(());
+            text::rasterize(t, x0 * SS, y0 * SS, size * SS, *vertical, |px, py, cov| {
+                if cov > 0.0 && res.is_ok() {
+                    res = area.draw_pixel((px, py), &c.mix(cov.min(1.0) as f64)).map_err(err);
+                }
+            });
+            res?;
+        }
+        Item::Group { items, .. } => {
+            for c in items {
+                draw(area, c)?;
+            }
         }
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 13))
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()
-        .map_err(err)?;
-    root.present().map_err(err)?;
     Ok(())
 }
 
-/// Joins up to three labels; more become `+N`.
-fn short_label(labels: &[&str]) -> String {
-    let mut s = labels.iter().take(3).copied().collect::<Vec<_>>().join(", ");
-    if labels.len() > 3 {
-        s.push_str(&format!(" +{}", labels.len() - 3));
+/// Rasterizes `scene` to PNG bytes.
+pub(crate) fn render(scene: &Scene) -> Result<Vec<u8>, ReportError> {
+    let (w, h) = (scene.width.round() as u32, scene.height.round() as u32);
+    if w == 0 || h == 0 || w > 20000 || h > 20000 {
+        return Err(ReportError::Draw(format!("image size {w}x{h} out of range")));
     }
-    s
+    let (bw, bh) = (w * SS as u32, h * SS as u32);
+    let mut big = vec![255u8; (bw * bh * 3) as usize];
+    {
+        let area = BitMapBackend::with_buffer(&mut big, (bw, bh)).into_drawing_area();
+        for it in &scene.items {
+            draw(&area, it)?;
+        }
+        area.present().map_err(err)?;
+    }
+    // Box-filter down to the final size.
+    let s = SS as u32;
+    let mut small = vec![0u8; (w * h * 3) as usize];
+    for y in 0..h {
+        for x in 0..w {
+            for ch in 0..3 {
+                let mut sum = 0u32;
+                for dy in 0..s {
+                    for dx in 0..s {
+                        sum += big[(((y * s + dy) * bw + x * s + dx) * 3 + ch) as usize] as u32;
+                    }
+                }
+                small[((y * w + x) * 3 + ch) as usize] = (sum / (s * s)) as u8;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    {
+        let mut enc = png::Encoder::new(&mut out, w, h);
+        enc.set_color(png::ColorType::Rgb);
+        enc.set_depth(png::BitDepth::Eight);
+        enc.set_compression(png::Compression::Best);
+        enc.set_filter(png::FilterType::Paeth);
+        enc.set_adaptive_filter(png::AdaptiveFilterType::Adaptive);
+        let mut wr = enc.write_header().map_err(err)?;
+        wr.write_image_data(&small).map_err(err)?;
+    }
+    Ok(out)
 }

@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use roofline_core::{predict, DualPoint, Format, Gemm, Scheme};
-use roofline_gpu::{Gpu, TimingConfig};
+use roofline_gpu::{gemm_scheme, Gpu, KernelKind, PowerMeter, TimingConfig, GEMM_FORMATS};
 
 use super::parse_format;
 use crate::hw_args::HwArgs;
@@ -36,13 +36,28 @@ pub struct CalibrateArgs {
 
 /// Flags of `roofline measure`.
 #[derive(Debug, Args)]
-#[command(after_help = "Example:\n  roofline measure --m 4096 --n 4096 --k 4096 --precision fp16 --hw h100")]
+#[command(
+    after_help = "Dense GEMMs run through cuBLASLt: FP32, TF32, FP16, BF16, FP8_E4M3 (BF16 output), FP8_E5M2 (E5M2
+weights x E4M3 activations) and INT8 (INT32 output). The prediction is for the same scheme and bytes.
+
+Examples:
+  roofline measure --m 4096 --n 4096 --k 4096 --precision fp16 --hw h100
+  roofline measure --m 8192 --n 8192 --k 8192 -p fp8 --hw h100-measured.toml --power
+  roofline measure --m 1 --n 4096 --k 4096 -p int8 --json"
+)]
 pub struct MeasureArgs {
     #[command(flatten)]
     pub shape: super::ShapeArgs,
-    /// Precision (FP16, BF16, FP32 are measured today).
+    /// Precision of a dense cuBLASLt GEMM: FP32, TF32, FP16, BF16, FP8_E4M3, FP8_E5M2 or INT8.
     #[arg(long, short = 'p', default_value = "fp16", value_parser = parse_format)]
     pub precision: Format,
+    /// Weight-only instead: weights in this format (FP16, BF16, FP8_E4M3, INT8, INT4_G128, NF4, MXFP4,
+    /// NVFP4) on roofline's own GEMV kernels, activations in --activations; M <= 16.
+    #[arg(long, value_parser = parse_format)]
+    pub weights: Option<Format>,
+    /// Activation (and output) format with --weights: FP16 or BF16.
+    #[arg(long, default_value = "fp16", value_parser = parse_format)]
+    pub activations: Format,
     /// GPU index.
     #[arg(long, default_value = "0")]
     pub device: usize,
@@ -52,6 +67,8 @@ pub struct MeasureArgs {
     /// Print JSON (a DualPoint: prediction, measurement).
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub power: super::telemetry::PowerArgs,
 }
 
 /// Runs `roofline gpu info`.
@@ -93,27 +110,41 @@ pub fn calibrate(args: CalibrateArgs) -> Result<()> {
 /// Runs `roofline measure`.
 pub fn measure(args: MeasureArgs) -> Result<()> {
     let hw = args.hw.resolve()?;
-    let gemm =
-        Gemm::new(args.shape.m, args.shape.n, args.shape.k, Scheme::weight_only(args.precision, args.precision))?;
+    let (scheme, kind) = match args.weights {
+        Some(w) => (Scheme::weight_only(w, args.activations), KernelKind::WeightOnly),
+        None => {
+            if !GEMM_FORMATS.contains(&args.precision) {
+                anyhow::bail!("{}", no_dense_kernel(args.precision));
+            }
+            (gemm_scheme(args.precision), KernelKind::CublasLt)
+        }
+    };
+    let gemm = Gemm::new(args.shape.m, args.shape.n, args.shape.k, scheme)?;
     let prediction = predict(&gemm, &hw)?;
     let gpu = Gpu::open(args.device)?;
-    let size = |v: u64| usize::try_from(v).context("size does not fit this machine");
-    let m = gpu.measure_gemm(
-        size(args.shape.m)?,
-        size(args.shape.n)?,
-        size(args.shape.k)?,
-        args.precision,
-        &TimingConfig::default(),
-    )?;
-    let point = DualPoint { label: args.precision.to_string(), gemm, prediction, measurement: Some(m) };
+    let mut meter = args.power.meter(args.device)?;
+    let cfg = TimingConfig { power_ms: args.power.power_ms, ..TimingConfig::default() };
+    let m = gpu.measure(&gemm, Some(kind), &cfg, meter.as_mut().map(|m| m as &mut dyn PowerMeter))?;
+    let point = DualPoint { label: scheme.label(), gemm, prediction, measurement: Some(m) };
     if args.json {
-        return print_json(&point);
+        let mut v = serde_json::to_value(&point)?;
+        if let (Some(obj), Some(summary)) = (v.as_object_mut(), meter.as_ref().and_then(|m| m.last.as_ref())) {
+            obj.insert("power_summary".into(), serde_json::to_value(summary)?);
+        }
+        return print_json(&v);
     }
     let (p, meas) = (&point.prediction, point.measurement.as_ref().context("measurement")?);
     println!(
         "{} {}x{}x{} on {} (prediction: {} [{}])",
-        args.precision, args.shape.m, args.shape.n, args.shape.k, meas.device, hw.name, hw.source
+        point.gemm.scheme.label(),
+        args.shape.m,
+        args.shape.n,
+        args.shape.k,
+        meas.device,
+        hw.name,
+        hw.source
     );
+    println!("kernel: {}", meas.kernel);
     let mut t = table(&["", "Time us", "TFLOP/s", "GB/s", "% peak BW", "% peak compute", "Bound"]);
     t.add_row(vec![
         "predicted".into(),
@@ -127,7 +158,7 @@ pub fn measure(args: MeasureArgs) -> Result<()> {
     t.add_row(vec![
         "measured".into(),
         format!(
-            "{} (min {}, max {}, {} runs)",
+            "{} (min {}, max {}, {} samples)",
             sig3(meas.time_us),
             sig3(meas.time_us_min),
             sig3(meas.time_us_max),
@@ -141,5 +172,64 @@ pub fn measure(args: MeasureArgs) -> Result<()> {
     ]);
     println!("{t}");
     println!("error (measured - predicted) / measured: {:+.1}%", 100.0 * point.error().unwrap_or(f64::NAN));
+    if let (Some(pw), Some(s)) = (meas.power.as_ref(), meter.as_ref().and_then(|m| m.last.as_ref())) {
+        println!(
+            "power: mean {:.0} W, peak {:.0} W over {:.2} s; energy per run {}; {} TFLOP/s per W, {} GB/s per W",
+            pw.mean_power_w,
+            pw.peak_power_w,
+            s.duration_s,
+            fmt_energy(pw.energy_per_run_j),
+            sig3(pw.tflops_per_w),
+            sig3(pw.gb_s_per_w)
+        );
+        let counter = s.energy_j_counter.map_or("no counter".into(), |c| format!("{c:.1} J counter"));
+        let agree = s.agreement.map_or(String::new(), |a| format!(" (agreement {:.1}%)", 100.0 * a));
+        println!("energy: {:.1} J sampled, {counter}{agree}", s.energy_j_sampled);
+        println!(
+            "clocks: SM {}-{} MHz, memory {}-{} MHz, {}-{} C{}",
+            opt(s.sm_clock_min_mhz),
+            opt(s.sm_clock_max_mhz),
+            opt(s.mem_clock_min_mhz),
+            opt(s.mem_clock_max_mhz),
+            opt(s.temperature_min_c),
+            opt(s.temperature_max_c),
+            if pw.clocks_dropped {
+                format!("; CLOCKS DROPPED (throttle: {}) - do not trust this point", s.throttle_reasons_seen.join(", "))
+            } else {
+                String::new()
+            }
+        );
+    }
     Ok(())
+}
+
+/// Why a precision has no dense GEMM here, and what to do instead.
+fn no_dense_kernel(p: Format) -> String {
+    let dense = GEMM_FORMATS.map(|f| f.to_string()).join(", ");
+    match p {
+        Format::NVFP4 | Format::MXFP4 | Format::MXFP6_E2M3 | Format::MXFP6_E3M2 => format!(
+            "--precision {p}: a native {p} GEMM (both operands on FP4/FP6 tensor cores) needs a Blackwell GPU \
+             (sm_100 or newer); Hopper and older have no such units, so it can only be predicted here \
+             (`roofline predict -p {p} --hw b200`). On this GPU, measure {p} weights with FP16 activations: \
+             `roofline measure --weights {p}`. Measured dense GEMM formats: {dense}"
+        ),
+        _ => format!(
+            "--precision {p}: measured dense GEMM formats are {dense}; low-bit weights run weight-only: `roofline measure --weights {p}`"
+        ),
+    }
+}
+
+fn opt(v: Option<u32>) -> String {
+    v.map_or("?".into(), |v| v.to_string())
+}
+
+/// Joules per run in a readable unit.
+pub fn fmt_energy(j: f64) -> String {
+    if j >= 1.0 {
+        format!("{j:.3} J")
+    } else if j >= 1e-3 {
+        format!("{:.3} mJ", j * 1e3)
+    } else {
+        format!("{:.3} uJ", j * 1e6)
+    }
 }

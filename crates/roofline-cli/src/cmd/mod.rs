@@ -10,7 +10,9 @@ pub mod predict;
 pub mod quant;
 pub mod quantize;
 pub mod recommend;
+pub mod serve;
 pub mod sweep;
+pub mod telemetry;
 pub mod tiling;
 
 /// Parses a size flag (`--m`, `--n`, ...): an integer >= 1.

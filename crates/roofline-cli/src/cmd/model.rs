@@ -14,7 +14,7 @@ use crate::output::{print_json, table};
 #[derive(Debug, ClapArgs)]
 #[command(
     args_conflicts_with_subcommands = true,
-    after_help = "Examples:\n  roofline model list\n  roofline model --config llama-3.1-8b --hw h100 --phase decode --batch 1 --seq 1024\n  roofline model --config llama-3.1-8b --weights int4_g128 --kv fp8          # W4A16 + FP8 KV cache\n  roofline model --config deepseek-v3 --hw gb200 --weights nvfp4 --batch 128 --by-op\n  roofline model --config llama-3.1-70b --tp 4 --by-layer\n  roofline model --config ./my-model/config.json --phase prefill --seq 4096 --json"
+    after_help = "Examples:\n  roofline model list\n  roofline model --config llama-3.1-8b --hw h100 --phase decode --batch 1 --seq 1024\n  roofline model --config llama-3.1-8b --weights int4_g128 --kv fp8          # W4A16 + FP8 KV cache\n  roofline model --config deepseek-v3 --hw gb200 --weights nvfp4 --batch 128 --by-op\n  roofline model --config deepseek-v3 --hw h100 --weights fp8 --batch 64 --plot dsv3.png   # op placement chart\n  roofline model --config llama-3.1-70b --tp 4 --by-layer\n  roofline model --config ./my-model/config.json --phase prefill --seq 4096 --json"
 )]
 pub struct Args {
     #[command(subcommand)]
@@ -57,6 +57,9 @@ pub struct Args {
     /// Print one CSV record per op.
     #[arg(long)]
     pub csv: bool,
+    /// Also draw every op on the roofline (kernel placement chart) into this .svg or .png file.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 /// Subcommands of `roofline model`.
@@ -102,6 +105,10 @@ pub fn run(args: Args) -> Result<()> {
         roles: Default::default(),
     };
     let report = analyze_model(&cfg, &req, &hw)?;
+    if let Some(path) = &args.plot {
+        let spec = super::plot::model_chart(&report, &hw)?;
+        super::plot::write_chart(&spec, super::plot::Chart::Roofline, path)?;
+    }
     if args.json {
         return print_json(&report);
     }

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
 use roofline_core::{predict, DualPoint, Format, Gemm, HardwareProfile, Scheme};
-use roofline_gpu::{Gpu, TimingConfig};
+use roofline_gpu::{gemm_scheme, Gpu, GpuError, KernelKind, PowerMeter, TimingConfig, GEMM_FORMATS};
 use roofline_report::{write_csv, write_json};
 
 use super::parse_format;
@@ -26,12 +27,20 @@ pub struct SweepArgs {
     /// (M in 1, 16, 128, 1024, 4096 on the Llama-3-8B layers), or a file of `M N K` lines.
     #[arg(long, default_value = "llama")]
     pub shapes: String,
-    /// Precisions (repeatable); default FP16 and BF16 (what the GPU engine measures today).
+    /// Precisions (repeatable); default FP16, BF16, FP8_E4M3, INT8. Dense formats (FP32, TF32, FP16, BF16,
+    /// FP8, INT8) are swept as cuBLASLt GEMMs; low-bit formats as weight-only with FP16 activations.
     #[arg(long = "precision", short = 'p', value_parser = parse_format)]
     pub precisions: Vec<Format>,
-    /// Measure every point on the GPU (FP16, BF16, FP32).
+    /// Measure every point on the GPU (needs an NVIDIA GPU; without it the sweep fails, without this flag
+    /// it is prediction only).
     #[arg(long)]
     pub measure: bool,
+    /// Sweep every precision as weight-only (weights in the format, FP16 activations; roofline's own
+    /// GEMV kernels, M <= 16) instead of dense cuBLASLt GEMMs.
+    #[arg(long)]
+    pub weight_only: bool,
+    #[command(flatten)]
+    pub power: super::telemetry::PowerArgs,
     /// Folder for sweep.csv and sweep.json.
     #[arg(long, default_value = "results")]
     pub out_dir: PathBuf,
@@ -40,6 +49,14 @@ pub struct SweepArgs {
     pub device: usize,
     #[command(flatten)]
     pub hw: HwArgs,
+    /// Also score the measured points against this profile (preset key or TOML file; repeatable), e.g. the
+    /// datasheet preset when --hw is a calibrated profile: prints its error summary beside the main one.
+    #[arg(long)]
+    pub contrast: Vec<String>,
+    /// Re-score a previous sweep (its sweep.json or .csv) instead of measuring: the measured times are kept,
+    /// the predictions are recomputed with --hw (and --contrast). Writes nothing.
+    #[arg(long, conflicts_with = "measure")]
+    pub rescore: Option<PathBuf>,
 }
 
 /// Flags of `roofline compare`.
@@ -47,7 +64,7 @@ pub struct SweepArgs {
 pub struct CompareArgs {
     #[command(flatten)]
     pub shape: super::ShapeArgs,
-    /// Precisions (repeatable); default FP16 and BF16.
+    /// Precisions (repeatable); default FP16, BF16, FP8_E4M3, INT8.
     #[arg(long = "precision", short = 'p', value_parser = parse_format)]
     pub precisions: Vec<Format>,
     /// GPU index.
@@ -55,6 +72,12 @@ pub struct CompareArgs {
     pub device: usize,
     #[command(flatten)]
     pub hw: HwArgs,
+    #[command(flatten)]
+    pub power: super::telemetry::PowerArgs,
+    /// Weight-only schemes (weights in the format, FP16 activations) on roofline's GEMV kernels: the seeds'
+    /// decode table (FP16, FP8, INT8, NVFP4, INT4, MXFP4, NF4 by default).
+    #[arg(long)]
+    pub weight_only: bool,
 }
 
 fn shapes(spec: &str) -> Result<Vec<(u64, u64, u64)>> {
@@ -89,32 +112,61 @@ fn shapes(spec: &str) -> Result<Vec<(u64, u64, u64)>> {
     })
 }
 
+/// A GPU with the settings each measurement uses.
+struct Bench<'a> {
+    gpu: &'a Gpu,
+    meter: Option<super::telemetry::NvmlMeter>,
+    cfg: TimingConfig,
+}
+
+/// The scheme a precision is swept as: the dense cuBLASLt scheme where there is one, else (or always with
+/// `weight_only`) weight-only: weights in the format, FP16 activations, the decode regime's low-bit path.
+fn sweep_scheme(p: Format, weight_only: bool) -> Scheme {
+    if GEMM_FORMATS.contains(&p) && !weight_only {
+        gemm_scheme(p)
+    } else {
+        Scheme::weight_only(p, Format::FP16)
+    }
+}
+
 fn points(
     hw: &HardwareProfile,
     grid: &[(u64, u64, u64)],
     precisions: &[Format],
-    gpu: Option<&Gpu>,
+    weight_only: bool,
+    mut bench: Option<Bench<'_>>,
 ) -> Result<Vec<DualPoint>> {
     let mut out = Vec::new();
     let total = grid.len() * precisions.len();
-    for (i, (&(m, n, k), &p)) in grid.iter().flat_map(|s| precisions.iter().map(move |p| (s, p))).enumerate() {
-        let gemm = Gemm::new(m, n, k, Scheme::weight_only(p, p))?;
+    let bar = if bench.is_some() { ProgressBar::new(total as u64) } else { ProgressBar::hidden() };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} [{elapsed_precise}, eta {eta}]")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    for (&(m, n, k), &p) in grid.iter().flat_map(|s| precisions.iter().map(move |p| (s, p))) {
+        let gemm = Gemm::new(m, n, k, sweep_scheme(p, weight_only))?;
         let prediction = predict(&gemm, hw)?;
-        let measurement = match gpu {
-            Some(g) => {
-                eprintln!("[{}/{total}] measuring {p} {m}x{n}x{k}", i + 1);
-                Some(g.measure_gemm(
-                    m as usize,
-                    n as usize,
-                    k as usize,
-                    p,
-                    &TimingConfig { budget_ms: 500.0, ..TimingConfig::default() },
-                )?)
+        let measurement = match bench.as_mut() {
+            Some(b) => {
+                bar.set_message(format!("{p} {m}x{n}x{k}"));
+                let meter = b.meter.as_mut().map(|m| m as &mut dyn PowerMeter);
+                let kind = weight_only.then_some(KernelKind::WeightOnly);
+                let r = b.gpu.measure(&gemm, kind, &b.cfg, meter);
+                bar.inc(1);
+                match r {
+                    Ok(meas) => Some(meas),
+                    Err(GpuError::Unsupported(why)) => {
+                        bar.println(format!("{p} {m}x{n}x{k}: not measured ({why})"));
+                        None
+                    }
+                    Err(e) => return Err(e).with_context(|| format!("measuring {p} {m}x{n}x{k}")),
+                }
             }
             None => None,
         };
         out.push(DualPoint { label: p.to_string(), gemm, prediction, measurement });
     }
+    bar.finish_and_clear();
     Ok(out)
 }
 
@@ -128,39 +180,107 @@ fn error_summary(points: &[DualPoint]) -> Option<(f64, f64)> {
     Some((pick(0.5), pick(0.9)))
 }
 
+/// Predicted and measured speed-up of `p` over the FP16 point of the same shape, when there is one.
+fn speedup(points: &[DualPoint], p: &DualPoint) -> (Option<f64>, Option<f64>) {
+    let same = |q: &&DualPoint| q.gemm.m == p.gemm.m && q.gemm.n == p.gemm.n && q.gemm.k == p.gemm.k;
+    let Some(base) = points.iter().filter(same).find(|q| q.gemm.scheme.weights == Format::FP16) else {
+        return (None, None);
+    };
+    let pred = base.prediction.time_us / p.prediction.time_us;
+    let meas = match (&base.measurement, &p.measurement) {
+        (Some(b), Some(m)) => Some(b.time_us / m.time_us),
+        _ => None,
+    };
+    (Some(pred), meas)
+}
+
 fn print_points(points: &[DualPoint]) {
-    let mut t = table(&["Precision", "M x N x K", "Predicted (us)", "Measured (us)", "Error", "Bottleneck"]);
+    let mut t = table(&[
+        "Precision",
+        "M x N x K",
+        "Predicted (us)",
+        "Measured (us)",
+        "Error",
+        "Bottleneck",
+        "vs FP16 pred",
+        "vs FP16 meas",
+        "GB/s meas",
+    ]);
     for p in points {
         let g = &p.gemm;
+        let (sp, sm) = speedup(points, p);
         t.add_row(vec![
-            p.label.clone(),
+            p.gemm.scheme.label(),
             format!("{}x{}x{}", g.m, g.n, g.k),
             sig3(p.prediction.time_us),
             p.measurement.as_ref().map_or("-".into(), |m| sig3(m.time_us)),
             p.error().map_or("-".into(), |e| format!("{:+.1}%", 100.0 * e)),
             p.prediction.bound.as_str().to_string(),
+            sp.map_or("-".into(), |v| format!("{v:.2}x")),
+            sm.map_or("-".into(), |v| format!("{v:.2}x")),
+            p.measurement.as_ref().map_or("-".into(), |m| format!("{:.0}", m.bandwidth_gb_s)),
         ]);
     }
     println!("{t}");
     if let Some((med, p90)) = error_summary(points) {
-        println!("|error| over {} measured points: median {:.1}%, p90 {:.1}%", points.len(), 100.0 * med, 100.0 * p90);
+        let n = points.iter().filter(|p| p.measurement.is_some()).count();
+        println!("|error| over {n} measured points: median {:.1}%, p90 {:.1}%", 100.0 * med, 100.0 * p90);
     }
 }
 
-fn default_precisions(p: &[Format]) -> Vec<Format> {
-    if p.is_empty() {
-        vec![Format::FP16, Format::BF16]
+fn default_precisions(p: &[Format], weight_only: bool) -> Vec<Format> {
+    if p.is_empty() && weight_only {
+        vec![Format::FP16, Format::FP8_E4M3, Format::INT8, Format::NVFP4, Format::INT4_G128, Format::MXFP4, Format::NF4]
+    } else if p.is_empty() {
+        vec![Format::FP16, Format::BF16, Format::FP8_E4M3, Format::INT8]
     } else {
         p.to_vec()
     }
 }
 
+/// The same points predicted on another profile (measurements kept).
+fn repredict(points: &[DualPoint], hw: &HardwareProfile) -> Result<Vec<DualPoint>> {
+    points.iter().map(|p| Ok(DualPoint { prediction: predict(&p.gemm, hw)?, ..p.clone() })).collect::<Result<_>>()
+}
+
+/// Prints the error summary of `points` on each contrast profile.
+fn print_contrasts(points: &[DualPoint], contrast: &[String]) -> Result<()> {
+    for key in contrast {
+        let hw = crate::hw_args::load(key)?;
+        if let Some((med, p90)) = error_summary(&repredict(points, &hw)?) {
+            println!("|error| on {} [{}]: median {:.1}%, p90 {:.1}%", hw.name, hw.source, 100.0 * med, 100.0 * p90);
+        }
+    }
+    Ok(())
+}
+
 /// Runs `roofline sweep`.
 pub fn sweep(args: SweepArgs) -> Result<()> {
     let hw = args.hw.resolve()?;
+    if let Some(path) = &args.rescore {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let old = if path.extension().is_some_and(|e| e == "csv") {
+            roofline_report::read_csv(&text, &hw)?
+        } else {
+            roofline_report::read_json(&text)?
+        };
+        let pts = repredict(&old, &hw)?;
+        println!("{} points of {} re-scored on {} ({})", pts.len(), path.display(), hw.name, hw.source);
+        print_points(&pts);
+        return print_contrasts(&pts, &args.contrast);
+    }
     let grid = shapes(&args.shapes)?;
     let gpu = if args.measure { Some(Gpu::open(args.device)?) } else { None };
-    let pts = points(&hw, &grid, &default_precisions(&args.precisions), gpu.as_ref())?;
+    let bench = match gpu.as_ref() {
+        Some(gpu) => Some(Bench {
+            gpu,
+            meter: args.power.meter(args.device)?,
+            cfg: TimingConfig { budget_ms: 500.0, power_ms: args.power.power_ms, ..TimingConfig::default() },
+        }),
+        None => None,
+    };
+    let precisions = default_precisions(&args.precisions, args.weight_only);
+    let pts = points(&hw, &grid, &precisions, args.weight_only, bench)?;
     std::fs::create_dir_all(&args.out_dir).with_context(|| format!("creating {}", args.out_dir.display()))?;
     let csv = args.out_dir.join("sweep.csv");
     let json = args.out_dir.join("sweep.json");
@@ -168,7 +288,7 @@ pub fn sweep(args: SweepArgs) -> Result<()> {
     std::fs::write(&json, write_json(&pts)?).with_context(|| format!("writing {}", json.display()))?;
     println!("{} points on {} ({}); wrote {} and {}", pts.len(), hw.name, hw.source, csv.display(), json.display());
     print_points(&pts);
-    Ok(())
+    print_contrasts(&pts, &args.contrast)
 }
 
 /// Runs `roofline compare`: the seed-style table for one shape, measured on this GPU.
@@ -176,7 +296,13 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     let hw = args.hw.resolve()?;
     let gpu = Gpu::open(args.device)?;
     let s = args.shape;
-    let pts = points(&hw, &[(s.m, s.n, s.k)], &default_precisions(&args.precisions), Some(&gpu))?;
+    let bench = Bench {
+        gpu: &gpu,
+        meter: args.power.meter(args.device)?,
+        cfg: TimingConfig { power_ms: args.power.power_ms, ..TimingConfig::default() },
+    };
+    let precisions = default_precisions(&args.precisions, args.weight_only);
+    let pts = points(&hw, &[(s.m, s.n, s.k)], &precisions, args.weight_only, Some(bench))?;
     println!("{}x{}x{} on {} (prediction: {} [{}])", s.m, s.n, s.k, gpu.name, hw.name, hw.source);
     print_points(&pts);
     Ok(())

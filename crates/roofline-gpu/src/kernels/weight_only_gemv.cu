@@ -1,0 +1,412 @@
+// Weight-only low-bit GEMV / skinny GEMM: y[M,N] = x[M,K] . W[N,K]^T, FP32 accumulation.
+//
+// Compiled by NVRTC with -D options (see weight_only/mod.rs):
+//   FMT   0 FP16, 1 BF16, 2 FP8 E4M3 (per-row FP32 scale), 3 INT8 (per-row FP32 scale),
+//         4 INT4 g128 asym (FP16 scale, 4-bit zero per group), 5 NF4 (FP16 absmax per 64),
+//         6 MXFP4 (E8M0 scale per 32), 7 NVFP4 (E4M3 scale per 16, FP32 global scale)
+//   XBF16 0: x and y are FP16, 1: BF16
+//   MT    rows of x (1..16); R rows of W per warp; U 16-byte chunks per lane in flight; WARPS per CTA.
+//
+// Layout: W row-major (row n = output channel), K packed LSB-first as roofline-quant packs it, so a row is
+// K*bits/8 bytes = KC 16-byte chunks. Lane l of a warp reads chunks l, l+32, ... of its rows: a warp
+// instruction reads 512 contiguous bytes of one row (coalesced), U chunks x R rows independent loads in
+// flight per lane. x is read through the read-only path (__ldg, 16-byte loads, L1/L2 resident: it is at
+// most 16 x 14336 x 2 B and every CTA of an SM reads the same slice); weights bypass L1 (no_allocate) so
+// they do not evict x. gridDim.y > 1 splits K: each split adds its partial sums into an FP32 workspace
+// with atomicAdd and the last CTA of a row tile (counter per tile) converts the tile to y and re-zeroes
+// the workspace and the counter, so one launch does it all and the workspace is ready for the next call.
+// No headers: fp16/bf16 conversions are inline PTX.
+
+#ifndef FMT
+#error "FMT must be defined"
+#endif
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned char u8;
+
+#if FMT <= 1
+#define EPC 8   // elements per 16-byte chunk
+#elif FMT <= 3
+#define EPC 16
+#else
+#define EPC 32
+#endif
+#define SUBS (EPC / 8)  // 8-element sub-chunks per chunk
+
+// Scale segments per chunk (a partial sum is kept per segment, then multiplied by the segment's scale).
+#if FMT == 7
+#define SEGS 2
+#else
+#define SEGS 1
+#endif
+#define BLOCK_SCALED (FMT >= 4)
+#define ROW_SCALED (FMT == 2 || FMT == 3)
+
+__device__ __forceinline__ float h2f(u16 h) {
+    float f;
+    asm("{ .reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+    return f;
+}
+
+__device__ __forceinline__ void h2x2f(u32 v, float& a, float& b) {
+    asm("{ .reg .f16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
+        : "=f"(a), "=f"(b)
+        : "r"(v));
+}
+
+__device__ __forceinline__ float as_float(u32 v) {
+    float f;
+    asm("mov.b32 %0, %1;" : "=f"(f) : "r"(v));
+    return f;
+}
+
+__device__ __forceinline__ u16 f2out(float v) {
+    u16 h;
+#if XBF16
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+#else
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+#endif
+    return h;
+}
+
+// Two x values packed in a 32-bit word -> floats.
+__device__ __forceinline__ void x2f(u32 v, float& a, float& b) {
+#if XBF16
+    a = as_float(v << 16);
+    b = as_float(v & 0xffff0000u);
+#else
+    h2x2f(v, a, b);
+#endif
+}
+
+__device__ __forceinline__ uint4 ld_weights(const uint4* p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ u32 word(const uint4& q, int i) {
+    return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
+}
+
+__device__ __forceinline__ u32 lop3_and_or(u32 a, u32 mask, u32 magic) {
+    u32 d;
+    // d = (a & mask) | magic
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(magic));
+    return d;
+}
+
+// E4M3 byte -> float (exact; no NaN in codec output).
+__device__ __forceinline__ float e4m3_to_f(u32 b) {
+    u32 e = (b >> 3) & 15u, m = b & 7u;
+    float mag = e == 0 ? (float)m * 0.001953125f : as_float(((e + 120u) << 23) | (m << 20));
+    return (b & 0x80u) ? -mag : mag;
+}
+
+// Per-chunk metadata, loaded with the weights.
+struct Meta {
+#if FMT == 4
+    float scale;
+    u32 zero;
+#elif FMT == 5 || FMT == 6
+    float scale;
+#elif FMT == 7
+    u32 s2;  // two E4M3 bytes
+#else
+    u32 dummy;
+#endif
+};
+
+// Decodes the 8 elements of sub-chunk j (unscaled for block formats: INT4 gives q - zero, NF4 the code
+// value, FP4 the E2M1 value; FP8 the E4M3 value; INT8 the integer).
+__device__ __forceinline__ void decode8(const uint4& q, int j, const Meta& meta, const float* lut, float w[8]) {
+#if FMT == 0
+#pragma unroll
+    for (int i = 0; i < 4; ++i) h2x2f(word(q, i), w[2 * i], w[2 * i + 1]);
+#elif FMT == 1
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        u32 v = word(q, i);
+        w[2 * i] = as_float(v << 16);
+        w[2 * i + 1] = as_float(v & 0xffff0000u);
+    }
+#elif FMT == 2
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        u32 v = word(q, 2 * j + i);
+        u32 lo, hi;
+        asm("{ .reg .b16 a, b; mov.b32 {a, b}, %2; cvt.rn.f16x2.e4m3x2 %0, a; cvt.rn.f16x2.e4m3x2 %1, b; }"
+            : "=r"(lo), "=r"(hi)
+            : "r"(v));
+        h2x2f(lo, w[4 * i], w[4 * i + 1]);
+        h2x2f(hi, w[4 * i + 2], w[4 * i + 3]);
+    }
+#elif FMT == 3
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        // signed byte b -> float: (0x4B000000 | (b ^ 0x80)) = 2^23 + b + 128, exact subtraction.
+        u32 v = word(q, 2 * j + i) ^ 0x80808080u;
+#pragma unroll
+        for (int b = 0; b < 4; ++b) {
+            u32 t = __byte_perm(v, 0x4B000000u, 0x7650u + (u32)b);
+            w[4 * i + b] = as_float(t) - 8388736.0f;
+        }
+    }
+#elif FMT == 4
+    // One 32-bit word = 8 nibbles e0..e7 (LSB first). Half magic 0x6400 = 1024: (0x6400 | q) = 1024 + q,
+    // (0x6400 | q << 4) = 1024 + 16 q; subtract/scale in f16x2 exactly to (q - zero), then widen to f32.
+    u32 v = word(q, j);
+    u32 lo0 = lop3_and_or(v, 0x000f000fu, 0x64006400u);        // (e0, e4)
+    u32 hi0 = lop3_and_or(v, 0x00f000f0u, 0x64006400u);        // (16 e1, 16 e5)
+    u32 lo1 = lop3_and_or(v >> 8, 0x000f000fu, 0x64006400u);   // (e2, e6)
+    u32 hi1 = lop3_and_or(v >> 8, 0x00f000f0u, 0x64006400u);   // (16 e3, 16 e7)
+    // meta.zero holds the f16x2 pair (1024 + z, 1024 + z); hsub for lo, hfma (x/16 - (64 + z)) for hi.
+    u32 zlo = meta.zero;
+    // (64 + z) in f16: exponent 6 (0x5400), ulp 1/16, so the mantissa field is 16 z.
+    u32 zhi = ((zlo & 0x000f000fu) << 4) | 0x54005400u;
+    const u32 sixteenth = 0x2c002c00u;  // 1/16 in f16x2
+    asm("sub.f16x2 %0, %0, %1;" : "+r"(lo0) : "r"(zlo));
+    asm("sub.f16x2 %0, %0, %1;" : "+r"(lo1) : "r"(zlo));
+    asm("{ .reg .b32 n; xor.b32 n, %1, 0x80008000; fma.rn.f16x2 %0, %0, %2, n; }" : "+r"(hi0) : "r"(zhi), "r"(sixteenth));
+    asm("{ .reg .b32 n; xor.b32 n, %1, 0x80008000; fma.rn.f16x2 %0, %0, %2, n; }" : "+r"(hi1) : "r"(zhi), "r"(sixteenth));
+    h2x2f(lo0, w[0], w[4]);
+    h2x2f(hi0, w[1], w[5]);
+    h2x2f(lo1, w[2], w[6]);
+    h2x2f(hi1, w[3], w[7]);
+#else
+    // NF4 / E2M1: shared-memory LUT of 16 floats; offsets pre-multiplied by 4 (bytes).
+    u32 v = word(q, j);
+    const char* base = (const char*)lut;
+    w[0] = *(const float*)(base + ((v << 2) & 0x3cu));
+#pragma unroll
+    for (int i = 1; i < 8; ++i) w[i] = *(const float*)(base + ((v >> (4 * i - 2)) & 0x3cu));
+#endif
+}
+
+#if FMT == 5
+__constant__ float kLut[16] = {-1.0f, -0.6961928f, -0.52507305f, -0.3949175f, -0.28444138f, -0.18477343f,
+                               -0.091050036f, 0.0f, 0.0795803f, 0.1609302f, 0.2461123f, 0.33791524f,
+                               0.44070983f, 0.562617f, 0.72295684f, 1.0f};
+#elif FMT == 6 || FMT == 7
+__constant__ float kLut[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                               -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+#endif
+
+__device__ __forceinline__ Meta zero_meta() {
+    Meta m;
+#if FMT == 4
+    m.scale = 0.0f;
+    m.zero = 0x64006400u;
+#elif FMT == 5 || FMT == 6
+    m.scale = 0.0f;
+#elif FMT == 7
+    m.s2 = 0u;
+#else
+    m.dummy = 0u;
+#endif
+    return m;
+}
+
+__device__ __forceinline__ Meta load_meta(const u8* __restrict__ scales, const u8* __restrict__ zeros, int n,
+                                          int c, int k) {
+    Meta m;
+#if FMT == 4
+    int groups = k / 128;
+    int g = c >> 2;  // 4 chunks of 32 per group of 128
+    m.scale = h2f(__ldg((const u16*)scales + (size_t)n * groups + g));
+    u32 zb = __ldg(zeros + (size_t)n * ((groups + 1) >> 1) + (g >> 1));
+    u32 z = (zb >> ((g & 1) * 4)) & 15u;
+    // f16 of (1024 + z): exponent 10 (0x6400) with mantissa z.
+    u32 zh = 0x6400u | z;
+    m.zero = zh | (zh << 16);
+#elif FMT == 5
+    m.scale = h2f(__ldg((const u16*)scales + (size_t)n * (k / 64) + (c >> 1)));
+#elif FMT == 6
+    u32 e = __ldg(scales + (size_t)n * (k / 32) + c);
+    m.scale = e == 0 ? as_float(0x00400000u) : as_float(e << 23);
+#elif FMT == 7
+    m.s2 = __ldg((const u16*)scales + (size_t)n * (k / 32) + c);
+#else
+    m.dummy = 0;
+#endif
+    return m;
+}
+
+__device__ __forceinline__ float seg_scale(const Meta& m, int seg) {
+#if FMT == 4 || FMT == 5 || FMT == 6
+    return m.scale;
+#elif FMT == 7
+    return e4m3_to_f((m.s2 >> (8 * seg)) & 0xffu);
+#else
+    return 1.0f;
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, 1)
+wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
+        const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+        int n_rows, int k, int chunks_per_split) {
+#if FMT >= 5
+    __shared__ float lut[16];
+    if (threadIdx.x < 16) lut[threadIdx.x] = kLut[threadIdx.x];
+    __syncthreads();
+#else
+    const float* lut = nullptr;
+#endif
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int row0 = (blockIdx.x * WARPS + warp) * R;
+    const int kc = k / EPC;  // 16-byte chunks per row
+    const int c_begin = blockIdx.y * chunks_per_split;
+    const int c_end = min(kc, c_begin + chunks_per_split);
+
+    float acc[R][MT];
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int m = 0; m < MT; ++m) acc[r][m] = 0.0f;
+
+    int rows[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) rows[r] = min(row0 + r, n_rows - 1);  // clamped: loads stay in bounds
+
+    if (row0 < n_rows) {
+        for (int c = c_begin + lane; c < c_end; c += 32 * U) {
+            uint4 q[U][R];
+            Meta meta[U][R];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int cc = c + 32 * u;
+#pragma unroll
+                for (int r = 0; r < R; ++r) {
+                    if (cc < c_end) {
+                        q[u][r] = ld_weights(w + (size_t)rows[r] * kc + cc);
+                        meta[u][r] = load_meta(scales, zeros, rows[r], cc, k);
+                    } else {
+                        q[u][r].x = q[u][r].y = q[u][r].z = q[u][r].w = 0u;
+                        meta[u][r] = zero_meta();
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int cc = c + 32 * u;
+                if (cc < c_end) {
+#if BLOCK_SCALED
+                    float part[R][MT];
+#pragma unroll
+                    for (int r = 0; r < R; ++r)
+#pragma unroll
+                        for (int m = 0; m < MT; ++m) part[r][m] = 0.0f;
+#endif
+#pragma unroll
+                    for (int j = 0; j < SUBS; ++j) {
+                        float wf[R][8];
+#pragma unroll
+                        for (int r = 0; r < R; ++r) decode8(q[u][r], j, meta[u][r], lut, wf[r]);
+#pragma unroll
+                        for (int m = 0; m < MT; ++m) {
+                            const uint4 xv = __ldg((const uint4*)(x + (size_t)m * k + (size_t)cc * EPC + 8 * j));
+                            float xf[8];
+                            x2f(xv.x, xf[0], xf[1]);
+                            x2f(xv.y, xf[2], xf[3]);
+                            x2f(xv.z, xf[4], xf[5]);
+                            x2f(xv.w, xf[6], xf[7]);
+#pragma unroll
+                            for (int r = 0; r < R; ++r)
+#pragma unroll
+                                for (int e = 0; e < 8; ++e) {
+#if BLOCK_SCALED
+                                    part[r][m] = fmaf(wf[r][e], xf[e], part[r][m]);
+#else
+                                    acc[r][m] = fmaf(wf[r][e], xf[e], acc[r][m]);
+#endif
+                                }
+                        }
+#if BLOCK_SCALED
+                        if ((j + 1) % (SUBS / SEGS) == 0) {
+                            const int seg = j / (SUBS / SEGS);
+#pragma unroll
+                            for (int r = 0; r < R; ++r) {
+                                const float s = seg_scale(meta[u][r], seg);
+#pragma unroll
+                                for (int m = 0; m < MT; ++m) {
+                                    acc[r][m] = fmaf(part[r][m], s, acc[r][m]);
+                                    part[r][m] = 0.0f;
+                                }
+                            }
+                        }
+#endif
+                    }
+                }
+            }
+        }
+    }
+
+    // Warp reduction (butterfly: every lane ends with every sum).
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+            float v = acc[r][m];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            acc[r][m] = v;
+        }
+
+    // Per-row / per-tensor scales.
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        float s = 1.0f;
+#if ROW_SCALED
+        s = __ldg((const float*)scales + rows[r]);
+#elif FMT == 7
+        s = gscale;
+#endif
+#pragma unroll
+        for (int m = 0; m < MT; ++m) acc[r][m] *= s;
+    }
+
+    const bool split = gridDim.y > 1;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+            const int n = row0 + r;
+            if (lane == ((r * MT + m) & 31) && n < n_rows) {
+                const size_t o = (size_t)m * n_rows + n;
+                if (split)
+                    atomicAdd(ws + o, acc[r][m]);
+                else
+                    y[o] = f2out(acc[r][m]);
+            }
+        }
+    if (!split) return;
+
+    // Split-K: the last CTA of this row tile converts the tile and re-zeroes workspace and counter.
+    __shared__ bool is_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const u32 prev = atomicAdd(counters + blockIdx.x, 1u);
+        is_last = prev == gridDim.y - 1;
+    }
+    __syncthreads();
+    if (is_last) {
+        __threadfence();
+        const int tile0 = blockIdx.x * WARPS * R;
+        for (int i = threadIdx.x; i < WARPS * R * MT; i += blockDim.x) {
+            const int n = tile0 + i / MT;
+            const int m = i % MT;
+            if (n < n_rows) {
+                const size_t o = (size_t)m * n_rows + n;
+                y[o] = f2out(atomicExch(ws + o, 0.0f));
+            }
+        }
+        if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+    }
+}

@@ -1,0 +1,747 @@
+//! Weight-only low-bit GEMV / skinny GEMM, `y[M,N] = x[M,K] · W[N,K]^T` with M = 1..16, W stored in FP16,
+//! BF16, FP8 E4M3 (per-channel), INT8 (per-channel), INT4 g128, NF4, MXFP4 or NVFP4, x and y in FP16 or
+//! BF16, FP32 accumulation. Kernels: `kernels/weight_only_gemv.cu`, compiled by NVRTC at run time for the
+//! device ([`nvrtc`]); weights packed on the host from roofline-quant's codecs ([`pack`](mod@pack)).
+//!
+//! # Kernel design (memory-bound decode on Hopper)
+//!
+//! * A warp owns `R` weight rows; lane `l` reads 16-byte chunks `l, l+32, ...` of each row, so every warp
+//!   load instruction reads 512 contiguous bytes (coalesced) and each lane has `U x R` independent 16-byte
+//!   loads in flight (`ld.global.nc.L1::no_allocate`, weights do not pollute L1).
+//! * Scales are read once per chunk by the lanes that need them, in the same unrolled batch as the codes;
+//!   block-scaled formats accumulate an unscaled partial per scale segment and apply the scale once.
+//! * x is read with 16-byte `__ldg` (read-only path, L1/L2 resident: at most 16 x 14336 x 2 B, shared by
+//!   every CTA on an SM), converted once per 8 elements and reused across the warp's `R` rows; staging
+//!   it in shared memory would need K tiling at M = 16 (458 KB) and a barrier per tile.
+//! * Decode: FP16 `cvt.f32.f16`; BF16 shifts; FP8 `cvt.rn.f16x2.e4m3x2` (sm_89+); INT8 `prmt` magic
+//!   (2^23 + b); INT4 `lop3` into f16x2 magic 1024 + q, exact `sub/fma.f16x2` to q - zero; NF4 and E2M1
+//!   via a 16-entry FP32 table in shared memory (byte offsets built with one shift + mask).
+//! * Warp butterfly reduction; `SplitK` splits K over `gridDim.y` CTAs when the row tiles alone do not fill
+//!   the SMs, adds partials atomically into an FP32 workspace, and the last CTA of a tile (per-tile counter)
+//!   writes y and re-zeroes the workspace: one launch per call.
+//!
+//! # Known limits
+//!
+//! * The multiply-adds run on the FP32 CUDA cores (about 3 instructions per 4-bit weight at M = 1, well
+//!   under the ~5.6 an H100 can issue per weight at 3 TB/s). At M = 16 a 4-bit weight needs 16 FMAs, more
+//!   than the CUDA cores can issue at the memory roof, so M >= 8 will be compute-bound for 4-bit formats;
+//!   a tensor-core (`mma.sync` m16n8k16, FP32 accumulate) variant with the weights pre-shuffled into the
+//!   A-fragment layout is the next step if the issue's M = 16 criterion fails.
+//! * x stays in L1/L2 rather than shared memory; at M = 16 and large K it may miss L1 (measure).
+
+#[cfg(test)]
+mod emulate;
+pub mod nvrtc;
+pub mod pack;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::Ptx;
+use half::{bf16, f16};
+use roofline_core::{Format, Measurement};
+
+pub use nvrtc::{compile, nvrtc_available, CompiledKernel, KernelKey, XDtype};
+pub use pack::{pack, quantize_and_pack, reference_tensor, PackedWeights, WoFormat};
+
+use crate::{random_f32, timing, Gpu, GpuError, TimingConfig, TimingStats};
+
+/// How the work is spread over the GPU (try both on the device; see [`LaunchPlan`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// Two rows per warp, and K split over extra CTAs when the row tiles would not fill every SM.
+    SplitK,
+    /// One row per warp, no split: many small warps, no atomics.
+    RowPerWarp,
+    /// Four rows per warp (x converted once per four rows), K split like `SplitK`.
+    Rows4,
+}
+
+/// The launch geometry of one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchPlan {
+    /// Weight rows per warp (`R`).
+    pub rows_per_warp: u32,
+    /// 16-byte chunks per lane per row in flight (`U`).
+    pub unroll: u32,
+    /// Warps per CTA.
+    pub warps: u32,
+    /// CTAs along N.
+    pub blocks_n: u32,
+    /// CTAs along K (1 = no split).
+    pub splits: u32,
+    /// 16-byte chunks of a row each split covers.
+    pub chunks_per_split: u32,
+}
+
+impl LaunchPlan {
+    /// The plan for `m x n x k` in `format` on a GPU with `sm_count` SMs; `split_k` forces the split count.
+    pub fn new(
+        variant: Variant,
+        format: WoFormat,
+        m: usize,
+        n: usize,
+        k: usize,
+        sm_count: u32,
+        split_k: Option<u32>,
+    ) -> LaunchPlan {
+        let warps = 4u32;
+        let (rows_per_warp, unroll) = match variant {
+            Variant::SplitK => (
+                2,
+                if m <= 4 {
+                    4
+                } else if m <= 8 {
+                    2
+                } else {
+                    1
+                },
+            ),
+            Variant::RowPerWarp => (1, if m <= 8 { 4 } else { 2 }),
+            Variant::Rows4 => {
+                if m <= 4 {
+                    (4, 2)
+                } else {
+                    (2, 1)
+                }
+            }
+        };
+        let kc = (k * format.bits() / 128).max(1) as u32;
+        let blocks_n = (n as u32).div_ceil(warps * rows_per_warp).max(1);
+        let want = match (variant, split_k) {
+            (_, Some(s)) => s,
+            (Variant::RowPerWarp, None) => 1,
+            (Variant::SplitK | Variant::Rows4, None) if blocks_n >= 2 * sm_count => 1,
+            (Variant::SplitK | Variant::Rows4, None) => (4 * sm_count).div_ceil(blocks_n),
+        };
+        // Every split gets at least one full unrolled pass of the warp (32 * U chunks).
+        let max_splits = (kc / (32 * unroll)).max(1);
+        let splits = want.clamp(1, max_splits);
+        let chunks_per_split = kc.div_ceil(splits).div_ceil(32) * 32;
+        let splits = kc.div_ceil(chunks_per_split);
+        LaunchPlan { rows_per_warp, unroll, warps, blocks_n, splits, chunks_per_split }
+    }
+}
+
+/// Weights on the GPU, with the split-K workspace of their shape.
+pub struct DeviceWeights {
+    /// Format.
+    pub format: WoFormat,
+    /// Output channels.
+    pub n: usize,
+    /// Reduction length.
+    pub k: usize,
+    /// Bytes the kernel reads for the weights (codes + scales + zero points).
+    pub bytes: usize,
+    codes: CudaSlice<u8>,
+    scales: CudaSlice<u8>,
+    zeros: CudaSlice<u8>,
+    global_scale: f32,
+    workspace: CudaSlice<f32>,
+    counters: CudaSlice<u32>,
+}
+
+/// A weight-only GEMV engine for one format and activation type on one GPU; kernels are compiled on first
+/// use (once per process and architecture) and loaded once per engine.
+pub struct WeightOnlyGemv {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    arch: u32,
+    sm_count: u32,
+    /// Weight format.
+    pub format: WoFormat,
+    /// x / y element type.
+    pub x: XDtype,
+    /// Work distribution.
+    pub variant: Variant,
+    /// Forced split-K count (`None`: automatic).
+    pub split_k: Option<u32>,
+    functions: Mutex<HashMap<KernelKey, (CudaFunction, Arc<CompiledKernel>)>>,
+}
+
+impl WeightOnlyGemv {
+    /// An engine for `format` weights and `x` activations on `gpu` (variant [`Variant::SplitK`]).
+    pub fn new(gpu: &Gpu, format: WoFormat, x: XDtype) -> Result<WeightOnlyGemv, GpuError> {
+        let (major, minor) = gpu.compute_capability;
+        let arch = (major * 10 + minor) as u32;
+        if arch < format.min_arch() {
+            return Err(GpuError::Unsupported(format!(
+                "{} weight-only kernel needs compute capability {}.{} or newer; {} is {major}.{minor}",
+                format.format(),
+                format.min_arch() / 10,
+                format.min_arch() % 10,
+                gpu.name
+            )));
+        }
+        nvrtc_available()?;
+        Ok(WeightOnlyGemv {
+            ctx: gpu.ctx.clone(),
+            stream: gpu.stream.clone(),
+            arch,
+            sm_count: gpu.sm_count,
+            format,
+            x,
+            variant: Variant::SplitK,
+            split_k: None,
+            functions: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The same engine with another work distribution.
+    pub fn with_variant(mut self, variant: Variant, split_k: Option<u32>) -> WeightOnlyGemv {
+        self.variant = variant;
+        self.split_k = split_k;
+        self
+    }
+
+    /// The launch plan of an `m x n x k` call.
+    pub fn plan(&self, m: usize, n: usize, k: usize) -> LaunchPlan {
+        LaunchPlan::new(self.variant, self.format, m, n, k, self.sm_count, self.split_k)
+    }
+
+    fn key(&self, m: usize, plan: &LaunchPlan) -> KernelKey {
+        KernelKey {
+            format: self.format,
+            x: self.x,
+            m: m as u32,
+            rows_per_warp: plan.rows_per_warp,
+            unroll: plan.unroll,
+            warps: plan.warps,
+            arch: self.arch,
+        }
+    }
+
+    /// Compiles (if needed) and loads the kernel for `m` rows; returns the compiler report.
+    pub fn prepare(&self, m: usize, n: usize, k: usize) -> Result<Arc<CompiledKernel>, GpuError> {
+        Ok(self.function(m, &self.plan(m, n, k))?.1)
+    }
+
+    fn function(&self, m: usize, plan: &LaunchPlan) -> Result<(CudaFunction, Arc<CompiledKernel>), GpuError> {
+        let key = self.key(m, plan);
+        let mut fns = self.functions.lock().map_err(|_| GpuError::Unsupported("kernel table lock poisoned".into()))?;
+        if let Some(f) = fns.get(&key) {
+            return Ok(f.clone());
+        }
+        let compiled = compile(&key)?;
+        let module = self.ctx.load_module(Ptx::from_binary(compiled.cubin.clone()))?;
+        let f = module.load_function("wo_gemv")?;
+        fns.insert(key, (f.clone(), compiled.clone()));
+        Ok((f, compiled))
+    }
+
+    /// Uploads packed weights and allocates their split-K workspace (zeroed).
+    pub fn upload(&self, p: &PackedWeights) -> Result<DeviceWeights, GpuError> {
+        if p.format != self.format {
+            return Err(GpuError::Unsupported(format!(
+                "weights are {} but this engine runs {}",
+                p.format.format(),
+                self.format.format()
+            )));
+        }
+        p.format.check_k(p.k)?;
+        // Empty tables get a small dummy buffer so every kernel argument is a valid pointer.
+        let up = |v: &[u8]| {
+            if v.is_empty() {
+                self.stream.alloc_zeros::<u8>(16)
+            } else {
+                self.stream.clone_htod(v)
+            }
+        };
+        Ok(DeviceWeights {
+            format: p.format,
+            n: p.n,
+            k: p.k,
+            bytes: p.bytes(),
+            codes: up(&p.codes)?,
+            scales: up(&p.scales)?,
+            zeros: up(&p.zeros)?,
+            global_scale: p.global_scale,
+            workspace: self.stream.alloc_zeros::<f32>(16 * p.n)?,
+            counters: self.stream.alloc_zeros::<u32>(p.n.div_ceil(4) + 1)?,
+        })
+    }
+
+    /// Quantizes `n x k` f32 weights with the format's codec (FP16: a cast), packs and uploads them.
+    pub fn upload_f32(&self, w: &[f32], n: usize, k: usize) -> Result<DeviceWeights, GpuError> {
+        self.upload(&quantize_and_pack(self.format, w, n, k)?.0)
+    }
+
+    /// Packs and uploads a roofline-quant tensor.
+    pub fn upload_quantized(&self, q: &roofline_quant::QuantizedTensor) -> Result<DeviceWeights, GpuError> {
+        self.upload(&pack(q)?)
+    }
+
+    /// Copies x/y element bits (FP16 or BF16, as `self.x`) to a new device buffer.
+    pub fn htod(&self, v: &[u16]) -> Result<CudaSlice<u16>, GpuError> {
+        Ok(self.stream.clone_htod(v)?)
+    }
+
+    /// Copies a device buffer back (waits for the stream).
+    pub fn dtoh(&self, v: &CudaSlice<u16>) -> Result<Vec<u16>, GpuError> {
+        Ok(self.stream.clone_dtoh(v)?)
+    }
+
+    /// `y[m, N] = x[m, K] · W^T` on the engine's stream; x and y hold FP16 or BF16 bits (`self.x`).
+    pub fn run(
+        &self,
+        w: &mut DeviceWeights,
+        x: &CudaSlice<u16>,
+        y: &mut CudaSlice<u16>,
+        m: usize,
+    ) -> Result<(), GpuError> {
+        let (n, k) = (w.n, w.k);
+        if !(1..=16).contains(&m) {
+            return Err(GpuError::Unsupported(format!("weight-only kernels take M = 1..16 rows of x, not {m}")));
+        }
+        if x.len() < m * k || y.len() < m * n {
+            return Err(GpuError::Unsupported(format!(
+                "x holds {} values (needs M x K = {}), y holds {} (needs M x N = {})",
+                x.len(),
+                m * k,
+                y.len(),
+                m * n
+            )));
+        }
+        if n > i32::MAX as usize || k > i32::MAX as usize {
+            return Err(GpuError::Unsupported(format!("N = {n} and K = {k} must fit in 32 bits")));
+        }
+        let plan = self.plan(m, n, k);
+        let (f, _) = self.function(m, &plan)?;
+        let (n_i, k_i, cps) = (n as i32, k as i32, plan.chunks_per_split as i32);
+        let cfg = LaunchConfig {
+            grid_dim: (plan.blocks_n, plan.splits, 1),
+            block_dim: (plan.warps * 32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&f);
+        b.arg(&w.codes)
+            .arg(&w.scales)
+            .arg(&w.zeros)
+            .arg(&w.global_scale)
+            .arg(x)
+            .arg(y)
+            .arg(&mut w.workspace)
+            .arg(&mut w.counters)
+            .arg(&n_i)
+            .arg(&k_i)
+            .arg(&cps);
+        // SAFETY: the arguments match `wo_gemv`'s signature in order and type; codes hold N*K*bits/8 bytes
+        // (checked by `pack`), scales/zeros hold the tables the format reads (or 16 dummy bytes), x and y
+        // hold at least M*K and M*N elements (checked above), the workspace holds 16*N floats (M <= 16) and
+        // the counters one per CTA along N (blocks_n <= ceil(N / 4)), all zero between calls.
+        unsafe { b.launch(cfg) }?;
+        Ok(())
+    }
+}
+
+/// Output of [`Gpu::measure_weight_only`].
+#[derive(Debug, Clone)]
+pub struct WeightOnlyMeasurement {
+    /// Weight format.
+    pub format: Format,
+    /// x / y type.
+    pub x: XDtype,
+    /// Shape.
+    pub m: usize,
+    /// Output channels.
+    pub n: usize,
+    /// Reduction length.
+    pub k: usize,
+    /// Timing of one call (CUDA events, rotating weight sets).
+    pub stats: TimingStats,
+    /// Bytes one call moves: packed weights + scales + zero points + x + y.
+    pub bytes: u64,
+    /// `bytes / median time`, GB/s.
+    pub bandwidth_gb_s: f64,
+    /// Relative error (Frobenius) against the f64 CPU reference of the same quantized weights.
+    pub rel_error: f64,
+    /// Launch geometry used.
+    pub plan: LaunchPlan,
+    /// Registers per thread and spill bytes reported by ptxas.
+    pub registers: Option<u32>,
+    /// Spill bytes reported by ptxas (should be 0).
+    pub spill_bytes: Option<u32>,
+    /// Rotating weight sets used to defeat the L2.
+    pub sets: usize,
+    /// Description of the kernel.
+    pub kernel: String,
+}
+
+impl WeightOnlyMeasurement {
+    /// As the project's [`Measurement`] (FLOPs `2 M N K`, bytes as moved by this kernel, no power samples).
+    pub fn to_measurement(&self, device: &str) -> Measurement {
+        let flops = 2.0 * (self.m * self.n * self.k) as f64;
+        Measurement {
+            device: device.to_string(),
+            time_us: self.stats.median_us,
+            time_us_min: self.stats.min_us,
+            time_us_max: self.stats.max_us,
+            runs: self.stats.runs,
+            tflops: flops / (self.stats.median_us * 1e6),
+            bandwidth_gb_s: self.bandwidth_gb_s,
+            kernel: self.kernel.clone(),
+            power: None,
+        }
+    }
+}
+
+/// Options of [`Gpu::measure_weight_only_with`].
+#[derive(Debug, Clone, Copy)]
+pub struct WeightOnlyOptions {
+    /// x / y type.
+    pub x: XDtype,
+    /// Work distribution.
+    pub variant: Variant,
+    /// Forced split-K (None = automatic).
+    pub split_k: Option<u32>,
+    /// Largest relative error accepted against the CPU reference.
+    pub tolerance: f64,
+}
+
+impl Default for WeightOnlyOptions {
+    fn default() -> Self {
+        WeightOnlyOptions { x: XDtype::F16, variant: Variant::SplitK, split_k: None, tolerance: 1e-3 }
+    }
+}
+
+fn to_bits(x: XDtype) -> fn(f32) -> u16 {
+    match x {
+        XDtype::F16 => |v| f16::from_f32(v).to_bits(),
+        XDtype::Bf16 => |v| bf16::from_f32(v).to_bits(),
+    }
+}
+
+fn from_bits(x: XDtype) -> fn(u16) -> f32 {
+    match x {
+        XDtype::F16 => |b| f16::from_bits(b).to_f32(),
+        XDtype::Bf16 => |b| bf16::from_bits(b).to_f32(),
+    }
+}
+
+/// Relative error (Frobenius) of `y` (output bits) against the f64 reference `x · W^T` over the rows of W
+/// in `rows`; the reference is rounded to the output type first, so only the kernel's error counts.
+#[allow(clippy::too_many_arguments)]
+pub fn reference_error(
+    x: &[f32],
+    w: &[f32],
+    y: &[u16],
+    m: usize,
+    n: usize,
+    k: usize,
+    rows: &[usize],
+    xt: XDtype,
+) -> Result<f64, GpuError> {
+    let (to, from) = (to_bits(xt), from_bits(xt));
+    let (mut err, mut norm) = (0.0f64, 0.0f64);
+    for i in 0..m {
+        for &j in rows {
+            let acc: f64 = (0..k).map(|l| f64::from(x[i * k + l]) * f64::from(w[j * k + l])).sum();
+            let got = f64::from(from(y[i * n + j]));
+            if !got.is_finite() {
+                return Err(GpuError::Incorrect(format!("y[{i},{j}] = {got} (unwritten or overflow)")));
+            }
+            let want = f64::from(from(to(acc as f32)));
+            err += (got - want).powi(2);
+            norm += acc * acc;
+        }
+    }
+    Ok((err / norm.max(1e-300)).sqrt())
+}
+
+/// Rows of W the correctness check covers: all when small, else a spread that includes both ends.
+fn check_rows(m: usize, n: usize, k: usize) -> Vec<usize> {
+    let budget = 64usize << 20; // multiply-adds
+    let want = (budget / (m * k).max(1)).clamp(64, n.max(1));
+    if want >= n {
+        return (0..n).collect();
+    }
+    let step = n as f64 / want as f64;
+    let mut rows: Vec<usize> = (0..want).map(|i| (i as f64 * step) as usize).collect();
+    rows.extend(n.saturating_sub(40)..n);
+    rows.sort_unstable();
+    rows.dedup();
+    rows
+}
+
+impl Gpu {
+    /// Measures the weight-only kernel for `format` at `m x n x k` with FP16 activations (see
+    /// [`Gpu::measure_weight_only_with`]).
+    pub fn measure_weight_only(
+        &self,
+        format: Format,
+        m: usize,
+        n: usize,
+        k: usize,
+        cfg: &TimingConfig,
+    ) -> Result<WeightOnlyMeasurement, GpuError> {
+        self.measure_weight_only_with(format, m, n, k, cfg, &WeightOnlyOptions::default())
+    }
+
+    /// Random weights (uniform in [-1, 1), never all zero) quantized on the host with roofline-quant, copies
+    /// uploaded until they exceed twice the L2, the output poisoned, one run checked against the f64 CPU
+    /// reference of the same quantized weights (error if above `opts.tolerance`), then timed with the
+    /// shared harness rotating over the copies.
+    pub fn measure_weight_only_with(
+        &self,
+        format: Format,
+        m: usize,
+        n: usize,
+        k: usize,
+        cfg: &TimingConfig,
+        opts: &WeightOnlyOptions,
+    ) -> Result<WeightOnlyMeasurement, GpuError> {
+        let wf = WoFormat::from_format(format)?;
+        wf.check_k(k)?;
+        if !(1..=16).contains(&m) || n == 0 {
+            return Err(GpuError::Unsupported(format!(
+                "weight-only shapes need M in 1..=16 and N > 0, got M={m}, N={n}"
+            )));
+        }
+        let gemv = WeightOnlyGemv::new(self, wf, opts.x)?.with_variant(opts.variant, opts.split_k);
+        let w = random_f32(n * k, 0x5eed ^ (n * 31 + k) as u64);
+        let (packed, wq) = quantize_and_pack(wf, &w, n, k)?;
+        drop(w);
+        let to = to_bits(opts.x);
+        let from = from_bits(opts.x);
+        let xb: Vec<u16> = random_f32(m * k, 77).into_iter().map(to).collect();
+        let xf: Vec<f32> = xb.iter().map(|b| from(*b)).collect();
+        let set_bytes = packed.bytes() + 2 * m * (n + k) + 4 * 16 * n;
+        let free_cap = (self.total_mem as usize / 2).min(16usize << 30);
+        // Copies until they exceed twice the L2 (at most 256 of them, and at most half the device memory).
+        let sets =
+            (2 * self.l2_bytes as usize).div_ceil(set_bytes).clamp(1, (free_cap / set_bytes.max(1)).clamp(1, 256));
+        let mut ws = Vec::with_capacity(sets);
+        let mut xs = Vec::with_capacity(sets);
+        let mut ys = Vec::with_capacity(sets);
+        for _ in 0..sets {
+            ws.push(gemv.upload(&packed)?);
+            xs.push(self.stream.clone_htod(&xb)?);
+            ys.push(self.stream.alloc_zeros::<u16>(m * n)?);
+        }
+        let compiled = gemv.prepare(m, n, k)?;
+        // Correctness first: poison y (NaN), run once, compare with the reference.
+        let poison = vec![to(f32::NAN); m * n];
+        self.stream.memcpy_htod(&poison, &mut ys[0])?;
+        gemv.run(&mut ws[0], &xs[0], &mut ys[0], m)?;
+        let y: Vec<u16> = self.stream.clone_dtoh(&ys[0])?;
+        let rows = check_rows(m, n, k);
+        let rel_error = reference_error(&xf, &wq, &y, m, n, k, &rows, opts.x)?;
+        if rel_error.is_nan() || rel_error > opts.tolerance {
+            return Err(GpuError::Incorrect(format!(
+                "{format} weight-only {m}x{n}x{k} ({} x): relative error {rel_error:.2e} > {:.0e}",
+                opts.x.name(),
+                opts.tolerance
+            )));
+        }
+        // A second run must give the same result (the split-K workspace is left zeroed).
+        gemv.run(&mut ws[0], &xs[0], &mut ys[0], m)?;
+        let y2: Vec<u16> = self.stream.clone_dtoh(&ys[0])?;
+        let again = reference_error(&xf, &wq, &y2, m, n, k, &rows, opts.x)?;
+        if again > opts.tolerance {
+            return Err(GpuError::Incorrect(format!(
+                "{format} weight-only {m}x{n}x{k}: second run relative error {again:.2e} (workspace not reset?)"
+            )));
+        }
+        let stats = timing::time(&self.ctx, &self.stream, cfg, |i| {
+            let s = i % sets;
+            gemv.run(&mut ws[s], &xs[s], &mut ys[s], m)
+        })?;
+        let bytes = (packed.bytes() + 2 * m * k + 2 * m * n) as u64;
+        let plan = gemv.plan(m, n, k);
+        Ok(WeightOnlyMeasurement {
+            format,
+            x: opts.x,
+            m,
+            n,
+            k,
+            stats,
+            bytes,
+            bandwidth_gb_s: bytes as f64 / (stats.median_us * 1e3),
+            rel_error,
+            plan,
+            registers: compiled.registers,
+            spill_bytes: compiled.spill_bytes,
+            sets,
+            kernel: format!(
+                "roofline wo_gemv {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}), {sets} rotating weight sets, {} launches per sample",
+                opts.x.name(),
+                opts.variant,
+                plan.rows_per_warp,
+                plan.unroll,
+                plan.warps,
+                plan.blocks_n,
+                plan.splits,
+                stats.inner
+            ),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans_fill_the_gpu_and_cover_k() {
+        for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp] {
+            for f in WoFormat::ALL {
+                for (m, n, k) in [(1, 4096, 4096), (1, 1000, 4096), (16, 14336, 4096), (1, 4096, 14336), (3, 8, 128)] {
+                    let p = LaunchPlan::new(variant, f, m, n, k, 132, None);
+                    let kc = (k * f.bits() / 128) as u32;
+                    // the splits cover every chunk exactly once, none empty
+                    assert!(p.splits * p.chunks_per_split >= kc, "{p:?}");
+                    assert!((p.splits - 1) * p.chunks_per_split < kc, "{p:?}");
+                    assert_eq!(p.chunks_per_split % 32, 0);
+                    assert!(p.blocks_n * p.warps * p.rows_per_warp >= n as u32);
+                    // the counters buffer (ceil(N/4) + 1) is large enough
+                    assert!(p.blocks_n as usize <= n.div_ceil(4) + 1);
+                    if variant == Variant::RowPerWarp {
+                        assert_eq!(p.splits, 1);
+                    }
+                }
+            }
+        }
+        // small N on a big GPU splits K; large N does not
+        let small = LaunchPlan::new(Variant::SplitK, WoFormat::Fp16, 1, 1000, 4096, 132, None);
+        assert!(small.splits > 1 && small.blocks_n * small.splits >= 132, "{small:?}");
+        let big = LaunchPlan::new(Variant::SplitK, WoFormat::Int4G128, 1, 14336, 4096, 132, None);
+        assert_eq!(big.splits, 1);
+        assert_eq!(LaunchPlan::new(Variant::SplitK, WoFormat::Fp16, 1, 1000, 4096, 132, Some(2)).splits, 2);
+    }
+
+    #[test]
+    fn reference_error_catches_wrong_outputs() {
+        let (m, n, k) = (2, 3, 8);
+        let x = random_f32(m * k, 1);
+        let w = random_f32(n * k, 2);
+        let exact: Vec<u16> = (0..m * n)
+            .map(|o| {
+                let (i, j) = (o / n, o % n);
+                f16::from_f32((0..k).map(|l| x[i * k + l] * w[j * k + l]).sum()).to_bits()
+            })
+            .collect();
+        let rows: Vec<usize> = (0..n).collect();
+        assert!(reference_error(&x, &w, &exact, m, n, k, &rows, XDtype::F16).unwrap() < 1e-3);
+        let mut bad = exact.clone();
+        bad[4] = f16::from_f32(f16::from_bits(bad[4]).to_f32() * 1.5 + 0.1).to_bits();
+        assert!(reference_error(&x, &w, &bad, m, n, k, &rows, XDtype::F16).unwrap() > 1e-3);
+        bad[4] = f16::NAN.to_bits();
+        assert!(reference_error(&x, &w, &bad, m, n, k, &rows, XDtype::F16).is_err());
+    }
+
+    #[test]
+    fn measurement_conversion_keeps_time_and_counts_flops() {
+        let w = WeightOnlyMeasurement {
+            format: Format::NVFP4,
+            x: XDtype::F16,
+            m: 2,
+            n: 1000,
+            k: 4096,
+            stats: TimingStats { median_us: 10.0, min_us: 9.0, max_us: 12.0, runs: 50, inner: 8 },
+            bytes: 2_000_000,
+            bandwidth_gb_s: 200.0,
+            rel_error: 1e-4,
+            plan: LaunchPlan::new(Variant::SplitK, WoFormat::Nvfp4, 2, 1000, 4096, 132, None),
+            registers: Some(80),
+            spill_bytes: Some(0),
+            sets: 4,
+            kernel: "k".into(),
+        };
+        let m = w.to_measurement("H100");
+        assert_eq!((m.time_us, m.time_us_min, m.time_us_max, m.runs), (10.0, 9.0, 12.0, 50));
+        assert!((m.tflops - 2.0 * 2.0 * 1000.0 * 4096.0 / 10e6).abs() < 1e-12);
+        assert_eq!(m.bandwidth_gb_s, 200.0);
+        assert_eq!(m.device, "H100");
+    }
+
+    #[test]
+    fn check_rows_cover_the_ends() {
+        let r = check_rows(16, 128_256, 4096);
+        assert!(r.contains(&0) && r.contains(&128_255) && r.len() < 2000);
+        assert_eq!(check_rows(1, 100, 128), (0..100).collect::<Vec<_>>());
+    }
+
+    /// Compiles every kernel variant through NVRTC for sm_90 (and sm_80 where the format allows) and checks
+    /// that ptxas reports no spills. Skips with a message when libnvrtc cannot be loaded; the `#[ignore]`d
+    /// twin below requires it.
+    #[test]
+    fn kernels_compile_without_spills() {
+        if let Err(e) = nvrtc_available() {
+            eprintln!("SKIPPED kernels_compile_without_spills: {e}");
+            return;
+        }
+        compile_all(false);
+    }
+
+    /// Every format x activation type x variant x M in {1, 2, 3, 4, 8, 16} (about 200 kernels, minutes).
+    #[test]
+    #[ignore = "needs libnvrtc (runs on the GPU machine); compiles the full matrix"]
+    fn kernels_compile_without_spills_nvrtc_required() {
+        nvrtc_available().expect("libnvrtc must be loadable for this test");
+        compile_all(true);
+    }
+
+    /// `full`: every M and activation type; otherwise M in {1, 3, 16} with FP16 x and M = 1 with BF16 x.
+    fn compile_all(full: bool) {
+        let mut report = Vec::new();
+        let mut failures = Vec::new();
+        for f in WoFormat::ALL {
+            for x in XDtype::ALL {
+                for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp] {
+                    for m in [1usize, 2, 3, 4, 8, 16] {
+                        if !full && !(m == 1 || (x == XDtype::F16 && (m == 3 || m == 16))) {
+                            continue;
+                        }
+                        let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, None);
+                        for arch in [90u32, 80] {
+                            if arch < f.min_arch() || (arch == 80 && (m != 1 || variant != Variant::SplitK)) {
+                                continue;
+                            }
+                            let key = KernelKey {
+                                format: f,
+                                x,
+                                m: m as u32,
+                                rows_per_warp: p.rows_per_warp,
+                                unroll: p.unroll,
+                                warps: p.warps,
+                                arch,
+                            };
+                            let c = compile(&key).unwrap_or_else(|e| panic!("{key:?}: {e}"));
+                            assert!(!c.cubin.is_empty());
+                            if c.spill_bytes != Some(0) {
+                                failures.push(format!("{key:?} spills:\n{}", c.log));
+                            }
+                            report.push(format!(
+                                "sm_{arch} {:<9} x={} {:?} M={m:<2} R={} U={}: {} registers, {} spill bytes, {} stack bytes",
+                                f.format().name(),
+                                x.name(),
+                                variant,
+                                p.rows_per_warp,
+                                p.unroll,
+                                c.registers.unwrap_or(0),
+                                c.spill_bytes.unwrap_or(0),
+                                c.stack_bytes.unwrap_or(0)
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        println!("{}", report.join("\n"));
+        assert!(failures.is_empty(), "{} kernels spill:\n{}", failures.len(), failures.join("\n"));
+        // the cache returns the same image
+        let key = KernelKey {
+            format: WoFormat::Int4G128,
+            x: XDtype::F16,
+            m: 1,
+            rows_per_warp: 2,
+            unroll: 4,
+            warps: 4,
+            arch: 90,
+        };
+        assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));
+        assert!(compile(&KernelKey { m: 17, ..key }).is_err());
+        assert!(compile(&KernelKey { format: WoFormat::Fp8E4M3, arch: 80, ..key }).is_err());
+    }
+}

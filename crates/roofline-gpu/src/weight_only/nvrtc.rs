@@ -1,0 +1,212 @@
+//! Run-time compilation of the weight-only kernels with NVRTC: straight to CUBIN for the device's
+//! architecture (`--gpu-architecture=sm_XY`, so no PTX JIT at load time), ptxas statistics kept, and every
+//! compiled image cached for the life of the process (one compile per kernel variant and architecture).
+
+use std::collections::HashMap;
+use std::ffi::{c_char, CString};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
+
+use super::pack::WoFormat;
+use crate::GpuError;
+
+/// The kernel source (all formats; `-D` options pick one).
+pub const WEIGHT_ONLY_SOURCE: &str = include_str!("../kernels/weight_only_gemv.cu");
+
+/// Element type of x and y.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum XDtype {
+    /// IEEE half.
+    F16,
+    /// bfloat16.
+    Bf16,
+}
+
+impl XDtype {
+    /// Both.
+    pub const ALL: [XDtype; 2] = [XDtype::F16, XDtype::Bf16];
+
+    /// Canonical name.
+    pub fn name(self) -> &'static str {
+        match self {
+            XDtype::F16 => "FP16",
+            XDtype::Bf16 => "BF16",
+        }
+    }
+}
+
+/// Everything that selects one compiled kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KernelKey {
+    /// Weight format.
+    pub format: WoFormat,
+    /// x / y element type.
+    pub x: XDtype,
+    /// Rows of x the kernel is compiled for (1..=16).
+    pub m: u32,
+    /// Weight rows per warp.
+    pub rows_per_warp: u32,
+    /// 16-byte chunks per lane in flight per row.
+    pub unroll: u32,
+    /// Warps per CTA.
+    pub warps: u32,
+    /// Compute capability as major * 10 + minor (90 = sm_90).
+    pub arch: u32,
+}
+
+impl KernelKey {
+    /// NVRTC options for this key.
+    pub fn options(&self) -> Vec<String> {
+        vec![
+            format!("--gpu-architecture=sm_{}", self.arch),
+            "--std=c++17".into(),
+            "--ptxas-options=-v".into(),
+            format!("-DFMT={}", self.format.kernel_id()),
+            format!("-DXBF16={}", u32::from(self.x == XDtype::Bf16)),
+            format!("-DMT={}", self.m),
+            format!("-DR={}", self.rows_per_warp),
+            format!("-DU={}", self.unroll),
+            format!("-DWARPS={}", self.warps),
+        ]
+    }
+}
+
+/// A compiled kernel image with the compiler's report.
+#[derive(Debug, Clone)]
+pub struct CompiledKernel {
+    /// What was compiled.
+    pub key: KernelKey,
+    /// CUBIN for `sm_{arch}`.
+    pub cubin: Vec<u8>,
+    /// NVRTC's log (includes ptxas `-v` output).
+    pub log: String,
+    /// Registers per thread (from the ptxas log).
+    pub registers: Option<u32>,
+    /// Spill stores + spill loads, bytes (from the ptxas log).
+    pub spill_bytes: Option<u32>,
+    /// Stack frame, bytes (from the ptxas log).
+    pub stack_bytes: Option<u32>,
+}
+
+/// Whether the NVRTC library can be loaded (cudarc would panic otherwise).
+pub fn nvrtc_available() -> Result<(), GpuError> {
+    // SAFETY: only tries to dlopen the candidate library names; nothing is called.
+    if unsafe { nvrtc_sys::is_culib_present() } {
+        Ok(())
+    } else {
+        Err(GpuError::Unsupported(
+            "NVRTC (libnvrtc.so) cannot be loaded: install the CUDA NVRTC runtime or add its directory to LD_LIBRARY_PATH"
+                .into(),
+        ))
+    }
+}
+
+fn number_before(log: &str, suffix: &str) -> Option<u32> {
+    let i = log.find(suffix)?;
+    log[..i].split_whitespace().last()?.parse().ok()
+}
+
+/// Parses registers, spill bytes and stack bytes out of a ptxas `-v` log.
+pub fn parse_ptxas(log: &str) -> (Option<u32>, Option<u32>, Option<u32>) {
+    let regs = log.find("Used ").and_then(|i| number_before(&log[i..], " registers"));
+    let stores = number_before(log, " bytes spill stores");
+    let loads = number_before(log, " bytes spill loads");
+    let spills = match (stores, loads) {
+        (Some(a), Some(b)) => Some(a + b),
+        _ => None,
+    };
+    (regs, spills, number_before(log, " bytes stack frame"))
+}
+
+fn to_string(v: Vec<c_char>) -> String {
+    let bytes: Vec<u8> = v.into_iter().map(|c| c as u8).take_while(|&c| c != 0).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Compiles (or fetches from the process cache) the kernel for `key`.
+pub fn compile(key: &KernelKey) -> Result<Arc<CompiledKernel>, GpuError> {
+    static CACHE: OnceLock<Mutex<HashMap<KernelKey, Arc<CompiledKernel>>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(k) = cache.lock().map_err(|_| poisoned())?.get(key) {
+        return Ok(k.clone());
+    }
+    let compiled = Arc::new(compile_uncached(key)?);
+    cache.lock().map_err(|_| poisoned())?.insert(*key, compiled.clone());
+    Ok(compiled)
+}
+
+fn poisoned() -> GpuError {
+    GpuError::Unsupported("the kernel cache lock was poisoned by a panic in another thread".into())
+}
+
+fn compile_uncached(key: &KernelKey) -> Result<CompiledKernel, GpuError> {
+    nvrtc_available()?;
+    if !(1..=16).contains(&key.m) {
+        return Err(GpuError::Unsupported(format!("weight-only kernels take M = 1..16 rows of x, not {}", key.m)));
+    }
+    if key.arch < key.format.min_arch() {
+        return Err(GpuError::Unsupported(format!(
+            "{} weight-only kernel needs sm_{} or newer, this device is sm_{}",
+            key.format.format(),
+            key.format.min_arch(),
+            key.arch
+        )));
+    }
+    let src = CString::new(WEIGHT_ONLY_SOURCE).map_err(|e| GpuError::Unsupported(e.to_string()))?;
+    let name = CString::new("weight_only_gemv.cu").map_err(|e| GpuError::Unsupported(e.to_string()))?;
+    let nv = |e: nvrtc::NvrtcError| GpuError::Unsupported(format!("NVRTC: {e}"));
+    let prog = nvrtc::create_program(&src, Some(&name)).map_err(nv)?;
+    // SAFETY: `prog` was just created and is destroyed exactly once below; `src` and `name` outlive it.
+    let compiled = unsafe { nvrtc::compile_program(prog, &key.options()) };
+    // SAFETY: as above, `prog` is live.
+    let log = unsafe { nvrtc::get_program_log(prog) }.map(to_string).unwrap_or_default();
+    let cubin = compiled.map_err(nv).and_then(|()| {
+        let mut size = 0usize;
+        // SAFETY: `prog` compiled successfully; `size` is a valid out pointer.
+        unsafe { nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size) }.result().map_err(nv)?;
+        let mut buf = vec![0u8; size];
+        // SAFETY: `buf` holds exactly the `size` bytes NVRTC reported for the CUBIN.
+        unsafe { nvrtc_sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()) }.result().map_err(nv)?;
+        Ok(buf)
+    });
+    // SAFETY: `prog` is live and not used after this.
+    let _ = unsafe { nvrtc::destroy_program(prog) };
+    let cubin = cubin.map_err(|e| GpuError::Unsupported(format!("{e} compiling {key:?}:\n{log}")))?;
+    if cubin.is_empty() {
+        return Err(GpuError::Unsupported(format!("NVRTC produced no CUBIN for {key:?} (log: {log})")));
+    }
+    let (registers, spill_bytes, stack_bytes) = parse_ptxas(&log);
+    Ok(CompiledKernel { key: *key, cubin, log, registers, spill_bytes, stack_bytes })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptxas_log_is_parsed() {
+        let log = "ptxas info    : 0 bytes gmem\nptxas info    : Compiling entry function 'wo_gemv' for 'sm_90'\n\
+                   ptxas info    : Function properties for wo_gemv\n    8 bytes stack frame, 4 bytes spill stores, 12 bytes spill loads\n\
+                   ptxas info    : Used 72 registers, used 1 barriers, 420 bytes cmem[0]\n";
+        assert_eq!(parse_ptxas(log), (Some(72), Some(16), Some(8)));
+        assert_eq!(parse_ptxas("nothing here"), (None, None, None));
+    }
+
+    #[test]
+    fn options_select_the_variant() {
+        let key = KernelKey {
+            format: WoFormat::Nvfp4,
+            x: XDtype::Bf16,
+            m: 3,
+            rows_per_warp: 2,
+            unroll: 4,
+            warps: 4,
+            arch: 90,
+        };
+        let o = key.options();
+        for want in ["--gpu-architecture=sm_90", "-DFMT=7", "-DXBF16=1", "-DMT=3", "-DR=2", "-DU=4", "-DWARPS=4"] {
+            assert!(o.iter().any(|x| x == want), "{want} missing from {o:?}");
+        }
+    }
+}

@@ -1,0 +1,466 @@
+//! Host-side packing: a roofline-quant [`QuantizedTensor`] (or plain f32 weights for FP16) into the byte
+//! layout the weight-only kernels read, and the exact values the GPU multiplies (for the CPU reference).
+//!
+//! # GPU layout (all little-endian, `W` is `N x K`, row `n` = output channel, blocks run along K)
+//!
+//! * `codes`: row-major, `K * bits / 8` bytes per row, elements packed LSB first exactly as roofline-quant
+//!   packs them (FP16/BF16: 2-byte words; FP8/INT8: one byte; 4-bit formats: element `2i` in the low
+//!   nibble of byte `i`). No reordering is needed for coalescing: the kernel's lane `l` reads 16-byte
+//!   chunk `l` of a row, so a warp reads 512 contiguous bytes, and K is required to be a multiple of the
+//!   elements in a 16-byte chunk so every row starts 16-byte aligned.
+//! * `scales` by format: FP8 E4M3 and INT8: one FP32 per row (`N x 4` bytes); INT4 g128: FP16 per group,
+//!   row-major `N x K/128`; NF4: FP16 absmax per block of 64, `N x K/64`; MXFP4: E8M0 byte per 32,
+//!   `N x K/32`; NVFP4: E4M3 byte per 16, `N x K/16`; FP16/BF16: none.
+//! * `zeros` (INT4 g128 only): 4-bit zero points, two per byte (group `2i` in the low nibble), each row
+//!   padded to whole bytes (`ceil(K/128 / 2)` bytes per row).
+//! * `global_scale`: NVFP4's FP32 per-tensor scale (a kernel argument), 1 otherwise.
+//!
+//! INT4 and NF4 scales are stored as FP16 (as the catalog's storage count assumes) while roofline-quant
+//! keeps them in f32; [`reference_tensor`] rounds them the same way, so the CPU reference dequantizes
+//! exactly the values the GPU uses.
+
+use half::f16;
+use roofline_core::Format;
+use roofline_quant::codec::{FloatKind, MxElement, NF4_CODE};
+use roofline_quant::minifloat::{E2M1, E4M3};
+use roofline_quant::{quantize, Codec, QuantizedTensor};
+
+use crate::GpuError;
+
+/// A weight format the weight-only kernels support.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WoFormat {
+    /// Plain FP16 weights.
+    Fp16,
+    /// Plain BF16 weights.
+    Bf16,
+    /// FP8 E4M3 with one FP32 scale per output channel.
+    Fp8E4M3,
+    /// INT8 symmetric with one FP32 scale per output channel.
+    Int8,
+    /// INT4 asymmetric, groups of 128 along K, FP16 scale and 4-bit zero point per group.
+    Int4G128,
+    /// NF4 (bitsandbytes code book), FP16 absmax per block of 64.
+    Nf4,
+    /// OCP MXFP4: E2M1 elements, E8M0 scale per 32.
+    Mxfp4,
+    /// NVIDIA NVFP4: E2M1 elements, E4M3 scale per 16, FP32 global scale.
+    Nvfp4,
+}
+
+impl WoFormat {
+    /// Every supported format.
+    pub const ALL: [WoFormat; 8] = [
+        WoFormat::Fp16,
+        WoFormat::Bf16,
+        WoFormat::Fp8E4M3,
+        WoFormat::Int8,
+        WoFormat::Int4G128,
+        WoFormat::Nf4,
+        WoFormat::Mxfp4,
+        WoFormat::Nvfp4,
+    ];
+
+    /// The weight-only kernel format for a catalog format (FP8_E4M3 and INT8 run with per-channel scales).
+    pub fn from_format(f: Format) -> Result<WoFormat, GpuError> {
+        Ok(match f {
+            Format::FP16 => WoFormat::Fp16,
+            Format::BF16 => WoFormat::Bf16,
+            Format::FP8_E4M3 => WoFormat::Fp8E4M3,
+            Format::INT8 => WoFormat::Int8,
+            Format::INT4_G128 => WoFormat::Int4G128,
+            Format::NF4 => WoFormat::Nf4,
+            Format::MXFP4 => WoFormat::Mxfp4,
+            Format::NVFP4 => WoFormat::Nvfp4,
+            other => {
+                return Err(GpuError::Unsupported(format!(
+                    "no weight-only kernel for {other}; supported: FP16, BF16, FP8_E4M3, INT8, INT4_G128, NF4, MXFP4, NVFP4"
+                )))
+            }
+        })
+    }
+
+    /// The catalog format.
+    pub fn format(self) -> Format {
+        match self {
+            WoFormat::Fp16 => Format::FP16,
+            WoFormat::Bf16 => Format::BF16,
+            WoFormat::Fp8E4M3 => Format::FP8_E4M3,
+            WoFormat::Int8 => Format::INT8,
+            WoFormat::Int4G128 => Format::INT4_G128,
+            WoFormat::Nf4 => Format::NF4,
+            WoFormat::Mxfp4 => Format::MXFP4,
+            WoFormat::Nvfp4 => Format::NVFP4,
+        }
+    }
+
+    /// The roofline-quant codec that produces this layout (`None` for FP16, a plain cast).
+    pub fn codec(self) -> Option<Codec> {
+        match self {
+            WoFormat::Fp16 => None,
+            WoFormat::Bf16 => Some(Codec::Bf16),
+            WoFormat::Fp8E4M3 => Some(Codec::Fp8PerChannel(FloatKind::E4M3)),
+            WoFormat::Int8 => Some(Codec::Int8PerChannel),
+            WoFormat::Int4G128 => Some(Codec::IntGroupAsym { bits: 4, group: 128 }),
+            WoFormat::Nf4 => Some(Codec::Nf4 { block: 64 }),
+            WoFormat::Mxfp4 => Some(Codec::Mx(MxElement::E2M1)),
+            WoFormat::Nvfp4 => Some(Codec::Nvfp4),
+        }
+    }
+
+    /// Which format a codec's tensor is in (`None` for codecs without a kernel).
+    pub fn of_codec(c: Codec) -> Option<WoFormat> {
+        WoFormat::ALL.into_iter().find(|f| f.codec() == Some(c))
+    }
+
+    /// Bits of one packed element.
+    pub fn bits(self) -> usize {
+        match self {
+            WoFormat::Fp16 | WoFormat::Bf16 => 16,
+            WoFormat::Fp8E4M3 | WoFormat::Int8 => 8,
+            _ => 4,
+        }
+    }
+
+    /// K must be a multiple of this: the scale block and the elements of one 16-byte chunk.
+    pub fn k_multiple(self) -> usize {
+        match self {
+            WoFormat::Fp16 | WoFormat::Bf16 => 8,
+            WoFormat::Fp8E4M3 | WoFormat::Int8 => 16,
+            WoFormat::Int4G128 => 128,
+            WoFormat::Nf4 => 64,
+            WoFormat::Mxfp4 | WoFormat::Nvfp4 => 32,
+        }
+    }
+
+    /// The `FMT` number of the kernel source.
+    pub(crate) fn kernel_id(self) -> u32 {
+        WoFormat::ALL.iter().position(|f| *f == self).unwrap_or(0) as u32
+    }
+
+    /// Lowest compute capability (major * 10 + minor) the kernel compiles for (FP8 needs sm_89's cvt).
+    pub fn min_arch(self) -> u32 {
+        match self {
+            WoFormat::Fp8E4M3 => 89,
+            _ => 80,
+        }
+    }
+
+    /// Checks that `K` suits this format.
+    pub fn check_k(self, k: usize) -> Result<(), GpuError> {
+        let mult = self.k_multiple();
+        if k == 0 || k % mult != 0 {
+            return Err(GpuError::Unsupported(format!(
+                "{}: K = {k} must be a positive multiple of {mult} (its scale block and the elements of a 16-byte load)",
+                self.format()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Weights in the GPU layout of the weight-only kernels (see the module docs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PackedWeights {
+    /// Format.
+    pub format: WoFormat,
+    /// Output channels (rows).
+    pub n: usize,
+    /// Reduction length (columns).
+    pub k: usize,
+    /// Packed codes, `n * k * bits / 8` bytes.
+    pub codes: Vec<u8>,
+    /// Scales in their stored encoding (see the module docs).
+    pub scales: Vec<u8>,
+    /// INT4 zero points, two per byte.
+    pub zeros: Vec<u8>,
+    /// NVFP4 per-tensor scale, 1 otherwise.
+    pub global_scale: f32,
+}
+
+impl PackedWeights {
+    /// Bytes the kernel reads for the weights: codes, scales and zero points (the global scale is a
+    /// kernel argument).
+    pub fn bytes(&self) -> usize {
+        self.codes.len() + self.scales.len() + self.zeros.len()
+    }
+
+    /// The values the GPU multiplies, decoded from this layout (independently of roofline-quant's
+    /// dequantize, so the tests can check the packing against it), `n x k` row-major.
+    pub fn dequantize(&self) -> Vec<f32> {
+        let (n, k) = (self.n, self.k);
+        let mut out = vec![0f32; n * k];
+        let row_bytes = k * self.format.bits() / 8;
+        let f16_at = |b: &[u8], i: usize| f16::from_le_bytes([b[2 * i], b[2 * i + 1]]).to_f32();
+        for r in 0..n {
+            let codes = &self.codes[r * row_bytes..(r + 1) * row_bytes];
+            let nib = |c: usize| u32::from((codes[c / 2] >> (4 * (c % 2))) & 15);
+            for c in 0..k {
+                out[r * k + c] = match self.format {
+                    WoFormat::Fp16 => f16_at(codes, c),
+                    WoFormat::Bf16 => half::bf16::from_le_bytes([codes[2 * c], codes[2 * c + 1]]).to_f32(),
+                    WoFormat::Fp8E4M3 | WoFormat::Int8 => {
+                        let s = f32::from_le_bytes([
+                            self.scales[4 * r],
+                            self.scales[4 * r + 1],
+                            self.scales[4 * r + 2],
+                            self.scales[4 * r + 3],
+                        ]);
+                        let v = if self.format == WoFormat::Int8 {
+                            f32::from(codes[c] as i8)
+                        } else {
+                            E4M3.decode(u32::from(codes[c]))
+                        };
+                        v * s
+                    }
+                    WoFormat::Int4G128 => {
+                        let groups = k / 128;
+                        let g = c / 128;
+                        let s = f16_at(&self.scales, r * groups + g);
+                        let zb = self.zeros[r * groups.div_ceil(2) + g / 2];
+                        let z = (zb >> (4 * (g % 2))) & 15;
+                        (nib(c) as f32 - f32::from(z)) * s
+                    }
+                    WoFormat::Nf4 => NF4_CODE[nib(c) as usize] * f16_at(&self.scales, r * (k / 64) + c / 64),
+                    WoFormat::Mxfp4 => {
+                        let e = self.scales[r * (k / 32) + c / 32];
+                        E2M1.decode(nib(c)) * e8m0_value(e)
+                    }
+                    WoFormat::Nvfp4 => {
+                        let s = E4M3.decode(u32::from(self.scales[r * (k / 16) + c / 16]));
+                        E2M1.decode(nib(c)) * (s * self.global_scale)
+                    }
+                };
+            }
+        }
+        out
+    }
+}
+
+/// The value of an E8M0 scale byte: `2^(e - 127)` (byte 255, NaN in OCP MX, never comes out of the codec).
+pub fn e8m0_value(e: u8) -> f32 {
+    if e == 0 {
+        f32::from_bits(0x0040_0000)
+    } else {
+        f32::from_bits(u32::from(e) << 23)
+    }
+}
+
+fn e8m0_of(s: f32) -> Result<u8, GpuError> {
+    let bits = s.to_bits();
+    let e = if bits == 0x0040_0000 { Some(0) } else { Some((bits >> 23) as u8).filter(|_| bits & 0x807f_ffff == 0) };
+    e.filter(|&e| e != 255 && e8m0_value(e) == s)
+        .ok_or_else(|| GpuError::Unsupported(format!("MXFP4 scale {s} is not a power of two in E8M0 range")))
+}
+
+fn to_f16_scale(s: f32, what: &str) -> Result<f16, GpuError> {
+    let h = f16::from_f32(s);
+    if !h.is_finite() || (h.to_f32() == 0.0 && s != 0.0) {
+        return Err(GpuError::Unsupported(format!(
+            "{what} scale {s} is outside the FP16 range the kernel stores scales in (weights too large or too small)"
+        )));
+    }
+    Ok(h)
+}
+
+/// The tensor the GPU effectively holds: `q` with its scales rounded as the GPU stores them (FP16 for
+/// INT4 g128 and NF4; unchanged otherwise). Dequantizing it with roofline-quant gives the CPU reference.
+pub fn reference_tensor(q: &QuantizedTensor) -> Result<QuantizedTensor, GpuError> {
+    let mut r = q.clone();
+    if matches!(WoFormat::of_codec(q.codec), Some(WoFormat::Int4G128 | WoFormat::Nf4)) {
+        for s in &mut r.scales {
+            *s = to_f16_scale(*s, "block")?.to_f32();
+        }
+    }
+    Ok(r)
+}
+
+/// Packs a roofline-quant tensor (`rows` = N output channels, `cols` = K) into the GPU layout.
+pub fn pack(q: &QuantizedTensor) -> Result<PackedWeights, GpuError> {
+    let format = WoFormat::of_codec(q.codec).ok_or_else(|| {
+        GpuError::Unsupported(format!(
+            "no weight-only kernel for codec {:?}; supported: BF16, FP8 E4M3 per channel, INT8 per channel, INT4 g128, NF4, MXFP4, NVFP4 (FP16 via pack_f32)",
+            q.codec
+        ))
+    })?;
+    let (n, k) = (q.rows, q.cols);
+    format.check_k(k)?;
+    let row_bytes = k * format.bits() / 8;
+    if q.row_bytes != row_bytes || q.codes.len() != n * row_bytes {
+        return Err(GpuError::Unsupported(format!(
+            "quantized tensor has {} bytes per row ({} in all), expected {row_bytes} for {n} x {k}",
+            q.row_bytes,
+            q.codes.len()
+        )));
+    }
+    let blocks = |b: usize| n * (k / b);
+    let want_scales = match format {
+        WoFormat::Bf16 => 0,
+        WoFormat::Fp8E4M3 | WoFormat::Int8 => n,
+        WoFormat::Int4G128 => blocks(128),
+        WoFormat::Nf4 => blocks(64),
+        WoFormat::Mxfp4 => blocks(32),
+        WoFormat::Nvfp4 => blocks(16),
+        WoFormat::Fp16 => 0,
+    };
+    if q.scales.len() != want_scales {
+        return Err(GpuError::Unsupported(format!(
+            "quantized tensor has {} scales, expected {want_scales}",
+            q.scales.len()
+        )));
+    }
+    let mut scales = Vec::new();
+    let mut zeros = Vec::new();
+    match format {
+        WoFormat::Fp16 | WoFormat::Bf16 => {}
+        WoFormat::Fp8E4M3 | WoFormat::Int8 => scales.extend(q.scales.iter().flat_map(|s| s.to_le_bytes())),
+        WoFormat::Int4G128 | WoFormat::Nf4 => {
+            for s in &q.scales {
+                scales.extend(to_f16_scale(*s, "block")?.to_le_bytes());
+            }
+            if format == WoFormat::Int4G128 {
+                let groups = k / 128;
+                if q.zeros.len() != n * groups {
+                    return Err(GpuError::Unsupported(format!(
+                        "INT4 tensor has {} zero points, expected {}",
+                        q.zeros.len(),
+                        n * groups
+                    )));
+                }
+                for row in q.zeros.chunks(groups) {
+                    for pair in row.chunks(2) {
+                        zeros.push(pair[0] & 15 | pair.get(1).map_or(0, |z| (z & 15) << 4));
+                    }
+                }
+            }
+        }
+        WoFormat::Mxfp4 => {
+            for s in &q.scales {
+                scales.push(e8m0_of(*s)?);
+            }
+        }
+        WoFormat::Nvfp4 => {
+            for s in &q.scales {
+                let code = E4M3.encode(*s);
+                if E4M3.decode(code) != *s {
+                    return Err(GpuError::Unsupported(format!("NVFP4 block scale {s} is not an E4M3 value")));
+                }
+                scales.push(code as u8);
+            }
+        }
+    }
+    Ok(PackedWeights {
+        format,
+        n,
+        k,
+        codes: q.codes.clone(),
+        scales,
+        zeros,
+        global_scale: if format == WoFormat::Nvfp4 { q.tensor_scale } else { 1.0 },
+    })
+}
+
+/// Quantizes `n x k` f32 weights (row-major, row = output channel) with the format's codec and packs them;
+/// FP16 is a plain round-to-nearest cast. Returns the packed weights and the f32 values the GPU uses.
+pub fn quantize_and_pack(
+    format: WoFormat,
+    w: &[f32],
+    n: usize,
+    k: usize,
+) -> Result<(PackedWeights, Vec<f32>), GpuError> {
+    format.check_k(k)?;
+    if n == 0 || w.len() != n * k {
+        return Err(GpuError::Unsupported(format!(
+            "weights have {} values, expected N x K = {n} x {k} (N > 0)",
+            w.len()
+        )));
+    }
+    match format.codec() {
+        None => {
+            let mut codes = Vec::with_capacity(2 * w.len());
+            let mut vals = Vec::with_capacity(w.len());
+            for &v in w {
+                let h = f16::from_f32(v);
+                if !h.is_finite() {
+                    return Err(GpuError::Unsupported(format!("weight {v} overflows FP16")));
+                }
+                codes.extend(h.to_le_bytes());
+                vals.push(h.to_f32());
+            }
+            Ok((PackedWeights { format, n, k, codes, scales: Vec::new(), zeros: Vec::new(), global_scale: 1.0 }, vals))
+        }
+        Some(codec) => {
+            let q = quantize(codec, w, n, k).map_err(|e| GpuError::Unsupported(e.to_string()))?;
+            let packed = pack(&q)?;
+            let vals = roofline_quant::dequantize(&reference_tensor(&q)?);
+            Ok((packed, vals))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::random_f32;
+
+    #[test]
+    fn packed_layout_decodes_to_the_roofline_quant_reference() {
+        // The host decoder of the GPU layout must reproduce roofline-quant's dequantize of the same tensor
+        // (scales rounded as stored) bit for bit, for every format, on shapes with several blocks per row.
+        for f in WoFormat::ALL {
+            let (n, k) = (5, 2 * 128 + f.k_multiple() * 2);
+            let k = k - k % f.k_multiple();
+            let w: Vec<f32> = random_f32(n * k, 17).iter().map(|v| v * 3.0).collect();
+            let (p, vals) = quantize_and_pack(f, &w, n, k).unwrap();
+            assert_eq!(p.codes.len(), n * k * f.bits() / 8, "{f:?}");
+            let dec = p.dequantize();
+            assert_eq!(dec.len(), vals.len());
+            for (i, (a, b)) in dec.iter().zip(&vals).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "{f:?} element {i}: layout {a} vs reference {b}");
+            }
+            // quantized weights are close to the originals and not all zero
+            let err: f64 = w.iter().zip(&vals).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>().sqrt();
+            let norm: f64 = w.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
+            assert!(err / norm < 0.2, "{f:?}: quantization error {}", err / norm);
+            assert!(vals.iter().filter(|v| **v != 0.0).count() > n * k / 2, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn byte_counts_match_the_catalog_storage() {
+        // The GPU layout moves exactly the catalog's storage bytes for the block formats.
+        let (n, k) = (7, 512);
+        for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Bf16] {
+            let (p, _) = quantize_and_pack(f, &random_f32(n * k, 3), n, k).unwrap();
+            let catalog = f.format().storage_bytes(n as u64, k as u64).unwrap();
+            assert_eq!(p.bytes() as u64, catalog, "{f:?}");
+        }
+        // NVFP4: the FP32 global scale is a kernel argument, not read from memory.
+        let (p, _) = quantize_and_pack(WoFormat::Nvfp4, &random_f32(n * k, 3), n, k).unwrap();
+        assert_eq!(p.bytes() as u64 + 4, Format::NVFP4.storage_bytes(n as u64, k as u64).unwrap());
+        // FP8/INT8 per channel: one FP32 scale per row.
+        let (p, _) = quantize_and_pack(WoFormat::Int8, &random_f32(n * k, 3), n, k).unwrap();
+        assert_eq!(p.bytes(), n * k + 4 * n);
+    }
+
+    #[test]
+    fn int4_zero_points_pack_two_per_byte_with_odd_group_counts() {
+        let (n, k) = (3, 3 * 128);
+        let (p, _) = quantize_and_pack(WoFormat::Int4G128, &random_f32(n * k, 5), n, k).unwrap();
+        assert_eq!(p.zeros.len(), n * 2);
+        assert_eq!(p.scales.len(), n * 3 * 2);
+    }
+
+    #[test]
+    fn bad_shapes_are_errors() {
+        assert!(quantize_and_pack(WoFormat::Int4G128, &[0.5; 64 * 2], 2, 64).unwrap_err().to_string().contains("128"));
+        assert!(quantize_and_pack(WoFormat::Nvfp4, &[0.5; 16], 1, 16).unwrap_err().to_string().contains("32"));
+        assert!(quantize_and_pack(WoFormat::Fp16, &[0.5; 10], 2, 8).is_err());
+        assert!(WoFormat::from_format(Format::FP32).is_err());
+        let q = quantize(Codec::Fp8PerTensor(FloatKind::E4M3), &[0.5; 32], 2, 16).unwrap();
+        assert!(pack(&q).unwrap_err().to_string().contains("no weight-only kernel"));
+        for f in WoFormat::ALL {
+            assert_eq!(WoFormat::from_format(f.format()).unwrap(), f);
+        }
+    }
+}

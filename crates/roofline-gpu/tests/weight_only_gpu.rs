@@ -1,0 +1,131 @@
+//! GPU tests of the weight-only kernels (run on a GPU machine: `cargo test -p roofline-gpu --release --
+//! --ignored --nocapture`). Each checks the kernel against the f64 CPU reference of the same quantized
+//! weights within 1e-3 relative error.
+
+use half::f16;
+use roofline_core::Format;
+use roofline_gpu::weight_only::{
+    quantize_and_pack, reference_error, Variant, WeightOnlyGemv, WeightOnlyOptions, WoFormat, XDtype,
+};
+use roofline_gpu::{random_f32, Gpu, TimingConfig};
+
+fn quick() -> TimingConfig {
+    TimingConfig { warmup: 3, min_runs: 10, max_runs: 50, budget_ms: 200.0, ..Default::default() }
+}
+
+fn formats() -> Vec<Format> {
+    WoFormat::ALL.iter().map(|f| f.format()).collect()
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn every_format_matches_the_reference_at_the_issue_shapes() {
+    let gpu = Gpu::open(0).unwrap();
+    let (major, minor) = gpu.compute_capability;
+    println!("{}: {} SMs, L2 {} MB, sm_{major}{minor}", gpu.name, gpu.sm_count, gpu.l2_bytes / 1_000_000);
+    for (m, n, k) in [(1, 4096, 4096), (1, 14336, 4096), (3, 1000, 4096), (16, 4096, 4096)] {
+        for f in formats() {
+            let r = gpu.measure_weight_only(f, m, n, k, &quick()).unwrap_or_else(|e| panic!("{f} {m}x{n}x{k}: {e}"));
+            println!(
+                "{f:<9} {m:>2}x{n:>5}x{k}: {:8.2} us {:7.1} GB/s rel err {:.2e} {} regs {} spill {:?}",
+                r.stats.median_us,
+                r.bandwidth_gb_s,
+                r.rel_error,
+                r.registers.unwrap_or(0),
+                r.spill_bytes.unwrap_or(0),
+                r.plan
+            );
+            assert!(r.rel_error <= 1e-3, "{f}: {}", r.rel_error);
+            let meas = r.to_measurement(&gpu.name);
+            assert!((meas.bandwidth_gb_s - r.bytes as f64 / (meas.time_us * 1e3)).abs() < 1e-6 * meas.bandwidth_gb_s);
+            assert!(r.stats.median_us > 0.0 && r.bandwidth_gb_s > 0.0);
+            assert_eq!(r.spill_bytes, Some(0), "{f}: spills");
+            let wf = WoFormat::from_format(f).unwrap();
+            let weight_bytes = (n * k * wf.bits() / 8) as u64;
+            assert!(r.bytes > weight_bytes && r.bytes < weight_bytes * 2, "{f}: {} bytes", r.bytes);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn variants_and_bf16_activations_match_the_reference() {
+    let gpu = Gpu::open(0).unwrap();
+    for f in formats() {
+        for (x, variant, split_k) in [
+            (XDtype::Bf16, Variant::SplitK, None),
+            (XDtype::F16, Variant::RowPerWarp, None),
+            (XDtype::F16, Variant::SplitK, Some(3)),
+            (XDtype::Bf16, Variant::SplitK, Some(8)),
+        ] {
+            for (m, n, k) in [(1, 1000, 4096), (5, 4096, 1024), (16, 777, 2048)] {
+                let opts = WeightOnlyOptions { x, variant, split_k, ..Default::default() };
+                let r = gpu
+                    .measure_weight_only_with(f, m, n, k, &quick(), &opts)
+                    .unwrap_or_else(|e| panic!("{f} {x:?} {variant:?} {split_k:?} {m}x{n}x{k}: {e}"));
+                assert!(r.rel_error <= 1e-3);
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
+    let gpu = Gpu::open(0).unwrap();
+    for wf in WoFormat::ALL {
+        for variant in [Variant::SplitK, Variant::RowPerWarp] {
+            let gemv = WeightOnlyGemv::new(&gpu, wf, XDtype::F16).unwrap().with_variant(variant, None);
+            let (n, k) = (13, 3 * wf.k_multiple().max(128));
+            let (packed, wq) = quantize_and_pack(wf, &random_f32(n * k, 9), n, k).unwrap();
+            let mut dw = gemv.upload(&packed).unwrap();
+            let rows: Vec<usize> = (0..n).collect();
+            for m in 1..=16 {
+                let xf: Vec<f32> = random_f32(m * k, m as u64).into_iter().map(|v| f16::from_f32(v).to_f32()).collect();
+                let xb: Vec<u16> = xf.iter().map(|v| f16::from_f32(*v).to_bits()).collect();
+                let x = gemv.htod(&xb).unwrap();
+                let mut y = gemv.htod(&vec![f16::NAN.to_bits(); m * n]).unwrap();
+                gemv.run(&mut dw, &x, &mut y, m).unwrap();
+                let out = gemv.dtoh(&y).unwrap();
+                let err = reference_error(&xf, &wq, &out, m, n, k, &rows, XDtype::F16).unwrap();
+                assert!(err <= 1e-3, "{wf:?} {variant:?} m={m}: {err}");
+            }
+            // wrong sizes are errors, not launches
+            let x = gemv.htod(&[0u16; 8]).unwrap();
+            let mut y = gemv.htod(&[0u16; 8]).unwrap();
+            assert!(gemv.run(&mut dw, &x, &mut y, 1).is_err());
+            assert!(gemv.run(&mut dw, &x, &mut y, 17).is_err());
+        }
+    }
+}
+
+/// Not a pass/fail test: the variant table the default plan is chosen from (time and GB/s per format,
+/// variant and shape), printed for bench/RESULTS.md. Every run is still checked against the reference.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn variant_table() {
+    let gpu = Gpu::open(0).unwrap();
+    let cfg = TimingConfig { budget_ms: 300.0, ..Default::default() };
+    println!("VT format     shape            SplitK(us GB/s)   Rows4(us GB/s)   RowPerWarp(us GB/s)");
+    for (m, n, k) in [(1, 4096, 4096), (1, 14336, 4096), (1, 4096, 14336), (16, 14336, 4096)] {
+        for f in formats() {
+            let mut line = format!("VT {f:<9} {m:>2}x{n:>6}x{k:<6}");
+            for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp] {
+                let opts = WeightOnlyOptions { variant, ..WeightOnlyOptions::default() };
+                match gpu.measure_weight_only_with(f, m, n, k, &cfg, &opts) {
+                    Ok(r) => {
+                        assert!(r.rel_error <= 1e-3, "{f} {variant:?}: {}", r.rel_error);
+                        line.push_str(&format!(
+                            "  {:7.2} {:6.0}{}",
+                            r.stats.median_us,
+                            r.bandwidth_gb_s,
+                            if r.spill_bytes == Some(0) { " " } else { "!" }
+                        ));
+                    }
+                    Err(e) => line.push_str(&format!("  error: {e}")),
+                }
+            }
+            println!("{line}");
+        }
+    }
+}

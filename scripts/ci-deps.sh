@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# System packages the tests need, installed before `cargo test` by scripts/test.sh. Idempotent: installs
+# nothing when everything is already there.
+#
+# - chromium: the roofline-server browser test (crates/roofline-server/tests/browser.rs) drives Debian's
+#   headless Chromium at /usr/bin/chromium over the DevTools protocol; without it that test fails loudly.
+set -euo pipefail
+
+if [ -x /usr/bin/chromium ]; then
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    SUDO="sudo"
+  else
+    echo "ci-deps: chromium is missing and this user is not root (no sudo): install Debian's 'chromium' package" >&2
+    exit 1
+  fi
+fi
+
+echo "ci-deps: installing chromium (headless browser for the web page test)" >&2
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get update
+$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+test -x /usr/bin/chromium
