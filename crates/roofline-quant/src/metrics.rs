@@ -70,18 +70,16 @@ pub fn compare_codecs() -> Vec<(String, Format, Codec)> {
 }
 
 /// Quantizes the matrix with every format that has a codec, and the codec variants, and measures the error.
-/// Storage: the catalog count for catalog formats, [`Codec::storage_bytes`] for variants.
+/// Storage: [`Codec::storage_bytes`] of the codec used.
 pub fn compare(data: &[f32], rows: usize, cols: usize) -> Result<Vec<CompareRow>, QuantError> {
     compare_codecs()
         .into_iter()
         .map(|(name, format, codec)| {
             let q = quantize(codec, data, rows, cols)?;
             let y = dequantize(&q);
-            let storage_bytes = if Codec::for_format(format).ok() == Some(codec) {
-                format.storage_bytes(rows as u64, cols as u64).unwrap_or(u64::MAX)
-            } else {
-                codec.storage_bytes(rows, cols)
-            };
+            // the bytes of what was actually quantized: the codec's layout (INT4 and INT2 run group-wise and
+            // INT8 per channel, where the catalog entries count one per-tensor scale)
+            let storage_bytes = codec.storage_bytes(rows, cols);
             Ok(CompareRow {
                 name,
                 format,
@@ -126,6 +124,13 @@ mod tests {
         assert!(named("INT2_G32").metrics.sqnr_db > get(Format::INT2).metrics.sqnr_db);
         assert!(named("NF4_DQ").storage_bytes < get(Format::NF4).storage_bytes);
         assert_eq!(named("FP8_E4M3_CHANNEL").storage_bytes, 16 * 256 + 16 * 4);
+        // storage is the codec's: INT4 runs as INT4_G128, INT8 per channel
+        assert_eq!(get(Format::INT4).storage_bytes, get(Format::INT4_G128).storage_bytes);
+        assert_eq!(get(Format::INT4_G128).storage_bytes, Format::INT4_G128.storage_bytes(16, 256).unwrap());
+        assert_eq!(get(Format::INT8).storage_bytes, 16 * 256 + 16 * 4);
+        for f in [Format::MXFP4, Format::MXFP6_E2M3, Format::NF4, Format::FP8_E4M3, Format::BF16, Format::NVFP4] {
+            assert_eq!(get(f).storage_bytes, f.storage_bytes(16, 256).unwrap(), "{f}");
+        }
         assert!(get(Format::INT8).metrics.sqnr_db > get(Format::FP8_E4M3).metrics.sqnr_db - 10.0);
         // E2M3 keeps E4M3's 3 mantissa bits; inside a scaled block the lost exponent range costs little.
         assert!((get(Format::MXFP8_E4M3).metrics.sqnr_db - get(Format::MXFP6_E2M3).metrics.sqnr_db).abs() < 3.0);
