@@ -33,6 +33,8 @@ enum Command {
     /// Quantization codecs: error of every format on a matrix, and quantize throughput.
     #[command(subcommand)]
     Quant(cmd::quant::Command),
+    /// Quantize a Hugging Face safetensors model into a compressed-tensors checkpoint (vLLM), per-layer error.
+    Quantize(cmd::quantize::Args),
     /// Measure a GEMM on this GPU (cuBLAS, CUDA events) next to its prediction, with the error.
     Measure(cmd::gpu::MeasureArgs),
     /// A grid of shapes x precisions: predictions, and with --measure the GPU's times and the errors (CSV/JSON).
@@ -79,6 +81,7 @@ fn main() -> ExitCode {
         Command::Recommend(args) => cmd::recommend::run(args),
         Command::Tiling(args) => cmd::tiling::run(args),
         Command::Quant(c) => cmd::quant::run(c),
+        Command::Quantize(args) => cmd::quantize::run(args),
         Command::Measure(args) => cmd::gpu::measure(args),
         Command::Sweep(args) => cmd::sweep::sweep(args),
         Command::Compare(args) => cmd::sweep::compare(args),

@@ -4,9 +4,11 @@
 //! along a row) to packed codes and scales, dequantize back, and measure the error. Rounding follows
 //! `shared/golden/README.md` (round-to-nearest-even everywhere), and the tests match the golden files.
 
+pub mod checkpoint;
 pub mod codec;
 pub mod metrics;
 pub mod minifloat;
+pub mod npy;
 
-pub use codec::{dequantize, quantize, Codec, QuantError, QuantizedTensor};
+pub use codec::{dequantize, quantize, quantize_with, Codec, QuantError, QuantOptions, QuantizedTensor, ScaleDtype};
 pub use metrics::{compare, ErrorMetrics};

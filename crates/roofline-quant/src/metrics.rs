@@ -37,7 +37,9 @@ impl ErrorMetrics {
 /// One format's row of `quant compare`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CompareRow {
-    /// Format.
+    /// Row label: the format name, or a codec variant (`INT4_G32`, `FP8_E4M3_CHANNEL`, `NF4_DQ`).
+    pub name: String,
+    /// Catalog format (for a variant, the format it varies).
     pub format: Format,
     /// Codec used.
     pub codec: Codec,
@@ -49,16 +51,39 @@ pub struct CompareRow {
     pub bits_per_element: f64,
 }
 
-/// Quantizes the matrix with every format that has a codec and measures the error.
+/// Codec variants `quant compare` shows after the catalog formats: (name, the format they vary).
+pub const COMPARE_VARIANTS: [(&str, Format); 7] = [
+    ("INT4_G32", Format::INT4_G128),
+    ("INT4_G64", Format::INT4_G128),
+    ("INT2_G32", Format::INT2),
+    ("INT2_G128", Format::INT2),
+    ("FP8_E4M3_CHANNEL", Format::FP8_E4M3),
+    ("FP8_E5M2_CHANNEL", Format::FP8_E5M2),
+    ("NF4_DQ", Format::NF4),
+];
+
+/// The codecs of `quant compare` and `quant bench`: (label, format, codec), catalog formats first.
+pub fn compare_codecs() -> Vec<(String, Format, Codec)> {
+    let catalog = Format::ALL.iter().filter_map(|f| Codec::for_format(*f).ok().map(|c| (f.name().to_string(), *f, c)));
+    let variants = COMPARE_VARIANTS.iter().filter_map(|(n, f)| Codec::parse(n).ok().map(|c| ((*n).to_string(), *f, c)));
+    catalog.chain(variants).collect()
+}
+
+/// Quantizes the matrix with every format that has a codec, and the codec variants, and measures the error.
+/// Storage: the catalog count for catalog formats, [`Codec::storage_bytes`] for variants.
 pub fn compare(data: &[f32], rows: usize, cols: usize) -> Result<Vec<CompareRow>, QuantError> {
-    Format::ALL
-        .iter()
-        .filter_map(|f| Codec::for_format(*f).ok().map(|c| (*f, c)))
-        .map(|(format, codec)| {
+    compare_codecs()
+        .into_iter()
+        .map(|(name, format, codec)| {
             let q = quantize(codec, data, rows, cols)?;
             let y = dequantize(&q);
-            let storage_bytes = format.storage_bytes(rows as u64, cols as u64).unwrap_or(u64::MAX);
+            let storage_bytes = if Codec::for_format(format).ok() == Some(codec) {
+                format.storage_bytes(rows as u64, cols as u64).unwrap_or(u64::MAX)
+            } else {
+                codec.storage_bytes(rows, cols)
+            };
             Ok(CompareRow {
+                name,
                 format,
                 codec,
                 metrics: ErrorMetrics::of(data, &y),
@@ -95,6 +120,12 @@ mod tests {
         let x = gaussian_matrix(16, 256, 1);
         let rows = compare(&x, 16, 256).unwrap();
         let get = |f: Format| rows.iter().find(|r| r.format == f).unwrap();
+        let named = |n: &str| rows.iter().find(|r| r.name == n).unwrap();
+        assert!(named("INT4_G32").metrics.sqnr_db > named("INT4_G64").metrics.sqnr_db);
+        assert!(named("INT4_G64").metrics.sqnr_db > get(Format::INT4_G128).metrics.sqnr_db);
+        assert!(named("INT2_G32").metrics.sqnr_db > get(Format::INT2).metrics.sqnr_db);
+        assert!(named("NF4_DQ").storage_bytes < get(Format::NF4).storage_bytes);
+        assert_eq!(named("FP8_E4M3_CHANNEL").storage_bytes, 16 * 256 + 16 * 4);
         assert!(get(Format::INT8).metrics.sqnr_db > get(Format::FP8_E4M3).metrics.sqnr_db - 10.0);
         // E2M3 keeps E4M3's 3 mantissa bits; inside a scaled block the lost exponent range costs little.
         assert!((get(Format::MXFP8_E4M3).metrics.sqnr_db - get(Format::MXFP6_E2M3).metrics.sqnr_db).abs() < 3.0);

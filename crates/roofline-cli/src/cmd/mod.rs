@@ -8,6 +8,7 @@ pub mod model;
 pub mod plot;
 pub mod predict;
 pub mod quant;
+pub mod quantize;
 pub mod recommend;
 pub mod serve;
 pub mod sweep;
