@@ -31,6 +31,7 @@
 
 #[cfg(test)]
 mod emulate;
+pub mod mma;
 pub mod nvrtc;
 pub mod pack;
 
@@ -56,6 +57,22 @@ pub enum Variant {
     RowPerWarp,
     /// Four rows per warp (x converted once per four rows), K split like `SplitK`.
     Rows4,
+    /// Tensor cores (mma.sync m16n8k16, FP32 accumulate): 16 rows per warp; INT4 g128, MXFP4 and NVFP4
+    /// weights with FP16 x only (weights repacked into fragment order on upload, see `mma.rs`).
+    Mma,
+}
+
+impl Variant {
+    /// The fastest variant measured on the H100 for `m` rows of x (bench/RESULTS.md): tensor cores for 4-bit
+    /// weights with FP16 activations from M = 8 (2.2-2.6x the CUDA-core kernel at M = 16), split-K on CUDA
+    /// cores below (at M = 1 it beats the MMA kernel by 10-40%).
+    pub fn best(format: WoFormat, x: XDtype, m: usize) -> Variant {
+        if m >= 8 && mma::supports(format, x) {
+            Variant::Mma
+        } else {
+            Variant::SplitK
+        }
+    }
 }
 
 /// The launch geometry of one call.
@@ -87,6 +104,27 @@ impl LaunchPlan {
         split_k: Option<u32>,
     ) -> LaunchPlan {
         let warps = 4u32;
+        if variant == Variant::Mma {
+            let unroll = if m <= 8 { 4 } else { 2 };
+            let kt = (k / 64).max(1) as u32;
+            let blocks_n = (n as u32).div_ceil(16).div_ceil(warps).max(1);
+            let want = match split_k {
+                Some(s) => s,
+                None if blocks_n >= 2 * sm_count => 1,
+                None => (4 * sm_count).div_ceil(blocks_n),
+            };
+            let splits = want.clamp(1, (kt / unroll).max(1));
+            let tiles_per_split = kt.div_ceil(splits);
+            let splits = kt.div_ceil(tiles_per_split);
+            return LaunchPlan {
+                rows_per_warp: nvrtc::MMA_ROWS,
+                unroll,
+                warps,
+                blocks_n,
+                splits,
+                chunks_per_split: tiles_per_split,
+            };
+        }
         let (rows_per_warp, unroll) = match variant {
             Variant::SplitK => (
                 2,
@@ -99,7 +137,7 @@ impl LaunchPlan {
                 },
             ),
             Variant::RowPerWarp => (1, if m <= 8 { 4 } else { 2 }),
-            Variant::Rows4 => {
+            Variant::Rows4 | Variant::Mma => {
                 if m <= 4 {
                     (4, 2)
                 } else {
@@ -112,8 +150,8 @@ impl LaunchPlan {
         let want = match (variant, split_k) {
             (_, Some(s)) => s,
             (Variant::RowPerWarp, None) => 1,
-            (Variant::SplitK | Variant::Rows4, None) if blocks_n >= 2 * sm_count => 1,
-            (Variant::SplitK | Variant::Rows4, None) => (4 * sm_count).div_ceil(blocks_n),
+            (Variant::SplitK | Variant::Rows4 | Variant::Mma, None) if blocks_n >= 2 * sm_count => 1,
+            (Variant::SplitK | Variant::Rows4 | Variant::Mma, None) => (4 * sm_count).div_ceil(blocks_n),
         };
         // Every split gets at least one full unrolled pass of the warp (32 * U chunks).
         let max_splits = (kc / (32 * unroll)).max(1);
@@ -134,6 +172,8 @@ pub struct DeviceWeights {
     pub k: usize,
     /// Bytes the kernel reads for the weights (codes + scales + zero points).
     pub bytes: usize,
+    /// Codes in the tensor-core fragment layout (uploaded for [`Variant::Mma`]).
+    pub mma_layout: bool,
     codes: CudaSlice<u8>,
     scales: CudaSlice<u8>,
     zeros: CudaSlice<u8>,
@@ -188,9 +228,10 @@ impl WeightOnlyGemv {
         })
     }
 
-    /// The same engine with another work distribution.
+    /// The same engine with another work distribution (`Mma` where unsupported falls back to `SplitK`).
     pub fn with_variant(mut self, variant: Variant, split_k: Option<u32>) -> WeightOnlyGemv {
-        self.variant = variant;
+        self.variant =
+            if variant == Variant::Mma && !mma::supports(self.format, self.x) { Variant::SplitK } else { variant };
         self.split_k = split_k;
         self
     }
@@ -225,7 +266,7 @@ impl WeightOnlyGemv {
         }
         let compiled = compile(&key)?;
         let module = self.ctx.load_module(Ptx::from_binary(compiled.cubin.clone()))?;
-        let f = module.load_function("wo_gemv")?;
+        let f = module.load_function(key.entry())?;
         fns.insert(key, (f.clone(), compiled.clone()));
         Ok((f, compiled))
     }
@@ -248,12 +289,15 @@ impl WeightOnlyGemv {
                 self.stream.clone_htod(v)
             }
         };
+        let mma_layout = self.variant == Variant::Mma;
+        let codes = if mma_layout { mma::repack(p)? } else { p.codes.clone() };
         Ok(DeviceWeights {
             format: p.format,
             n: p.n,
             k: p.k,
             bytes: p.bytes(),
-            codes: up(&p.codes)?,
+            mma_layout,
+            codes: up(&codes)?,
             scales: up(&p.scales)?,
             zeros: up(&p.zeros)?,
             global_scale: p.global_scale,
@@ -307,6 +351,13 @@ impl WeightOnlyGemv {
             return Err(GpuError::Unsupported(format!("N = {n} and K = {k} must fit in 32 bits")));
         }
         let plan = self.plan(m, n, k);
+        if w.mma_layout != (self.variant == Variant::Mma) {
+            return Err(GpuError::Unsupported(format!(
+                "weights were uploaded for the {} kernel, this engine runs {:?}",
+                if w.mma_layout { "tensor-core" } else { "CUDA-core" },
+                self.variant
+            )));
+        }
         let (f, _) = self.function(m, &plan)?;
         let (n_i, k_i, cps) = (n as i32, k as i32, plan.chunks_per_split as i32);
         let cfg = LaunchConfig {
@@ -391,8 +442,8 @@ impl WeightOnlyMeasurement {
 pub struct WeightOnlyOptions {
     /// x / y type.
     pub x: XDtype,
-    /// Work distribution.
-    pub variant: Variant,
+    /// Work distribution (`None`: [`Variant::best`] for the shape).
+    pub variant: Option<Variant>,
     /// Forced split-K (None = automatic).
     pub split_k: Option<u32>,
     /// Largest relative error accepted against the CPU reference.
@@ -401,7 +452,7 @@ pub struct WeightOnlyOptions {
 
 impl Default for WeightOnlyOptions {
     fn default() -> Self {
-        WeightOnlyOptions { x: XDtype::F16, variant: Variant::SplitK, split_k: None, tolerance: 1e-3 }
+        WeightOnlyOptions { x: XDtype::F16, variant: None, split_k: None, tolerance: 1e-3 }
     }
 }
 
@@ -498,7 +549,8 @@ impl Gpu {
                 "weight-only shapes need M in 1..=16 and N > 0, got M={m}, N={n}"
             )));
         }
-        let gemv = WeightOnlyGemv::new(self, wf, opts.x)?.with_variant(opts.variant, opts.split_k);
+        let variant = opts.variant.unwrap_or_else(|| Variant::best(wf, opts.x, m));
+        let gemv = WeightOnlyGemv::new(self, wf, opts.x)?.with_variant(variant, opts.split_k);
         let w = random_f32(n * k, 0x5eed ^ (n * 31 + k) as u64);
         let (packed, wq) = quantize_and_pack(wf, &w, n, k)?;
         drop(w);
@@ -564,9 +616,10 @@ impl Gpu {
             spill_bytes: compiled.spill_bytes,
             sets,
             kernel: format!(
-                "roofline wo_gemv {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}), {sets} rotating weight sets, {} launches per sample",
+                "roofline {} {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}), {sets} rotating weight sets, {} launches per sample",
+                if gemv.variant == Variant::Mma { "wo_mma (tensor cores)" } else { "wo_gemv" },
                 opts.x.name(),
-                opts.variant,
+                gemv.variant,
                 plan.rows_per_warp,
                 plan.unroll,
                 plan.warps,
@@ -584,15 +637,18 @@ mod tests {
 
     #[test]
     fn plans_fill_the_gpu_and_cover_k() {
-        for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp] {
+        for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp, Variant::Mma] {
             for f in WoFormat::ALL {
                 for (m, n, k) in [(1, 4096, 4096), (1, 1000, 4096), (16, 14336, 4096), (1, 4096, 14336), (3, 8, 128)] {
                     let p = LaunchPlan::new(variant, f, m, n, k, 132, None);
-                    let kc = (k * f.bits() / 128) as u32;
+                    // CUDA cores: 16-byte chunks per row; tensor cores: 64-K tiles.
+                    let kc = if variant == Variant::Mma { (k / 64) as u32 } else { (k * f.bits() / 128) as u32 };
                     // the splits cover every chunk exactly once, none empty
                     assert!(p.splits * p.chunks_per_split >= kc, "{p:?}");
                     assert!((p.splits - 1) * p.chunks_per_split < kc, "{p:?}");
-                    assert_eq!(p.chunks_per_split % 32, 0);
+                    if variant != Variant::Mma {
+                        assert_eq!(p.chunks_per_split % 32, 0);
+                    }
                     assert!(p.blocks_n * p.warps * p.rows_per_warp >= n as u32);
                     // the counters buffer (ceil(N/4) + 1) is large enough
                     assert!(p.blocks_n as usize <= n.div_ceil(4) + 1);
@@ -688,9 +744,12 @@ mod tests {
         let mut failures = Vec::new();
         for f in WoFormat::ALL {
             for x in XDtype::ALL {
-                for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp] {
-                    for m in [1usize, 2, 3, 4, 8, 16] {
+                for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp, Variant::Mma] {
+                    for m in [1usize, 2, 3, 4, 8, 9, 16] {
                         if !full && !(m == 1 || (x == XDtype::F16 && (m == 3 || m == 16))) {
+                            continue;
+                        }
+                        if variant == Variant::Mma && !mma::supports(f, x) {
                             continue;
                         }
                         let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, None);

@@ -14,6 +14,13 @@ use crate::GpuError;
 /// The kernel source (all formats; `-D` options pick one).
 pub const WEIGHT_ONLY_SOURCE: &str = include_str!("../kernels/weight_only_gemv.cu");
 
+/// The tensor-core source for 4-bit weights (see `kernels/weight_only_mma.cu`); a key with
+/// `rows_per_warp == MMA_ROWS` selects it.
+pub const WEIGHT_ONLY_MMA_SOURCE: &str = include_str!("../kernels/weight_only_mma.cu");
+
+/// Rows of W one warp of the tensor-core kernel owns (one m16n8k16 A tile).
+pub const MMA_ROWS: u32 = 16;
+
 /// Element type of x and y.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum XDtype {
@@ -56,6 +63,20 @@ pub struct KernelKey {
 }
 
 impl KernelKey {
+    /// Whether this is the tensor-core kernel (`wo_mma`) rather than the CUDA-core one (`wo_gemv`).
+    pub fn is_mma(&self) -> bool {
+        self.rows_per_warp == MMA_ROWS
+    }
+
+    /// The kernel's entry point.
+    pub fn entry(&self) -> &'static str {
+        if self.is_mma() {
+            "wo_mma"
+        } else {
+            "wo_gemv"
+        }
+    }
+
     /// NVRTC options for this key.
     pub fn options(&self) -> Vec<String> {
         vec![
@@ -153,8 +174,13 @@ fn compile_uncached(key: &KernelKey) -> Result<CompiledKernel, GpuError> {
             key.arch
         )));
     }
-    let src = CString::new(WEIGHT_ONLY_SOURCE).map_err(|e| GpuError::Unsupported(e.to_string()))?;
-    let name = CString::new("weight_only_gemv.cu").map_err(|e| GpuError::Unsupported(e.to_string()))?;
+    let (text, file) = if key.is_mma() {
+        (WEIGHT_ONLY_MMA_SOURCE, "weight_only_mma.cu")
+    } else {
+        (WEIGHT_ONLY_SOURCE, "weight_only_gemv.cu")
+    };
+    let src = CString::new(text).map_err(|e| GpuError::Unsupported(e.to_string()))?;
+    let name = CString::new(file).map_err(|e| GpuError::Unsupported(e.to_string()))?;
     let nv = |e: nvrtc::NvrtcError| GpuError::Unsupported(format!("NVRTC: {e}"));
     let prog = nvrtc::create_program(&src, Some(&name)).map_err(nv)?;
     // SAFETY: `prog` was just created and is destroyed exactly once below; `src` and `name` outlive it.

@@ -1,0 +1,314 @@
+// Weight-only GEMV / skinny GEMM on tensor cores: y[M,N] = x[M,K] . W[N,K]^T for 4-bit weights (INT4 g128,
+// MXFP4, NVFP4) and FP16 x, FP32 accumulation in mma.sync.m16n8k16.
+//
+// Why: the CUDA-core kernel (weight_only_gemv.cu) spends ~4-7 instructions per 4-bit weight (decode, f16->f32
+// conversions at 1/8 rate, one FMA per element per row of x) and stalls at 40-58% of the copy bandwidth; here
+// one MMA does 16x8x16 multiply-adds and the decode produces f16x2 pairs straight into the A fragment.
+//
+// Compiled by NVRTC with -D options: FMT (4 INT4 g128, 6 MXFP4, 7 NVFP4), MT rows of x (1..16), U k-tiles in
+// flight per lane, WARPS per CTA. No headers.
+//
+// Layout (host side: weight_only/mma.rs): W is cut into tiles of 16 rows x 64 K. A tile is 512 bytes: lane l
+// (g = l / 4, t = l % 4) holds 16 bytes = 4 words, word s = k-step s (16 K) of the tile, 8 nibbles a0..a7:
+//   a0, a1 = W[g][16s+2t], W[g][16s+2t+1]        a2, a3 = W[g+8][16s+2t], W[g+8][16s+2t+1]
+//   a4, a5 = W[g][16s+2t+8], W[g][16s+2t+9]      a6, a7 = W[g+8][16s+2t+8], W[g+8][16s+2t+9]
+// which is exactly the m16n8k16 A fragment of that k-step. INT4 stores a0..a7 in nibbles 0,4,1,5,2,6,3,7 (so
+// the 0x000F000F magic yields the pairs), FP4 in nibbles 0..7. Tiles are ordered [row tile][k tile]: a warp
+// walking K reads 512 contiguous bytes per load. Scales and zero points keep the CUDA-core kernel's layout.
+
+#ifndef FMT
+#error "FMT must be defined"
+#endif
+
+typedef unsigned int u32;
+typedef unsigned short u16;
+typedef unsigned char u8;
+
+#define NB ((MT + 7) / 8)  // n8 blocks of x rows
+// k-steps (16 K each) that share one scale: INT4 g128 -> a whole tile (4), MXFP4 32 -> 2, NVFP4 16 -> 1.
+#if FMT == 4
+#define FLUSH 4
+#elif FMT == 6
+#define FLUSH 2
+#elif FMT == 7
+#define FLUSH 1
+#else
+#error "the MMA kernel handles FMT 4, 6, 7"
+#endif
+
+__device__ __forceinline__ float h2f(u16 h) {
+    float f;
+    asm("{ .reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+    return f;
+}
+
+__device__ __forceinline__ float as_float(u32 v) {
+    float f;
+    asm("mov.b32 %0, %1;" : "=f"(f) : "r"(v));
+    return f;
+}
+
+__device__ __forceinline__ u16 f2h(float v) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
+
+__device__ __forceinline__ uint4 ld_weights(const uint4* p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ u32 word(const uint4& q, int i) {
+    return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
+}
+
+__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 s) {
+    u32 d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
+    return d;
+}
+
+__device__ __forceinline__ u32 lop3_and_or(u32 a, u32 mask, u32 magic) {
+    u32 d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(magic));
+    return d;
+}
+
+// E4M3 byte -> float (exact).
+__device__ __forceinline__ float e4m3_to_f(u32 b) {
+    u32 e = (b >> 3) & 15u, m = b & 7u;
+    float mag = e == 0 ? (float)m * 0.001953125f : as_float(((e + 120u) << 23) | (m << 20));
+    return (b & 0x80u) ? -mag : mag;
+}
+
+// Decodes one word into the four f16x2 A registers. zg / zg8: INT4 zero-point pairs (1024 + z) of rows g, g+8.
+__device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
+#if FMT == 4
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[i] = lop3_and_or(v >> (4 * i), 0x000f000fu, 0x64006400u);  // 1024 + q
+    asm("sub.f16x2 %0, %0, %1;" : "+r"(a[0]) : "r"(zg));
+    asm("sub.f16x2 %0, %0, %1;" : "+r"(a[1]) : "r"(zg8));
+    asm("sub.f16x2 %0, %0, %1;" : "+r"(a[2]) : "r"(zg));
+    asm("sub.f16x2 %0, %0, %1;" : "+r"(a[3]) : "r"(zg8));
+#else
+    // E2M1 -> f16 by byte lookup: the f16 of every E2M1 magnitude has a zero low byte, so one prmt over an
+    // 8-entry table of high bytes decodes four nibbles; a second prmt (sign-replicate mode) turns each
+    // nibble's sign bit into a 0x00/0xFF byte mask that sets the f16 sign bit.
+    const u32 tab0 = 0x3E3C3800u;  // 0, 0.5, 1, 1.5
+    const u32 tab1 = 0x46444240u;  // 2, 3, 4, 6
+    const u32 sel = v & 0x77777777u;
+    const u32 v4 = v << 4;
+    u32 lo = prmt(tab0, tab1, sel);          // high bytes of nibbles 0..3
+    u32 hi = prmt(tab0, tab1, sel >> 16);    // nibbles 4..7
+    const u32 slo = prmt(v, v4, 0x9D8Cu);    // sign masks of nibbles 0..3
+    const u32 shi = prmt(v, v4, 0xBFAEu);    // nibbles 4..7
+    asm("lop3.b32 %0, %0, %1, %2, 0xF8;" : "+r"(lo) : "r"(slo), "r"(0x80808080u));  // lo | (slo & 0x80808080)
+    asm("lop3.b32 %0, %0, %1, %2, 0xF8;" : "+r"(hi) : "r"(shi), "r"(0x80808080u));
+    a[0] = prmt(lo, 0u, 0x1404u);  // (a0, a1): bytes [0, b0, 0, b1]
+    a[1] = prmt(lo, 0u, 0x3424u);  // (a2, a3)
+    a[2] = prmt(hi, 0u, 0x1404u);  // (a4, a5)
+    a[3] = prmt(hi, 0u, 0x3424u);  // (a6, a7)
+#endif
+}
+
+__device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Per-tile metadata of rows g and g + 8, loaded together with the tile's codes (so its latency overlaps
+// the weight loads instead of stalling the MMAs): INT4 g128: FP16 scale + zero byte of the tile's group;
+// MXFP4: the tile's two E8M0 bytes; NVFP4: the tile's four E4M3 bytes.
+struct Meta {
+#if FMT == 4
+    u16 s[2];
+    u8 z[2];
+#elif FMT == 6
+    u16 e[2];
+#else
+    u32 e[2];
+#endif
+};
+
+__device__ __forceinline__ Meta load_meta(const u8* __restrict__ scales, const u8* __restrict__ zeros, int rg, int rg8,
+                                          int kt, int k) {
+    Meta m;
+    const int r[2] = {rg, rg8};
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+#if FMT == 4
+        const int groups = k / 128, gi = kt / 2;
+        m.s[i] = __ldg((const u16*)scales + (size_t)r[i] * groups + gi);
+        m.z[i] = __ldg(zeros + (size_t)r[i] * ((groups + 1) >> 1) + (gi >> 1));
+#elif FMT == 6
+        m.e[i] = __ldg((const u16*)scales + ((size_t)r[i] * (k / 32) + 2 * kt) / 2);
+#else
+        m.e[i] = __ldg((const u32*)scales + ((size_t)r[i] * (k / 16) + 4 * kt) / 4);
+#endif
+    }
+    return m;
+}
+
+// INT4: the f16x2 pair (1024 + z, 1024 + z) of row i (0: g, 1: g + 8) for tile kt.
+__device__ __forceinline__ u32 zero_pair(const Meta& m, int i, int kt) {
+#if FMT == 4
+    u32 z = 0x6400u | ((m.z[i] >> (((kt / 2) & 1) * 4)) & 15u);
+    return z | (z << 16);
+#else
+    return 0u;
+#endif
+}
+
+// Scale of row i (0: g, 1: g + 8) for the k-steps ending at k-step s of the tile.
+__device__ __forceinline__ float block_scale(const Meta& m, int i, int s) {
+#if FMT == 4
+    return h2f(m.s[i]);
+#elif FMT == 6
+    u32 e = (m.e[i] >> (8 * (s / 2))) & 0xffu;
+    return e == 0 ? as_float(0x00400000u) : as_float(e << 23);
+#else
+    return e4m3_to_f((m.e[i] >> (8 * s)) & 0xffu);
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, 1)
+wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
+       const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+       int n_rows, int k, int tiles_per_split) {
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int rt = blockIdx.x * WARPS + warp;  // this warp's row tile
+    const int row_tiles = (n_rows + 15) / 16;
+    const int kt_total = k / 64;
+    const int kt_begin = blockIdx.y * tiles_per_split;
+    const int kt_end = min(kt_total, kt_begin + tiles_per_split);
+    const int rg = min(rt * 16 + g, n_rows - 1);  // clamped: scale reads stay in bounds
+    const int rg8 = min(rt * 16 + g + 8, n_rows - 1);
+
+    float acc[NB][4];
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[b][i] = 0.0f;
+
+    if (rt < row_tiles) {
+        const uint4* wt = w + (size_t)rt * kt_total * 32 + lane;
+        for (int kt = kt_begin; kt < kt_end; kt += U) {
+            uint4 q[U];
+            Meta meta[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (kt + u < kt_end) {
+                    q[u] = ld_weights(wt + (size_t)(kt + u) * 32);
+                    meta[u] = load_meta(scales, zeros, rg, rg8, kt + u, k);
+                } else {
+                    q[u].x = q[u].y = q[u].z = q[u].w = 0u;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (kt + u < kt_end) {
+                    const int kbase = (kt + u) * 64;
+                    // x fragments of the tile's four k-steps, loaded before any MMA.
+                    u32 bx[NB][4][2];
+#pragma unroll
+                    for (int b = 0; b < NB; ++b) {
+                        const int m = b * 8 + g;  // B fragment column = row of x
+#pragma unroll
+                        for (int s = 0; s < 4; ++s) {
+                            if (m < MT) {
+                                const u32* xr = (const u32*)(x + (size_t)m * k + kbase + 16 * s + 2 * t);
+                                bx[b][s][0] = __ldg(xr);
+                                bx[b][s][1] = __ldg(xr + 4);
+                            } else {
+                                bx[b][s][0] = bx[b][s][1] = 0u;
+                            }
+                        }
+                    }
+                    const u32 zg = zero_pair(meta[u], 0, kt + u);
+                    const u32 zg8 = zero_pair(meta[u], 1, kt + u);
+                    float part[NB][4];
+#pragma unroll
+                    for (int s = 0; s < 4; ++s) {
+                        if (s % FLUSH == 0) {
+#pragma unroll
+                            for (int b = 0; b < NB; ++b)
+#pragma unroll
+                                for (int i = 0; i < 4; ++i) part[b][i] = 0.0f;
+                        }
+                        u32 a[4];
+                        decode(word(q[u], s), zg, zg8, a);
+#pragma unroll
+                        for (int b = 0; b < NB; ++b) mma(part[b], a, bx[b][s][0], bx[b][s][1]);
+                        if (s % FLUSH == FLUSH - 1) {
+                            const float sg = block_scale(meta[u], 0, s);
+                            const float sg8 = block_scale(meta[u], 1, s);
+#pragma unroll
+                            for (int b = 0; b < NB; ++b) {
+                                acc[b][0] = fmaf(part[b][0], sg, acc[b][0]);
+                                acc[b][1] = fmaf(part[b][1], sg, acc[b][1]);
+                                acc[b][2] = fmaf(part[b][2], sg8, acc[b][2]);
+                                acc[b][3] = fmaf(part[b][3], sg8, acc[b][3]);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    // C fragment: c0, c1 = rows g (x rows 2t, 2t+1 of block b), c2, c3 = row g + 8.
+    const bool split = gridDim.y > 1;
+    if (rt < row_tiles) {
+#pragma unroll
+        for (int b = 0; b < NB; ++b)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int n = rt * 16 + g + (i >= 2 ? 8 : 0);
+                const int m = b * 8 + 2 * t + (i & 1);
+                if (m < MT && n < n_rows) {
+                    float v = acc[b][i];
+#if FMT == 7
+                    v *= gscale;
+#endif
+                    const size_t o = (size_t)m * n_rows + n;
+                    if (split)
+                        atomicAdd(ws + o, v);
+                    else
+                        y[o] = f2h(v);
+                }
+            }
+    }
+    if (!split) return;
+
+    // Split-K: the last CTA of this row range converts it and re-zeroes workspace and counter.
+    __shared__ bool is_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const u32 prev = atomicAdd(counters + blockIdx.x, 1u);
+        is_last = prev == gridDim.y - 1;
+    }
+    __syncthreads();
+    if (is_last) {
+        __threadfence();
+        const int row0 = blockIdx.x * WARPS * 16;
+        for (int i = threadIdx.x; i < WARPS * 16 * MT; i += blockDim.x) {
+            const int n = row0 + i / MT;
+            const int m = i % MT;
+            if (n < n_rows) {
+                const size_t o = (size_t)m * n_rows + n;
+                y[o] = f2h(atomicExch(ws + o, 0.0f));
+            }
+        }
+        if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+    }
+}
