@@ -41,6 +41,8 @@ enum Command {
     Sweep(cmd::sweep::SweepArgs),
     /// Seed-style table for one shape: precision, predicted, measured, error, bottleneck (needs a GPU).
     Compare(cmd::sweep::CompareArgs),
+    /// One decode step of a model measured on the GPU (CUDA graph), next to `roofline model`'s prediction.
+    ModelBench(cmd::model_bench::ModelBenchArgs),
     /// Measure this GPU's ceilings (copy bandwidth, GEMM peaks, launch overhead) into a profile TOML.
     Calibrate(cmd::gpu::CalibrateArgs),
     /// This GPU as the driver reports it.
@@ -85,6 +87,7 @@ fn main() -> ExitCode {
         Command::Measure(args) => cmd::gpu::measure(args),
         Command::Sweep(args) => cmd::sweep::sweep(args),
         Command::Compare(args) => cmd::sweep::compare(args),
+        Command::ModelBench(args) => cmd::model_bench::run(args),
         Command::Calibrate(args) => cmd::gpu::calibrate(args),
         Command::Gpu(GpuCommand::Info(args)) => cmd::gpu::info(args),
         Command::Gpu(GpuCommand::Status(args)) => cmd::telemetry::status(args),

@@ -324,6 +324,21 @@ fn sweep_writes_csv_and_json_and_gpu_commands_fail_cleanly_without_gpu() {
     {
         roofline().args(args).assert().failure().stderr(predicate::str::contains("no NVIDIA GPU/driver found"));
     }
+    roofline()
+        .args(["model-bench", "--config", "llama-3.1-8b", "--scheme", "int4", "--layers", "2"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no NVIDIA GPU/driver found"));
+    roofline()
+        .args(["model-bench", "--config", "deepseek-v3", "--scheme", "int4"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("MoE models are not benchmarked yet"));
+    roofline()
+        .args(["model-bench", "--config", "llama-3.1-8b", "--scheme", "fp16", "--batch", "17"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("batch must be 1..=16"));
     for args in [&["gpu", "status"][..], &["gpu", "watch", "--count", "1"], &["gpu", "status", "--json"]] {
         roofline().args(args).assert().failure().stderr(predicate::str::contains("NVML not available"));
     }

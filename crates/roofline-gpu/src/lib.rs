@@ -9,6 +9,7 @@
 
 mod gemm;
 pub mod lt;
+pub mod model_bench;
 pub mod power;
 mod timing;
 pub mod weight_only;

@@ -5,6 +5,7 @@ pub mod formats;
 pub mod gpu;
 pub mod hardware;
 pub mod model;
+pub mod model_bench;
 pub mod plot;
 pub mod predict;
 pub mod quant;

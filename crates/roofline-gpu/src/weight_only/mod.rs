@@ -334,6 +334,19 @@ impl WeightOnlyGemv {
         y: &mut CudaSlice<u16>,
         m: usize,
     ) -> Result<(), GpuError> {
+        self.run_on(&self.stream, w, x, y, m)
+    }
+
+    /// [`WeightOnlyGemv::run`] on another stream of the same context (a stream being captured into a CUDA
+    /// graph, say). Calls on one `DeviceWeights` must not overlap: its split-K workspace is shared.
+    pub fn run_on(
+        &self,
+        stream: &Arc<CudaStream>,
+        w: &mut DeviceWeights,
+        x: &CudaSlice<u16>,
+        y: &mut CudaSlice<u16>,
+        m: usize,
+    ) -> Result<(), GpuError> {
         let (n, k) = (w.n, w.k);
         if !(1..=16).contains(&m) {
             return Err(GpuError::Unsupported(format!("weight-only kernels take M = 1..16 rows of x, not {m}")));
@@ -365,7 +378,7 @@ impl WeightOnlyGemv {
             block_dim: (plan.warps * 32, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut b = self.stream.launch_builder(&f);
+        let mut b = stream.launch_builder(&f);
         b.arg(&w.codes)
             .arg(&w.scales)
             .arg(&w.zeros)

@@ -157,6 +157,36 @@ pub fn compile(key: &KernelKey) -> Result<Arc<CompiledKernel>, GpuError> {
     Ok(compiled)
 }
 
+/// Compiles CUDA `source` (named `file` in messages) with NVRTC `options` straight to CUBIN; returns the
+/// image and the compiler log (ptxas statistics with `--ptxas-options=-v`).
+pub fn compile_cubin(source: &str, file: &str, options: &[String]) -> Result<(Vec<u8>, String), GpuError> {
+    nvrtc_available()?;
+    let src = CString::new(source).map_err(|e| GpuError::Unsupported(e.to_string()))?;
+    let name = CString::new(file).map_err(|e| GpuError::Unsupported(e.to_string()))?;
+    let nv = |e: nvrtc::NvrtcError| GpuError::Unsupported(format!("NVRTC: {e}"));
+    let prog = nvrtc::create_program(&src, Some(&name)).map_err(nv)?;
+    // SAFETY: `prog` was just created and is destroyed exactly once below; `src` and `name` outlive it.
+    let compiled = unsafe { nvrtc::compile_program(prog, options) };
+    // SAFETY: as above, `prog` is live.
+    let log = unsafe { nvrtc::get_program_log(prog) }.map(to_string).unwrap_or_default();
+    let cubin = compiled.map_err(nv).and_then(|()| {
+        let mut size = 0usize;
+        // SAFETY: `prog` compiled successfully; `size` is a valid out pointer.
+        unsafe { nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size) }.result().map_err(nv)?;
+        let mut buf = vec![0u8; size];
+        // SAFETY: `buf` holds exactly the `size` bytes NVRTC reported for the CUBIN.
+        unsafe { nvrtc_sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()) }.result().map_err(nv)?;
+        Ok(buf)
+    });
+    // SAFETY: `prog` is live and not used after this.
+    let _ = unsafe { nvrtc::destroy_program(prog) };
+    let cubin = cubin.map_err(|e| GpuError::Unsupported(format!("{e} in {file}:\n{log}")))?;
+    if cubin.is_empty() {
+        return Err(GpuError::Unsupported(format!("NVRTC produced no CUBIN for {file} (log: {log})")));
+    }
+    Ok((cubin, log))
+}
+
 fn poisoned() -> GpuError {
     GpuError::Unsupported("the kernel cache lock was poisoned by a panic in another thread".into())
 }
@@ -179,29 +209,10 @@ fn compile_uncached(key: &KernelKey) -> Result<CompiledKernel, GpuError> {
     } else {
         (WEIGHT_ONLY_SOURCE, "weight_only_gemv.cu")
     };
-    let src = CString::new(text).map_err(|e| GpuError::Unsupported(e.to_string()))?;
-    let name = CString::new(file).map_err(|e| GpuError::Unsupported(e.to_string()))?;
-    let nv = |e: nvrtc::NvrtcError| GpuError::Unsupported(format!("NVRTC: {e}"));
-    let prog = nvrtc::create_program(&src, Some(&name)).map_err(nv)?;
-    // SAFETY: `prog` was just created and is destroyed exactly once below; `src` and `name` outlive it.
-    let compiled = unsafe { nvrtc::compile_program(prog, &key.options()) };
-    // SAFETY: as above, `prog` is live.
-    let log = unsafe { nvrtc::get_program_log(prog) }.map(to_string).unwrap_or_default();
-    let cubin = compiled.map_err(nv).and_then(|()| {
-        let mut size = 0usize;
-        // SAFETY: `prog` compiled successfully; `size` is a valid out pointer.
-        unsafe { nvrtc_sys::nvrtcGetCUBINSize(prog, &mut size) }.result().map_err(nv)?;
-        let mut buf = vec![0u8; size];
-        // SAFETY: `buf` holds exactly the `size` bytes NVRTC reported for the CUBIN.
-        unsafe { nvrtc_sys::nvrtcGetCUBIN(prog, buf.as_mut_ptr().cast()) }.result().map_err(nv)?;
-        Ok(buf)
-    });
-    // SAFETY: `prog` is live and not used after this.
-    let _ = unsafe { nvrtc::destroy_program(prog) };
-    let cubin = cubin.map_err(|e| GpuError::Unsupported(format!("{e} compiling {key:?}:\n{log}")))?;
-    if cubin.is_empty() {
-        return Err(GpuError::Unsupported(format!("NVRTC produced no CUBIN for {key:?} (log: {log})")));
-    }
+    let (cubin, log) = compile_cubin(text, file, &key.options()).map_err(|e| match e {
+        GpuError::Unsupported(m) => GpuError::Unsupported(format!("{m} (compiling {key:?})")),
+        e => e,
+    })?;
     let (registers, spill_bytes, stack_bytes) = parse_ptxas(&log);
     Ok(CompiledKernel { key: *key, cubin, log, registers, spill_bytes, stack_bytes })
 }

@@ -1,0 +1,254 @@
+//! `roofline model-bench`: one decode step of a model measured on the GPU, next to `roofline model`'s
+//! prediction for the same config, scheme, batch, context and hardware profile.
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use roofline_core::model::{analyze_model, Attention, Mlp, ModelConfig, ModelReport, ModelRequest, OpKind};
+use roofline_core::recommend::Phase;
+use roofline_core::Format;
+use roofline_gpu::model_bench::{BenchConfig, StepResult, HEAD_DIM};
+use roofline_gpu::weight_only::WoFormat;
+use roofline_gpu::Gpu;
+
+use super::parse_format;
+use crate::hw_args::HwArgs;
+use crate::output::{print_json, sig3, table};
+
+/// Flags of `roofline model-bench`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Every linear layer runs on roofline's weight-only kernels (FP16 activations, FP16 KV cache), the
+step is captured in a CUDA graph and replayed; weights are random, of the model's real shapes. The
+prediction is `roofline model` for the same config, scheme, batch and context on --hw (give a profile
+measured by `roofline calibrate` for the calibrated prediction).
+
+Examples:
+  roofline model-bench --config llama-3.1-8b --scheme fp16 --hw h100-measured.toml
+  roofline model-bench --config llama-3.1-8b --schemes fp16,fp8,int8,int4,nvfp4,nf4 --layers 8
+  roofline model-bench --config ./config.json --scheme int4 --batch 8 --seq 4096 --json"
+)]
+pub struct ModelBenchArgs {
+    /// Model preset (`roofline model list`) or a config.json (dense Llama-family, head_dim 128).
+    #[arg(long, value_name = "PRESET|FILE")]
+    pub config: String,
+    /// Weight format of every linear layer: FP16, BF16, FP8_E4M3, INT8, INT4 (= INT4_G128), NF4, MXFP4, NVFP4.
+    #[arg(long, value_parser = parse_format, conflicts_with = "schemes")]
+    pub scheme: Option<Format>,
+    /// Several schemes, compared (comma-separated): speed-up over FP16 measured vs predicted.
+    #[arg(long, value_delimiter = ',', value_parser = parse_format)]
+    pub schemes: Vec<Format>,
+    /// Tokens decoded together (1..=16).
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    /// Context already in the KV cache.
+    #[arg(long, default_value_t = 1024)]
+    pub seq: usize,
+    /// Build only this many layers and scale the step to the model's layer count (default: all).
+    #[arg(long)]
+    pub layers: Option<usize>,
+    /// RoPE base (does not change the time; Llama 3 uses 500000).
+    #[arg(long, default_value_t = 500_000.0)]
+    pub rope_theta: f32,
+    /// GPU index.
+    #[arg(long, default_value = "0")]
+    pub device: usize,
+    #[command(flatten)]
+    pub hw: HwArgs,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// A benchmarked scheme with its prediction.
+#[derive(Debug, serde::Serialize)]
+struct Row {
+    scheme: Format,
+    measured: StepResult,
+    predicted: ModelReport,
+}
+
+/// The weight-only kernel format of a scheme.
+fn wo_format(f: Format) -> Result<WoFormat> {
+    WoFormat::from_format(f).map_err(|e| anyhow::anyhow!("--scheme {f}: {e}"))
+}
+
+fn bench_config(cfg: &ModelConfig, a: &ModelBenchArgs, f: Format) -> Result<BenchConfig> {
+    if cfg.moe.is_some() {
+        bail!(
+            "{}: MoE models are not benchmarked yet (dense Llama-family only); `roofline model` predicts them",
+            cfg.name
+        );
+    }
+    if matches!(cfg.attention, Attention::Mla(_)) {
+        bail!("{}: MLA attention is not benchmarked yet (GQA only); `roofline model` predicts it", cfg.name);
+    }
+    if cfg.mlp != Mlp::Gated || cfg.layer_norm {
+        bail!("{}: only SwiGLU + RMSNorm (Llama-family) models are benchmarked", cfg.name);
+    }
+    if cfg.head_dim as usize != HEAD_DIM {
+        bail!("{}: head_dim {} (the decode attention kernel is written for {HEAD_DIM})", cfg.name, cfg.head_dim);
+    }
+    let size = |v: u64| usize::try_from(v).context("size does not fit this machine");
+    let b = BenchConfig {
+        hidden: size(cfg.hidden)?,
+        heads: size(cfg.heads)?,
+        kv_heads: size(cfg.kv_heads)?,
+        intermediate: size(cfg.intermediate)?,
+        vocab: size(cfg.vocab)?,
+        layers: size(cfg.layers)?,
+        layers_built: a.layers.unwrap_or(size(cfg.layers)?),
+        batch: a.batch,
+        seq: a.seq,
+        weights: wo_format(f)?,
+        rope_theta: a.rope_theta,
+    };
+    b.validate()?;
+    Ok(b)
+}
+
+fn predict(
+    cfg: &ModelConfig,
+    a: &ModelBenchArgs,
+    f: Format,
+    hw: &roofline_core::HardwareProfile,
+) -> Result<ModelReport> {
+    let req = ModelRequest {
+        phase: Phase::Decode,
+        batch: a.batch as u64,
+        seq: a.seq as u64,
+        weights: f,
+        activations: Format::FP16,
+        kv: Format::FP16,
+        ..ModelRequest::default()
+    };
+    Ok(analyze_model(cfg, &req, hw)?)
+}
+
+fn kind_name(k: OpKind) -> &'static str {
+    match k {
+        OpKind::Linear | OpKind::Experts => "linear",
+        OpKind::Attention => "attention",
+        OpKind::Norm => "norm",
+        _ => "elementwise",
+    }
+}
+
+/// Runs `roofline model-bench`.
+pub fn run(a: ModelBenchArgs) -> Result<()> {
+    let cfg = super::model::load_config(&a.config)?;
+    let hw = a.hw.resolve()?;
+    let schemes: Vec<Format> = match (a.scheme, a.schemes.is_empty()) {
+        (Some(f), _) => vec![f],
+        (None, false) => a.schemes.clone(),
+        (None, true) => vec![Format::FP16],
+    }
+    .into_iter()
+    // A bare INT4 means the group-wise INT4 the kernels (and serving engines) run.
+    .map(|f| if f == Format::INT4 { Format::INT4_G128 } else { f })
+    .collect();
+    // Validate everything before touching the GPU.
+    let plans = schemes
+        .iter()
+        .map(|&f| Ok((f, bench_config(&cfg, &a, f)?, predict(&cfg, &a, f, &hw)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let gpu = Gpu::open(a.device)?;
+    let mut rows = Vec::new();
+    for (f, bc, predicted) in plans {
+        eprintln!(
+            "model-bench: {} {f} B={} S={} ({} of {} layers built)",
+            cfg.name, bc.batch, bc.seq, bc.layers_built, bc.layers
+        );
+        let measured = gpu.model_bench(&bc, |step| eprintln!("  {step} ..."))?;
+        rows.push(Row { scheme: f, measured, predicted });
+    }
+    if a.json {
+        return print_json(&rows);
+    }
+    for r in &rows {
+        print_row(&cfg, &hw, a.batch, r);
+    }
+    if rows.len() > 1 {
+        print_comparison(&rows, a.batch);
+    }
+    Ok(())
+}
+
+fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usize, r: &Row) {
+    let m = &r.measured;
+    let p = &r.predicted;
+    println!(
+        "{} decode B={batch} S={} weights {} (FP16 activations and KV) on {} | prediction: {} [{}]",
+        cfg.name, p.request.seq, r.scheme, m.device, hw.name, hw.source
+    );
+    let mut t = table(&["Op", "Kind", "x", "Predicted us", "Measured us", "Error", "% of roof"]);
+    let mut by_kind: Vec<(&str, f64, f64)> = Vec::new();
+    for op in &p.ops {
+        let meas = m.ops.iter().find(|o| o.name == op.name);
+        let pred = op.prediction.time_us;
+        let (meas_s, err_s, roof_s) = match meas {
+            Some(o) => (
+                sig3(o.time_us),
+                format!("{:+.1}%", 100.0 * (o.time_us - pred) / o.time_us),
+                format!("{:.0}%", 100.0 * pred / o.time_us),
+            ),
+            None if op.name == "residual_add" => ("fused".into(), "-".into(), "-".into()),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
+        if let Some(o) = meas {
+            let k = kind_name(op.kind);
+            match by_kind.iter_mut().find(|(n, _, _)| *n == k) {
+                Some(e) => {
+                    e.1 += pred * op.count as f64;
+                    e.2 += o.time_us * o.count as f64;
+                }
+                None => by_kind.push((k, pred * op.count as f64, o.time_us * o.count as f64)),
+            }
+        }
+        t.add_row(vec![
+            op.name.clone(),
+            kind_name(op.kind).into(),
+            op.count.to_string(),
+            sig3(pred),
+            meas_s,
+            err_s,
+            roof_s,
+        ]);
+    }
+    println!("{t}");
+    let err = (m.step_us - p.totals.time_us) / m.step_us;
+    println!(
+        "step: measured {} us (CUDA graph, {} replays; sum of per-op times {} us), predicted {} us, error {:+.1}%",
+        sig3(m.step_us),
+        m.replays,
+        sig3(m.ops_sum_us),
+        sig3(p.totals.time_us),
+        100.0 * err
+    );
+    println!(
+        "tokens/s: measured {:.1}, predicted {:.1}; attention check vs CPU f64: rel. error {:.1e}",
+        m.tokens_per_s(batch),
+        p.totals.tokens_per_s,
+        m.attention_rel_error
+    );
+    let kinds: Vec<String> =
+        by_kind.iter().map(|(k, pred, meas)| format!("{k} {:+.1}%", 100.0 * (meas - pred) / meas)).collect();
+    println!("error per op type (time-weighted): {}\n", kinds.join(", "));
+}
+
+fn print_comparison(rows: &[Row], batch: usize) {
+    let base = rows.iter().find(|r| r.scheme == Format::FP16).or(rows.first());
+    let mut t = table(&["Scheme", "Measured tok/s", "Predicted tok/s", "Error", "Speed-up meas", "Speed-up pred"]);
+    for r in rows {
+        let (ms, ps) = (r.measured.tokens_per_s(batch), r.predicted.totals.tokens_per_s);
+        let (bm, bp) = base.map_or((ms, ps), |b| (b.measured.tokens_per_s(batch), b.predicted.totals.tokens_per_s));
+        t.add_row(vec![
+            r.scheme.to_string(),
+            format!("{ms:.1}"),
+            format!("{ps:.1}"),
+            format!("{:+.1}%", 100.0 * (ps - ms) / ps),
+            format!("{:.2}x", ms / bm),
+            format!("{:.2}x", ps / bp),
+        ]);
+    }
+    println!("{t}");
+}

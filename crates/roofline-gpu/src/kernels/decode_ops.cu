@@ -1,0 +1,176 @@
+// The non-GEMM kernels of one decode step of a Llama-family model (roofline model-bench): FP16 activations,
+// FP32 math, FP16 KV cache. Header-free for NVRTC (conversions are inline PTX). HD = head_dim (128).
+//
+//   add_rmsnorm   x += delta (when given), out = x * rsqrt(mean(x^2) + eps) * w          grid B, 256 threads
+//   rope_append   RoPE (rotate-half) on the q and k heads of the fused qkv row at position pos, k and v
+//                 appended to the cache [B, Hkv, Smax, HD]                                  grid (B, Hq + Hkv), HD/2
+//   attn_split    flash-decoding: one CTA per (b, q head, chunk of positions); 4 warps, online softmax per
+//                 warp, merged in shared memory; partial (max, sum, acc[HD]) to a workspace  grid (B*Hq, splits), 128
+//   attn_combine  merges the splits of one (b, q head) into out [B, Hq*HD]                   grid B*Hq, HD
+//   silu_mul      out = silu(gate) * up from the fused gate_up row [B, 2F]                    grid (B, F/256), 256
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+#define NEG_INF (-__int_as_float(0x7f800000))
+
+#ifndef HD
+#define HD 128
+#endif
+
+__device__ __forceinline__ float h2f(u16 h) {
+    float f;
+    asm("{ .reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
+    return f;
+}
+
+__device__ __forceinline__ u16 f2h(float v) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+extern "C" __global__ void add_rmsnorm(u16* __restrict__ x, const u16* __restrict__ delta, const u16* __restrict__ w,
+                                       u16* __restrict__ out, int d, float eps) {
+    const int b = blockIdx.x;
+    u16* xr = x + (size_t)b * d;
+    __shared__ float part[32];
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        float v = h2f(xr[i]);
+        if (delta != nullptr) {
+            v += h2f(delta[(size_t)b * d + i]);
+            xr[i] = f2h(v);
+            v = h2f(xr[i]);  // the stored residual is FP16: normalize what the next layer will read
+        }
+        ss += v * v;
+    }
+    ss = warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
+        v = warp_sum(v);
+        if (threadIdx.x == 0) part[0] = v;
+    }
+    __syncthreads();
+    const float inv = rsqrtf(part[0] / (float)d + eps);
+    for (int i = threadIdx.x; i < d; i += blockDim.x) out[(size_t)b * d + i] = f2h(h2f(xr[i]) * inv * h2f(w[i]));
+}
+
+extern "C" __global__ void rope_append(u16* __restrict__ qkv, u16* __restrict__ kc, u16* __restrict__ vc, int pos,
+                                       int hq, int hkv, int smax, float theta) {
+    const int b = blockIdx.x;
+    const int h = blockIdx.y;  // 0..hq-1: q heads, hq..hq+hkv-1: k heads
+    const int i = threadIdx.x;  // 0..HD/2-1
+    const int row = (hq + 2 * hkv) * HD;
+    u16* head = qkv + (size_t)b * row + (size_t)h * HD;
+    const float freq = exp2f(-2.0f * (float)i / (float)HD * log2f(theta));
+    float sn, cs;
+    sincosf((float)pos * freq, &sn, &cs);
+    const float x1 = h2f(head[i]), x2 = h2f(head[i + HD / 2]);
+    const u16 r1 = f2h(x1 * cs - x2 * sn), r2 = f2h(x2 * cs + x1 * sn);
+    if (h < hq) {
+        head[i] = r1;
+        head[i + HD / 2] = r2;
+    } else {
+        const int kh = h - hq;
+        const size_t c = (((size_t)b * hkv + kh) * smax + pos) * HD;
+        kc[c + i] = r1;
+        kc[c + i + HD / 2] = r2;
+        const u16* v = qkv + (size_t)b * row + (size_t)(hq + hkv + kh) * HD;
+        vc[c + i] = v[i];
+        vc[c + i + HD / 2] = v[i + HD / 2];
+    }
+}
+
+// One (b, q head, chunk): lane l owns elements 4l..4l+3 of the head.
+extern "C" __global__ void attn_split(const u16* __restrict__ qkv, const u16* __restrict__ kc,
+                                      const u16* __restrict__ vc, float* __restrict__ part, int len, int hq, int hkv,
+                                      int smax, int chunk, float scale) {
+    const int bh = blockIdx.x;
+    const int b = bh / hq, h = bh % hq;
+    const int kh = h / (hq / hkv);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int row = (hq + 2 * hkv) * HD;
+    const u16* q = qkv + (size_t)b * row + (size_t)h * HD;
+    float qv[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) qv[e] = h2f(q[4 * lane + e]) * scale;
+    const size_t base = ((size_t)b * hkv + kh) * smax * HD;
+    const int p0 = blockIdx.y * chunk, p1 = min(len, p0 + chunk);
+    float m = NEG_INF, l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int p = p0 + warp; p < p1; p += 4) {
+        const uint2 kv = *(const uint2*)(kc + base + (size_t)p * HD + 4 * lane);
+        const u16 k4[4] = {(u16)(kv.x & 0xffffu), (u16)(kv.x >> 16), (u16)(kv.y & 0xffffu), (u16)(kv.y >> 16)};
+        float s = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s += qv[e] * h2f(k4[e]);
+        s = warp_sum(s);
+        const float mn = fmaxf(m, s);
+        const float corr = __expf(m - mn), pw = __expf(s - mn);
+        const uint2 vv = *(const uint2*)(vc + base + (size_t)p * HD + 4 * lane);
+        const u16 v4[4] = {(u16)(vv.x & 0xffffu), (u16)(vv.x >> 16), (u16)(vv.y & 0xffffu), (u16)(vv.y >> 16)};
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[e] = acc[e] * corr + pw * h2f(v4[e]);
+        l = l * corr + pw;
+        m = mn;
+    }
+    // Merge the 4 warps.
+    __shared__ float sm[4], sl[4], sacc[4][HD];
+    if (lane == 0) {
+        sm[warp] = m;
+        sl[warp] = l;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) sacc[warp][4 * lane + e] = acc[e];
+    __syncthreads();
+    if (warp == 0) {
+        float mm = fmaxf(fmaxf(sm[0], sm[1]), fmaxf(sm[2], sm[3]));
+        float ll = 0.0f, a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+            const float c = sm[w] == NEG_INF ? 0.0f : __expf(sm[w] - mm);
+            ll += sl[w] * c;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a[e] += sacc[w][4 * lane + e] * c;
+        }
+        float* out = part + ((size_t)bh * gridDim.y + blockIdx.y) * (HD + 2);
+        if (lane == 0) {
+            out[0] = mm;
+            out[1] = ll;
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[2 + 4 * lane + e] = a[e];
+    }
+}
+
+extern "C" __global__ void attn_combine(const float* __restrict__ part, u16* __restrict__ out, int splits) {
+    const int bh = blockIdx.x;
+    const int i = threadIdx.x;  // 0..HD-1
+    const float* p = part + (size_t)bh * splits * (HD + 2);
+    float mm = NEG_INF;
+    for (int s = 0; s < splits; ++s) mm = fmaxf(mm, p[s * (HD + 2)]);
+    float l = 0.0f, a = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+        const float ms = p[s * (HD + 2)];
+        const float c = ms == NEG_INF ? 0.0f : __expf(ms - mm);
+        l += p[s * (HD + 2) + 1] * c;
+        a += p[s * (HD + 2) + 2 + i] * c;
+    }
+    out[(size_t)bh * HD + i] = f2h(a / l);
+}
+
+extern "C" __global__ void silu_mul(const u16* __restrict__ gu, u16* __restrict__ out, int f) {
+    const int b = blockIdx.x;
+    const int i = blockIdx.y * blockDim.x + threadIdx.x;
+    if (i >= f) return;
+    const float g = h2f(gu[(size_t)b * 2 * f + i]), u = h2f(gu[(size_t)b * 2 * f + f + i]);
+    out[(size_t)b * f + i] = f2h(g / (1.0f + __expf(-g)) * u);
+}

@@ -1,0 +1,586 @@
+//! One decode step of a dense Llama-family model on the GPU with the project's kernels (`roofline
+//! model-bench`): every linear through the weight-only kernels (FP16 weights too), RoPE + KV append,
+//! flash-decoding attention over an FP16 KV cache of the real context, fused residual-add + RMSNorm,
+//! SiLU-and-mul, and the LM head, captured in a CUDA graph and replayed. Weights are random (uniform in
+//! [-1, 1), never zero) of the model's real shapes, quantized on the host with roofline-quant; one random
+//! tensor per linear type is uploaded once per layer, so every layer reads its own memory.
+//!
+//! Correctness first: after one op-by-op step the attention output of the last layer is recomputed on the
+//! CPU (f64) from the downloaded q, K and V and must agree within 1e-2; the logits must be finite.
+
+use std::sync::Arc;
+
+use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::Ptx;
+use half::f16;
+
+use crate::weight_only::nvrtc::compile_cubin;
+use crate::weight_only::{quantize_and_pack, DeviceWeights, WeightOnlyGemv, WoFormat, XDtype};
+use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
+
+/// The decode-ops source (see the kernel file's header).
+pub const DECODE_OPS_SOURCE: &str = include_str!("kernels/decode_ops.cu");
+
+/// Head size the attention kernels are written for.
+pub const HEAD_DIM: usize = 128;
+
+/// What to build: model shapes, batch, context and the weight format.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchConfig {
+    /// Hidden size.
+    pub hidden: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// KV heads.
+    pub kv_heads: usize,
+    /// FFN intermediate size.
+    pub intermediate: usize,
+    /// Vocabulary.
+    pub vocab: usize,
+    /// Layers of the model.
+    pub layers: usize,
+    /// Layers actually built (the step time is scaled to `layers`).
+    pub layers_built: usize,
+    /// Tokens decoded together (1..=16).
+    pub batch: usize,
+    /// Context already in the KV cache.
+    pub seq: usize,
+    /// Weight format of every linear layer.
+    pub weights: WoFormat,
+    /// RoPE base.
+    pub rope_theta: f32,
+}
+
+impl BenchConfig {
+    /// Checks what the kernels support.
+    pub fn validate(&self) -> Result<(), GpuError> {
+        let bad = |m: String| Err(GpuError::Unsupported(m));
+        if self.hidden != self.heads * HEAD_DIM {
+            return bad(format!("hidden {} != heads {} x head_dim {HEAD_DIM}", self.hidden, self.heads));
+        }
+        if self.kv_heads == 0 || self.heads % self.kv_heads != 0 {
+            return bad(format!("heads {} must be a multiple of kv_heads {}", self.heads, self.kv_heads));
+        }
+        if !(1..=16).contains(&self.batch) {
+            return bad(format!("batch must be 1..=16 (the weight-only kernels' M), got {}", self.batch));
+        }
+        if self.layers_built == 0 || self.layers_built > self.layers {
+            return bad(format!("--layers must be 1..={}, got {}", self.layers, self.layers_built));
+        }
+        if self.seq == 0 {
+            return bad("--seq must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Fused q, k, v rows.
+    pub fn qkv_rows(&self) -> usize {
+        (self.heads + 2 * self.kv_heads) * HEAD_DIM
+    }
+
+    /// The linear layers of one layer as (name, rows N, columns K), then the LM head.
+    pub fn linears(&self) -> [(&'static str, usize, usize); 5] {
+        let (d, f) = (self.hidden, self.intermediate);
+        [
+            ("qkv_proj", self.qkv_rows(), d),
+            ("o_proj", d, self.heads * HEAD_DIM),
+            ("gate_up_proj", 2 * f, d),
+            ("down_proj", d, f),
+            ("lm_head", self.vocab, d),
+        ]
+    }
+}
+
+/// One op's measured time.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct OpTime {
+    /// Name, as `roofline model` names it.
+    pub name: String,
+    /// linear, attention, norm or elementwise.
+    pub kind: String,
+    /// Times it runs per step (all layers).
+    pub count: u64,
+    /// Median time of one instance (CUDA events, back-to-back launches rotating over the layers), us.
+    pub time_us: f64,
+}
+
+/// A measured decode step.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct StepResult {
+    /// Device name.
+    pub device: String,
+    /// One step of the whole model from CUDA-graph replays (layers scaled from `layers_built`), us.
+    pub step_us: f64,
+    /// The same step as the sum of the per-op times (stream launches, no graph), us.
+    pub ops_sum_us: f64,
+    /// Graph replays timed.
+    pub replays: u32,
+    /// Layers built.
+    pub layers_built: usize,
+    /// Per-op times.
+    pub ops: Vec<OpTime>,
+    /// Relative error of the last layer's attention against the CPU reference.
+    pub attention_rel_error: f64,
+}
+
+impl StepResult {
+    /// Tokens per second: batch / step time.
+    pub fn tokens_per_s(&self, batch: usize) -> f64 {
+        batch as f64 / (self.step_us * 1e-6)
+    }
+}
+
+struct Ops {
+    add_rmsnorm: CudaFunction,
+    rope_append: CudaFunction,
+    attn_split: CudaFunction,
+    attn_combine: CudaFunction,
+    silu_mul: CudaFunction,
+}
+
+struct Layer {
+    qkv: DeviceWeights,
+    o: DeviceWeights,
+    gate_up: DeviceWeights,
+    down: DeviceWeights,
+    norm_in: CudaSlice<u16>,
+    norm_post: CudaSlice<u16>,
+    kc: CudaSlice<u16>,
+    vc: CudaSlice<u16>,
+}
+
+struct Acts {
+    x: CudaSlice<u16>,
+    h: CudaSlice<u16>,
+    qkv: CudaSlice<u16>,
+    attn: CudaSlice<u16>,
+    o: CudaSlice<u16>,
+    gu: CudaSlice<u16>,
+    act: CudaSlice<u16>,
+    down: CudaSlice<u16>,
+    logits: CudaSlice<u16>,
+    part: CudaSlice<f32>,
+}
+
+/// Splits of the attention over the sequence: about 4 CTAs per SM in all.
+fn attn_splits(cfg: &BenchConfig, sm_count: u32) -> (u32, i32) {
+    let len = cfg.seq + 1;
+    let want = (4 * sm_count as usize).div_ceil(cfg.batch * cfg.heads).clamp(1, len.div_ceil(16));
+    let chunk = len.div_ceil(want);
+    (len.div_ceil(chunk) as u32, chunk as i32)
+}
+
+fn f16_bits(v: &[f32]) -> Vec<u16> {
+    v.iter().map(|x| f16::from_f32(*x).to_bits()).collect()
+}
+
+impl Gpu {
+    /// Builds and measures one decode step (see the module docs). `progress` gets a line per stage.
+    pub fn model_bench(&self, cfg: &BenchConfig, mut progress: impl FnMut(&str)) -> Result<StepResult, GpuError> {
+        cfg.validate()?;
+        let (major, minor) = self.compute_capability;
+        let opts =
+            vec![format!("--gpu-architecture=sm_{major}{minor}"), "--std=c++17".into(), format!("-DHD={HEAD_DIM}")];
+        progress("compiling decode kernels (NVRTC)");
+        let (cubin, _) = compile_cubin(DECODE_OPS_SOURCE, "decode_ops.cu", &opts)?;
+        let module = self.ctx.load_module(Ptx::from_binary(cubin))?;
+        let ops = Ops {
+            add_rmsnorm: module.load_function("add_rmsnorm")?,
+            rope_append: module.load_function("rope_append")?,
+            attn_split: module.load_function("attn_split")?,
+            attn_combine: module.load_function("attn_combine")?,
+            silu_mul: module.load_function("silu_mul")?,
+        };
+        let gemv = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?;
+        let (b, d, f) = (cfg.batch, cfg.hidden, cfg.intermediate);
+        let smax = cfg.seq + 1;
+        // Weights: one random tensor per linear type, quantized once, uploaded per layer.
+        let mut packed = Vec::new();
+        for (i, (name, n, k)) in cfg.linears().into_iter().enumerate() {
+            progress(&format!("quantizing {name} {n}x{k} to {}", cfg.weights.format()));
+            let (p, _) = quantize_and_pack(cfg.weights, &random_f32(n * k, 1000 + i as u64), n, k)?;
+            packed.push(p);
+        }
+        let norm_w =
+            self.stream.clone_htod(&f16_bits(&random_f32(d, 7).iter().map(|v| 1.0 + 0.1 * v).collect::<Vec<_>>()))?;
+        let kv_len = b * cfg.kv_heads * smax * HEAD_DIM;
+        let mut layers = Vec::with_capacity(cfg.layers_built);
+        for l in 0..cfg.layers_built {
+            progress(&format!("uploading layer {}/{}", l + 1, cfg.layers_built));
+            layers.push(Layer {
+                qkv: gemv.upload(&packed[0])?,
+                o: gemv.upload(&packed[1])?,
+                gate_up: gemv.upload(&packed[2])?,
+                down: gemv.upload(&packed[3])?,
+                norm_in: self.stream.clone_htod(&f16_bits(
+                    &random_f32(d, 10 + l as u64).iter().map(|v| 1.0 + 0.1 * v).collect::<Vec<_>>(),
+                ))?,
+                norm_post: self.stream.clone_htod(&f16_bits(
+                    &random_f32(d, 20 + l as u64).iter().map(|v| 1.0 + 0.1 * v).collect::<Vec<_>>(),
+                ))?,
+                kc: self.stream.clone_htod(&f16_bits(&random_f32(kv_len, 30 + l as u64)))?,
+                vc: self.stream.clone_htod(&f16_bits(&random_f32(kv_len, 40 + l as u64)))?,
+            });
+        }
+        let mut lm_head = gemv.upload(&packed[4])?;
+        drop(packed);
+        let (splits, chunk) = attn_splits(cfg, self.sm_count);
+        let zeros = |n: usize| self.stream.alloc_zeros::<u16>(n);
+        let mut acts = Acts {
+            x: self.stream.clone_htod(&f16_bits(&random_f32(b * d, 3)))?,
+            h: zeros(b * d)?,
+            qkv: zeros(b * cfg.qkv_rows())?,
+            attn: zeros(b * cfg.heads * HEAD_DIM)?,
+            o: zeros(b * d)?,
+            gu: zeros(b * 2 * f)?,
+            act: zeros(b * f)?,
+            down: zeros(b * d)?,
+            logits: zeros(b * cfg.vocab)?,
+            part: self.stream.alloc_zeros::<f32>(b * cfg.heads * splits as usize * (HEAD_DIM + 2))?,
+        };
+        self.stream.synchronize()?;
+        // SAFETY: from here every launch goes to `s` (one stream) and the host reads device memory only after
+        // synchronizing it, so cudarc's cross-stream event tracking (which would record events inside the
+        // graph capture) is not needed.
+        unsafe { self.ctx.disable_event_tracking() };
+        let s = self.ctx.new_stream()?;
+        let en = Enqueue { cfg, ops: &ops, gemv: &gemv, s: &s, splits, chunk };
+
+        // Correctness: one op-by-op step, then the last layer's attention against the CPU.
+        progress("checking one step against the CPU reference");
+        let norm_final = &norm_w;
+        en.layers(&mut layers, &mut acts)?;
+        en.final_ops(norm_final, &mut lm_head, &mut acts)?;
+        s.synchronize()?;
+        let attention_rel_error =
+            check_attention(cfg, &s, layers.last().ok_or_else(|| GpuError::Unsupported("no layers".into()))?, &acts)?;
+        if attention_rel_error > 1e-2 {
+            return Err(GpuError::Incorrect(format!(
+                "decode attention: relative error {attention_rel_error:.2e} > 1e-2"
+            )));
+        }
+        let logits = s.clone_dtoh(&acts.logits)?;
+        if logits.iter().any(|v| !f16::from_bits(*v).to_f32().is_finite()) {
+            return Err(GpuError::Incorrect("non-finite logits after one step".into()));
+        }
+
+        // Per-op times: each op launched back to back, rotating over the layers (no L2 reuse across runs).
+        progress("timing each op");
+        let tcfg = TimingConfig { min_runs: 30, budget_ms: 300.0, ..TimingConfig::default() };
+        let nl = cfg.layers_built;
+        let per_layer = cfg.layers as u64;
+        let mut op_times = Vec::new();
+        let mut time_op = |name: &str, kind: &str, count: u64, op: &mut dyn FnMut(usize) -> Result<(), GpuError>| {
+            let st = timing::time(&self.ctx, &s, &tcfg, op)?;
+            op_times.push(OpTime { name: name.into(), kind: kind.into(), count, time_us: st.median_us });
+            Ok::<(), GpuError>(())
+        };
+        {
+            let layers_ptr = &mut layers;
+            let a = &mut acts;
+            time_op("input_layernorm", "norm", per_layer, &mut |i| en.norm(a, true, &layers_ptr[i % nl].norm_in))?;
+            time_op("qkv_proj", "linear", per_layer, &mut |i| en.linear(&mut layers_ptr[i % nl].qkv, Lin::Qkv, a))?;
+            time_op("rotary_emb", "elementwise", per_layer, &mut |i| en.rope(&mut layers_ptr[i % nl], a))?;
+            time_op("attention", "attention", per_layer, &mut |i| en.attention(&layers_ptr[i % nl], a))?;
+            time_op("o_proj", "linear", per_layer, &mut |i| en.linear(&mut layers_ptr[i % nl].o, Lin::O, a))?;
+            time_op("post_attention_layernorm", "norm", per_layer, &mut |i| {
+                en.norm(a, true, &layers_ptr[i % nl].norm_post)
+            })?;
+            time_op("gate_up_proj", "linear", per_layer, &mut |i| {
+                en.linear(&mut layers_ptr[i % nl].gate_up, Lin::GateUp, a)
+            })?;
+            time_op("silu_and_mul", "elementwise", per_layer, &mut |_| en.silu(a))?;
+            time_op("down_proj", "linear", per_layer, &mut |i| en.linear(&mut layers_ptr[i % nl].down, Lin::Down, a))?;
+            time_op("final_norm", "norm", 1, &mut |_| en.norm(a, true, norm_final))?;
+            time_op("lm_head", "linear", 1, &mut |_| en.linear(&mut lm_head, Lin::LmHead, a))?;
+        }
+        let ops_sum_us: f64 = op_times.iter().map(|o| o.time_us * o.count as f64).sum();
+
+        // The step as a CUDA graph: the built layers, scaled, plus the final norm and LM head.
+        progress("capturing the step in a CUDA graph");
+        s.synchronize()?;
+        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        let captured = en.layers(&mut layers, &mut acts);
+        let graph = s.end_capture(CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
+        captured?;
+        let graph = graph?.ok_or_else(|| GpuError::Unsupported("stream capture produced no graph".into()))?;
+        let gcfg =
+            TimingConfig { warmup: 3, min_runs: 20, max_runs: 200, budget_ms: 2000.0, max_inner: 1, power_ms: 0.0 };
+        let st = timing::time(&self.ctx, &s, &gcfg, |_| Ok(graph.launch()?))?;
+        let fin: f64 = op_times.iter().filter(|o| o.count == 1).map(|o| o.time_us).sum();
+        let step_us = st.median_us * cfg.layers as f64 / nl as f64 + fin;
+        s.synchronize()?;
+        Ok(StepResult {
+            device: self.name.clone(),
+            step_us,
+            ops_sum_us,
+            replays: st.runs,
+            layers_built: nl,
+            ops: op_times,
+            attention_rel_error,
+        })
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Lin {
+    Qkv,
+    O,
+    GateUp,
+    Down,
+    LmHead,
+}
+
+struct Enqueue<'a> {
+    cfg: &'a BenchConfig,
+    ops: &'a Ops,
+    gemv: &'a WeightOnlyGemv,
+    s: &'a Arc<CudaStream>,
+    splits: u32,
+    chunk: i32,
+}
+
+impl Enqueue<'_> {
+    fn layers(&self, layers: &mut [Layer], a: &mut Acts) -> Result<(), GpuError> {
+        for (l, layer) in layers.iter_mut().enumerate() {
+            // The residual add of the previous layer's MLP output is fused into this norm.
+            self.norm(a, l > 0, &layer.norm_in)?;
+            self.linear(&mut layer.qkv, Lin::Qkv, a)?;
+            self.rope(layer, a)?;
+            self.attention(layer, a)?;
+            self.linear(&mut layer.o, Lin::O, a)?;
+            self.norm_from_o(a, &layer.norm_post)?;
+            self.linear(&mut layer.gate_up, Lin::GateUp, a)?;
+            self.silu(a)?;
+            self.linear(&mut layer.down, Lin::Down, a)?;
+        }
+        Ok(())
+    }
+
+    fn final_ops(&self, w: &CudaSlice<u16>, lm: &mut DeviceWeights, a: &mut Acts) -> Result<(), GpuError> {
+        self.norm(a, true, w)?;
+        self.linear(lm, Lin::LmHead, a)
+    }
+
+    /// x += down (when `add`), h = rmsnorm(x) * w.
+    fn norm(&self, a: &mut Acts, add: bool, w: &CudaSlice<u16>) -> Result<(), GpuError> {
+        self.rmsnorm(a, add, false, w)
+    }
+
+    /// x += o, h = rmsnorm(x) * w.
+    fn norm_from_o(&self, a: &mut Acts, w: &CudaSlice<u16>) -> Result<(), GpuError> {
+        self.rmsnorm(a, true, true, w)
+    }
+
+    fn rmsnorm(&self, a: &mut Acts, add: bool, from_o: bool, w: &CudaSlice<u16>) -> Result<(), GpuError> {
+        let d = self.cfg.hidden as i32;
+        let eps = 1e-5f32;
+        let cfg = LaunchConfig { grid_dim: (self.cfg.batch as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let mut l = self.s.launch_builder(&self.ops.add_rmsnorm);
+        let null: u64 = 0;
+        l.arg(&mut a.x);
+        match (add, from_o) {
+            (false, _) => l.arg(&null),
+            (true, true) => l.arg(&a.o),
+            (true, false) => l.arg(&a.down),
+        };
+        l.arg(w).arg(&mut a.h).arg(&d).arg(&eps);
+        // SAFETY: matches add_rmsnorm(u16* x, const u16* delta, const u16* w, u16* out, int d, float eps); x, delta
+        // and out hold batch x hidden values, w hidden values; delta may be null (a 0 pointer).
+        unsafe { l.launch(cfg) }?;
+        Ok(())
+    }
+
+    fn linear(&self, w: &mut DeviceWeights, which: Lin, a: &mut Acts) -> Result<(), GpuError> {
+        let m = self.cfg.batch;
+        let (x, y) = match which {
+            Lin::Qkv => (&a.h, &mut a.qkv),
+            Lin::O => (&a.attn, &mut a.o),
+            Lin::GateUp => (&a.h, &mut a.gu),
+            Lin::Down => (&a.act, &mut a.down),
+            Lin::LmHead => (&a.h, &mut a.logits),
+        };
+        self.gemv.run_on(self.s, w, x, y, m)
+    }
+
+    fn rope(&self, layer: &mut Layer, a: &mut Acts) -> Result<(), GpuError> {
+        let c = self.cfg;
+        let (pos, hq, hkv, smax) = (c.seq as i32, c.heads as i32, c.kv_heads as i32, (c.seq + 1) as i32);
+        let cfg = LaunchConfig {
+            grid_dim: (c.batch as u32, (c.heads + c.kv_heads) as u32, 1),
+            block_dim: ((HEAD_DIM / 2) as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut l = self.s.launch_builder(&self.ops.rope_append);
+        l.arg(&mut a.qkv)
+            .arg(&mut layer.kc)
+            .arg(&mut layer.vc)
+            .arg(&pos)
+            .arg(&hq)
+            .arg(&hkv)
+            .arg(&smax)
+            .arg(&c.rope_theta);
+        // SAFETY: matches rope_append(u16* qkv, u16* kc, u16* vc, int pos, int hq, int hkv, int smax, float theta);
+        // qkv holds batch x (hq + 2 hkv) x HD values, the caches batch x hkv x smax x HD, pos < smax.
+        unsafe { l.launch(cfg) }?;
+        Ok(())
+    }
+
+    fn attention(&self, layer: &Layer, a: &mut Acts) -> Result<(), GpuError> {
+        let c = self.cfg;
+        let (len, hq, hkv, smax) = ((c.seq + 1) as i32, c.heads as i32, c.kv_heads as i32, (c.seq + 1) as i32);
+        let scale = 1.0f32 / (HEAD_DIM as f32).sqrt();
+        let bh = (c.batch * c.heads) as u32;
+        let cfg = LaunchConfig { grid_dim: (bh, self.splits, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
+        let mut l = self.s.launch_builder(&self.ops.attn_split);
+        l.arg(&a.qkv)
+            .arg(&layer.kc)
+            .arg(&layer.vc)
+            .arg(&mut a.part)
+            .arg(&len)
+            .arg(&hq)
+            .arg(&hkv)
+            .arg(&smax)
+            .arg(&self.chunk)
+            .arg(&scale);
+        // SAFETY: matches attn_split(const u16* qkv, const u16* kc, const u16* vc, float* part, int len, int hq,
+        // int hkv, int smax, int chunk, float scale); part holds bh x splits x (HD + 2) floats, len <= smax,
+        // splits x chunk >= len.
+        unsafe { l.launch(cfg) }?;
+        let splits = self.splits as i32;
+        let cfg = LaunchConfig { grid_dim: (bh, 1, 1), block_dim: (HEAD_DIM as u32, 1, 1), shared_mem_bytes: 0 };
+        let mut l = self.s.launch_builder(&self.ops.attn_combine);
+        l.arg(&a.part).arg(&mut a.attn).arg(&splits);
+        // SAFETY: matches attn_combine(const float* part, u16* out, int splits); out holds bh x HD values.
+        unsafe { l.launch(cfg) }?;
+        Ok(())
+    }
+
+    fn silu(&self, a: &mut Acts) -> Result<(), GpuError> {
+        let f = self.cfg.intermediate as i32;
+        let cfg = LaunchConfig {
+            grid_dim: (self.cfg.batch as u32, (self.cfg.intermediate as u32).div_ceil(256), 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut l = self.s.launch_builder(&self.ops.silu_mul);
+        l.arg(&a.gu).arg(&mut a.act).arg(&f);
+        // SAFETY: matches silu_mul(const u16* gu, u16* out, int f); gu holds batch x 2f values, out batch x f.
+        unsafe { l.launch(cfg) }?;
+        Ok(())
+    }
+}
+
+/// Relative error of the last layer's attention output (every batch row and head) against an f64 CPU
+/// softmax(q K^T / sqrt(d)) V over the downloaded cache.
+fn check_attention(cfg: &BenchConfig, s: &Arc<CudaStream>, layer: &Layer, a: &Acts) -> Result<f64, GpuError> {
+    let to = |v: &[u16]| v.iter().map(|b| f64::from(f16::from_bits(*b).to_f32())).collect::<Vec<f64>>();
+    let (qkv, kc, vc, out) = (
+        to(&s.clone_dtoh(&a.qkv)?),
+        to(&s.clone_dtoh(&layer.kc)?),
+        to(&s.clone_dtoh(&layer.vc)?),
+        to(&s.clone_dtoh(&a.attn)?),
+    );
+    let (hq, hkv, smax, len) = (cfg.heads, cfg.kv_heads, cfg.seq + 1, cfg.seq + 1);
+    let row = cfg.qkv_rows();
+    let (mut err, mut norm) = (0.0f64, 0.0f64);
+    for b in 0..cfg.batch {
+        for h in 0..hq {
+            let kh = h / (hq / hkv);
+            let q = &qkv[b * row + h * HEAD_DIM..][..HEAD_DIM];
+            let base = (b * hkv + kh) * smax * HEAD_DIM;
+            let scores: Vec<f64> = (0..len)
+                .map(|p| {
+                    q.iter().zip(&kc[base + p * HEAD_DIM..][..HEAD_DIM]).map(|(x, y)| x * y).sum::<f64>()
+                        / (HEAD_DIM as f64).sqrt()
+                })
+                .collect();
+            let mx = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let w: Vec<f64> = scores.iter().map(|x| (x - mx).exp()).collect();
+            let sum: f64 = w.iter().sum();
+            for i in 0..HEAD_DIM {
+                let want: f64 = (0..len).map(|p| w[p] * vc[base + p * HEAD_DIM + i]).sum::<f64>() / sum;
+                let got = out[(b * hq + h) * HEAD_DIM + i];
+                if !got.is_finite() {
+                    return Ok(f64::INFINITY);
+                }
+                err += (got - want).powi(2);
+                norm += want * want;
+            }
+        }
+    }
+    Ok((err / norm.max(1e-300)).sqrt())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn llama8b() -> BenchConfig {
+        BenchConfig {
+            hidden: 4096,
+            heads: 32,
+            kv_heads: 8,
+            intermediate: 14336,
+            vocab: 128_256,
+            layers: 32,
+            layers_built: 32,
+            batch: 1,
+            seq: 1024,
+            weights: WoFormat::Fp16,
+            rope_theta: 500_000.0,
+        }
+    }
+
+    #[test]
+    fn llama_shapes() {
+        let c = llama8b();
+        c.validate().unwrap();
+        assert_eq!(c.qkv_rows(), 6144);
+        assert_eq!(c.linears()[2], ("gate_up_proj", 28672, 4096));
+        assert_eq!(c.linears()[3], ("down_proj", 4096, 14336));
+        assert_eq!(c.linears()[4], ("lm_head", 128_256, 4096));
+    }
+
+    #[test]
+    fn bad_configs_are_errors() {
+        for bad in [
+            BenchConfig { batch: 17, ..llama8b() },
+            BenchConfig { layers_built: 33, ..llama8b() },
+            BenchConfig { kv_heads: 5, ..llama8b() },
+            BenchConfig { hidden: 4000, ..llama8b() },
+            BenchConfig { seq: 0, ..llama8b() },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn attention_splits_cover_the_context() {
+        for (batch, seq) in [(1, 1024), (16, 4096), (1, 1), (4, 100)] {
+            let c = BenchConfig { batch, seq, ..llama8b() };
+            let (splits, chunk) = attn_splits(&c, 132);
+            let len = seq + 1;
+            assert!(splits as usize * chunk as usize >= len);
+            assert!((splits as usize - 1) * (chunk as usize) < len, "{batch} {seq}: {splits} x {chunk}");
+        }
+    }
+
+    #[test]
+    fn decode_ops_compile_without_spills() {
+        if let Err(e) = crate::weight_only::nvrtc_available() {
+            eprintln!("SKIPPED decode_ops_compile_without_spills: {e}");
+            return;
+        }
+        let opts: Vec<String> =
+            vec!["--gpu-architecture=sm_90".into(), "--std=c++17".into(), "--ptxas-options=-v".into()];
+        let (cubin, log) = compile_cubin(DECODE_OPS_SOURCE, "decode_ops.cu", &opts).unwrap();
+        assert!(!cubin.is_empty());
+        assert!(
+            !log.contains("bytes spill stores")
+                || log.matches(" 0 bytes spill stores").count() == log.matches("bytes spill stores").count(),
+            "{log}"
+        );
+    }
+}
