@@ -2,7 +2,7 @@
 //! model-bench`): every linear through the weight-only kernels (FP16 weights too), RoPE + KV append,
 //! flash-decoding attention over an FP16 KV cache of the real context, fused residual-add + RMSNorm,
 //! SiLU-and-mul, and the LM head, captured in a CUDA graph and replayed. Weights are random (uniform in
-//! [-1, 1), never zero) of the model's real shapes, quantized on the host with roofline-quant; one random
+//! [-1, 1) / sqrt(K), never zero) of the model's real shapes, quantized on the host with roofline-quant; one random
 //! tensor per linear type is uploaded once per layer, so every layer reads its own memory.
 //!
 //! Correctness first: after one op-by-op step the attention output of the last layer is recomputed on the
@@ -56,6 +56,9 @@ impl BenchConfig {
     /// Checks what the kernels support.
     pub fn validate(&self) -> Result<(), GpuError> {
         let bad = |m: String| Err(GpuError::Unsupported(m));
+        if self.hidden > 16 * 1024 {
+            return bad(format!("hidden {} > 16384 (the RMSNorm kernel keeps a row in registers)", self.hidden));
+        }
         if self.hidden != self.heads * HEAD_DIM {
             return bad(format!("hidden {} != heads {} x head_dim {HEAD_DIM}", self.hidden, self.heads));
         }
@@ -163,11 +166,12 @@ struct Acts {
     part: CudaSlice<f32>,
 }
 
-/// Splits of the attention over the sequence: about 4 CTAs per SM in all.
+/// Splits of the attention over the sequence: chunks of at most 16 positions (4 per warp, their loads in
+/// flight together), and at least about 4 CTAs per SM.
 fn attn_splits(cfg: &BenchConfig, sm_count: u32) -> (u32, i32) {
     let len = cfg.seq + 1;
-    let want = (4 * sm_count as usize).div_ceil(cfg.batch * cfg.heads).clamp(1, len.div_ceil(16));
-    let chunk = len.div_ceil(want);
+    let want = (4 * sm_count as usize).div_ceil(cfg.batch * cfg.heads).max(len.div_ceil(16));
+    let chunk = len.div_ceil(want).clamp(1, 16);
     (len.div_ceil(chunk) as u32, chunk as i32)
 }
 
@@ -199,7 +203,11 @@ impl Gpu {
         let mut packed = Vec::new();
         for (i, (name, n, k)) in cfg.linears().into_iter().enumerate() {
             progress(&format!("quantizing {name} {n}x{k} to {}", cfg.weights.format()));
-            let (p, _) = quantize_and_pack(cfg.weights, &random_f32(n * k, 1000 + i as u64), n, k)?;
+            // Scaled like a trained layer's init (uniform / sqrt(K)) so activations keep their size through
+            // the layers instead of overflowing FP16.
+            let scale = 1.0 / (k as f32).sqrt();
+            let w: Vec<f32> = random_f32(n * k, 1000 + i as u64).into_iter().map(|v| v * scale).collect();
+            let (p, _) = quantize_and_pack(cfg.weights, &w, n, k)?;
             packed.push(p);
         }
         let norm_w =
@@ -376,7 +384,8 @@ impl Enqueue<'_> {
     fn rmsnorm(&self, a: &mut Acts, add: bool, from_o: bool, w: &CudaSlice<u16>) -> Result<(), GpuError> {
         let d = self.cfg.hidden as i32;
         let eps = 1e-5f32;
-        let cfg = LaunchConfig { grid_dim: (self.cfg.batch as u32, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        let cfg =
+            LaunchConfig { grid_dim: (self.cfg.batch as u32, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
         let mut l = self.s.launch_builder(&self.ops.add_rmsnorm);
         let null: u64 = 0;
         l.arg(&mut a.x);

@@ -3,7 +3,9 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use roofline_core::model::{analyze_model, Attention, Mlp, ModelConfig, ModelReport, ModelRequest, OpKind};
+use roofline_core::model::{
+    analyze_model, Attention, Mlp, ModelConfig, ModelReport, ModelRequest, OpKind, RoleScheme, RoleSchemes,
+};
 use roofline_core::recommend::Phase;
 use roofline_core::Format;
 use roofline_gpu::model_bench::{BenchConfig, StepResult, HEAD_DIM};
@@ -119,6 +121,11 @@ fn predict(
         weights: f,
         activations: Format::FP16,
         kv: Format::FP16,
+        // The bench quantizes the LM head with the other linears; predict the same.
+        roles: RoleSchemes {
+            lm_head: Some(RoleScheme { weights: f, activations: Format::FP16 }),
+            ..RoleSchemes::default()
+        },
         ..ModelRequest::default()
     };
     Ok(analyze_model(cfg, &req, hw)?)
@@ -177,7 +184,7 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
     let m = &r.measured;
     let p = &r.predicted;
     println!(
-        "{} decode B={batch} S={} weights {} (FP16 activations and KV) on {} | prediction: {} [{}]",
+        "{} decode B={batch} S={} weights {} on every linear incl. lm_head (FP16 activations and KV) on {} | prediction: {} [{}]",
         cfg.name, p.request.seq, r.scheme, m.device, hw.name, hw.source
     );
     let mut t = table(&["Op", "Kind", "x", "Predicted us", "Measured us", "Error", "% of roof"]);

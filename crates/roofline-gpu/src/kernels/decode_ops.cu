@@ -36,32 +36,47 @@ __device__ __forceinline__ float warp_sum(float v) {
     return v;
 }
 
-extern "C" __global__ void add_rmsnorm(u16* __restrict__ x, const u16* __restrict__ delta, const u16* __restrict__ w,
-                                       u16* __restrict__ out, int d, float eps) {
+// One CTA of 1024 threads per row; each thread keeps its (at most NORM_PER_THREAD) elements in registers, so
+// x, delta and w are read once and x (when updated) and out written once.
+#define NORM_PER_THREAD 16
+extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm(u16* __restrict__ x, const u16* __restrict__ delta,
+                                                              const u16* __restrict__ w, u16* __restrict__ out, int d,
+                                                              float eps) {
     const int b = blockIdx.x;
     u16* xr = x + (size_t)b * d;
     __shared__ float part[32];
+    float v[NORM_PER_THREAD];
     float ss = 0.0f;
-    for (int i = threadIdx.x; i < d; i += blockDim.x) {
-        float v = h2f(xr[i]);
-        if (delta != nullptr) {
-            v += h2f(delta[(size_t)b * d + i]);
-            xr[i] = f2h(v);
-            v = h2f(xr[i]);  // the stored residual is FP16: normalize what the next layer will read
+#pragma unroll
+    for (int j = 0; j < NORM_PER_THREAD; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        v[j] = 0.0f;
+        if (i < d) {
+            float t = h2f(xr[i]);
+            if (delta != nullptr) {
+                const u16 r = f2h(t + h2f(delta[(size_t)b * d + i]));
+                xr[i] = r;
+                t = h2f(r);  // the stored residual is FP16: normalize what the next layer reads
+            }
+            v[j] = t;
+            ss += t * t;
         }
-        ss += v * v;
     }
     ss = warp_sum(ss);
     if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
     __syncthreads();
     if (threadIdx.x < 32) {
-        float v = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
-        v = warp_sum(v);
-        if (threadIdx.x == 0) part[0] = v;
+        float t = threadIdx.x < (blockDim.x >> 5) ? part[threadIdx.x] : 0.0f;
+        t = warp_sum(t);
+        if (threadIdx.x == 0) part[0] = t;
     }
     __syncthreads();
     const float inv = rsqrtf(part[0] / (float)d + eps);
-    for (int i = threadIdx.x; i < d; i += blockDim.x) out[(size_t)b * d + i] = f2h(h2f(xr[i]) * inv * h2f(w[i]));
+#pragma unroll
+    for (int j = 0; j < NORM_PER_THREAD; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        if (i < d) out[(size_t)b * d + i] = f2h(v[j] * inv * h2f(w[i]));
+    }
 }
 
 extern "C" __global__ void rope_append(u16* __restrict__ qkv, u16* __restrict__ kc, u16* __restrict__ vc, int pos,
@@ -106,21 +121,34 @@ extern "C" __global__ void attn_split(const u16* __restrict__ qkv, const u16* __
     const size_t base = ((size_t)b * hkv + kh) * smax * HD;
     const int p0 = blockIdx.y * chunk, p1 = min(len, p0 + chunk);
     float m = NEG_INF, l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int p = p0 + warp; p < p1; p += 4) {
-        const uint2 kv = *(const uint2*)(kc + base + (size_t)p * HD + 4 * lane);
-        const u16 k4[4] = {(u16)(kv.x & 0xffffu), (u16)(kv.x >> 16), (u16)(kv.y & 0xffffu), (u16)(kv.y >> 16)};
-        float s = 0.0f;
+    // Positions p0 + warp + 4j: the K and V rows of 4 positions are loaded before any is used, so their
+    // latencies overlap (a chunk is at most 16 positions: 4 per warp).
+    for (int pb = p0 + warp; pb < p1; pb += 16) {
+        uint2 kv[4], vv[4];
 #pragma unroll
-        for (int e = 0; e < 4; ++e) s += qv[e] * h2f(k4[e]);
-        s = warp_sum(s);
-        const float mn = fmaxf(m, s);
-        const float corr = __expf(m - mn), pw = __expf(s - mn);
-        const uint2 vv = *(const uint2*)(vc + base + (size_t)p * HD + 4 * lane);
-        const u16 v4[4] = {(u16)(vv.x & 0xffffu), (u16)(vv.x >> 16), (u16)(vv.y & 0xffffu), (u16)(vv.y >> 16)};
+        for (int j = 0; j < 4; ++j) {
+            const int p = pb + 4 * j;
+            if (p < p1) {
+                kv[j] = *(const uint2*)(kc + base + (size_t)p * HD + 4 * lane);
+                vv[j] = *(const uint2*)(vc + base + (size_t)p * HD + 4 * lane);
+            }
+        }
 #pragma unroll
-        for (int e = 0; e < 4; ++e) acc[e] = acc[e] * corr + pw * h2f(v4[e]);
-        l = l * corr + pw;
-        m = mn;
+        for (int j = 0; j < 4; ++j) {
+            if (pb + 4 * j >= p1) break;
+            const u16 k4[4] = {(u16)(kv[j].x & 0xffffu), (u16)(kv[j].x >> 16), (u16)(kv[j].y & 0xffffu), (u16)(kv[j].y >> 16)};
+            float s = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s += qv[e] * h2f(k4[e]);
+            s = warp_sum(s);
+            const float mn = fmaxf(m, s);
+            const float corr = __expf(m - mn), pw = __expf(s - mn);
+            const u16 v4[4] = {(u16)(vv[j].x & 0xffffu), (u16)(vv[j].x >> 16), (u16)(vv[j].y & 0xffffu), (u16)(vv[j].y >> 16)};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc[e] = acc[e] * corr + pw * h2f(v4[e]);
+            l = l * corr + pw;
+            m = mn;
+        }
     }
     // Merge the 4 warps.
     __shared__ float sm[4], sl[4], sacc[4][HD];
