@@ -74,6 +74,9 @@ impl BenchConfig {
         if self.seq == 0 {
             return bad("--seq must be at least 1".into());
         }
+        if self.seq + 1 > 16 * 1024 {
+            return bad(format!("--seq {} > 16383 (the attention combine keeps at most 1024 splits of 16)", self.seq));
+        }
         Ok(())
     }
 

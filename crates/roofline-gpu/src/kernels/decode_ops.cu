@@ -179,20 +179,51 @@ extern "C" __global__ void attn_split(const u16* __restrict__ qkv, const u16* __
     }
 }
 
+// Split weights exp(m_s - max) go to shared memory once; each thread then sums its element over the splits
+// with independent (coalesced) loads, instead of a serial chain of global reads per split.
+#define MAX_SPLITS 1024
 extern "C" __global__ void attn_combine(const float* __restrict__ part, u16* __restrict__ out, int splits) {
     const int bh = blockIdx.x;
     const int i = threadIdx.x;  // 0..HD-1
     const float* p = part + (size_t)bh * splits * (HD + 2);
-    float mm = NEG_INF;
-    for (int s = 0; s < splits; ++s) mm = fmaxf(mm, p[s * (HD + 2)]);
-    float l = 0.0f, a = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-        const float ms = p[s * (HD + 2)];
-        const float c = ms == NEG_INF ? 0.0f : __expf(ms - mm);
-        l += p[s * (HD + 2) + 1] * c;
-        a += p[s * (HD + 2) + 2 + i] * c;
+    __shared__ float sc[MAX_SPLITS];
+    __shared__ float red[HD / 32];
+    __shared__ float mx, tot;
+    float m = NEG_INF;
+    for (int s = i; s < splits; s += blockDim.x) {
+        sc[s] = p[s * (HD + 2)];
+        m = fmaxf(m, sc[s]);
     }
-    out[(size_t)bh * HD + i] = f2h(a / l);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((i & 31) == 0) red[i >> 5] = m;
+    __syncthreads();
+    if (i == 0) {
+        float t = red[0];
+        for (int w = 1; w < HD / 32; ++w) t = fmaxf(t, red[w]);
+        mx = t;
+    }
+    __syncthreads();
+    float l = 0.0f;
+    for (int s = i; s < splits; s += blockDim.x) {
+        const float c = sc[s] == NEG_INF ? 0.0f : __expf(sc[s] - mx);
+        sc[s] = c;
+        l += p[s * (HD + 2) + 1] * c;
+    }
+    l = warp_sum(l);
+    __syncthreads();
+    if ((i & 31) == 0) red[i >> 5] = l;
+    __syncthreads();
+    if (i == 0) {
+        float t = 0.0f;
+        for (int w = 0; w < HD / 32; ++w) t += red[w];
+        tot = t;
+    }
+    __syncthreads();
+    float a = 0.0f;
+#pragma unroll 8
+    for (int s = 0; s < splits; ++s) a += p[s * (HD + 2) + 2 + i] * sc[s];
+    out[(size_t)bh * HD + i] = f2h(a / tot);
 }
 
 extern "C" __global__ void silu_mul(const u16* __restrict__ gu, u16* __restrict__ out, int f) {
