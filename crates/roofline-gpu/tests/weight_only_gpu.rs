@@ -5,7 +5,7 @@
 use half::f16;
 use roofline_core::Format;
 use roofline_gpu::weight_only::{
-    quantize_and_pack, reference_error, Variant, WeightOnlyGemv, WeightOnlyOptions, WoFormat, XDtype,
+    quantize_and_pack, reference_error, Tuning, Variant, WeightOnlyGemv, WeightOnlyOptions, WoFormat, XDtype,
 };
 use roofline_gpu::{random_f32, Gpu, TimingConfig};
 
@@ -63,7 +63,12 @@ fn variants_and_bf16_activations_match_the_reference() {
             (XDtype::F16, Variant::Mma, Some(3)),
         ] {
             for (m, n, k) in [(1, 1000, 4096), (5, 4096, 1024), (16, 777, 2048)] {
-                let opts = WeightOnlyOptions { x, variant: Some(variant), split_k, ..Default::default() };
+                let opts = WeightOnlyOptions {
+                    x,
+                    variant: Some(variant),
+                    tuning: Tuning { split_k, ..Tuning::default() },
+                    ..Default::default()
+                };
                 let r = gpu
                     .measure_weight_only_with(f, m, n, k, &quick(), &opts)
                     .unwrap_or_else(|e| panic!("{f} {x:?} {variant:?} {split_k:?} {m}x{n}x{k}: {e}"));
@@ -153,4 +158,135 @@ fn mma_table() {
             println!("{line}");
         }
     }
+}
+
+/// Not a pass/fail test: the tuning table the default plans are chosen from. For each format and shape,
+/// every launch configuration (variant x unroll x warps x software pipelining) is checked against the
+/// reference and timed; the line per configuration and the best one per format are printed (`TT` lines).
+/// Shapes from `ROOFLINE_TUNE_SHAPES` ("MxNxK,...") when set; `ROOFLINE_TUNE_FORMATS` ("INT4_G128,NF4")
+/// and `ROOFLINE_TUNE_ONLY` (a label such as "Mma U=2 W=4 PF=0") narrow the table (for a profiler run).
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn tune_table() {
+    let gpu = Gpu::open(0).unwrap();
+    let cfg = TimingConfig { warmup: 5, min_runs: 20, max_runs: 200, budget_ms: 40.0, ..Default::default() };
+    let shapes: Vec<(usize, usize, usize)> = match std::env::var("ROOFLINE_TUNE_SHAPES") {
+        Ok(s) => s
+            .split(',')
+            .map(|t| {
+                let v: Vec<usize> = t.split('x').map(|d| d.trim().parse().expect("shape MxNxK")).collect();
+                (v[0], v[1], v[2])
+            })
+            .collect(),
+        Err(_) => vec![(1, 14336, 4096), (1, 4096, 4096), (16, 14336, 4096)],
+    };
+    let only_formats: Option<Vec<String>> =
+        std::env::var("ROOFLINE_TUNE_FORMATS").ok().map(|s| s.split(',').map(|f| f.trim().to_uppercase()).collect());
+    let only_label = std::env::var("ROOFLINE_TUNE_ONLY").ok();
+    let label_of = |variant: &Variant, t: &Tuning| {
+        format!(
+            "{variant:?} U={} W={} PF={} P={} B={}{}",
+            t.unroll.unwrap_or(0),
+            t.warps.unwrap_or(0),
+            u8::from(t.pipeline.unwrap_or(false)),
+            u8::from(t.persistent.unwrap_or(false)),
+            t.min_blocks.unwrap_or(1),
+            t.split_k.map(|s| format!(" S={s}")).unwrap_or_default()
+        )
+    };
+    for (m, n, k) in shapes {
+        for wf in WoFormat::ALL {
+            let f = wf.format();
+            if only_formats.as_ref().is_some_and(|l| !l.contains(&f.name().to_uppercase())) {
+                continue;
+            }
+            let mut configs = Vec::new();
+            for pipeline in [false, true] {
+                for warps in [4u32, 8] {
+                    for (variant, unroll) in
+                        [(Variant::SplitK, 2), (Variant::SplitK, 4), (Variant::Rows4, 1), (Variant::Rows4, 2)]
+                    {
+                        for persistent in [false, true] {
+                            // 1: no register cap; 32 / warps: enough CTAs for 32 resident warps per SM.
+                            for min_blocks in [1, 32 / warps] {
+                                configs.push((
+                                    variant,
+                                    Tuning {
+                                        unroll: Some(unroll),
+                                        warps: Some(warps),
+                                        pipeline: Some(pipeline),
+                                        persistent: Some(persistent),
+                                        min_blocks: Some(min_blocks),
+                                        split_k: None,
+                                    },
+                                ));
+                            }
+                        }
+                    }
+                    if roofline_gpu::weight_only::mma::supports(wf, XDtype::F16) {
+                        let auto = gpu_plan_splits(&gpu, wf, m, n, k, warps);
+                        for unroll in [2, 4] {
+                            for split_k in [None, Some(2 * auto)] {
+                                configs.push((
+                                    Variant::Mma,
+                                    Tuning {
+                                        unroll: Some(unroll),
+                                        warps: Some(warps),
+                                        pipeline: Some(pipeline),
+                                        split_k,
+                                        ..Tuning::default()
+                                    },
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            if let Some(only) = &only_label {
+                configs.retain(|(v, t)| &label_of(v, t) == only);
+            }
+            let results = gpu
+                .measure_weight_only_configs(f, m, n, k, &cfg, &WeightOnlyOptions::default(), &configs)
+                .unwrap_or_else(|e| panic!("{f} {m}x{n}x{k}: {e}"));
+            let mut best: Option<(f64, String)> = None;
+            for ((variant, t), r) in configs.iter().zip(results) {
+                let label = label_of(variant, t);
+                match r {
+                    Ok(r) => {
+                        assert!(r.rel_error <= 1e-3, "{f} {label}: {}", r.rel_error);
+                        let spill = r.spill_bytes.unwrap_or(0);
+                        println!(
+                            "TT {f:<9} {m:>2}x{n:>6}x{k:<6} {label:<28} splits {:>3} {:8.2} us {:6.0} GB/s regs {:>3}{}",
+                            r.plan.splits,
+                            r.stats.median_us,
+                            r.bandwidth_gb_s,
+                            r.registers.unwrap_or(0),
+                            if spill > 0 { format!(" SPILL {spill}") } else { String::new() }
+                        );
+                        if spill == 0 && best.as_ref().is_none_or(|(us, _)| r.stats.median_us < *us) {
+                            best = Some((r.stats.median_us, format!("{label} {:.0} GB/s", r.bandwidth_gb_s)));
+                        }
+                    }
+                    Err(e) => println!("TT {f:<9} {m:>2}x{n:>6}x{k:<6} {label:<28} error: {e}"),
+                }
+            }
+            if let Some((us, label)) = best {
+                println!("TT-BEST {f:<9} {m:>2}x{n:>6}x{k:<6} {us:8.2} us  {label}");
+            }
+        }
+    }
+}
+
+/// The split-K count the automatic plan picks for the tensor-core kernel.
+fn gpu_plan_splits(gpu: &Gpu, wf: WoFormat, m: usize, n: usize, k: usize, warps: u32) -> u32 {
+    roofline_gpu::weight_only::LaunchPlan::new(
+        Variant::Mma,
+        wf,
+        m,
+        n,
+        k,
+        gpu.sm_count,
+        Tuning { warps: Some(warps), ..Tuning::default() },
+    )
+    .splits
 }

@@ -6,6 +6,8 @@
 //         6 MXFP4 (E8M0 scale per 32), 7 NVFP4 (E4M3 scale per 16, FP32 global scale)
 //   XBF16 0: x and y are FP16, 1: BF16
 //   MT    rows of x (1..16); R rows of W per warp; U 16-byte chunks per lane in flight; WARPS per CTA.
+//   PF    1: software-pipelined (the next U x R chunks are loaded before the current ones are decoded).
+//   MINB  CTAs per SM the register allocation must allow (__launch_bounds__ minimum blocks).
 //
 // Layout: W row-major (row n = output channel), K packed LSB-first as roofline-quant packs it, so a row is
 // K*bits/8 bytes = KC 16-byte chunks. Lane l of a warp reads chunks l, l+32, ... of its rows: a warp
@@ -19,6 +21,12 @@
 
 #ifndef FMT
 #error "FMT must be defined"
+#endif
+#ifndef PF
+#define PF 0
+#endif
+#ifndef MINB
+#define MINB 1
 #endif
 
 typedef unsigned int u32;
@@ -246,7 +254,123 @@ __device__ __forceinline__ float seg_scale(const Meta& m, int seg) {
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32, 1)
+// Loads the U x R chunks (and their scales) a lane handles at chunk c (chunks past c_end: zeros).
+__device__ __forceinline__ void load_set(const uint4* __restrict__ w, const u8* __restrict__ scales,
+                                         const u8* __restrict__ zeros, const int rows[R], int c, int c_end, int k,
+                                         int kc, uint4 q[U][R], Meta meta[U][R]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const int cc = c + 32 * u;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            if (cc < c_end) {
+                q[u][r] = ld_weights(w + (size_t)rows[r] * kc + cc);
+                meta[u][r] = load_meta(scales, zeros, rows[r], cc, k);
+            } else {
+                q[u][r].x = q[u][r].y = q[u][r].z = q[u][r].w = 0u;
+                meta[u][r] = zero_meta();
+            }
+        }
+    }
+}
+
+// Decodes a loaded set and accumulates its products with x into acc.
+__device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, int c, int c_end, const float* lut,
+                                            const uint4 q[U][R], const Meta meta[U][R], float acc[R][MT]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        const int cc = c + 32 * u;
+        if (cc < c_end) {
+#if BLOCK_SCALED
+            float part[R][MT];
+#pragma unroll
+            for (int r = 0; r < R; ++r)
+#pragma unroll
+                for (int m = 0; m < MT; ++m) part[r][m] = 0.0f;
+#endif
+#pragma unroll
+            for (int j = 0; j < SUBS; ++j) {
+                float wf[R][8];
+#pragma unroll
+                for (int r = 0; r < R; ++r) decode8(q[u][r], j, meta[u][r], lut, wf[r]);
+#pragma unroll
+                for (int m = 0; m < MT; ++m) {
+                    const uint4 xv = __ldg((const uint4*)(x + (size_t)m * k + (size_t)cc * EPC + 8 * j));
+                    float xf[8];
+                    x2f(xv.x, xf[0], xf[1]);
+                    x2f(xv.y, xf[2], xf[3]);
+                    x2f(xv.z, xf[4], xf[5]);
+                    x2f(xv.w, xf[6], xf[7]);
+#pragma unroll
+                    for (int r = 0; r < R; ++r)
+#pragma unroll
+                        for (int e = 0; e < 8; ++e) {
+#if BLOCK_SCALED
+                            part[r][m] = fmaf(wf[r][e], xf[e], part[r][m]);
+#else
+                            acc[r][m] = fmaf(wf[r][e], xf[e], acc[r][m]);
+#endif
+                        }
+                }
+#if BLOCK_SCALED
+                if ((j + 1) % (SUBS / SEGS) == 0) {
+                    const int seg = j / (SUBS / SEGS);
+#pragma unroll
+                    for (int r = 0; r < R; ++r) {
+                        const float s = seg_scale(meta[u][r], seg);
+#pragma unroll
+                        for (int m = 0; m < MT; ++m) {
+                            acc[r][m] = fmaf(part[r][m], s, acc[r][m]);
+                            part[r][m] = 0.0f;
+                        }
+                    }
+                }
+#endif
+            }
+        }
+    }
+}
+
+// Reduces a finished row group over the warp, applies per-row / per-tensor scales and writes y (or adds
+// into the split-K workspace); leaves acc zeroed for the next group.
+__device__ __forceinline__ void finish_group(const u8* __restrict__ scales, float gscale, u16* __restrict__ y,
+                                             float* __restrict__ ws, int lane, int group, const int rows[R],
+                                             int n_rows, bool split, float acc[R][MT]) {
+    // Warp reduction (butterfly: every lane ends with every sum).
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+            float v = acc[r][m];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            acc[r][m] = v;
+        }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+        float s = 1.0f;
+#if ROW_SCALED
+        s = __ldg((const float*)scales + rows[r]);
+#elif FMT == 7
+        s = gscale;
+#endif
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+            const int n = group * R + r;
+            if (lane == ((r * MT + m) & 31) && n < n_rows) {
+                const float v = acc[r][m] * s;
+                const size_t o = (size_t)m * n_rows + n;
+                if (split)
+                    atomicAdd(ws + o, v);
+                else
+                    y[o] = f2out(v);
+            }
+            acc[r][m] = 0.0f;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
         const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
         int n_rows, int k, int chunks_per_split) {
@@ -259,10 +383,21 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 #endif
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
-    const int row0 = (blockIdx.x * WARPS + warp) * R;
     const int kc = k / EPC;  // 16-byte chunks per row
     const int c_begin = blockIdx.y * chunks_per_split;
     const int c_end = min(kc, c_begin + chunks_per_split);
+    const bool split = gridDim.y > 1;
+
+    // Work of this warp: row groups gw, gw + warps_total, ... (one group when the grid covers N, as it
+    // always does with split-K; several when the grid is sized to the resident CTAs), each walked over its
+    // K range in steps of 32 * U chunks. The steps are one flat sequence, so with PF the first loads of
+    // the next group are in flight while the last step of this one decodes.
+    const int groups = (n_rows + R - 1) / R;
+    const int warps_total = gridDim.x * WARPS;
+    const int gw = blockIdx.x * WARPS + warp;
+    const int per_group = (c_end - c_begin + 32 * U - 1) / (32 * U);
+    const int my_groups = gw < groups ? (groups - gw + warps_total - 1) / warps_total : 0;
+    const int steps = my_groups * per_group;
 
     float acc[R][MT];
 #pragma unroll
@@ -270,121 +405,54 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 #pragma unroll
         for (int m = 0; m < MT; ++m) acc[r][m] = 0.0f;
 
+    int group = gw, it = 0;  // current step's group and step within the group
     int rows[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) rows[r] = min(row0 + r, n_rows - 1);  // clamped: loads stay in bounds
-
-    if (row0 < n_rows) {
-        for (int c = c_begin + lane; c < c_end; c += 32 * U) {
-            uint4 q[U][R];
-            Meta meta[U][R];
+    for (int r = 0; r < R; ++r) rows[r] = min(group * R + r, n_rows - 1);  // clamped: loads stay in bounds
+    uint4 q[U][R];
+    Meta meta[U][R];
+    if (steps > 0) load_set(w, scales, zeros, rows, c_begin + lane, c_end, k, kc, q, meta);
+    for (int st = 0; st < steps; ++st) {
+        const int c = c_begin + lane + it * 32 * U;
+        // The next step's group and position.
+        int ngroup = group, nit = it + 1;
+        if (nit == per_group) {
+            nit = 0;
+            ngroup += warps_total;
+        }
+        int nrows[R];
 #pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int cc = c + 32 * u;
+        for (int r = 0; r < R; ++r) nrows[r] = min(ngroup * R + r, n_rows - 1);
+        const bool more = st + 1 < steps;
+#if PF
+        // Software pipeline: the next step's loads are in flight while this step decodes.
+        uint4 qn[U][R];
+        Meta mn[U][R];
+        if (more) load_set(w, scales, zeros, nrows, c_begin + lane + nit * 32 * U, c_end, k, kc, qn, mn);
+#endif
+        compute_set(x, k, c, c_end, lut, q, meta, acc);
+        if (nit == 0) {
+            finish_group(scales, gscale, y, ws, lane, group, rows, n_rows, split, acc);
+        }
+        group = ngroup;
+        it = nit;
+#pragma unroll
+        for (int r = 0; r < R; ++r) rows[r] = nrows[r];
+#if PF
+        if (more) {
+#pragma unroll
+            for (int u = 0; u < U; ++u)
 #pragma unroll
                 for (int r = 0; r < R; ++r) {
-                    if (cc < c_end) {
-                        q[u][r] = ld_weights(w + (size_t)rows[r] * kc + cc);
-                        meta[u][r] = load_meta(scales, zeros, rows[r], cc, k);
-                    } else {
-                        q[u][r].x = q[u][r].y = q[u][r].z = q[u][r].w = 0u;
-                        meta[u][r] = zero_meta();
-                    }
+                    q[u][r] = qn[u][r];
+                    meta[u][r] = mn[u][r];
                 }
-            }
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                const int cc = c + 32 * u;
-                if (cc < c_end) {
-#if BLOCK_SCALED
-                    float part[R][MT];
-#pragma unroll
-                    for (int r = 0; r < R; ++r)
-#pragma unroll
-                        for (int m = 0; m < MT; ++m) part[r][m] = 0.0f;
-#endif
-#pragma unroll
-                    for (int j = 0; j < SUBS; ++j) {
-                        float wf[R][8];
-#pragma unroll
-                        for (int r = 0; r < R; ++r) decode8(q[u][r], j, meta[u][r], lut, wf[r]);
-#pragma unroll
-                        for (int m = 0; m < MT; ++m) {
-                            const uint4 xv = __ldg((const uint4*)(x + (size_t)m * k + (size_t)cc * EPC + 8 * j));
-                            float xf[8];
-                            x2f(xv.x, xf[0], xf[1]);
-                            x2f(xv.y, xf[2], xf[3]);
-                            x2f(xv.z, xf[4], xf[5]);
-                            x2f(xv.w, xf[6], xf[7]);
-#pragma unroll
-                            for (int r = 0; r < R; ++r)
-#pragma unroll
-                                for (int e = 0; e < 8; ++e) {
-#if BLOCK_SCALED
-                                    part[r][m] = fmaf(wf[r][e], xf[e], part[r][m]);
+        }
 #else
-                                    acc[r][m] = fmaf(wf[r][e], xf[e], acc[r][m]);
+        if (more) load_set(w, scales, zeros, rows, c_begin + lane + it * 32 * U, c_end, k, kc, q, meta);
 #endif
-                                }
-                        }
-#if BLOCK_SCALED
-                        if ((j + 1) % (SUBS / SEGS) == 0) {
-                            const int seg = j / (SUBS / SEGS);
-#pragma unroll
-                            for (int r = 0; r < R; ++r) {
-                                const float s = seg_scale(meta[u][r], seg);
-#pragma unroll
-                                for (int m = 0; m < MT; ++m) {
-                                    acc[r][m] = fmaf(part[r][m], s, acc[r][m]);
-                                    part[r][m] = 0.0f;
-                                }
-                            }
-                        }
-#endif
-                    }
-                }
-            }
-        }
     }
 
-    // Warp reduction (butterfly: every lane ends with every sum).
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-            float v = acc[r][m];
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            acc[r][m] = v;
-        }
-
-    // Per-row / per-tensor scales.
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-        float s = 1.0f;
-#if ROW_SCALED
-        s = __ldg((const float*)scales + rows[r]);
-#elif FMT == 7
-        s = gscale;
-#endif
-#pragma unroll
-        for (int m = 0; m < MT; ++m) acc[r][m] *= s;
-    }
-
-    const bool split = gridDim.y > 1;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-            const int n = row0 + r;
-            if (lane == ((r * MT + m) & 31) && n < n_rows) {
-                const size_t o = (size_t)m * n_rows + n;
-                if (split)
-                    atomicAdd(ws + o, acc[r][m]);
-                else
-                    y[o] = f2out(acc[r][m]);
-            }
-        }
     if (!split) return;
 
     // Split-K: the last CTA of this row tile converts the tile and re-zeroes workspace and counter.

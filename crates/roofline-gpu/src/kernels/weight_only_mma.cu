@@ -6,7 +6,8 @@
 // one MMA does 16x8x16 multiply-adds and the decode produces f16x2 pairs straight into the A fragment.
 //
 // Compiled by NVRTC with -D options: FMT (4 INT4 g128, 6 MXFP4, 7 NVFP4), MT rows of x (1..16), U k-tiles in
-// flight per lane, WARPS per CTA. No headers.
+// flight per lane, WARPS per CTA, PF 1 = software-pipelined (the next U tiles load while these decode).
+// No headers.
 //
 // Layout (host side: weight_only/mma.rs): W is cut into tiles of 16 rows x 64 K. A tile is 512 bytes: lane l
 // (g = l / 4, t = l % 4) holds 16 bytes = 4 words, word s = k-step s (16 K) of the tile, 8 nibbles a0..a7:
@@ -18,6 +19,12 @@
 
 #ifndef FMT
 #error "FMT must be defined"
+#endif
+#ifndef PF
+#define PF 0
+#endif
+#ifndef MINB
+#define MINB 1
 #endif
 
 typedef unsigned int u32;
@@ -178,7 +185,76 @@ __device__ __forceinline__ float block_scale(const Meta& m, int i, int s) {
 #endif
 }
 
-extern "C" __global__ void __launch_bounds__(WARPS * 32, 1)
+// Loads the U tiles (and their scales) from tile kt; tiles past kt_end are zeros.
+__device__ __forceinline__ void load_set(const uint4* __restrict__ wt, const u8* __restrict__ scales,
+                                         const u8* __restrict__ zeros, int rg, int rg8, int kt, int kt_end, int k,
+                                         uint4 q[U], Meta meta[U]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        if (kt + u < kt_end) {
+            q[u] = ld_weights(wt + (size_t)(kt + u) * 32);
+            meta[u] = load_meta(scales, zeros, rg, rg8, kt + u, k);
+        } else {
+            q[u].x = q[u].y = q[u].z = q[u].w = 0u;
+        }
+    }
+}
+
+// Decodes U loaded tiles and runs their MMAs into acc.
+__device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, int kt, int kt_end, int g, int t,
+                                            const uint4 q[U], const Meta meta[U], float acc[NB][4]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        if (kt + u < kt_end) {
+            const int kbase = (kt + u) * 64;
+            // x fragments of the tile's four k-steps, loaded before any MMA.
+            u32 bx[NB][4][2];
+#pragma unroll
+            for (int b = 0; b < NB; ++b) {
+                const int m = b * 8 + g;  // B fragment column = row of x
+#pragma unroll
+                for (int s = 0; s < 4; ++s) {
+                    if (m < MT) {
+                        const u32* xr = (const u32*)(x + (size_t)m * k + kbase + 16 * s + 2 * t);
+                        bx[b][s][0] = __ldg(xr);
+                        bx[b][s][1] = __ldg(xr + 4);
+                    } else {
+                        bx[b][s][0] = bx[b][s][1] = 0u;
+                    }
+                }
+            }
+            const u32 zg = zero_pair(meta[u], 0, kt + u);
+            const u32 zg8 = zero_pair(meta[u], 1, kt + u);
+            float part[NB][4];
+#pragma unroll
+            for (int s = 0; s < 4; ++s) {
+                if (s % FLUSH == 0) {
+#pragma unroll
+                    for (int b = 0; b < NB; ++b)
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) part[b][i] = 0.0f;
+                }
+                u32 a[4];
+                decode(word(q[u], s), zg, zg8, a);
+#pragma unroll
+                for (int b = 0; b < NB; ++b) mma(part[b], a, bx[b][s][0], bx[b][s][1]);
+                if (s % FLUSH == FLUSH - 1) {
+                    const float sg = block_scale(meta[u], 0, s);
+                    const float sg8 = block_scale(meta[u], 1, s);
+#pragma unroll
+                    for (int b = 0; b < NB; ++b) {
+                        acc[b][0] = fmaf(part[b][0], sg, acc[b][0]);
+                        acc[b][1] = fmaf(part[b][1], sg, acc[b][1]);
+                        acc[b][2] = fmaf(part[b][2], sg8, acc[b][2]);
+                        acc[b][3] = fmaf(part[b][3], sg8, acc[b][3]);
+                    }
+                }
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
        const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
        int n_rows, int k, int tiles_per_split) {
@@ -201,67 +277,27 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
 
     if (rt < row_tiles) {
         const uint4* wt = w + (size_t)rt * kt_total * 32 + lane;
-        for (int kt = kt_begin; kt < kt_end; kt += U) {
-            uint4 q[U];
-            Meta meta[U];
+        uint4 q[U];
+        Meta meta[U];
+        int kt = kt_begin;
+        load_set(wt, scales, zeros, rg, rg8, kt, kt_end, k, q, meta);
+        for (; kt < kt_end; kt += U) {
+#if PF
+            // Software pipeline: the next U tiles are in flight while these decode.
+            uint4 qn[U];
+            Meta mn[U];
+            load_set(wt, scales, zeros, rg, rg8, kt + U, kt_end, k, qn, mn);
+#endif
+            compute_set(x, k, kt, kt_end, g, t, q, meta, acc);
+#if PF
 #pragma unroll
             for (int u = 0; u < U; ++u) {
-                if (kt + u < kt_end) {
-                    q[u] = ld_weights(wt + (size_t)(kt + u) * 32);
-                    meta[u] = load_meta(scales, zeros, rg, rg8, kt + u, k);
-                } else {
-                    q[u].x = q[u].y = q[u].z = q[u].w = 0u;
-                }
+                q[u] = qn[u];
+                meta[u] = mn[u];
             }
-#pragma unroll
-            for (int u = 0; u < U; ++u) {
-                if (kt + u < kt_end) {
-                    const int kbase = (kt + u) * 64;
-                    // x fragments of the tile's four k-steps, loaded before any MMA.
-                    u32 bx[NB][4][2];
-#pragma unroll
-                    for (int b = 0; b < NB; ++b) {
-                        const int m = b * 8 + g;  // B fragment column = row of x
-#pragma unroll
-                        for (int s = 0; s < 4; ++s) {
-                            if (m < MT) {
-                                const u32* xr = (const u32*)(x + (size_t)m * k + kbase + 16 * s + 2 * t);
-                                bx[b][s][0] = __ldg(xr);
-                                bx[b][s][1] = __ldg(xr + 4);
-                            } else {
-                                bx[b][s][0] = bx[b][s][1] = 0u;
-                            }
-                        }
-                    }
-                    const u32 zg = zero_pair(meta[u], 0, kt + u);
-                    const u32 zg8 = zero_pair(meta[u], 1, kt + u);
-                    float part[NB][4];
-#pragma unroll
-                    for (int s = 0; s < 4; ++s) {
-                        if (s % FLUSH == 0) {
-#pragma unroll
-                            for (int b = 0; b < NB; ++b)
-#pragma unroll
-                                for (int i = 0; i < 4; ++i) part[b][i] = 0.0f;
-                        }
-                        u32 a[4];
-                        decode(word(q[u], s), zg, zg8, a);
-#pragma unroll
-                        for (int b = 0; b < NB; ++b) mma(part[b], a, bx[b][s][0], bx[b][s][1]);
-                        if (s % FLUSH == FLUSH - 1) {
-                            const float sg = block_scale(meta[u], 0, s);
-                            const float sg8 = block_scale(meta[u], 1, s);
-#pragma unroll
-                            for (int b = 0; b < NB; ++b) {
-                                acc[b][0] = fmaf(part[b][0], sg, acc[b][0]);
-                                acc[b][1] = fmaf(part[b][1], sg, acc[b][1]);
-                                acc[b][2] = fmaf(part[b][2], sg8, acc[b][2]);
-                                acc[b][3] = fmaf(part[b][3], sg8, acc[b][3]);
-                            }
-                        }
-                    }
-                }
-            }
+#else
+            load_set(wt, scales, zeros, rg, rg8, kt + U, kt_end, k, q, meta);
+#endif
         }
     }
 

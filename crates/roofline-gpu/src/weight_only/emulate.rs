@@ -162,6 +162,12 @@ fn seg_scale(f: WoFormat, m: Meta, seg: usize) -> f32 {
 /// Runs the kernel's algorithm for `plan` on the CPU: x is `m x k` (already rounded to the activation
 /// type), returns y in f32 (before the output rounding).
 pub fn run(p: &PackedWeights, x: &[f32], m: usize, plan: &LaunchPlan) -> Vec<f32> {
+    run_grid(p, x, m, plan, plan.blocks_n as usize)
+}
+
+/// [`run`] with `grid_n` CTAs along N: each warp walks row groups `gw, gw + warps_total, ...` as the
+/// kernel does when the grid is smaller than the row groups (persistent launch).
+pub fn run_grid(p: &PackedWeights, x: &[f32], m: usize, plan: &LaunchPlan, grid_n: usize) -> Vec<f32> {
     let (n_rows, k, f) = (p.n, p.k, p.format);
     let epc = 128 / f.bits();
     let subs = epc / 8;
@@ -176,12 +182,11 @@ pub fn run(p: &PackedWeights, x: &[f32], m: usize, plan: &LaunchPlan) -> Vec<f32
     let (r_per, u_n, warps) = (plan.rows_per_warp as usize, plan.unroll as usize, plan.warps as usize);
     let mut ws = vec![0f32; m * n_rows];
     for by in 0..plan.splits as usize {
-        for bx in 0..plan.blocks_n as usize {
-            for warp in 0..warps {
-                let row0 = (bx * warps + warp) * r_per;
-                if row0 >= n_rows {
-                    continue;
-                }
+        let warps_total = grid_n * warps;
+        let groups = n_rows.div_ceil(r_per);
+        for gw in 0..warps_total {
+            for group in (gw..groups).step_by(warps_total.max(1)) {
+                let row0 = group * r_per;
                 let c_begin = by * plan.chunks_per_split as usize;
                 let c_end = kc.min(c_begin + plan.chunks_per_split as usize);
                 let rows: Vec<usize> = (0..r_per).map(|r| (row0 + r).min(n_rows - 1)).collect();
@@ -252,6 +257,7 @@ pub fn run(p: &PackedWeights, x: &[f32], m: usize, plan: &LaunchPlan) -> Vec<f32
 mod tests {
     use super::*;
     use crate::random_f32;
+    use crate::weight_only::Tuning;
     use crate::weight_only::{quantize_and_pack, Variant};
 
     #[test]
@@ -295,11 +301,16 @@ mod tests {
                 for (variant, split) in
                     [(Variant::SplitK, None), (Variant::SplitK, Some(2)), (Variant::RowPerWarp, None)]
                 {
-                    let plan = LaunchPlan::new(variant, f, m, n, k, 132, split);
+                    let plan =
+                        LaunchPlan::new(variant, f, m, n, k, 132, Tuning { split_k: split, ..Tuning::default() });
                     if split.is_some() && k >= 8192 {
                         assert!(plan.splits > 1, "{f:?}: the split path must be exercised ({plan:?})");
                     }
                     let y = run(&p, &x, m, &plan);
+                    if plan.splits == 1 {
+                        // A persistent grid (fewer CTAs than row groups) computes exactly the same sums.
+                        assert_eq!(run_grid(&p, &x, m, &plan, 1), y, "{f:?} {variant:?} {m}x{n}x{k}: grid of 1");
+                    }
                     let (mut err, mut norm) = (0f64, 0f64);
                     for i in 0..m {
                         for j in 0..n {

@@ -75,6 +75,49 @@ impl Variant {
     }
 }
 
+/// Overrides of the automatic launch plan (for tuning tables; `None` keeps the plan's choice).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Tuning {
+    /// Split-K count.
+    pub split_k: Option<u32>,
+    /// 16-byte chunks (CUDA cores) or 64-K tiles (tensor cores) per lane in flight (1..=8).
+    pub unroll: Option<u32>,
+    /// Warps per CTA (4 or 8).
+    pub warps: Option<u32>,
+    /// Software pipelining (the next set of loads issued before the current set is decoded).
+    pub pipeline: Option<bool>,
+    /// CUDA cores without split-K: a grid of only the CTAs that fit on the GPU at once, each warp walking
+    /// several row groups (no tail wave, and the next group's loads overlap the current group's end).
+    pub persistent: Option<bool>,
+    /// CTAs per SM the register allocation must allow (`__launch_bounds__` minimum blocks, 1..=16).
+    pub min_blocks: Option<u32>,
+}
+
+impl Tuning {
+    /// Checks the ranges the kernels and workspaces are built for.
+    pub fn check(&self) -> Result<(), GpuError> {
+        if let Some(u) = self.unroll {
+            if !(1..=8).contains(&u) {
+                return Err(GpuError::Unsupported(format!("unroll must be 1..=8, got {u}")));
+            }
+        }
+        if let Some(w) = self.warps {
+            if w != 4 && w != 8 {
+                return Err(GpuError::Unsupported(format!("warps per CTA must be 4 or 8, got {w}")));
+            }
+        }
+        if let Some(b) = self.min_blocks {
+            if !(1..=16).contains(&b) {
+                return Err(GpuError::Unsupported(format!("min_blocks must be 1..=16, got {b}")));
+            }
+        }
+        if self.split_k == Some(0) {
+            return Err(GpuError::Unsupported("split-K count must be at least 1".into()));
+        }
+        Ok(())
+    }
+}
+
 /// The launch geometry of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchPlan {
@@ -88,12 +131,18 @@ pub struct LaunchPlan {
     pub blocks_n: u32,
     /// CTAs along K (1 = no split).
     pub splits: u32,
-    /// 16-byte chunks of a row each split covers.
+    /// 16-byte chunks of a row (tensor cores: 64-K tiles) each split covers.
     pub chunks_per_split: u32,
+    /// Software-pipelined loads (`PF`).
+    pub pipeline: bool,
+    /// Grid limited to the resident CTAs (CUDA cores, no split-K; see [`Tuning::persistent`]).
+    pub persistent: bool,
+    /// `__launch_bounds__` minimum CTAs per SM (`MINB`).
+    pub min_blocks: u32,
 }
 
 impl LaunchPlan {
-    /// The plan for `m x n x k` in `format` on a GPU with `sm_count` SMs; `split_k` forces the split count.
+    /// The plan for `m x n x k` in `format` on a GPU with `sm_count` SMs; `tuning` overrides its choices.
     pub fn new(
         variant: Variant,
         format: WoFormat,
@@ -101,11 +150,16 @@ impl LaunchPlan {
         n: usize,
         k: usize,
         sm_count: u32,
-        split_k: Option<u32>,
+        tuning: Tuning,
     ) -> LaunchPlan {
-        let warps = 4u32;
+        let warps = tuning.warps.unwrap_or(4);
+        // Software pipelining pays for 16-bit weights (+2-6% at M = 1: little decode work to hide the loads
+        // behind) and costs the decode-heavy formats registers and occupancy (-5-25%), per the tuning table.
+        let pipeline = tuning.pipeline.unwrap_or(format.bits() == 16 && variant != Variant::Mma);
+        let min_blocks = tuning.min_blocks.unwrap_or(1);
+        let split_k = tuning.split_k;
         if variant == Variant::Mma {
-            let unroll = if m <= 8 { 4 } else { 2 };
+            let unroll = tuning.unroll.unwrap_or(if m <= 8 { 4 } else { 2 });
             let kt = (k / 64).max(1) as u32;
             let blocks_n = (n as u32).div_ceil(16).div_ceil(warps).max(1);
             let want = match split_k {
@@ -123,19 +177,15 @@ impl LaunchPlan {
                 blocks_n,
                 splits,
                 chunks_per_split: tiles_per_split,
+                pipeline,
+                persistent: false,
+                min_blocks,
             };
         }
         let (rows_per_warp, unroll) = match variant {
-            Variant::SplitK => (
-                2,
-                if m <= 4 {
-                    4
-                } else if m <= 8 {
-                    2
-                } else {
-                    1
-                },
-            ),
+            // U = 2 at M <= 8: on the H100 tuning table (tests/weight_only_gpu.rs `tune_table`, bench/RESULTS.md)
+            // it beats U = 4 by 3-20% at M = 1 for every format (fewer registers, more resident warps).
+            Variant::SplitK => (2, if m <= 8 { 2 } else { 1 }),
             Variant::RowPerWarp => (1, if m <= 8 { 4 } else { 2 }),
             Variant::Rows4 | Variant::Mma => {
                 if m <= 4 {
@@ -145,6 +195,7 @@ impl LaunchPlan {
                 }
             }
         };
+        let unroll = tuning.unroll.unwrap_or(unroll);
         let kc = (k * format.bits() / 128).max(1) as u32;
         let blocks_n = (n as u32).div_ceil(warps * rows_per_warp).max(1);
         let want = match (variant, split_k) {
@@ -158,8 +209,27 @@ impl LaunchPlan {
         let splits = want.clamp(1, max_splits);
         let chunks_per_split = kc.div_ceil(splits).div_ceil(32) * 32;
         let splits = kc.div_ceil(chunks_per_split);
-        LaunchPlan { rows_per_warp, unroll, warps, blocks_n, splits, chunks_per_split }
+        let persistent = tuning.persistent.unwrap_or(false) && splits == 1;
+        LaunchPlan {
+            rows_per_warp,
+            unroll,
+            warps,
+            blocks_n,
+            splits,
+            chunks_per_split,
+            pipeline,
+            persistent,
+            min_blocks,
+        }
     }
+}
+
+/// A loaded kernel with its compiler report and how many of its CTAs fit on one SM.
+#[derive(Clone)]
+struct Loaded {
+    function: CudaFunction,
+    compiled: Arc<CompiledKernel>,
+    resident: u32,
 }
 
 /// Weights on the GPU, with the split-K workspace of their shape.
@@ -195,9 +265,9 @@ pub struct WeightOnlyGemv {
     pub x: XDtype,
     /// Work distribution.
     pub variant: Variant,
-    /// Forced split-K count (`None`: automatic).
-    pub split_k: Option<u32>,
-    functions: Mutex<HashMap<KernelKey, (CudaFunction, Arc<CompiledKernel>)>>,
+    /// Overrides of the automatic launch plan.
+    pub tuning: Tuning,
+    functions: Mutex<HashMap<KernelKey, Loaded>>,
 }
 
 impl WeightOnlyGemv {
@@ -223,7 +293,7 @@ impl WeightOnlyGemv {
             format,
             x,
             variant: Variant::SplitK,
-            split_k: None,
+            tuning: Tuning::default(),
             functions: Mutex::new(HashMap::new()),
         })
     }
@@ -232,13 +302,20 @@ impl WeightOnlyGemv {
     pub fn with_variant(mut self, variant: Variant, split_k: Option<u32>) -> WeightOnlyGemv {
         self.variant =
             if variant == Variant::Mma && !mma::supports(self.format, self.x) { Variant::SplitK } else { variant };
-        self.split_k = split_k;
+        self.tuning.split_k = split_k;
         self
+    }
+
+    /// The same engine with plan overrides (checked: see [`Tuning::check`]).
+    pub fn with_tuning(mut self, tuning: Tuning) -> Result<WeightOnlyGemv, GpuError> {
+        tuning.check()?;
+        self.tuning = tuning;
+        Ok(self)
     }
 
     /// The launch plan of an `m x n x k` call.
     pub fn plan(&self, m: usize, n: usize, k: usize) -> LaunchPlan {
-        LaunchPlan::new(self.variant, self.format, m, n, k, self.sm_count, self.split_k)
+        LaunchPlan::new(self.variant, self.format, m, n, k, self.sm_count, self.tuning)
     }
 
     fn key(&self, m: usize, plan: &LaunchPlan) -> KernelKey {
@@ -249,16 +326,18 @@ impl WeightOnlyGemv {
             rows_per_warp: plan.rows_per_warp,
             unroll: plan.unroll,
             warps: plan.warps,
+            pipeline: plan.pipeline,
+            min_blocks: plan.min_blocks,
             arch: self.arch,
         }
     }
 
     /// Compiles (if needed) and loads the kernel for `m` rows; returns the compiler report.
     pub fn prepare(&self, m: usize, n: usize, k: usize) -> Result<Arc<CompiledKernel>, GpuError> {
-        Ok(self.function(m, &self.plan(m, n, k))?.1)
+        Ok(self.function(m, &self.plan(m, n, k))?.compiled)
     }
 
-    fn function(&self, m: usize, plan: &LaunchPlan) -> Result<(CudaFunction, Arc<CompiledKernel>), GpuError> {
+    fn function(&self, m: usize, plan: &LaunchPlan) -> Result<Loaded, GpuError> {
         let key = self.key(m, plan);
         let mut fns = self.functions.lock().map_err(|_| GpuError::Unsupported("kernel table lock poisoned".into()))?;
         if let Some(f) = fns.get(&key) {
@@ -266,9 +345,21 @@ impl WeightOnlyGemv {
         }
         let compiled = compile(&key)?;
         let module = self.ctx.load_module(Ptx::from_binary(compiled.cubin.clone()))?;
-        let f = module.load_function(key.entry())?;
-        fns.insert(key, (f.clone(), compiled.clone()));
-        Ok((f, compiled))
+        let function = module.load_function(key.entry())?;
+        let resident = function.occupancy_max_active_blocks_per_multiprocessor(plan.warps * 32, 0, None)?.max(1);
+        let loaded = Loaded { function, compiled, resident };
+        fns.insert(key, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// CTAs along N actually launched: all of them, or with [`LaunchPlan::persistent`] only as many as
+    /// fit on the GPU at once (the kernel's warps then walk several row groups each).
+    pub fn grid_n(&self, m: usize, plan: &LaunchPlan) -> Result<u32, GpuError> {
+        if !plan.persistent || plan.splits > 1 {
+            return Ok(plan.blocks_n);
+        }
+        let resident = self.function(m, plan)?.resident;
+        Ok(plan.blocks_n.min(resident * self.sm_count))
     }
 
     /// Uploads packed weights and allocates their split-K workspace (zeroed).
@@ -371,10 +462,11 @@ impl WeightOnlyGemv {
                 self.variant
             )));
         }
-        let (f, _) = self.function(m, &plan)?;
+        let f = self.function(m, &plan)?.function;
+        let grid_n = self.grid_n(m, &plan)?;
         let (n_i, k_i, cps) = (n as i32, k as i32, plan.chunks_per_split as i32);
         let cfg = LaunchConfig {
-            grid_dim: (plan.blocks_n, plan.splits, 1),
+            grid_dim: (grid_n, plan.splits, 1),
             block_dim: (plan.warps * 32, 1, 1),
             shared_mem_bytes: 0,
         };
@@ -457,15 +549,15 @@ pub struct WeightOnlyOptions {
     pub x: XDtype,
     /// Work distribution (`None`: [`Variant::best`] for the shape).
     pub variant: Option<Variant>,
-    /// Forced split-K (None = automatic).
-    pub split_k: Option<u32>,
+    /// Overrides of the automatic launch plan (split-K, unroll, warps, pipelining).
+    pub tuning: Tuning,
     /// Largest relative error accepted against the CPU reference.
     pub tolerance: f64,
 }
 
 impl Default for WeightOnlyOptions {
     fn default() -> Self {
-        WeightOnlyOptions { x: XDtype::F16, variant: None, split_k: None, tolerance: 1e-3 }
+        WeightOnlyOptions { x: XDtype::F16, variant: None, tuning: Tuning::default(), tolerance: 1e-3 }
     }
 }
 
@@ -556,14 +648,56 @@ impl Gpu {
         opts: &WeightOnlyOptions,
     ) -> Result<WeightOnlyMeasurement, GpuError> {
         let wf = WoFormat::from_format(format)?;
+        let variant = opts.variant.unwrap_or_else(|| Variant::best(wf, opts.x, m));
+        let mut out = self.measure_weight_only_configs(format, m, n, k, cfg, opts, &[(variant, opts.tuning)])?;
+        out.pop().unwrap_or_else(|| Err(GpuError::Unsupported("no configuration measured".into())))
+    }
+
+    /// Measures one shape under several launch configurations (a tuning table): the weights are quantized
+    /// once, every kernel is compiled up front (in parallel), and each configuration is checked against the
+    /// reference and timed as in [`Gpu::measure_weight_only_with`] (whose `variant` and `tuning` fields are
+    /// ignored here). One result per configuration, in order; a configuration that fails does not stop
+    /// the others.
+    #[allow(clippy::too_many_arguments)]
+    pub fn measure_weight_only_configs(
+        &self,
+        format: Format,
+        m: usize,
+        n: usize,
+        k: usize,
+        cfg: &TimingConfig,
+        opts: &WeightOnlyOptions,
+        configs: &[(Variant, Tuning)],
+    ) -> Result<Vec<Result<WeightOnlyMeasurement, GpuError>>, GpuError> {
+        let wf = WoFormat::from_format(format)?;
         wf.check_k(k)?;
         if !(1..=16).contains(&m) || n == 0 {
             return Err(GpuError::Unsupported(format!(
                 "weight-only shapes need M in 1..=16 and N > 0, got M={m}, N={n}"
             )));
         }
-        let variant = opts.variant.unwrap_or_else(|| Variant::best(wf, opts.x, m));
-        let gemv = WeightOnlyGemv::new(self, wf, opts.x)?.with_variant(variant, opts.split_k);
+        let mut engines = Vec::with_capacity(configs.len());
+        for &(variant, tuning) in configs {
+            engines.push(WeightOnlyGemv::new(self, wf, opts.x)?.with_variant(variant, None).with_tuning(tuning)?);
+        }
+        // Compile every distinct kernel first, in parallel (NVRTC is thread-safe; the cache dedups).
+        let keys: Vec<KernelKey> = engines
+            .iter()
+            .map(|e| e.key(m, &e.plan(m, n, k)))
+            .collect::<std::collections::HashSet<_>>()
+            .into_iter()
+            .collect();
+        let threads = std::thread::available_parallelism().map_or(4, |p| p.get()).clamp(1, 16);
+        std::thread::scope(|scope| {
+            for chunk in keys.chunks(keys.len().div_ceil(threads).max(1)) {
+                scope.spawn(move || {
+                    for key in chunk {
+                        // Errors resurface (with context) when the configuration is measured.
+                        let _ = compile(key);
+                    }
+                });
+            }
+        });
         let w = random_f32(n * k, 0x5eed ^ (n * 31 + k) as u64);
         let (packed, wq) = quantize_and_pack(wf, &w, n, k)?;
         drop(w);
@@ -571,6 +705,23 @@ impl Gpu {
         let from = from_bits(opts.x);
         let xb: Vec<u16> = random_f32(m * k, 77).into_iter().map(to).collect();
         let xf: Vec<f32> = xb.iter().map(|b| from(*b)).collect();
+        let rows = check_rows(m, n, k);
+        let data = Reference { packed: &packed, wq: &wq, xb: &xb, xf: &xf, rows: &rows };
+        Ok(engines.iter().map(|gemv| self.measure_engine(gemv, format, m, cfg, opts, &data)).collect())
+    }
+
+    fn measure_engine(
+        &self,
+        gemv: &WeightOnlyGemv,
+        format: Format,
+        m: usize,
+        cfg: &TimingConfig,
+        opts: &WeightOnlyOptions,
+        data: &Reference<'_>,
+    ) -> Result<WeightOnlyMeasurement, GpuError> {
+        let packed = data.packed;
+        let (n, k) = (packed.n, packed.k);
+        let to = to_bits(opts.x);
         let set_bytes = packed.bytes() + 2 * m * (n + k) + 4 * 16 * n;
         let free_cap = (self.total_mem as usize / 2).min(16usize << 30);
         // Copies until they exceed twice the L2 (at most 256 of them, and at most half the device memory).
@@ -580,8 +731,8 @@ impl Gpu {
         let mut xs = Vec::with_capacity(sets);
         let mut ys = Vec::with_capacity(sets);
         for _ in 0..sets {
-            ws.push(gemv.upload(&packed)?);
-            xs.push(self.stream.clone_htod(&xb)?);
+            ws.push(gemv.upload(packed)?);
+            xs.push(self.stream.clone_htod(data.xb)?);
             ys.push(self.stream.alloc_zeros::<u16>(m * n)?);
         }
         let compiled = gemv.prepare(m, n, k)?;
@@ -590,8 +741,7 @@ impl Gpu {
         self.stream.memcpy_htod(&poison, &mut ys[0])?;
         gemv.run(&mut ws[0], &xs[0], &mut ys[0], m)?;
         let y: Vec<u16> = self.stream.clone_dtoh(&ys[0])?;
-        let rows = check_rows(m, n, k);
-        let rel_error = reference_error(&xf, &wq, &y, m, n, k, &rows, opts.x)?;
+        let rel_error = reference_error(data.xf, data.wq, &y, m, n, k, data.rows, opts.x)?;
         if rel_error.is_nan() || rel_error > opts.tolerance {
             return Err(GpuError::Incorrect(format!(
                 "{format} weight-only {m}x{n}x{k} ({} x): relative error {rel_error:.2e} > {:.0e}",
@@ -602,7 +752,7 @@ impl Gpu {
         // A second run must give the same result (the split-K workspace is left zeroed).
         gemv.run(&mut ws[0], &xs[0], &mut ys[0], m)?;
         let y2: Vec<u16> = self.stream.clone_dtoh(&ys[0])?;
-        let again = reference_error(&xf, &wq, &y2, m, n, k, &rows, opts.x)?;
+        let again = reference_error(data.xf, data.wq, &y2, m, n, k, data.rows, opts.x)?;
         if again > opts.tolerance {
             return Err(GpuError::Incorrect(format!(
                 "{format} weight-only {m}x{n}x{k}: second run relative error {again:.2e} (workspace not reset?)"
@@ -614,6 +764,7 @@ impl Gpu {
         })?;
         let bytes = (packed.bytes() + 2 * m * k + 2 * m * n) as u64;
         let plan = gemv.plan(m, n, k);
+        let grid_n = gemv.grid_n(m, &plan)?;
         Ok(WeightOnlyMeasurement {
             format,
             x: opts.x,
@@ -629,19 +780,34 @@ impl Gpu {
             spill_bytes: compiled.spill_bytes,
             sets,
             kernel: format!(
-                "roofline {} {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}), {sets} rotating weight sets, {} launches per sample",
+                "roofline {} {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}{}), {sets} rotating weight sets, {} launches per sample",
                 if gemv.variant == Variant::Mma { "wo_mma (tensor cores)" } else { "wo_gemv" },
                 opts.x.name(),
                 gemv.variant,
                 plan.rows_per_warp,
                 plan.unroll,
                 plan.warps,
-                plan.blocks_n,
+                grid_n,
                 plan.splits,
+                match (plan.pipeline, grid_n < plan.blocks_n) {
+                    (true, true) => ", pipelined, persistent",
+                    (true, false) => ", pipelined",
+                    (false, true) => ", persistent",
+                    (false, false) => "",
+                },
                 stats.inner
             ),
         })
     }
+}
+
+/// Quantized weights, x and the rows checked, shared by the configurations of one shape.
+struct Reference<'a> {
+    packed: &'a PackedWeights,
+    wq: &'a [f32],
+    xb: &'a [u16],
+    xf: &'a [f32],
+    rows: &'a [usize],
 }
 
 #[cfg(test)]
@@ -653,7 +819,7 @@ mod tests {
         for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp, Variant::Mma] {
             for f in WoFormat::ALL {
                 for (m, n, k) in [(1, 4096, 4096), (1, 1000, 4096), (16, 14336, 4096), (1, 4096, 14336), (3, 8, 128)] {
-                    let p = LaunchPlan::new(variant, f, m, n, k, 132, None);
+                    let p = LaunchPlan::new(variant, f, m, n, k, 132, Tuning::default());
                     // CUDA cores: 16-byte chunks per row; tensor cores: 64-K tiles.
                     let kc = if variant == Variant::Mma { (k / 64) as u32 } else { (k * f.bits() / 128) as u32 };
                     // the splits cover every chunk exactly once, none empty
@@ -672,11 +838,23 @@ mod tests {
             }
         }
         // small N on a big GPU splits K; large N does not
-        let small = LaunchPlan::new(Variant::SplitK, WoFormat::Fp16, 1, 1000, 4096, 132, None);
+        let small = LaunchPlan::new(Variant::SplitK, WoFormat::Fp16, 1, 1000, 4096, 132, Tuning::default());
         assert!(small.splits > 1 && small.blocks_n * small.splits >= 132, "{small:?}");
-        let big = LaunchPlan::new(Variant::SplitK, WoFormat::Int4G128, 1, 14336, 4096, 132, None);
+        let big = LaunchPlan::new(Variant::SplitK, WoFormat::Int4G128, 1, 14336, 4096, 132, Tuning::default());
         assert_eq!(big.splits, 1);
-        assert_eq!(LaunchPlan::new(Variant::SplitK, WoFormat::Fp16, 1, 1000, 4096, 132, Some(2)).splits, 2);
+        assert_eq!(
+            LaunchPlan::new(
+                Variant::SplitK,
+                WoFormat::Fp16,
+                1,
+                1000,
+                4096,
+                132,
+                Tuning { split_k: Some(2), ..Tuning::default() }
+            )
+            .splits,
+            2
+        );
     }
 
     #[test]
@@ -711,7 +889,7 @@ mod tests {
             bytes: 2_000_000,
             bandwidth_gb_s: 200.0,
             rel_error: 1e-4,
-            plan: LaunchPlan::new(Variant::SplitK, WoFormat::Nvfp4, 2, 1000, 4096, 132, None),
+            plan: LaunchPlan::new(Variant::SplitK, WoFormat::Nvfp4, 2, 1000, 4096, 132, Tuning::default()),
             registers: Some(80),
             spill_bytes: Some(0),
             sets: 4,
@@ -765,36 +943,49 @@ mod tests {
                         if variant == Variant::Mma && !mma::supports(f, x) {
                             continue;
                         }
-                        let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, None);
-                        for arch in [90u32, 80] {
-                            if arch < f.min_arch() || (arch == 80 && (m != 1 || variant != Variant::SplitK)) {
-                                continue;
-                            }
-                            let key = KernelKey {
-                                format: f,
-                                x,
-                                m: m as u32,
-                                rows_per_warp: p.rows_per_warp,
-                                unroll: p.unroll,
-                                warps: p.warps,
-                                arch,
-                            };
-                            let c = compile(&key).unwrap_or_else(|e| panic!("{key:?}: {e}"));
-                            assert!(!c.cubin.is_empty());
-                            if c.spill_bytes != Some(0) {
-                                failures.push(format!("{key:?} spills:\n{}", c.log));
-                            }
-                            report.push(format!(
-                                "sm_{arch} {:<9} x={} {:?} M={m:<2} R={} U={}: {} registers, {} spill bytes, {} stack bytes",
+                        for pipeline in [false, true] {
+                            let p = LaunchPlan::new(
+                                variant,
+                                f,
+                                m,
+                                4096,
+                                4096,
+                                132,
+                                Tuning { pipeline: Some(pipeline), ..Tuning::default() },
+                            );
+                            for arch in [90u32, 80] {
+                                if arch < f.min_arch() || (arch == 80 && (m != 1 || variant != Variant::SplitK)) {
+                                    continue;
+                                }
+                                let key = KernelKey {
+                                    format: f,
+                                    x,
+                                    m: m as u32,
+                                    rows_per_warp: p.rows_per_warp,
+                                    unroll: p.unroll,
+                                    warps: p.warps,
+                                    pipeline: p.pipeline,
+                                    min_blocks: p.min_blocks,
+                                    arch,
+                                };
+                                let c = compile(&key).unwrap_or_else(|e| panic!("{key:?}: {e}"));
+                                assert!(!c.cubin.is_empty());
+                                if c.spill_bytes != Some(0) {
+                                    failures.push(format!("{key:?} spills:\n{}", c.log));
+                                }
+                                report.push(format!(
+                                "sm_{arch} {:<9} x={} {:?} M={m:<2} R={} U={} PF={}: {} registers, {} spill bytes, {} stack bytes",
                                 f.format().name(),
                                 x.name(),
                                 variant,
                                 p.rows_per_warp,
                                 p.unroll,
+                                u8::from(p.pipeline),
                                 c.registers.unwrap_or(0),
                                 c.spill_bytes.unwrap_or(0),
                                 c.stack_bytes.unwrap_or(0)
                             ));
+                            }
                         }
                     }
                 }
@@ -810,6 +1001,8 @@ mod tests {
             rows_per_warp: 2,
             unroll: 4,
             warps: 4,
+            pipeline: false,
+            min_blocks: 1,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

@@ -58,6 +58,10 @@ pub struct KernelKey {
     pub unroll: u32,
     /// Warps per CTA.
     pub warps: u32,
+    /// Software-pipelined loads.
+    pub pipeline: bool,
+    /// `__launch_bounds__` minimum CTAs per SM (register budget).
+    pub min_blocks: u32,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -89,6 +93,8 @@ impl KernelKey {
             format!("-DR={}", self.rows_per_warp),
             format!("-DU={}", self.unroll),
             format!("-DWARPS={}", self.warps),
+            format!("-DPF={}", u32::from(self.pipeline)),
+            format!("-DMINB={}", self.min_blocks),
         ]
     }
 }
@@ -239,10 +245,22 @@ mod tests {
             rows_per_warp: 2,
             unroll: 4,
             warps: 4,
+            pipeline: true,
+            min_blocks: 2,
             arch: 90,
         };
         let o = key.options();
-        for want in ["--gpu-architecture=sm_90", "-DFMT=7", "-DXBF16=1", "-DMT=3", "-DR=2", "-DU=4", "-DWARPS=4"] {
+        for want in [
+            "--gpu-architecture=sm_90",
+            "-DFMT=7",
+            "-DXBF16=1",
+            "-DMT=3",
+            "-DR=2",
+            "-DU=4",
+            "-DWARPS=4",
+            "-DPF=1",
+            "-DMINB=2",
+        ] {
             assert!(o.iter().any(|x| x == want), "{want} missing from {o:?}");
         }
     }
