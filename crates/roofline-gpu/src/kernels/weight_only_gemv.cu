@@ -28,6 +28,32 @@
 #ifndef MINB
 #define MINB 1
 #endif
+// Profiling experiments only (ROOFLINE_NVRTC_EXTRA="-DEXP_...=1"; results are wrong by design): skip the
+// per-chunk scale loads, use x = 1 instead of loading it, or reinterpret code bits instead of decoding.
+// SX 1: x (as f32) and the block scales of the CTA's rows are staged in shared memory once per CTA, so the
+// inner loop reads them with shared-memory loads instead of L1 round trips per chunk (dynamic shared memory:
+// MT x chunks_per_split x (EPC + 4) floats, padded per chunk against bank conflicts, then the Meta table).
+#ifndef SX
+#define SX 0
+#endif
+// Chunks per block-scale entry (Meta) along a row.
+#if FMT == 4
+#define CPG 4
+#elif FMT == 5
+#define CPG 2
+#else
+#define CPG 1
+#endif
+#define XPAD (EPC + 4)
+#ifndef EXP_NOMETA
+#define EXP_NOMETA 0
+#endif
+#ifndef EXP_XCONST
+#define EXP_XCONST 0
+#endif
+#ifndef EXP_NODECODE
+#define EXP_NODECODE 0
+#endif
 
 typedef unsigned int u32;
 typedef unsigned short u16;
@@ -265,7 +291,11 @@ __device__ __forceinline__ void load_set(const uint4* __restrict__ w, const u8* 
         for (int r = 0; r < R; ++r) {
             if (cc < c_end) {
                 q[u][r] = ld_weights(w + (size_t)rows[r] * kc + cc);
+#if EXP_NOMETA || SX
+                meta[u][r] = zero_meta();
+#else
                 meta[u][r] = load_meta(scales, zeros, rows[r], cc, k);
+#endif
             } else {
                 q[u][r].x = q[u][r].y = q[u][r].z = q[u][r].w = 0u;
                 meta[u][r] = zero_meta();
@@ -276,7 +306,8 @@ __device__ __forceinline__ void load_set(const uint4* __restrict__ w, const u8* 
 
 // Decodes a loaded set and accumulates its products with x into acc.
 __device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, int c, int c_end, const float* lut,
-                                            const uint4 q[U][R], const Meta meta[U][R], float acc[R][MT]) {
+                                            const uint4 q[U][R], const Meta meta[U][R], float acc[R][MT],
+                                            const float* xs, int xstride, int c_begin) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         const int cc = c + 32 * u;
@@ -292,15 +323,33 @@ __device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, in
             for (int j = 0; j < SUBS; ++j) {
                 float wf[R][8];
 #pragma unroll
-                for (int r = 0; r < R; ++r) decode8(q[u][r], j, meta[u][r], lut, wf[r]);
+                for (int r = 0; r < R; ++r) {
+#if EXP_NODECODE
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) wf[r][e] = as_float(word(q[u][r], (j + e) & 3) >> (e & 3));
+#else
+                    decode8(q[u][r], j, meta[u][r], lut, wf[r]);
+#endif
+                }
 #pragma unroll
                 for (int m = 0; m < MT; ++m) {
-                    const uint4 xv = __ldg((const uint4*)(x + (size_t)m * k + (size_t)cc * EPC + 8 * j));
                     float xf[8];
+#if SX
+                    const float4* xp = (const float4*)(xs + m * xstride + (cc - c_begin) * XPAD + 8 * j);
+                    const float4 xa = xp[0], xb = xp[1];
+                    xf[0] = xa.x, xf[1] = xa.y, xf[2] = xa.z, xf[3] = xa.w;
+                    xf[4] = xb.x, xf[5] = xb.y, xf[6] = xb.z, xf[7] = xb.w;
+#else
+#if EXP_XCONST
+                    const uint4 xv = make_uint4(0x3c003c00u, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u);
+#else
+                    const uint4 xv = __ldg((const uint4*)(x + (size_t)m * k + (size_t)cc * EPC + 8 * j));
+#endif
                     x2f(xv.x, xf[0], xf[1]);
                     x2f(xv.y, xf[2], xf[3]);
                     x2f(xv.z, xf[4], xf[5]);
                     x2f(xv.w, xf[6], xf[7]);
+#endif
 #pragma unroll
                     for (int r = 0; r < R; ++r)
 #pragma unroll
@@ -412,6 +461,40 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
     uint4 q[U][R];
     Meta meta[U][R];
     if (steps > 0) load_set(w, scales, zeros, rows, c_begin + lane, c_end, k, kc, q, meta);
+#if SX
+    // Stage x and the scales while the first weights are in flight (the grid covers N: one group per warp).
+    extern __shared__ float4 smem_raw[];
+    float* xs = (float*)smem_raw;
+    const int xstride = chunks_per_split * XPAD;
+    Meta* ms = (Meta*)(xs + MT * xstride);
+    const int mstride = (chunks_per_split + CPG - 1) / CPG;
+    {
+        const int n8 = (c_end - c_begin) * (EPC / 8);  // 8-element pieces per row of x
+        for (int i = threadIdx.x; i < MT * n8; i += blockDim.x) {
+            const int m = i / n8, p = i - m * n8;
+            const int e = p * 8;  // element offset in the K range
+            const uint4 xv = __ldg((const uint4*)(x + (size_t)m * k + (size_t)c_begin * EPC + e));
+            float f[8];
+            x2f(xv.x, f[0], f[1]);
+            x2f(xv.y, f[2], f[3]);
+            x2f(xv.z, f[4], f[5]);
+            x2f(xv.w, f[6], f[7]);
+            float4* dst = (float4*)(xs + m * xstride + (e / EPC) * XPAD + e % EPC);
+            dst[0] = make_float4(f[0], f[1], f[2], f[3]);
+            dst[1] = make_float4(f[4], f[5], f[6], f[7]);
+        }
+        const int groups_here = (c_end - c_begin + CPG - 1) / CPG;
+        const int row_base = blockIdx.x * WARPS * R;
+        for (int i = threadIdx.x; i < WARPS * R * groups_here; i += blockDim.x) {
+            const int rl = i / groups_here, g = i - rl * groups_here;
+            ms[rl * mstride + g] = load_meta(scales, zeros, min(row_base + rl, n_rows - 1), c_begin + g * CPG, k);
+        }
+    }
+    __syncthreads();
+#else
+    const float* xs = nullptr;
+    const int xstride = 0;
+#endif
     for (int st = 0; st < steps; ++st) {
         const int c = c_begin + lane + it * 32 * U;
         // The next step's group and position.
@@ -430,7 +513,16 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
         Meta mn[U][R];
         if (more) load_set(w, scales, zeros, nrows, c_begin + lane + nit * 32 * U, c_end, k, kc, qn, mn);
 #endif
-        compute_set(x, k, c, c_end, lut, q, meta, acc);
+#if SX
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const int cc = c + 32 * u;
+                if (cc < c_end) meta[u][r] = ms[(warp * R + r) * mstride + (cc - c_begin) / CPG];
+            }
+#endif
+        compute_set(x, k, c, c_end, lut, q, meta, acc, xs, xstride, c_begin);
         if (nit == 0) {
             finish_group(scales, gscale, y, ws, lane, group, rows, n_rows, split, acc);
         }

@@ -91,6 +91,8 @@ pub struct Tuning {
     pub persistent: Option<bool>,
     /// CTAs per SM the register allocation must allow (`__launch_bounds__` minimum blocks, 1..=16).
     pub min_blocks: Option<u32>,
+    /// CUDA cores, M <= 4: x (as f32) and the block scales staged in shared memory once per CTA (`SX`).
+    pub stage: Option<bool>,
 }
 
 impl Tuning {
@@ -139,6 +141,10 @@ pub struct LaunchPlan {
     pub persistent: bool,
     /// `__launch_bounds__` minimum CTAs per SM (`MINB`).
     pub min_blocks: u32,
+    /// x and block scales staged in shared memory (`SX`; see [`Tuning::stage`]).
+    pub stage: bool,
+    /// Dynamic shared memory per CTA, bytes.
+    pub smem_bytes: u32,
 }
 
 impl LaunchPlan {
@@ -180,6 +186,8 @@ impl LaunchPlan {
                 pipeline,
                 persistent: false,
                 min_blocks,
+                stage: false,
+                smem_bytes: 0,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -204,13 +212,29 @@ impl LaunchPlan {
             (Variant::SplitK | Variant::Rows4 | Variant::Mma, None) if blocks_n >= 2 * sm_count => 1,
             (Variant::SplitK | Variant::Rows4 | Variant::Mma, None) => (4 * sm_count).div_ceil(blocks_n),
         };
+        // Staging x and the scales in shared memory (`SX`): on the H100 it pays for NF4 only (+8-14% at M = 1;
+        // INT4 within noise, MXFP4/NVFP4 slower: bench/RESULTS.md), so it is on by default for NF4 at M <= 4.
+        // The K range of a CTA is then limited so that x fits in 40 KB.
+        let stage = m <= 4 && format.block_scaled() && tuning.stage.unwrap_or(format == WoFormat::Nf4);
+        let epc = (128 / format.bits()) as u32;
+        let x_bytes_per_chunk = m as u32 * (epc + 4) * 4;
+        let max_cps = if stage { ((40 * 1024 / x_bytes_per_chunk) / 32 * 32).max(32) } else { u32::MAX };
+        let want = want.max(kc.div_ceil(max_cps));
         // Every split gets at least one full unrolled pass of the warp (32 * U chunks).
         let max_splits = (kc / (32 * unroll)).max(1);
-        let splits = want.clamp(1, max_splits);
+        let splits = want.clamp(1, max_splits.max(kc.div_ceil(max_cps)));
         let chunks_per_split = kc.div_ceil(splits).div_ceil(32) * 32;
         let splits = kc.div_ceil(chunks_per_split);
-        let persistent = tuning.persistent.unwrap_or(false) && splits == 1;
+        let smem_bytes = if stage {
+            let metas = warps * rows_per_warp * chunks_per_split.div_ceil(format.chunks_per_scale());
+            chunks_per_split * x_bytes_per_chunk + metas * format.meta_bytes()
+        } else {
+            0
+        };
+        let persistent = tuning.persistent.unwrap_or(false) && splits == 1 && !stage;
         LaunchPlan {
+            stage,
+            smem_bytes,
             rows_per_warp,
             unroll,
             warps,
@@ -328,6 +352,7 @@ impl WeightOnlyGemv {
             warps: plan.warps,
             pipeline: plan.pipeline,
             min_blocks: plan.min_blocks,
+            stage: plan.stage,
             arch: self.arch,
         }
     }
@@ -346,7 +371,9 @@ impl WeightOnlyGemv {
         let compiled = compile(&key)?;
         let module = self.ctx.load_module(Ptx::from_binary(compiled.cubin.clone()))?;
         let function = module.load_function(key.entry())?;
-        let resident = function.occupancy_max_active_blocks_per_multiprocessor(plan.warps * 32, 0, None)?.max(1);
+        let resident = function
+            .occupancy_max_active_blocks_per_multiprocessor(plan.warps * 32, plan.smem_bytes as usize, None)?
+            .max(1);
         let loaded = Loaded { function, compiled, resident };
         fns.insert(key, loaded.clone());
         Ok(loaded)
@@ -468,7 +495,7 @@ impl WeightOnlyGemv {
         let cfg = LaunchConfig {
             grid_dim: (grid_n, plan.splits, 1),
             block_dim: (plan.warps * 32, 1, 1),
-            shared_mem_bytes: 0,
+            shared_mem_bytes: plan.smem_bytes,
         };
         let mut b = stream.launch_builder(&f);
         b.arg(&w.codes)
@@ -831,9 +858,13 @@ mod tests {
                     assert!(p.blocks_n * p.warps * p.rows_per_warp >= n as u32);
                     // the counters buffer (ceil(N/4) + 1) is large enough
                     assert!(p.blocks_n as usize <= n.div_ceil(4) + 1);
-                    if variant == Variant::RowPerWarp {
+                    if variant == Variant::RowPerWarp && !p.stage {
                         assert_eq!(p.splits, 1);
                     }
+                    // staged x and scales fit in the default 48 KB of dynamic shared memory
+                    assert_eq!(p.stage, f == WoFormat::Nf4 && m <= 4 && variant != Variant::Mma, "{f:?} {p:?}");
+                    assert!(p.smem_bytes <= 48 * 1024, "{p:?}");
+                    assert_eq!(p.smem_bytes > 0, p.stage);
                 }
             }
         }
@@ -966,6 +997,7 @@ mod tests {
                                     warps: p.warps,
                                     pipeline: p.pipeline,
                                     min_blocks: p.min_blocks,
+                                    stage: p.stage,
                                     arch,
                                 };
                                 let c = compile(&key).unwrap_or_else(|e| panic!("{key:?}: {e}"));
@@ -1003,6 +1035,7 @@ mod tests {
             warps: 4,
             pipeline: false,
             min_blocks: 1,
+            stage: false,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

@@ -62,6 +62,8 @@ pub struct KernelKey {
     pub pipeline: bool,
     /// `__launch_bounds__` minimum CTAs per SM (register budget).
     pub min_blocks: u32,
+    /// x and block scales staged in shared memory (`SX`).
+    pub stage: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -95,6 +97,9 @@ impl KernelKey {
             format!("-DWARPS={}", self.warps),
             format!("-DPF={}", u32::from(self.pipeline)),
             format!("-DMINB={}", self.min_blocks),
+            format!("-DSX={}", u32::from(self.stage)),
+            // Source lines in the CUBIN for profilers (no effect on the code).
+            "--generate-line-info".into(),
         ]
     }
 }
@@ -215,7 +220,13 @@ fn compile_uncached(key: &KernelKey) -> Result<CompiledKernel, GpuError> {
     } else {
         (WEIGHT_ONLY_SOURCE, "weight_only_gemv.cu")
     };
-    let (cubin, log) = compile_cubin(text, file, &key.options()).map_err(|e| match e {
+    let mut options = key.options();
+    // Developer hook for profiling experiments (e.g. "-DEXP_NOMETA=1"): extra NVRTC options, whitespace
+    // separated, applied to every weight-only kernel this process compiles.
+    if let Ok(extra) = std::env::var("ROOFLINE_NVRTC_EXTRA") {
+        options.extend(extra.split_whitespace().map(String::from));
+    }
+    let (cubin, log) = compile_cubin(text, file, &options).map_err(|e| match e {
         GpuError::Unsupported(m) => GpuError::Unsupported(format!("{m} (compiling {key:?})")),
         e => e,
     })?;
@@ -247,6 +258,7 @@ mod tests {
             warps: 4,
             pipeline: true,
             min_blocks: 2,
+            stage: true,
             arch: 90,
         };
         let o = key.options();
@@ -260,6 +272,7 @@ mod tests {
             "-DWARPS=4",
             "-DPF=1",
             "-DMINB=2",
+            "-DSX=1",
         ] {
             assert!(o.iter().any(|x| x == want), "{want} missing from {o:?}");
         }

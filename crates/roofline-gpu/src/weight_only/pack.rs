@@ -122,6 +122,28 @@ impl WoFormat {
         }
     }
 
+    /// Whether the format has per-block scales read along K (INT4 g128, NF4, MXFP4, NVFP4).
+    pub fn block_scaled(self) -> bool {
+        matches!(self, WoFormat::Int4G128 | WoFormat::Nf4 | WoFormat::Mxfp4 | WoFormat::Nvfp4)
+    }
+
+    /// 16-byte chunks of a row that share one scale entry of the kernel (`CPG` in the kernel source).
+    pub fn chunks_per_scale(self) -> u32 {
+        match self {
+            WoFormat::Int4G128 => 4,
+            WoFormat::Nf4 => 2,
+            _ => 1,
+        }
+    }
+
+    /// Bytes of the kernel's per-chunk scale record (`Meta` in the kernel source).
+    pub fn meta_bytes(self) -> u32 {
+        match self {
+            WoFormat::Int4G128 => 8,
+            _ => 4,
+        }
+    }
+
     /// K must be a multiple of this: the scale block and the elements of one 16-byte chunk.
     pub fn k_multiple(self) -> usize {
         match self {
