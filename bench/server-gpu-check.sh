@@ -13,9 +13,10 @@ echo "== nvml"; curl -s -w ' %{http_code}\n' http://127.0.0.1:8300/api/nvml/stat
 echo "== measure FP16 4096^3"; curl -s -w ' %{http_code}\n' -X POST 'http://127.0.0.1:8300/api/measure?hardware_key=h100' -H 'content-type: application/json' -d '{"m":4096,"n":4096,"k":4096,"precision":"FP16"}' | tee $OUT/measure.json | head -c 2000; echo
 echo "== measure FP8 GEMV"; curl -s -w ' %{http_code}\n' -X POST 'http://127.0.0.1:8300/api/measure?hardware_key=h100' -H 'content-type: application/json' -d '{"M":1,"N":4096,"K":4096,"precision":"FP8_E4M3"}' | head -c 1500; echo
 echo "== 4 concurrent measures, queue 1 (expect 503s for the overflow)"
-for i in 1 2 3 4; do (curl -s -o /dev/null -w "req$i %{http_code} %{time_total}s\n" -X POST 'http://127.0.0.1:8300/api/measure' -H 'content-type: application/json' -d '{"m":8192,"n":8192,"k":8192,"precision":"BF16"}' &) ; done
+REQS=""
+for i in 1 2 3 4; do curl -s -o /dev/null -w "req$i %{http_code} %{time_total}s\n" -X POST 'http://127.0.0.1:8300/api/measure' -H 'content-type: application/json' -d '{"m":8192,"n":8192,"k":8192,"precision":"BF16"}' & REQS="$REQS $!"; done
 sleep 0.2; echo "== nvml while measuring"; curl -s http://127.0.0.1:8300/api/nvml/status | head -c 600; echo
-wait; sleep 8
+wait $REQS  # the requests only: a bare `wait` would also wait for the server
 echo "== plot with measurement"
 python3 - <<'PY' > $OUT/plot-body.json
 import json
