@@ -962,8 +962,9 @@ mod tests {
 
     /// `full`: every M and activation type; otherwise M in {1, 3, 16} with FP16 x and M = 1 with BF16 x.
     fn compile_all(full: bool) {
-        let mut report = Vec::new();
-        let mut failures = Vec::new();
+        // Every key first (the default plan, and the other pipelining choice at M = 1 and 16), then all of
+        // them compiled in parallel: NVRTC is thread-safe and the full matrix is hundreds of kernels.
+        let mut keys = Vec::new();
         for f in WoFormat::ALL {
             for x in XDtype::ALL {
                 for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp, Variant::Mma] {
@@ -974,16 +975,13 @@ mod tests {
                         if variant == Variant::Mma && !mma::supports(f, x) {
                             continue;
                         }
-                        for pipeline in [false, true] {
-                            let p = LaunchPlan::new(
-                                variant,
-                                f,
-                                m,
-                                4096,
-                                4096,
-                                132,
-                                Tuning { pipeline: Some(pipeline), ..Tuning::default() },
-                            );
+                        let default = LaunchPlan::new(variant, f, m, 4096, 4096, 132, Tuning::default());
+                        let mut plans = vec![default];
+                        if m == 1 || m == 16 {
+                            let other = Tuning { pipeline: Some(!default.pipeline), ..Tuning::default() };
+                            plans.push(LaunchPlan::new(variant, f, m, 4096, 4096, 132, other));
+                        }
+                        for p in plans {
                             for arch in [90u32, 80] {
                                 if arch < f.min_arch() || (arch == 80 && (m != 1 || variant != Variant::SplitK)) {
                                     continue;
@@ -1000,28 +998,45 @@ mod tests {
                                     stage: p.stage,
                                     arch,
                                 };
-                                let c = compile(&key).unwrap_or_else(|e| panic!("{key:?}: {e}"));
-                                assert!(!c.cubin.is_empty());
-                                if c.spill_bytes != Some(0) {
-                                    failures.push(format!("{key:?} spills:\n{}", c.log));
-                                }
-                                report.push(format!(
-                                "sm_{arch} {:<9} x={} {:?} M={m:<2} R={} U={} PF={}: {} registers, {} spill bytes, {} stack bytes",
-                                f.format().name(),
-                                x.name(),
-                                variant,
-                                p.rows_per_warp,
-                                p.unroll,
-                                u8::from(p.pipeline),
-                                c.registers.unwrap_or(0),
-                                c.spill_bytes.unwrap_or(0),
-                                c.stack_bytes.unwrap_or(0)
-                            ));
+                                keys.push((key, variant));
                             }
                         }
                     }
                 }
             }
+        }
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 16);
+        std::thread::scope(|scope| {
+            for chunk in keys.chunks(keys.len().div_ceil(threads).max(1)) {
+                scope.spawn(move || {
+                    for (key, _) in chunk {
+                        let _ = compile(key);
+                    }
+                });
+            }
+        });
+        let mut report = Vec::new();
+        let mut failures = Vec::new();
+        for (key, variant) in &keys {
+            let c = compile(key).unwrap_or_else(|e| panic!("{key:?}: {e}"));
+            assert!(!c.cubin.is_empty());
+            if c.spill_bytes != Some(0) {
+                failures.push(format!("{key:?} spills:\n{}", c.log));
+            }
+            report.push(format!(
+                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} PF={} SX={}: {} registers, {} spill bytes, {} stack bytes",
+                key.arch,
+                key.format.format().name(),
+                key.x.name(),
+                key.m,
+                key.rows_per_warp,
+                key.unroll,
+                u8::from(key.pipeline),
+                u8::from(key.stage),
+                c.registers.unwrap_or(0),
+                c.spill_bytes.unwrap_or(0),
+                c.stack_bytes.unwrap_or(0)
+            ));
         }
         println!("{}", report.join("\n"));
         assert!(failures.is_empty(), "{} kernels spill:\n{}", failures.len(), failures.join("\n"));
