@@ -126,6 +126,9 @@ def main():
             us = median_us(lambda: dst.copy_(src), min_runs=50)
             rec = {"op": "copy", "bytes": 2 * n * 4, "time_us": us, "gb_s": 2 * n * 4 / us / 1e3}
             rows.append(f"copy 1 GiB: {rec['gb_s']:.1f} GB/s (read + write), {us:.1f} us")
+            print(rows[-1], flush=True)
+            if out:
+                out.write(json.dumps(rec) + "\n")
         else:
             for m, n, k in shapes:
                 try:
@@ -140,10 +143,6 @@ def main():
                 print(rows[-1], flush=True)
                 if out:
                     out.write(json.dumps(rec) + "\n")
-                continue
-        print(rows[-1], flush=True)
-        if out:
-            out.write(json.dumps(rec) + "\n")
     if out:
         out.close()
 
