@@ -164,7 +164,7 @@ fn mma_table() {
 /// every launch configuration (variant x unroll x warps x software pipelining) is checked against the
 /// reference and timed; the line per configuration and the best one per format are printed (`TT` lines).
 /// Shapes from `ROOFLINE_TUNE_SHAPES` ("MxNxK,...") when set; `ROOFLINE_TUNE_FORMATS` ("INT4_G128,NF4")
-/// and `ROOFLINE_TUNE_ONLY` (a label such as "Mma U=2 W=4 PF=0") narrow the table (for a profiler run).
+/// and `ROOFLINE_TUNE_ONLY` (label parts separated by '|', such as "Mma U=2 W=4|+GRP") narrow the table.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn tune_table() {
@@ -185,7 +185,8 @@ fn tune_table() {
     let only_label = std::env::var("ROOFLINE_TUNE_ONLY").ok();
     let label_of = |variant: &Variant, t: &Tuning| {
         format!(
-            "{variant:?} U={} W={} PF={} P={} SX={} B={}{}",
+            "{variant:?}{} U={} W={} PF={} P={} SX={} B={}{}",
+            if t.grouped == Some(true) { "+GRP" } else { "" },
             t.unroll.unwrap_or(0),
             t.warps.unwrap_or(0),
             u8::from(t.pipeline.unwrap_or(false)),
@@ -227,6 +228,24 @@ fn tune_table() {
                             }
                         }
                     }
+                    // Lanes on consecutive chunks (whole scale groups), U a multiple of the chunks per scale.
+                    if !pipeline {
+                        for &stage in stages {
+                            for unroll in [2, 4, 8] {
+                                configs.push((
+                                    Variant::SplitK,
+                                    Tuning {
+                                        unroll: Some(unroll),
+                                        warps: Some(warps),
+                                        pipeline: Some(false),
+                                        stage: Some(stage),
+                                        grouped: Some(true),
+                                        ..Tuning::default()
+                                    },
+                                ));
+                            }
+                        }
+                    }
                     if roofline_gpu::weight_only::mma::supports(wf, XDtype::F16) {
                         let auto = gpu_plan_splits(&gpu, wf, m, n, k, warps);
                         for unroll in [2, 4] {
@@ -247,7 +266,7 @@ fn tune_table() {
                 }
             }
             if let Some(only) = &only_label {
-                configs.retain(|(v, t)| &label_of(v, t) == only);
+                configs.retain(|(v, t)| only.split('|').any(|o| label_of(v, t).contains(o)));
             }
             // ROOFLINE_TUNE_TOLERANCE: accept any error (profiling experiments that compute wrong results).
             let tolerance = std::env::var("ROOFLINE_TUNE_TOLERANCE").ok().and_then(|t| t.parse().ok()).unwrap_or(1e-3);

@@ -45,6 +45,19 @@
 #define CPG 1
 #endif
 #define XPAD (EPC + 4)
+// GRP 1: each lane takes U consecutive chunks (whole scale groups: one scale load per group instead of one
+// per chunk; weights then go through L1, since a warp instruction reads every other 16 bytes) instead of
+// chunks 32 apart. U must be a multiple of CPG (the host sees to it).
+#ifndef GRP
+#define GRP 0
+#endif
+#if GRP
+#define CSTRIDE 1
+#define LMUL U
+#else
+#define CSTRIDE 32
+#define LMUL 1
+#endif
 #ifndef EXP_NOMETA
 #define EXP_NOMETA 0
 #endif
@@ -120,6 +133,12 @@ __device__ __forceinline__ uint4 ld_weights(const uint4* p) {
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
         : "l"(p));
+    return v;
+}
+
+__device__ __forceinline__ uint4 ld_weights_l1(const uint4* p) {
+    uint4 v;
+    asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
     return v;
 }
 
@@ -286,15 +305,22 @@ __device__ __forceinline__ void load_set(const uint4* __restrict__ w, const u8* 
                                          int kc, uint4 q[U][R], Meta meta[U][R]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-        const int cc = c + 32 * u;
+        const int cc = c + CSTRIDE * u;
 #pragma unroll
         for (int r = 0; r < R; ++r) {
             if (cc < c_end) {
+#if GRP
+                q[u][r] = ld_weights_l1(w + (size_t)rows[r] * kc + cc);
+#else
                 q[u][r] = ld_weights(w + (size_t)rows[r] * kc + cc);
+#endif
 #if EXP_NOMETA || SX
                 meta[u][r] = zero_meta();
 #else
-                meta[u][r] = load_meta(scales, zeros, rows[r], cc, k);
+                if (GRP && u % CPG != 0)
+                    meta[u][r] = meta[u - u % CPG][r];  // same scale group as the chunk before
+                else
+                    meta[u][r] = load_meta(scales, zeros, rows[r], cc, k);
 #endif
             } else {
                 q[u][r].x = q[u][r].y = q[u][r].z = q[u][r].w = 0u;
@@ -310,7 +336,7 @@ __device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, in
                                             const float* xs, int xstride, int c_begin) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-        const int cc = c + 32 * u;
+        const int cc = c + CSTRIDE * u;
         if (cc < c_end) {
 #if BLOCK_SCALED
             float part[R][MT];
@@ -460,7 +486,7 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
     for (int r = 0; r < R; ++r) rows[r] = min(group * R + r, n_rows - 1);  // clamped: loads stay in bounds
     uint4 q[U][R];
     Meta meta[U][R];
-    if (steps > 0) load_set(w, scales, zeros, rows, c_begin + lane, c_end, k, kc, q, meta);
+    if (steps > 0) load_set(w, scales, zeros, rows, c_begin + lane * LMUL, c_end, k, kc, q, meta);
 #if SX
     // Stage x and the scales while the first weights are in flight (the grid covers N: one group per warp).
     extern __shared__ float4 smem_raw[];
@@ -496,7 +522,7 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
     const int xstride = 0;
 #endif
     for (int st = 0; st < steps; ++st) {
-        const int c = c_begin + lane + it * 32 * U;
+        const int c = c_begin + lane * LMUL + it * 32 * U;
         // The next step's group and position.
         int ngroup = group, nit = it + 1;
         if (nit == per_group) {
@@ -511,14 +537,14 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
         // Software pipeline: the next step's loads are in flight while this step decodes.
         uint4 qn[U][R];
         Meta mn[U][R];
-        if (more) load_set(w, scales, zeros, nrows, c_begin + lane + nit * 32 * U, c_end, k, kc, qn, mn);
+        if (more) load_set(w, scales, zeros, nrows, c_begin + lane * LMUL + nit * 32 * U, c_end, k, kc, qn, mn);
 #endif
 #if SX
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
             for (int r = 0; r < R; ++r) {
-                const int cc = c + 32 * u;
+                const int cc = c + CSTRIDE * u;
                 if (cc < c_end) meta[u][r] = ms[(warp * R + r) * mstride + (cc - c_begin) / CPG];
             }
 #endif
@@ -541,7 +567,7 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
                 }
         }
 #else
-        if (more) load_set(w, scales, zeros, rows, c_begin + lane + it * 32 * U, c_end, k, kc, q, meta);
+        if (more) load_set(w, scales, zeros, rows, c_begin + lane * LMUL + it * 32 * U, c_end, k, kc, q, meta);
 #endif
     }
 

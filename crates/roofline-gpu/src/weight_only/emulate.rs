@@ -194,10 +194,12 @@ pub fn run_grid(p: &PackedWeights, x: &[f32], m: usize, plan: &LaunchPlan, grid_
                 let mut total = vec![0f32; r_per * m];
                 for lane in 0..32 {
                     let mut acc = vec![0f32; r_per * m];
-                    let mut c = c_begin + lane;
+                    // GRP: a lane's U chunks are consecutive; otherwise 32 apart.
+                    let (stride, lmul) = if plan.grouped { (1, u_n) } else { (32, 1) };
+                    let mut c = c_begin + lane * lmul;
                     while c < c_end {
                         for u in 0..u_n {
-                            let cc = c + 32 * u;
+                            let cc = c + stride * u;
                             if cc >= c_end {
                                 continue;
                             }
@@ -298,11 +300,15 @@ mod tests {
                 let k = k.max(f.k_multiple());
                 let (p, wq) = quantize_and_pack(f, &random_f32(n * k, 21), n, k).unwrap();
                 let x: Vec<f32> = random_f32(m * k, 4).into_iter().map(|v| f16::from_f32(v).to_f32()).collect();
-                for (variant, split) in
-                    [(Variant::SplitK, None), (Variant::SplitK, Some(2)), (Variant::RowPerWarp, None)]
-                {
-                    let plan =
-                        LaunchPlan::new(variant, f, m, n, k, 132, Tuning { split_k: split, ..Tuning::default() });
+                for (variant, split, grouped) in [
+                    (Variant::SplitK, None, false),
+                    (Variant::SplitK, Some(2), false),
+                    (Variant::RowPerWarp, None, false),
+                    (Variant::SplitK, None, true),
+                    (Variant::SplitK, Some(2), true),
+                ] {
+                    let t = Tuning { split_k: split, grouped: Some(grouped), ..Tuning::default() };
+                    let plan = LaunchPlan::new(variant, f, m, n, k, 132, t);
                     if split.is_some() && k >= 8192 {
                         assert!(plan.splits > 1, "{f:?}: the split path must be exercised ({plan:?})");
                     }

@@ -93,6 +93,9 @@ pub struct Tuning {
     pub min_blocks: Option<u32>,
     /// CUDA cores, M <= 4: x (as f32) and the block scales staged in shared memory once per CTA (`SX`).
     pub stage: Option<bool>,
+    /// CUDA cores: each lane takes U consecutive chunks (whole scale groups, one scale load per group)
+    /// instead of chunks 32 apart (`GRP`; U is raised to a multiple of the format's chunks per scale).
+    pub grouped: Option<bool>,
 }
 
 impl Tuning {
@@ -145,6 +148,8 @@ pub struct LaunchPlan {
     pub stage: bool,
     /// Dynamic shared memory per CTA, bytes.
     pub smem_bytes: u32,
+    /// Lanes take consecutive chunks (`GRP`; see [`Tuning::grouped`]).
+    pub grouped: bool,
 }
 
 impl LaunchPlan {
@@ -188,6 +193,7 @@ impl LaunchPlan {
                 min_blocks,
                 stage: false,
                 smem_bytes: 0,
+                grouped: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -203,7 +209,10 @@ impl LaunchPlan {
                 }
             }
         };
+        let grouped = tuning.grouped.unwrap_or(false);
+        let cpg = format.chunks_per_scale();
         let unroll = tuning.unroll.unwrap_or(unroll);
+        let unroll = if grouped { unroll.div_ceil(cpg) * cpg } else { unroll };
         let kc = (k * format.bits() / 128).max(1) as u32;
         let blocks_n = (n as u32).div_ceil(warps * rows_per_warp).max(1);
         let want = match (variant, split_k) {
@@ -233,6 +242,7 @@ impl LaunchPlan {
         };
         let persistent = tuning.persistent.unwrap_or(false) && splits == 1 && !stage;
         LaunchPlan {
+            grouped,
             stage,
             smem_bytes,
             rows_per_warp,
@@ -353,6 +363,7 @@ impl WeightOnlyGemv {
             pipeline: plan.pipeline,
             min_blocks: plan.min_blocks,
             stage: plan.stage,
+            grouped: plan.grouped,
             arch: self.arch,
         }
     }
@@ -996,6 +1007,7 @@ mod tests {
                                     pipeline: p.pipeline,
                                     min_blocks: p.min_blocks,
                                     stage: p.stage,
+                                    grouped: p.grouped,
                                     arch,
                                 };
                                 keys.push((key, variant));
@@ -1051,6 +1063,7 @@ mod tests {
             pipeline: false,
             min_blocks: 1,
             stage: false,
+            grouped: false,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

@@ -64,6 +64,8 @@ pub struct KernelKey {
     pub min_blocks: u32,
     /// x and block scales staged in shared memory (`SX`).
     pub stage: bool,
+    /// Lanes take consecutive chunks (`GRP`).
+    pub grouped: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -98,6 +100,7 @@ impl KernelKey {
             format!("-DPF={}", u32::from(self.pipeline)),
             format!("-DMINB={}", self.min_blocks),
             format!("-DSX={}", u32::from(self.stage)),
+            format!("-DGRP={}", u32::from(self.grouped)),
             // Source lines in the CUBIN for profilers (no effect on the code).
             "--generate-line-info".into(),
         ]
@@ -259,6 +262,7 @@ mod tests {
             pipeline: true,
             min_blocks: 2,
             stage: true,
+            grouped: true,
             arch: 90,
         };
         let o = key.options();
@@ -273,6 +277,7 @@ mod tests {
             "-DPF=1",
             "-DMINB=2",
             "-DSX=1",
+            "-DGRP=1",
         ] {
             assert!(o.iter().any(|x| x == want), "{want} missing from {o:?}");
         }
