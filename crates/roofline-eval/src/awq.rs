@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use roofline_quant::Codec;
 
-use crate::model::{matmul_t, Activations, Linear, LlamaWeights, Proj};
+use crate::model::{attention_block, matmul_t, mlp_block, Activations, Linear, LlamaWeights, Proj};
 use crate::quant::{fake_quant_linear, ExplicitScales};
 use crate::EvalError;
 
@@ -55,7 +55,8 @@ fn mean_abs(x: &[f32], tokens: usize, k: usize) -> Vec<f32> {
     m.iter().map(|v| (v / tokens.max(1) as f64) as f32).collect()
 }
 
-/// Searches `alpha` on `grid` for the projections `ws` that share the input `x` (`tokens x k`).
+/// Searches `alpha` on `grid` for the projections `ws` that share the input `x` (`tokens x k`), comparing the
+/// projections' own outputs.
 pub fn search_group(
     x: &[f32],
     tokens: usize,
@@ -64,23 +65,46 @@ pub fn search_group(
     grid: &[f64],
 ) -> Result<GroupSearch, EvalError> {
     let k = ws.first().map(|w| w.cols).ok_or_else(|| EvalError::invalid("projections", 0, "at least one"))?;
-    if ws.iter().any(|w| w.cols != k) || x.len() != tokens * k || tokens == 0 {
+    if x.len() != tokens * k || tokens == 0 {
         return Err(EvalError::invalid("calibration activations", x.len(), format!("tokens x {k}, tokens > 0")));
+    }
+    let outputs = |eff: &[Linear]| -> Result<Vec<f32>, EvalError> {
+        let mut y = Vec::new();
+        for w in eff {
+            y.extend(matmul_t(x, tokens, &w.w, w.rows, k)?);
+        }
+        Ok(y)
+    };
+    search_scales(&mean_abs(x, tokens, k), ws, codec, grid, &outputs)
+}
+
+/// The search itself: for each `alpha`, the group's effective weights `dequant(Q(W diag(s))) diag(1/s)` go
+/// through `block` (the projections' outputs, or the attention/MLP block they feed, on calibration input), and
+/// the relative squared error against `block` of the full-precision weights is compared.
+pub fn search_scales(
+    mean_abs: &[f32],
+    ws: &[&Linear],
+    codec: Codec,
+    grid: &[f64],
+    block: &dyn Fn(&[Linear]) -> Result<Vec<f32>, EvalError>,
+) -> Result<GroupSearch, EvalError> {
+    let k = ws.first().map(|w| w.cols).ok_or_else(|| EvalError::invalid("projections", 0, "at least one"))?;
+    if ws.iter().any(|w| w.cols != k) || mean_abs.len() != k {
+        return Err(EvalError::invalid("activation statistics", mean_abs.len(), format!("{k} (input features)")));
     }
     if grid.is_empty() || grid.iter().any(|a| !(0.0..=1.0).contains(a)) {
         return Err(EvalError::invalid("alpha grid", format!("{grid:?}"), "values in [0, 1], at least one"));
     }
-    let refs = ws.iter().map(|w| matmul_t(x, tokens, &w.w, w.rows, k)).collect::<Result<Vec<_>, _>>()?;
-    let ref_norm: f64 = refs.iter().flatten().map(|v| f64::from(*v).powi(2)).sum::<f64>().max(1e-30);
-    let ma = mean_abs(x, tokens, k);
+    let fp: Vec<Linear> = ws.iter().map(|w| (*w).clone()).collect();
+    let reference = block(&fp)?;
+    let ref_norm: f64 = reference.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>().max(1e-30);
     let err_at = |s: &[f32]| -> Result<f64, EvalError> {
-        let mut e = 0.0;
-        for (w, r) in ws.iter().zip(&refs) {
-            let wq = fake_quant_linear(w, codec, Some(s))?;
-            let y = matmul_t(x, tokens, &wq, w.rows, k)?;
-            e += y.iter().zip(r).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>();
-        }
-        Ok(e / ref_norm)
+        let eff = ws
+            .iter()
+            .map(|w| Linear::new(fake_quant_linear(w, codec, Some(s))?, w.rows, w.cols))
+            .collect::<Result<Vec<_>, _>>()?;
+        let y = block(&eff)?;
+        Ok(y.iter().zip(&reference).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>() / ref_norm)
     };
     let err_rtn = err_at(&vec![1.0; k])?;
     let mut best = GroupSearch { alpha: 0.0, scales: vec![1.0; k], err_rtn, err_awq: err_rtn };
@@ -88,7 +112,7 @@ pub fn search_group(
         if alpha == 0.0 {
             continue;
         }
-        let s = scales_for(&ma, alpha);
+        let s = scales_for(mean_abs, alpha);
         let e = err_at(&s)?;
         if e < best.err_awq {
             best = GroupSearch { alpha, scales: s, err_rtn, err_awq: e };
@@ -218,7 +242,7 @@ pub struct AwqRow {
 pub struct AwqReport {
     /// Codec the scales were searched for.
     pub codec: String,
-    /// Calibration tokens used in the error (an even subsample of those captured).
+    /// Calibration tokens used in the error (the first ones of the calibration sequence).
     pub calib_tokens: usize,
     /// Alpha grid.
     pub grid: Vec<f64>,
@@ -226,28 +250,30 @@ pub struct AwqReport {
     pub rows: Vec<AwqRow>,
 }
 
-fn subsample(x: &[f32], tokens: usize, k: usize, keep: usize) -> (Vec<f32>, usize) {
-    if tokens <= keep {
-        return (x[..tokens * k].to_vec(), tokens);
-    }
-    let mut out = Vec::with_capacity(keep * k);
-    for i in 0..keep {
-        let t = i * tokens / keep;
-        out.extend_from_slice(&x[t * k..(t + 1) * k]);
-    }
-    (out, keep)
-}
-
 /// Searches and folds AWQ scales for every group of every layer of `w` (full precision in, scaled full
 /// precision out: quantize it afterwards with [`crate::quant::fake_quantize`] and the returned explicit scales).
-/// `acts` are the linear inputs of the full-precision model on calibration text; at most `max_tokens` of them
-/// (evenly spaced) enter the error.
+/// `acts` are the linear inputs of the full-precision model on one calibration sequence (one forward pass from
+/// position 0): `mean|x|` comes from all of them, the error from the first `max_tokens`. As in AWQ, the error
+/// of q/k/v is taken at the attention block's output (o_proj included, full precision) and that of gate/up at
+/// the MLP block's output; o and down compare their own outputs.
 pub fn apply_awq(
     w: &mut LlamaWeights,
     acts: &Activations,
     codec: Codec,
     grid: &[f64],
     max_tokens: usize,
+) -> Result<(AwqReport, ExplicitScales), EvalError> {
+    apply_awq_groups(w, acts, codec, grid, max_tokens, &Group::ALL)
+}
+
+/// [`apply_awq`] on the listed groups only (the others keep round-to-nearest): for ablations.
+pub fn apply_awq_groups(
+    w: &mut LlamaWeights,
+    acts: &Activations,
+    codec: Codec,
+    grid: &[f64],
+    max_tokens: usize,
+    groups: &[Group],
 ) -> Result<(AwqReport, ExplicitScales), EvalError> {
     if acts.attn_in.len() != w.layers.len() || acts.tokens == 0 {
         return Err(EvalError::invalid(
@@ -263,7 +289,7 @@ pub fn apply_awq(
     let mut rows = Vec::new();
     let mut used = 0;
     for li in 0..w.layers.len() {
-        for g in Group::ALL {
+        for &g in groups {
             let x = match g {
                 Group::Qkv => &acts.attn_in[li],
                 Group::O => &acts.o_in[li],
@@ -271,10 +297,21 @@ pub fn apply_awq(
                 Group::Down => &acts.down_in[li],
             };
             let k = w.layers[li].proj(g.projs()[0]).cols;
-            let (xs, t) = subsample(x, acts.tokens, k, max_tokens);
+            let t = acts.tokens.min(max_tokens);
+            let xs = &x[..t * k];
             used = t;
-            let ws: Vec<&Linear> = g.projs().iter().map(|p| w.layers[li].proj(*p)).collect();
-            let r = search_group(&xs, t, &ws, codec, grid)?;
+            let stats = mean_abs(x, acts.tokens, k);
+            let layer = w.layers[li].clone();
+            let ws: Vec<&Linear> = g.projs().iter().map(|p| layer.proj(*p)).collect();
+            let cfg = &w.config;
+            let block = |eff: &[Linear]| -> Result<Vec<f32>, EvalError> {
+                match g {
+                    Group::Qkv => attention_block(cfg, xs, t, [&eff[0], &eff[1], &eff[2], &layer.o]),
+                    Group::GateUp => mlp_block(xs, t, cfg.hidden, [&eff[0], &eff[1], &layer.down]),
+                    Group::O | Group::Down => matmul_t(xs, t, &eff[0].w, eff[0].rows, k),
+                }
+            };
+            let r = search_scales(&stats, &ws, codec, grid, &block)?;
             let fold = fold_scales(w, li, g, &r.scales, &mut explicit)?;
             rows.push(AwqRow { layer: li, group: g, alpha: r.alpha, err_rtn: r.err_rtn, err_awq: r.err_awq, fold });
         }

@@ -360,8 +360,6 @@ impl Model {
         let mut x = self.embed.index_select(&ids, 0)?;
         let (cos, sin) = rope_tables(c, t)?;
         let mask = causal_mask(t)?;
-        let hd = c.head_dim;
-        let group = c.heads / c.kv_heads;
         if let Some(cap) = capture.as_deref_mut() {
             if cap.attn_in.is_empty() {
                 *cap = Activations {
@@ -375,15 +373,7 @@ impl Model {
         }
         for (li, l) in self.layers.iter().enumerate() {
             let h = rms_norm(&x, &l.attn_norm, c.rms_eps)?;
-            let q = linear(&h, &l.q)?.reshape((t, c.heads, hd))?.transpose(0, 1)?.contiguous()?;
-            let k = linear(&h, &l.k)?.reshape((t, c.kv_heads, hd))?.transpose(0, 1)?.contiguous()?;
-            let v = linear(&h, &l.v)?.reshape((t, c.kv_heads, hd))?.transpose(0, 1)?.contiguous()?;
-            let q = rope(&q, &cos, &sin, c.rope_interleaved)?;
-            let k = rope(&k, &cos, &sin, c.rope_interleaved)?;
-            let (k, v) = if group > 1 { (repeat_kv(&k, group)?, repeat_kv(&v, group)?) } else { (k, v) };
-            let scores = (q.matmul(&k.t()?)? / (hd as f64).sqrt())?.broadcast_add(&mask)?;
-            let p = softmax_last(&scores)?;
-            let a = p.matmul(&v)?.transpose(0, 1)?.contiguous()?.reshape((t, c.heads * hd))?;
+            let a = attention_mix(c, &h, &l.q, &l.k, &l.v, &cos, &sin, &mask)?;
             let attn = linear(&a, &l.o)?;
             x = (x + attn)?;
             let h2 = rms_norm(&x, &l.ffn_norm, c.rms_eps)?;
@@ -405,6 +395,49 @@ impl Model {
         let x = rms_norm(&x, &self.final_norm, c.rms_eps)?;
         to_vec2(&linear(&x, &self.lm_head)?)
     }
+}
+
+/// Causal self-attention of the normed input `h` (`t x hidden`) up to, not including, o_proj: `t x heads*hd`.
+#[allow(clippy::too_many_arguments)] // the layer's three projections and the position tables
+fn attention_mix(
+    c: &LlamaConfig,
+    h: &Tensor,
+    wq: &Tensor,
+    wk: &Tensor,
+    wv: &Tensor,
+    cos: &Tensor,
+    sin: &Tensor,
+    mask: &Tensor,
+) -> Result<Tensor, EvalError> {
+    let t = h.dim(0)?;
+    let hd = c.head_dim;
+    let group = c.heads / c.kv_heads;
+    let q = linear(h, wq)?.reshape((t, c.heads, hd))?.transpose(0, 1)?.contiguous()?;
+    let k = linear(h, wk)?.reshape((t, c.kv_heads, hd))?.transpose(0, 1)?.contiguous()?;
+    let v = linear(h, wv)?.reshape((t, c.kv_heads, hd))?.transpose(0, 1)?.contiguous()?;
+    let q = rope(&q, cos, sin, c.rope_interleaved)?;
+    let k = rope(&k, cos, sin, c.rope_interleaved)?;
+    let (k, v) = if group > 1 { (repeat_kv(&k, group)?, repeat_kv(&v, group)?) } else { (k, v) };
+    let scores = (q.matmul(&k.t()?)? / (hd as f64).sqrt())?.broadcast_add(mask)?;
+    let p = softmax_last(&scores)?;
+    Ok(p.matmul(&v)?.transpose(0, 1)?.contiguous()?.reshape((t, c.heads * hd))?)
+}
+
+/// Output of a layer's attention block (o_proj included) for the normed input `h` (`t x hidden`, one causal
+/// sequence from position 0) with the given q/k/v/o weights: what AWQ's q/k/v search compares.
+pub fn attention_block(c: &LlamaConfig, h: &[f32], t: usize, w: [&Linear; 4]) -> Result<Vec<f32>, EvalError> {
+    let ht = Tensor::from_slice(h, (t, c.hidden), &Device::Cpu)?;
+    let (cos, sin) = rope_tables(c, t)?;
+    let mask = causal_mask(t)?;
+    let a = attention_mix(c, &ht, &mat(w[0])?, &mat(w[1])?, &mat(w[2])?, &cos, &sin, &mask)?;
+    to_vec2(&linear(&a, &mat(w[3])?)?)
+}
+
+/// Output of a layer's MLP block (`down(silu(gate h) * up h)`) for the normed input `h` (`t x hidden`).
+pub fn mlp_block(h: &[f32], t: usize, hidden: usize, w: [&Linear; 3]) -> Result<Vec<f32>, EvalError> {
+    let ht = Tensor::from_slice(h, (t, hidden), &Device::Cpu)?;
+    let m = (silu(&linear(&ht, &mat(w[0])?)?)? * linear(&ht, &mat(w[1])?)?)?;
+    to_vec2(&linear(&m, &mat(w[2])?)?)
 }
 
 fn silu(x: &Tensor) -> Result<Tensor, EvalError> {

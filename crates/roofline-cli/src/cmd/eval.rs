@@ -38,9 +38,9 @@ pub struct ModelArgs {
     /// Calibration tokens run through the model.
     #[arg(long, default_value = "512", value_parser = parse_size)]
     pub calib_tokens: u64,
-    /// Calibration tokens in AWQ's error (an even subsample; the search costs 21 x this many token-passes
-    /// through each layer's linears).
-    #[arg(long, default_value = "128", value_parser = parse_size)]
+    /// Calibration tokens in AWQ's error (the first ones of the calibration sequence; the search runs each
+    /// layer's blocks 21 times on them).
+    #[arg(long, default_value = "512", value_parser = parse_size)]
     pub awq_tokens: u64,
 }
 
