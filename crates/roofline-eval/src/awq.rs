@@ -78,6 +78,9 @@ pub fn search_group(
     search_scales(&mean_abs(x, tokens, k), ws, codec, grid, &outputs)
 }
 
+/// What the search compares: the output for the group's (effective) weights, in the group's order.
+pub type BlockFn<'a> = dyn Fn(&[Linear]) -> Result<Vec<f32>, EvalError> + 'a;
+
 /// The search itself: for each `alpha`, the group's effective weights `dequant(Q(W diag(s))) diag(1/s)` go
 /// through `block` (the projections' outputs, or the attention/MLP block they feed, on calibration input), and
 /// the relative squared error against `block` of the full-precision weights is compared.
@@ -86,7 +89,7 @@ pub fn search_scales(
     ws: &[&Linear],
     codec: Codec,
     grid: &[f64],
-    block: &dyn Fn(&[Linear]) -> Result<Vec<f32>, EvalError>,
+    block: &BlockFn<'_>,
 ) -> Result<GroupSearch, EvalError> {
     let k = ws.first().map(|w| w.cols).ok_or_else(|| EvalError::invalid("projections", 0, "at least one"))?;
     if ws.iter().any(|w| w.cols != k) || mean_abs.len() != k {

@@ -122,7 +122,7 @@ pub fn load_gguf(path: &Path) -> Result<GgufModel, EvalError> {
     let hidden = r.usize("llama.embedding_length")?;
     let heads = r.usize("llama.attention.head_count")?;
     let kv_heads = r.usize("llama.attention.head_count_kv").unwrap_or(heads);
-    let head_dim = if heads == 0 { 0 } else { hidden / heads };
+    let head_dim = hidden.checked_div(heads).unwrap_or(0);
     let tokens = r.strings("tokenizer.ggml.tokens")?;
     let config = LlamaConfig {
         hidden,

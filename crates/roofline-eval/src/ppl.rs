@@ -83,9 +83,9 @@ pub fn perplexity(model: &Model, tokens: &[u32], ctx: usize, stride: usize) -> R
     let mut count = 0;
     for w in windows(tokens.len(), ctx, stride)? {
         let logits = model.forward(&tokens[w.begin..w.end], None)?;
-        for pos in w.score_from..w.end {
+        for (pos, &target) in tokens.iter().enumerate().take(w.end).skip(w.score_from) {
             let row = pos - 1 - w.begin;
-            sum += token_nll(&logits[row * vocab..(row + 1) * vocab], tokens[pos] as usize);
+            sum += token_nll(&logits[row * vocab..(row + 1) * vocab], target as usize);
             count += 1;
         }
     }
