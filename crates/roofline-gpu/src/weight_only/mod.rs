@@ -43,7 +43,7 @@ use cudarc::nvrtc::Ptx;
 use half::{bf16, f16};
 use roofline_core::{Format, Measurement};
 
-pub use nvrtc::{compile, nvrtc_available, CompiledKernel, KernelKey, XDtype};
+pub use nvrtc::{compile, nvrtc_available, precompile, CompiledKernel, KernelKey, XDtype};
 pub use pack::{pack, quantize_and_pack, reference_tensor, PackedWeights, WoFormat};
 
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig, TimingStats};
@@ -725,17 +725,7 @@ impl Gpu {
             .collect::<std::collections::HashSet<_>>()
             .into_iter()
             .collect();
-        let threads = std::thread::available_parallelism().map_or(4, |p| p.get()).clamp(1, 16);
-        std::thread::scope(|scope| {
-            for chunk in keys.chunks(keys.len().div_ceil(threads).max(1)) {
-                scope.spawn(move || {
-                    for key in chunk {
-                        // Errors resurface (with context) when the configuration is measured.
-                        let _ = compile(key);
-                    }
-                });
-            }
-        });
+        precompile(&keys);
         let w = random_f32(n * k, 0x5eed ^ (n * 31 + k) as u64);
         let (packed, wq) = quantize_and_pack(wf, &w, n, k)?;
         drop(w);
@@ -1017,16 +1007,7 @@ mod tests {
                 }
             }
         }
-        let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 16);
-        std::thread::scope(|scope| {
-            for chunk in keys.chunks(keys.len().div_ceil(threads).max(1)) {
-                scope.spawn(move || {
-                    for (key, _) in chunk {
-                        let _ = compile(key);
-                    }
-                });
-            }
-        });
+        precompile(&keys.iter().map(|(key, _)| *key).collect::<Vec<_>>());
         let mut report = Vec::new();
         let mut failures = Vec::new();
         for (key, variant) in &keys {

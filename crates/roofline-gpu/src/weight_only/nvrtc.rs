@@ -171,6 +171,21 @@ pub fn compile(key: &KernelKey) -> Result<Arc<CompiledKernel>, GpuError> {
     Ok(compiled)
 }
 
+/// Compiles every key into the process cache, in parallel (NVRTC is thread-safe); errors are left for
+/// [`compile`] to return, with their context, when a key is used.
+pub fn precompile(keys: &[KernelKey]) {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 16);
+    std::thread::scope(|scope| {
+        for chunk in keys.chunks(keys.len().div_ceil(threads).max(1)) {
+            scope.spawn(move || {
+                for key in chunk {
+                    let _ = compile(key);
+                }
+            });
+        }
+    });
+}
+
 /// Compiles CUDA `source` (named `file` in messages) with NVRTC `options` straight to CUBIN; returns the
 /// image and the compiler log (ptxas statistics with `--ptxas-options=-v`).
 pub fn compile_cubin(source: &str, file: &str, options: &[String]) -> Result<(Vec<u8>, String), GpuError> {
