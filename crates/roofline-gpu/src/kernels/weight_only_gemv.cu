@@ -28,8 +28,6 @@
 #ifndef MINB
 #define MINB 1
 #endif
-// Profiling experiments only (ROOFLINE_NVRTC_EXTRA="-DEXP_...=1"; results are wrong by design): skip the
-// per-chunk scale loads, use x = 1 instead of loading it, or reinterpret code bits instead of decoding.
 // SX 1: x (as f32) and the block scales of the CTA's rows are staged in shared memory once per CTA, so the
 // inner loop reads them with shared-memory loads instead of L1 round trips per chunk (dynamic shared memory:
 // MT x chunks_per_split x (EPC + 4) floats, padded per chunk against bank conflicts, then the Meta table).
@@ -58,6 +56,8 @@
 #define CSTRIDE 32
 #define LMUL 1
 #endif
+// Profiling experiments only (ROOFLINE_NVRTC_EXTRA="-DEXP_...=1"; results are wrong by design): skip the
+// per-chunk scale loads, use x = 1 instead of loading it, or reinterpret code bits instead of decoding.
 #ifndef EXP_NOMETA
 #define EXP_NOMETA 0
 #endif
@@ -352,7 +352,8 @@ __device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, in
                 for (int r = 0; r < R; ++r) {
 #if EXP_NODECODE
 #pragma unroll
-                    for (int e = 0; e < 8; ++e) wf[r][e] = as_float(word(q[u][r], (j + e) & 3) >> (e & 3));
+                    for (int e = 0; e < 8; ++e)  // code bits as a finite float in [0, 2)
+                        wf[r][e] = as_float((word(q[u][r], (j + e) & 3) >> (e & 3)) & 0x3f7fffffu);
 #else
                     decode8(q[u][r], j, meta[u][r], lut, wf[r]);
 #endif
