@@ -396,8 +396,15 @@ impl WeightOnlyGemv {
         if !plan.persistent || plan.splits > 1 {
             return Ok(plan.blocks_n);
         }
-        let resident = self.function(m, plan)?.resident;
-        Ok(plan.blocks_n.min(resident * self.sm_count))
+        Ok(self.grid_for(plan, self.function(m, plan)?.resident))
+    }
+
+    fn grid_for(&self, plan: &LaunchPlan, resident: u32) -> u32 {
+        if plan.persistent && plan.splits == 1 {
+            plan.blocks_n.min(resident * self.sm_count)
+        } else {
+            plan.blocks_n
+        }
     }
 
     /// Uploads packed weights and allocates their split-K workspace (zeroed).
@@ -500,8 +507,8 @@ impl WeightOnlyGemv {
                 self.variant
             )));
         }
-        let f = self.function(m, &plan)?.function;
-        let grid_n = self.grid_n(m, &plan)?;
+        let loaded = self.function(m, &plan)?;
+        let (f, grid_n) = (loaded.function, self.grid_for(&plan, loaded.resident));
         let (n_i, k_i, cps) = (n as i32, k as i32, plan.chunks_per_split as i32);
         let cfg = LaunchConfig {
             grid_dim: (grid_n, plan.splits, 1),
