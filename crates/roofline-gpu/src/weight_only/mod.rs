@@ -153,6 +153,24 @@ pub struct LaunchPlan {
 }
 
 impl LaunchPlan {
+    /// The compiled kernel this plan launches for `format` weights, `x` activations, `m` rows of x and
+    /// compute capability `arch` (major * 10 + minor).
+    pub fn key(&self, format: WoFormat, x: XDtype, m: usize, arch: u32) -> KernelKey {
+        KernelKey {
+            format,
+            x,
+            m: m as u32,
+            rows_per_warp: self.rows_per_warp,
+            unroll: self.unroll,
+            warps: self.warps,
+            pipeline: self.pipeline,
+            min_blocks: self.min_blocks,
+            stage: self.stage,
+            grouped: self.grouped,
+            arch,
+        }
+    }
+
     /// The plan for `m x n x k` in `format` on a GPU with `sm_count` SMs; `tuning` overrides its choices.
     pub fn new(
         variant: Variant,
@@ -235,7 +253,7 @@ impl LaunchPlan {
         let chunks_per_split = kc.div_ceil(splits).div_ceil(32) * 32;
         let splits = kc.div_ceil(chunks_per_split);
         let smem_bytes = if stage {
-            let metas = warps * rows_per_warp * chunks_per_split.div_ceil(format.chunks_per_scale());
+            let metas = warps * rows_per_warp * chunks_per_split.div_ceil(cpg);
             chunks_per_split * x_bytes_per_chunk + metas * format.meta_bytes()
         } else {
             0
@@ -353,19 +371,7 @@ impl WeightOnlyGemv {
     }
 
     fn key(&self, m: usize, plan: &LaunchPlan) -> KernelKey {
-        KernelKey {
-            format: self.format,
-            x: self.x,
-            m: m as u32,
-            rows_per_warp: plan.rows_per_warp,
-            unroll: plan.unroll,
-            warps: plan.warps,
-            pipeline: plan.pipeline,
-            min_blocks: plan.min_blocks,
-            stage: plan.stage,
-            grouped: plan.grouped,
-            arch: self.arch,
-        }
+        plan.key(self.format, self.x, m, self.arch)
     }
 
     /// Compiles (if needed) and loads the kernel for `m` rows; returns the compiler report.
@@ -994,19 +1000,7 @@ mod tests {
                                 if arch < f.min_arch() || (arch == 80 && (m != 1 || variant != Variant::SplitK)) {
                                     continue;
                                 }
-                                let key = KernelKey {
-                                    format: f,
-                                    x,
-                                    m: m as u32,
-                                    rows_per_warp: p.rows_per_warp,
-                                    unroll: p.unroll,
-                                    warps: p.warps,
-                                    pipeline: p.pipeline,
-                                    min_blocks: p.min_blocks,
-                                    stage: p.stage,
-                                    grouped: p.grouped,
-                                    arch,
-                                };
+                                let key = p.key(f, x, m, arch);
                                 keys.push((key, variant));
                             }
                         }
