@@ -16,7 +16,7 @@ use cudarc::nvrtc::Ptx;
 use half::f16;
 
 use crate::weight_only::nvrtc::compile_cubin;
-use crate::weight_only::{quantize_and_pack, DeviceWeights, WeightOnlyGemv, WoFormat, XDtype};
+use crate::weight_only::{quantize_and_pack, DeviceWeights, Variant, WeightOnlyGemv, WoFormat, XDtype};
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
 
 /// The decode-ops source (see the kernel file's header).
@@ -199,7 +199,8 @@ impl Gpu {
             attn_combine: module.load_function("attn_combine")?,
             silu_mul: module.load_function("silu_mul")?,
         };
-        let gemv = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?;
+        let gemv = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?
+            .with_variant(Variant::best(cfg.weights, XDtype::F16, cfg.batch), None);
         let (b, d, f) = (cfg.batch, cfg.hidden, cfg.intermediate);
         let smax = cfg.seq + 1;
         // Weights: one random tensor per linear type, quantized once, uploaded per layer.

@@ -61,6 +61,9 @@ fn variants_and_bf16_activations_match_the_reference() {
             (XDtype::Bf16, Variant::SplitK, Some(8)),
             (XDtype::F16, Variant::Mma, None),
             (XDtype::F16, Variant::Mma, Some(3)),
+            (XDtype::F16, Variant::XReg, None),
+            (XDtype::Bf16, Variant::XReg, None),
+            (XDtype::F16, Variant::XReg, Some(3)),
         ] {
             for (m, n, k) in [(1, 1000, 4096), (5, 4096, 1024), (16, 777, 2048)] {
                 let opts = WeightOnlyOptions {
@@ -83,7 +86,7 @@ fn variants_and_bf16_activations_match_the_reference() {
 fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
     let gpu = Gpu::open(0).unwrap();
     for wf in WoFormat::ALL {
-        for variant in [Variant::SplitK, Variant::RowPerWarp, Variant::Mma] {
+        for variant in [Variant::SplitK, Variant::RowPerWarp, Variant::Mma, Variant::XReg] {
             let gemv = WeightOnlyGemv::new(&gpu, wf, XDtype::F16).unwrap().with_variant(variant, None);
             let (n, k) = (13, 3 * wf.k_multiple().max(128));
             let (packed, wq) = quantize_and_pack(wf, &random_f32(n * k, 9), n, k).unwrap();
@@ -185,8 +188,10 @@ fn tune_table() {
     let only_label = std::env::var("ROOFLINE_TUNE_ONLY").ok();
     let label_of = |variant: &Variant, t: &Tuning| {
         format!(
-            "{variant:?}{} U={} W={} PF={} P={} SX={} B={}{}",
+            "{variant:?}{}{}{} U={} W={} PF={} P={} SX={} B={}{}",
             if t.grouped == Some(true) { "+GRP" } else { "" },
+            t.rows.map(|r| format!(" R={r}")).unwrap_or_default(),
+            if t.pdl == Some(false) { " noPDL" } else { "" },
             t.unroll.unwrap_or(0),
             t.warps.unwrap_or(0),
             u8::from(t.pipeline.unwrap_or(false)),
@@ -203,8 +208,37 @@ fn tune_table() {
                 continue;
             }
             let mut configs = Vec::new();
+            // ROOFLINE_TUNE_SET=xreg: the x-in-registers kernel (rows per step x chunks per lane x pipelining)
+            // and programmatic dependent launch on and off, against the default split-K plan.
+            if std::env::var("ROOFLINE_TUNE_SET").is_ok_and(|v| v == "xreg") {
+                for pdl in [true, false] {
+                    configs.push((Variant::SplitK, Tuning { pdl: Some(pdl), ..Tuning::default() }));
+                    configs.push((Variant::XReg, Tuning { pdl: Some(pdl), ..Tuning::default() }));
+                }
+                for rows in [4u32, 8] {
+                    for unroll in [1u32, 2] {
+                        for pipeline in [false, true] {
+                            let t = Tuning {
+                                rows: Some(rows),
+                                unroll: Some(unroll),
+                                pipeline: Some(pipeline),
+                                ..Tuning::default()
+                            };
+                            if roofline_gpu::weight_only::LaunchPlan::xreg_fits(wf, m, unroll) {
+                                configs.push((Variant::XReg, t));
+                                if unroll == 1 && !pipeline {
+                                    for b in [3u32, 4] {
+                                        configs.push((Variant::XReg, Tuning { min_blocks: Some(b), ..t }));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
             let stages: &[bool] = if wf.block_scaled() && m <= 4 { &[false, true] } else { &[false] };
-            for pipeline in [false, true] {
+            let full = configs.is_empty();
+            for pipeline in [false, true].into_iter().filter(|_| full) {
                 for warps in [4u32, 8] {
                     for &stage in stages {
                         for (variant, unroll) in

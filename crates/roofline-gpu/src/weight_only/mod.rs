@@ -38,7 +38,9 @@ pub mod pack;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use std::ffi::c_void;
+
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use cudarc::nvrtc::Ptx;
 use half::{bf16, f16};
 use roofline_core::{Format, Measurement};
@@ -60,15 +62,23 @@ pub enum Variant {
     /// Tensor cores (mma.sync m16n8k16, FP32 accumulate): 16 rows per warp; INT4 g128, MXFP4 and NVFP4
     /// weights with FP16 x only (weights repacked into fragment order on upload, see `mma.rs`).
     Mma,
+    /// x in registers (`kernels/weight_only_xreg.cu`): a warp owns one K slice for all the rows of its CTA,
+    /// block scales transposed so a step's rows share one load. For M with `M x C x EPC <= 64` (4-bit: M <=
+    /// 2; 8-bit: M <= 4; 16-bit: M <= 8); larger M falls back to `SplitK`.
+    XReg,
 }
 
 impl Variant {
     /// The fastest variant measured on the H100 for `m` rows of x (bench/RESULTS.md): tensor cores for 4-bit
-    /// weights with FP16 activations from M = 8 (2.2-2.6x the CUDA-core kernel at M = 16), split-K on CUDA
-    /// cores below (at M = 1 it beats the MMA kernel by 10-40%).
+    /// weights with FP16 activations from M = 8 (2.2-2.6x the CUDA-core kernel at M = 16), x in registers for
+    /// 4-bit weights at M <= 2, split-K on CUDA cores otherwise (at M = 1 it beats the MMA kernel by 10-40%).
     pub fn best(format: WoFormat, x: XDtype, m: usize) -> Variant {
         if m >= 8 && mma::supports(format, x) {
             Variant::Mma
+        } else if format.bits() == 4 && m <= 2 {
+            // x in registers: 4-bit M = 1 is 20-45% faster than split-K on the H100 (INT4 1x14336x4096 14.8 vs
+            // 18.7 us, 1x128256x4096 107 vs 140 us); 8- and 16-bit weights gain nothing there (bench/RESULTS.md).
+            Variant::XReg
         } else {
             Variant::SplitK
         }
@@ -96,6 +106,12 @@ pub struct Tuning {
     /// CUDA cores: each lane takes U consecutive chunks (whole scale groups, one scale load per group)
     /// instead of chunks 32 apart (`GRP`; U is raised to a multiple of the format's chunks per scale).
     pub grouped: Option<bool>,
+    /// `XReg`: weight rows a warp takes per step (2, 4 or 8).
+    pub rows: Option<u32>,
+    /// `XReg`: weight rows per CTA (a multiple of 8, at most 256).
+    pub rows_per_cta: Option<u32>,
+    /// Programmatic dependent launch on sm_90+ (CUDA-core kernels; default on).
+    pub pdl: Option<bool>,
 }
 
 impl Tuning {
@@ -114,6 +130,16 @@ impl Tuning {
         if let Some(b) = self.min_blocks {
             if !(1..=16).contains(&b) {
                 return Err(GpuError::Unsupported(format!("min_blocks must be 1..=16, got {b}")));
+            }
+        }
+        if let Some(r) = self.rows {
+            if ![2, 4, 8].contains(&r) {
+                return Err(GpuError::Unsupported(format!("rows per step must be 2, 4 or 8, got {r}")));
+            }
+        }
+        if let Some(r) = self.rows_per_cta {
+            if r == 0 || r % 8 != 0 || r > 256 {
+                return Err(GpuError::Unsupported(format!("rows per CTA must be a multiple of 8 in 8..=256, got {r}")));
             }
         }
         if self.split_k == Some(0) {
@@ -150,6 +176,13 @@ pub struct LaunchPlan {
     pub smem_bytes: u32,
     /// Lanes take consecutive chunks (`GRP`; see [`Tuning::grouped`]).
     pub grouped: bool,
+    /// The x-in-registers kernel ([`Variant::XReg`]): `rows_per_warp` is its rows per step, `unroll` its
+    /// chunks per lane per row, `warps` its K slices per CTA, `chunks_per_split` the chunks of a CTA.
+    pub xreg: bool,
+    /// `XReg`: weight rows per CTA.
+    pub rows_per_cta: u32,
+    /// Programmatic dependent launch requested (applied on sm_90+).
+    pub pdl: bool,
 }
 
 impl LaunchPlan {
@@ -167,8 +200,15 @@ impl LaunchPlan {
             min_blocks: self.min_blocks,
             stage: self.stage,
             grouped: self.grouped,
+            xreg: self.xreg,
+            pdl: self.pdl && arch >= 90,
             arch,
         }
+    }
+
+    /// Whether [`Variant::XReg`] takes `m` rows of x in `format` with `chunks` 16-byte chunks per lane.
+    pub fn xreg_fits(format: WoFormat, m: usize, chunks: u32) -> bool {
+        m as u32 * chunks * (128 / format.bits() as u32) <= 64
     }
 
     /// The plan for `m x n x k` in `format` on a GPU with `sm_count` SMs; `tuning` overrides its choices.
@@ -187,6 +227,39 @@ impl LaunchPlan {
         let pipeline = tuning.pipeline.unwrap_or(format.bits() == 16 && variant != Variant::Mma);
         let min_blocks = tuning.min_blocks.unwrap_or(1);
         let split_k = tuning.split_k;
+        let pdl = tuning.pdl.unwrap_or(true) && variant != Variant::Mma;
+        let chunks = tuning.unroll.unwrap_or(1);
+        if variant == Variant::XReg && Self::xreg_fits(format, m, chunks) {
+            let kc = (k * format.bits() / 128).max(1) as u32;
+            let slices = kc.div_ceil(32 * chunks);
+            // At most 8 warps (K slices) per CTA: 14 (K = 14336, 4-bit) capped the registers at 128 and spilled.
+            let want = split_k.unwrap_or_else(|| slices.div_ceil(8)).clamp(1, slices);
+            let warps = slices.div_ceil(want);
+            let splits = slices.div_ceil(warps);
+            let rows = tuning.rows.unwrap_or(if m <= 2 { 8 } else { 4 });
+            // About 20 resident warps per SM at ~100 registers: one wave of CTAs, rows per CTA a multiple of 8.
+            let target = (sm_count * (20 / warps).max(1)) as usize;
+            let rpc = tuning
+                .rows_per_cta
+                .unwrap_or_else(|| ((n * splits as usize).div_ceil(target).div_ceil(8) * 8).clamp(8, 256) as u32);
+            return LaunchPlan {
+                rows_per_warp: rows,
+                unroll: chunks,
+                warps,
+                blocks_n: (n as u32).div_ceil(rpc),
+                splits,
+                chunks_per_split: warps * 32 * chunks,
+                pipeline: tuning.pipeline.unwrap_or(false),
+                persistent: false,
+                min_blocks,
+                stage: false,
+                smem_bytes: warps * m as u32 * rpc * 4,
+                grouped: false,
+                xreg: true,
+                rows_per_cta: rpc,
+                pdl,
+            };
+        }
         if variant == Variant::Mma {
             let unroll = tuning.unroll.unwrap_or(if m <= 8 { 4 } else { 2 });
             let kt = (k / 64).max(1) as u32;
@@ -212,12 +285,15 @@ impl LaunchPlan {
                 stage: false,
                 smem_bytes: 0,
                 grouped: false,
+                xreg: false,
+                rows_per_cta: 0,
+                pdl: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
             // U = 2 at M <= 8: on the H100 tuning table (tests/weight_only_gpu.rs `tune_table`, bench/RESULTS.md)
             // it beats U = 4 by 3-20% at M = 1 for every format (fewer registers, more resident warps).
-            Variant::SplitK => (2, if m <= 8 { 2 } else { 1 }),
+            Variant::SplitK | Variant::XReg => (2, if m <= 8 { 2 } else { 1 }),
             Variant::RowPerWarp => (1, if m <= 8 { 4 } else { 2 }),
             Variant::Rows4 | Variant::Mma => {
                 if m <= 4 {
@@ -236,8 +312,8 @@ impl LaunchPlan {
         let want = match (variant, split_k) {
             (_, Some(s)) => s,
             (Variant::RowPerWarp, None) => 1,
-            (Variant::SplitK | Variant::Rows4 | Variant::Mma, None) if blocks_n >= 2 * sm_count => 1,
-            (Variant::SplitK | Variant::Rows4 | Variant::Mma, None) => (4 * sm_count).div_ceil(blocks_n),
+            (_, None) if blocks_n >= 2 * sm_count => 1,
+            (_, None) => (4 * sm_count).div_ceil(blocks_n),
         };
         // Staging x and the scales in shared memory (`SX`): on the H100 it pays for NF4 only (+8-14% at M = 1;
         // INT4 within noise, MXFP4/NVFP4 slower: bench/RESULTS.md), so it is on by default for NF4 at M <= 4.
@@ -272,6 +348,9 @@ impl LaunchPlan {
             pipeline,
             persistent,
             min_blocks,
+            xreg: false,
+            rows_per_cta: 0,
+            pdl,
         }
     }
 }
@@ -299,6 +378,9 @@ pub struct DeviceWeights {
     codes: CudaSlice<u8>,
     scales: CudaSlice<u8>,
     zeros: CudaSlice<u8>,
+    /// Block scales and zero points transposed for the `XReg` kernel (see [`pack::xreg_tables`]).
+    xscales: CudaSlice<u8>,
+    xzeros: CudaSlice<u8>,
     global_scale: f32,
     workspace: CudaSlice<f32>,
     counters: CudaSlice<u32>,
@@ -433,6 +515,14 @@ impl WeightOnlyGemv {
         };
         let mma_layout = self.variant == Variant::Mma;
         let codes = if mma_layout { mma::repack(p)? } else { p.codes.clone() };
+        // The x-in-registers kernel reads transposed scale tables; an XReg engine falls back to the split-K
+        // kernel for larger M, so it keeps both (the scales are ~3% of the weight bytes).
+        let (xscales, xzeros) = if self.variant == Variant::XReg && p.format.block_scaled() {
+            let (s, z) = pack::xreg_tables(p);
+            (up(&s)?, up(&z)?)
+        } else {
+            (up(&[])?, up(&[])?)
+        };
         Ok(DeviceWeights {
             format: p.format,
             n: p.n,
@@ -442,6 +532,8 @@ impl WeightOnlyGemv {
             codes: up(&codes)?,
             scales: up(&p.scales)?,
             zeros: up(&p.zeros)?,
+            xscales,
+            xzeros,
             global_scale: p.global_scale,
             workspace: self.stream.alloc_zeros::<f32>(16 * p.n)?,
             counters: self.stream.alloc_zeros::<u32>(p.n.div_ceil(4) + 1)?,
@@ -515,31 +607,81 @@ impl WeightOnlyGemv {
         }
         let loaded = self.function(m, &plan)?;
         let (f, grid_n) = (loaded.function, self.grid_for(&plan, loaded.resident));
-        let (n_i, k_i, cps) = (n as i32, k as i32, plan.chunks_per_split as i32);
-        let cfg = LaunchConfig {
-            grid_dim: (grid_n, plan.splits, 1),
-            block_dim: (plan.warps * 32, 1, 1),
-            shared_mem_bytes: plan.smem_bytes,
-        };
-        let mut b = stream.launch_builder(&f);
-        b.arg(&w.codes)
-            .arg(&w.scales)
-            .arg(&w.zeros)
-            .arg(&w.global_scale)
-            .arg(x)
-            .arg(y)
-            .arg(&mut w.workspace)
-            .arg(&mut w.counters)
-            .arg(&n_i)
-            .arg(&k_i)
-            .arg(&cps);
-        // SAFETY: the arguments match `wo_gemv`'s signature in order and type; codes hold N*K*bits/8 bytes
-        // (checked by `pack`), scales/zeros hold the tables the format reads (or 16 dummy bytes), x and y
+        // The last argument: chunks per split (split-K kernel) or rows per CTA (x-in-registers kernel).
+        let last = if plan.xreg { plan.rows_per_cta } else { plan.chunks_per_split };
+        let (mut n_i, mut k_i, mut last_i) = (n as i32, k as i32, last as i32);
+        let block_scaled_xreg = plan.xreg && self.format.block_scaled();
+        let (scales, zeros) = if block_scaled_xreg { (&w.xscales, &w.xzeros) } else { (&w.scales, &w.zeros) };
+        let mut gscale = w.global_scale;
+        let (mut codes_p, _g0) = w.codes.device_ptr(stream);
+        let (mut scales_p, _g1) = scales.device_ptr(stream);
+        let (mut zeros_p, _g2) = zeros.device_ptr(stream);
+        let (mut x_p, _g3) = x.device_ptr(stream);
+        let (mut y_p, _g4) = y.device_ptr_mut(stream);
+        let (mut ws_p, _g5) = w.workspace.device_ptr_mut(stream);
+        let (mut cnt_p, _g6) = w.counters.device_ptr_mut(stream);
+        let mut params: [*mut c_void; 11] = [
+            (&raw mut codes_p).cast(),
+            (&raw mut scales_p).cast(),
+            (&raw mut zeros_p).cast(),
+            (&raw mut gscale).cast(),
+            (&raw mut x_p).cast(),
+            (&raw mut y_p).cast(),
+            (&raw mut ws_p).cast(),
+            (&raw mut cnt_p).cast(),
+            (&raw mut n_i).cast(),
+            (&raw mut k_i).cast(),
+            (&raw mut last_i).cast(),
+        ];
+        let pdl = plan.pdl && self.arch >= 90;
+        let grid = (grid_n, plan.splits, 1);
+        // SAFETY: the parameters match `wo_gemv` / `wo_xreg` / `wo_mma` (same signature) in order and type,
+        // each pointing at a local that lives until the launch returns; codes hold N*K*bits/8 bytes (checked
+        // by `pack`), scales/zeros hold the tables the format and kernel read (or 16 dummy bytes), x and y
         // hold at least M*K and M*N elements (checked above), the workspace holds 16*N floats (M <= 16) and
-        // the counters one per CTA along N (blocks_n <= ceil(N / 4)), all zero between calls.
-        unsafe { b.launch(cfg) }?;
-        Ok(())
+        // the counters one per CTA along N (blocks_n <= ceil(N / 4)), all zero between calls. The guards
+        // `_g*` keep the buffers' stream ordering until the launch is queued. PDL is requested only for
+        // kernels compiled with it (their `griddepcontrol.wait` precedes every access to x, y and workspace).
+        unsafe { launch_ex(stream, &f, grid, (plan.warps * 32, 1, 1), plan.smem_bytes, pdl, &mut params) }
     }
+}
+
+/// Launches `f` on `stream` with `cuLaunchKernelEx`, with the programmatic-stream-serialization attribute
+/// when `pdl` (the kernel may then start while the previous kernel in the stream finishes).
+///
+/// # Safety
+/// `params` must point at one live value per kernel parameter, of the kernel's parameter types, and every
+/// buffer the kernel touches must be valid for the launch's lifetime on `stream`.
+unsafe fn launch_ex(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    smem: u32,
+    pdl: bool,
+    params: &mut [*mut c_void],
+) -> Result<(), GpuError> {
+    stream.context().bind_to_thread()?;
+    // SAFETY: an all-zero CUlaunchAttribute is a valid value (id 0 = ignore, zeroed union).
+    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    let config = sys::CUlaunchConfig {
+        gridDimX: grid.0,
+        gridDimY: grid.1,
+        gridDimZ: grid.2,
+        blockDimX: block.0,
+        blockDimY: block.1,
+        blockDimZ: block.2,
+        sharedMemBytes: smem,
+        hStream: stream.cu_stream(),
+        attrs: if pdl { &raw mut attr } else { std::ptr::null_mut() },
+        numAttrs: u32::from(pdl),
+    };
+    // SAFETY: `config` and `attr` live through the call; `f` is a loaded function of this context; the
+    // caller guarantees `params`.
+    unsafe { sys::cuLaunchKernelEx(&config, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }.result()?;
+    Ok(())
 }
 
 /// Output of [`Gpu::measure_weight_only`].
@@ -856,6 +998,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn xreg_plans_cover_k_and_rows() {
+        for f in WoFormat::ALL {
+            for (m, n, k) in
+                [(1, 4096, 4096), (1, 1000, 4096), (2, 14336, 4096), (1, 4096, 14336), (1, 128256, 4096), (3, 8, 128)]
+            {
+                let p = LaunchPlan::new(Variant::XReg, f, m, n, k, 132, Tuning::default());
+                if !LaunchPlan::xreg_fits(f, m, 1) {
+                    assert!(!p.xreg, "{f:?} M={m} falls back to split-K");
+                    continue;
+                }
+                assert!(p.xreg);
+                let kc = (k * f.bits() / 128) as u32;
+                // every K slice of 32 chunks belongs to one warp of one split, no split empty
+                assert!(p.splits * p.chunks_per_split >= kc && (p.splits - 1) * p.chunks_per_split < kc, "{p:?}");
+                assert!((1..=16).contains(&p.warps), "{p:?}");
+                // rows: multiples of 8 (aligned transposed scale loads), every row covered, counters suffice
+                assert!(p.rows_per_cta % 8 == 0 && p.rows_per_cta <= 256);
+                assert!(p.blocks_n * p.rows_per_cta >= n as u32);
+                assert!(p.blocks_n as usize <= n.div_ceil(4) + 1);
+                assert_eq!(p.smem_bytes, p.warps * m as u32 * p.rows_per_cta * 4);
+                assert!(p.smem_bytes <= 48 * 1024);
+            }
+        }
+        // M x C x EPC <= 64 values of x per lane
+        assert!(LaunchPlan::xreg_fits(WoFormat::Int4G128, 2, 1) && !LaunchPlan::xreg_fits(WoFormat::Int4G128, 3, 1));
+        assert!(LaunchPlan::xreg_fits(WoFormat::Fp16, 8, 1) && !LaunchPlan::xreg_fits(WoFormat::Fp16, 8, 2));
+        let t = Tuning { rows_per_cta: Some(12), ..Tuning::default() };
+        assert!(t.check().is_err());
+        assert!(Tuning { rows: Some(3), ..Tuning::default() }.check().is_err());
+    }
+
+    #[test]
     fn plans_fill_the_gpu_and_cover_k() {
         for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp, Variant::Mma] {
             for f in WoFormat::ALL {
@@ -981,7 +1155,7 @@ mod tests {
         let mut keys = Vec::new();
         for f in WoFormat::ALL {
             for x in XDtype::ALL {
-                for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp, Variant::Mma] {
+                for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp, Variant::Mma, Variant::XReg] {
                     for m in [1usize, 2, 3, 4, 8, 9, 16] {
                         if !full && !(m == 1 || (x == XDtype::F16 && (m == 3 || m == 16))) {
                             continue;
@@ -1018,15 +1192,17 @@ mod tests {
                 failures.push(format!("{key:?} spills:\n{}", c.log));
             }
             report.push(format!(
-                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} PF={} SX={}: {} registers, {} spill bytes, {} stack bytes",
+                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={}: {} registers, {} spill bytes, {} stack bytes",
                 key.arch,
                 key.format.format().name(),
                 key.x.name(),
                 key.m,
                 key.rows_per_warp,
                 key.unroll,
+                key.warps,
                 u8::from(key.pipeline),
                 u8::from(key.stage),
+                u8::from(key.xreg),
                 c.registers.unwrap_or(0),
                 c.spill_bytes.unwrap_or(0),
                 c.stack_bytes.unwrap_or(0)
@@ -1046,6 +1222,8 @@ mod tests {
             min_blocks: 1,
             stage: false,
             grouped: false,
+            xreg: false,
+            pdl: true,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

@@ -11,8 +11,13 @@ use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys};
 use super::pack::WoFormat;
 use crate::GpuError;
 
-/// The kernel source (all formats; `-D` options pick one).
-pub const WEIGHT_ONLY_SOURCE: &str = include_str!("../kernels/weight_only_gemv.cu");
+/// The kernel source (all formats; `-D` options pick one): the shared definitions, then the kernel.
+pub const WEIGHT_ONLY_SOURCE: &str =
+    concat!(include_str!("../kernels/wo_common.cuh"), include_str!("../kernels/weight_only_gemv.cu"));
+
+/// The x-in-registers kernel for M <= 4 (see `kernels/weight_only_xreg.cu`); a key with `xreg` selects it.
+pub const WEIGHT_ONLY_XREG_SOURCE: &str =
+    concat!(include_str!("../kernels/wo_common.cuh"), include_str!("../kernels/weight_only_xreg.cu"));
 
 /// The tensor-core source for 4-bit weights (see `kernels/weight_only_mma.cu`); a key with
 /// `rows_per_warp == MMA_ROWS` selects it.
@@ -66,6 +71,12 @@ pub struct KernelKey {
     pub stage: bool,
     /// Lanes take consecutive chunks (`GRP`).
     pub grouped: bool,
+    /// The x-in-registers kernel (`wo_xreg`: `rows_per_warp` is its rows per step `U`, `unroll` its chunks
+    /// per lane per row `C`, `warps` its K slices per CTA).
+    pub xreg: bool,
+    /// Programmatic dependent launch (`PDL`, sm_90+): launched with the programmatic-serialization
+    /// attribute, the kernel starts its weight loads while the previous kernel in the stream finishes.
+    pub pdl: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -80,6 +91,8 @@ impl KernelKey {
     pub fn entry(&self) -> &'static str {
         if self.is_mma() {
             "wo_mma"
+        } else if self.xreg {
+            "wo_xreg"
         } else {
             "wo_gemv"
         }
@@ -101,6 +114,8 @@ impl KernelKey {
             format!("-DMINB={}", self.min_blocks),
             format!("-DSX={}", u32::from(self.stage)),
             format!("-DGRP={}", u32::from(self.grouped)),
+            format!("-DC={}", self.unroll),
+            format!("-DPDL={}", u32::from(self.pdl && self.arch >= 90)),
             // Source lines in the CUBIN for profilers (no effect on the code).
             "--generate-line-info".into(),
         ]
@@ -235,6 +250,8 @@ fn compile_uncached(key: &KernelKey) -> Result<CompiledKernel, GpuError> {
     }
     let (text, file) = if key.is_mma() {
         (WEIGHT_ONLY_MMA_SOURCE, "weight_only_mma.cu")
+    } else if key.xreg {
+        (WEIGHT_ONLY_XREG_SOURCE, "weight_only_xreg.cu")
     } else {
         (WEIGHT_ONLY_SOURCE, "weight_only_gemv.cu")
     };
@@ -278,6 +295,8 @@ mod tests {
             min_blocks: 2,
             stage: true,
             grouped: true,
+            xreg: false,
+            pdl: true,
             arch: 90,
         };
         let o = key.options();
@@ -293,6 +312,7 @@ mod tests {
             "-DMINB=2",
             "-DSX=1",
             "-DGRP=1",
+            "-DPDL=1",
         ] {
             assert!(o.iter().any(|x| x == want), "{want} missing from {o:?}");
         }

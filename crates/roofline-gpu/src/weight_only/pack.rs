@@ -382,6 +382,47 @@ pub fn pack(q: &QuantizedTensor) -> Result<PackedWeights, GpuError> {
     })
 }
 
+/// Scale tables of the x-in-registers kernel (`kernels/weight_only_xreg.cu`): the block scales (and INT4
+/// zero points) transposed to `[scale column][row]` with rows padded to a multiple of 8, so the rows a warp
+/// takes in one step share one vector load. Returns `(scales, zeros)`; formats without block scales keep
+/// their tables (FP8/INT8 per-row scales, nothing for FP16/BF16). Same bytes as [`PackedWeights`] when
+/// `N` is a multiple of 8 (padding rows are zeros otherwise).
+///
+/// Columns and entries: INT4 g128 one FP16 scale per 128 (column `c / 4` of 32-element chunk `c`) and a
+/// 4-bit zero point in `[K/128][n_pad / 2]` bytes (even row in the low nibble); NF4 FP16 absmax per 64; MXFP4
+/// one E8M0 byte per 32; NVFP4 the two E4M3 bytes of a 32-element chunk, `[K/32][n_pad][2]`.
+pub fn xreg_tables(p: &PackedWeights) -> (Vec<u8>, Vec<u8>) {
+    let (n, k) = (p.n, p.k);
+    let n_pad = n.div_ceil(8) * 8;
+    // (bytes per entry, entries per row = columns)
+    let (isz, cols) = match p.format {
+        WoFormat::Int4G128 => (2, k / 128),
+        WoFormat::Nf4 => (2, k / 64),
+        WoFormat::Mxfp4 => (1, k / 32),
+        WoFormat::Nvfp4 => (2, k / 32),
+        _ => return (p.scales.clone(), p.zeros.clone()),
+    };
+    let mut scales = vec![0u8; cols * n_pad * isz];
+    for r in 0..n {
+        for c in 0..cols {
+            let (src, dst) = ((r * cols + c) * isz, (c * n_pad + r) * isz);
+            scales[dst..dst + isz].copy_from_slice(&p.scales[src..src + isz]);
+        }
+    }
+    let mut zeros = Vec::new();
+    if p.format == WoFormat::Int4G128 {
+        zeros = vec![0u8; cols * n_pad / 2];
+        let row_bytes = cols.div_ceil(2);
+        for r in 0..n {
+            for g in 0..cols {
+                let z = (p.zeros[r * row_bytes + g / 2] >> (4 * (g % 2))) & 15;
+                zeros[g * n_pad / 2 + r / 2] |= z << (4 * (r % 2));
+            }
+        }
+    }
+    (scales, zeros)
+}
+
 /// Quantizes `n x k` f32 weights (row-major, row = output channel) with the format's codec and packs them;
 /// FP16 is a plain round-to-nearest cast. Returns the packed weights and the f32 values the GPU uses.
 pub fn quantize_and_pack(
@@ -445,6 +486,48 @@ mod tests {
             let norm: f64 = w.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
             assert!(err / norm < 0.2, "{f:?}: quantization error {}", err / norm);
             assert!(vals.iter().filter(|v| **v != 0.0).count() > n * k / 2, "{f:?}");
+        }
+    }
+
+    #[test]
+    fn xreg_tables_hold_every_scale_at_its_transposed_place() {
+        // Read back through the kernel's indexing (column of chunk c, row n, n_pad), the transposed tables give
+        // the row-major tables' entries; odd N exercises the padding, and N % 8 == 0 keeps the byte count.
+        for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4, WoFormat::Int8] {
+            for n in [5usize, 16] {
+                let k = 3 * 128;
+                let (p, _) = quantize_and_pack(f, &random_f32(n * k, 9), n, k).unwrap();
+                let (ts, tz) = xreg_tables(&p);
+                let n_pad = n.div_ceil(8) * 8;
+                let chunks = k / 32;
+                for r in 0..n {
+                    for c in 0..chunks {
+                        match f {
+                            WoFormat::Int4G128 => {
+                                let g = c / 4;
+                                assert_eq!(ts[2 * (g * n_pad + r)..][..2], p.scales[2 * (r * 3 + g)..][..2]);
+                                let z = (tz[g * n_pad / 2 + r / 2] >> (4 * (r % 2))) & 15;
+                                let zr = (p.zeros[r * 2 + g / 2] >> (4 * (g % 2))) & 15;
+                                assert_eq!(z, zr, "row {r} group {g}");
+                            }
+                            WoFormat::Nf4 => {
+                                let g = c / 2;
+                                assert_eq!(ts[2 * (g * n_pad + r)..][..2], p.scales[2 * (r * 6 + g)..][..2]);
+                            }
+                            WoFormat::Mxfp4 => assert_eq!(ts[c * n_pad + r], p.scales[r * chunks + c]),
+                            WoFormat::Nvfp4 => {
+                                assert_eq!(ts[2 * (c * n_pad + r)..][..2], p.scales[r * 2 * chunks + 2 * c..][..2])
+                            }
+                            _ => assert_eq!((&ts, &tz), (&p.scales, &p.zeros)),
+                        }
+                    }
+                }
+                if n % 8 == 0 {
+                    // no more bytes than the row-major tables (INT4 rows no longer pad odd group counts)
+                    assert!(ts.len() + tz.len() <= p.scales.len() + p.zeros.len(), "{f:?}");
+                    assert_eq!(ts.len(), p.scales.len(), "{f:?}");
+                }
+            }
         }
     }
 

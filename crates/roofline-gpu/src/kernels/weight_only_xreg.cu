@@ -1,0 +1,348 @@
+// Weight-only GEMV for the smallest batches with x held in registers: y[M,N] = x[M,K] . W[N,K]^T, FP32
+// accumulation. wo_common.cuh (types, conversions, decode8) is prepended by the host.
+//
+// Compiled by NVRTC with -D options:
+//   FMT, XBF16  as in weight_only_gemv.cu (0 FP16 .. 7 NVFP4; x/y FP16 or BF16)
+//   MT     rows of x; the host keeps MT x C x EPC <= 64 (x values per lane in registers)
+//   R      weight rows a warp takes per step (2, 4 or 8)
+//   C      16-byte chunks per lane per row (a warp's K slice is 32 x C chunks)
+//   WARPS  warps per CTA = K slices per CTA
+//   PF     1: the next step's loads are issued before this step decodes
+//   MINB   __launch_bounds__ minimum CTAs per SM;  PDL  1: programmatic dependent launch
+//
+// Why: the split-K kernel re-reads x (L1) and one scale per row and chunk for every 16-byte weight load, so a
+// 4-bit weight load costs ~4 more L1 round trips and the registers to hold them (bench/RESULTS.md, session 3:
+// without those loads INT4 reaches the copy bandwidth). Here a warp owns one K slice for all the rows of its
+// CTA: x for the slice is loaded once into registers, and the block scales are stored transposed
+// ([scale column][row], rows padded to a multiple of 8) so the R rows of a step share one vector load per
+// chunk. Per lane and step: R x C weight loads (lane l reads chunk slice*32C + 32j + l of each row, so a warp
+// instruction reads 512 contiguous bytes), C scale loads (+ C zero-point loads for INT4), no x loads.
+//
+// Reduction: after a step each lane has R partial sums (one per row); a transposed butterfly (R/2 + R/4 + ...
+// shuffles, then log2(32/R) more) leaves row r = (lane >> (5 - log2 R)) & (R - 1) summed over the warp, 9
+// shuffles for 8 rows instead of 40. Warp partials go to shared memory ([warp][m][row of the CTA]); after the
+// row loop the CTA adds its warps' partials, applies per-row / per-tensor scales and writes y, or, when K is
+// split over gridDim.y, adds into the FP32 workspace and the last CTA of the row tile converts it (as in
+// weight_only_gemv.cu, which leaves workspace and counter zeroed for the next call).
+//
+// Layout of the tables (host side: weight_only/pack.rs `xreg_tables`), n_pad = N rounded up to 8:
+//   INT4 g128: scales f16 [K/128][n_pad], zeros 4-bit [K/128][n_pad / 2] (row 2i in the low nibble)
+//   NF4: absmax f16 [K/64][n_pad];  MXFP4: E8M0 [K/32][n_pad];  NVFP4: E4M3 pairs [K/32][n_pad][2]
+//   FP8 / INT8: per-row FP32 scales [N] (unchanged);  FP16 / BF16: none.
+
+#ifndef PF
+#define PF 0
+#endif
+#ifndef MINB
+#define MINB 1
+#endif
+#if R == 2
+#define LOG2U 1
+#elif R == 4
+#define LOG2U 2
+#elif R == 8
+#define LOG2U 3
+#else
+#error "R must be 2, 4 or 8"
+#endif
+#define SLICE (32 * C)
+// INT4F 1 (INT4 g128 only, default): codes become floats 1 + q/128 with one shift and one lop3 each (the
+// nibble moved to mantissa bits 16-19 under the exponent of 1.0), so a lane sums x (1 + q/128) over its
+// chunk and the chunk's x sum (kept with x) turns it into sum (q - z) x = 128 part - (128 + z) sum x:
+// about 2.9 instructions per weight instead of ~3.8 through f16x2 (bench/RESULTS.md, session 4).
+#ifndef INT4F
+#define INT4F 1
+#endif
+#define INT4_FLOAT (FMT == 4 && INT4F)
+#define FULL 0xffffffffu
+
+// Bytes of one row's scale entry per chunk (ISZ) and the scale column of chunk c (MCOL).
+#if FMT == 4
+#define ISZ 2
+#define MCOL(c) ((c) >> 2)
+#elif FMT == 5
+#define ISZ 2
+#define MCOL(c) ((c) >> 1)
+#elif FMT == 6
+#define ISZ 1
+#define MCOL(c) (c)
+#elif FMT == 7
+#define ISZ 2
+#define MCOL(c) (c)
+#endif
+
+// Loads B (1, 2, 4, 8 or 16) bytes into 32-bit words, little-endian.
+template <int B>
+__device__ __forceinline__ void ldg_bytes(const u8* __restrict__ p, u32* out) {
+    if constexpr (B == 16) {
+        const uint4 v = __ldg((const uint4*)p);
+        out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
+    } else if constexpr (B == 8) {
+        const uint2 v = __ldg((const uint2*)p);
+        out[0] = v.x, out[1] = v.y;
+    } else if constexpr (B == 4) {
+        out[0] = __ldg((const u32*)p);
+    } else if constexpr (B == 2) {
+        out[0] = __ldg((const u16*)p);
+    } else {
+        out[0] = __ldg(p);
+    }
+}
+
+// The R rows' weights of chunks cbase + 32 j (j < C) at row n0, and their block scales (rows past N are
+// clamped for the loads and discarded later; chunks past the row are zeros).
+__device__ __forceinline__ void load_step(const uint4* __restrict__ w, const u8* __restrict__ scales,
+                                          const u8* __restrict__ zeros, int n_rows, int n_pad, int kc, int n0,
+                                          int cbase, uint4 q[R][C], Meta meta[R][C]) {
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+        const size_t row = (size_t)min(n0 + u, n_rows - 1);
+#pragma unroll
+        for (int j = 0; j < C; ++j) {
+            const int c = cbase + 32 * j;
+            if (c < kc)
+                q[u][j] = ld_weights(w + row * kc + c);
+            else
+                q[u][j] = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+#if BLOCK_SCALED
+#pragma unroll
+    for (int j = 0; j < C; ++j) {
+        const int c = cbase + 32 * j;
+        if (c < kc) {
+            const size_t col = (size_t)MCOL(c);
+            u32 sw[(R * ISZ + 3) / 4];
+            ldg_bytes<R * ISZ>(scales + (col * n_pad + n0) * ISZ, sw);
+#if FMT == 4
+            u32 zw;
+            ldg_bytes<R / 2>(zeros + col * (n_pad / 2) + n0 / 2, &zw);
+#endif
+#pragma unroll
+            for (int u = 0; u < R; ++u) {
+#if FMT == 4 || FMT == 5 || FMT == 7
+                const u32 h = (sw[u / 2] >> (16 * (u & 1))) & 0xffffu;
+#endif
+#if FMT == 4
+                meta[u][j].scale = h2f((u16)h);
+                const u32 zh = 0x6400u | ((zw >> (4 * u)) & 15u);
+                meta[u][j].zero = zh | (zh << 16);
+#elif FMT == 5
+                meta[u][j].scale = h2f((u16)h);
+#elif FMT == 6
+                const u32 e = (sw[u / 4] >> (8 * (u & 3))) & 0xffu;
+                meta[u][j].scale = e == 0 ? as_float(0x00400000u) : as_float(e << 23);
+#elif FMT == 7
+                meta[u][j].s2 = h;
+#endif
+            }
+        } else {
+#pragma unroll
+            for (int u = 0; u < R; ++u) meta[u][j] = zero_meta();
+        }
+    }
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
+wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
+        const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+        int n_rows, int k, int rpc) {
+    pdl_trigger();
+#if FMT >= 5
+    __shared__ float lut[16];
+    if (threadIdx.x < 16) lut[threadIdx.x] = kLut[threadIdx.x];
+#else
+    const float* lut = nullptr;
+#endif
+    extern __shared__ float part[];  // [WARPS][MT][rpc] warp partial sums
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int kc = k / EPC;
+    const int n_pad = (n_rows + 7) & ~7;
+    const int cbase = (blockIdx.y * WARPS + warp) * SLICE + lane;
+    const int row0 = blockIdx.x * rpc;
+    const int nrow = min(rpc, n_rows - row0);
+    const int steps = (nrow + R - 1) / R;
+    const bool split = gridDim.y > 1;
+
+    uint4 q[R][C];
+    Meta meta[R][C];
+    load_step(w, scales, zeros, n_rows, n_pad, kc, row0, cbase, q, meta);
+    pdl_wait();  // the first weights are in flight; x, y and the workspace are touched only from here
+
+    // x of this lane's chunks, as floats, for the whole row loop.
+    float xr[MT][C][EPC];
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int j = 0; j < C; ++j) {
+            const int c = cbase + 32 * j;
+#pragma unroll
+            for (int s = 0; s < SUBS; ++s) {
+                uint4 xv = make_uint4(0u, 0u, 0u, 0u);
+                if (c < kc) xv = __ldg((const uint4*)(x + (size_t)m * k + (size_t)c * EPC + 8 * s));
+                x2f(xv.x, xr[m][j][8 * s + 0], xr[m][j][8 * s + 1]);
+                x2f(xv.y, xr[m][j][8 * s + 2], xr[m][j][8 * s + 3]);
+                x2f(xv.z, xr[m][j][8 * s + 4], xr[m][j][8 * s + 5]);
+                x2f(xv.w, xr[m][j][8 * s + 6], xr[m][j][8 * s + 7]);
+            }
+        }
+#if INT4_FLOAT
+    float xsum[MT][C];
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int j = 0; j < C; ++j) {
+            float t = 0.0f;
+#pragma unroll
+            for (int e = 0; e < EPC; ++e) t += xr[m][j][e];
+            xsum[m][j] = t;
+        }
+#endif
+#if FMT >= 5
+    __syncthreads();  // the LUT
+#endif
+
+    for (int st = 0; st < steps; ++st) {
+        const int n0 = row0 + st * R;
+#if PF
+        uint4 qn[R][C];
+        Meta mn[R][C];
+        if (st + 1 < steps) load_step(w, scales, zeros, n_rows, n_pad, kc, n0 + R, cbase, qn, mn);
+#endif
+        float acc[R][MT];
+#pragma unroll
+        for (int u = 0; u < R; ++u)
+#pragma unroll
+            for (int m = 0; m < MT; ++m) acc[u][m] = 0.0f;
+#pragma unroll
+        for (int u = 0; u < R; ++u)
+#pragma unroll
+            for (int j = 0; j < C; ++j) {
+                float part_s[MT];
+#pragma unroll
+                for (int m = 0; m < MT; ++m) part_s[m] = 0.0f;
+#if INT4_FLOAT
+#pragma unroll
+                for (int wd = 0; wd < 4; ++wd) {
+                    const u32 v = word(q[u][j], wd);
+#pragma unroll
+                    for (int i = 0; i < 8; ++i) {
+                        const u32 sh = i < 4 ? v << (16 - 4 * i) : v >> (4 * i - 16);
+                        const float f = as_float(lop3_and_or(sh, 0x000f0000u, 0x3f800000u));  // 1 + q / 128
+#pragma unroll
+                        for (int m = 0; m < MT; ++m) part_s[m] = fmaf(f, xr[m][j][8 * wd + i], part_s[m]);
+                    }
+                }
+                {
+                    // meta.zero holds (1024 + z) as f16 in its low half: z = its low 4 bits.
+                    const float z128 = 128.0f + (float)(meta[u][j].zero & 15u);
+#pragma unroll
+                    for (int m = 0; m < MT; ++m)
+                        acc[u][m] = fmaf(meta[u][j].scale, fmaf(part_s[m], 128.0f, -z128 * xsum[m][j]), acc[u][m]);
+                }
+#else
+#pragma unroll
+                for (int s = 0; s < SUBS; ++s) {
+                    float wf[8];
+                    decode8(q[u][j], s, meta[u][j], lut, wf);
+#pragma unroll
+                    for (int m = 0; m < MT; ++m)
+#pragma unroll
+                        for (int e = 0; e < 8; ++e) part_s[m] = fmaf(wf[e], xr[m][j][8 * s + e], part_s[m]);
+#if BLOCK_SCALED
+                    if ((s + 1) % (SUBS / SEGS) == 0) {
+                        const float sc = seg_scale(meta[u][j], s / (SUBS / SEGS));
+#pragma unroll
+                        for (int m = 0; m < MT; ++m) {
+                            acc[u][m] = fmaf(part_s[m], sc, acc[u][m]);
+                            part_s[m] = 0.0f;
+                        }
+                    }
+#endif
+                }
+#if !BLOCK_SCALED
+#pragma unroll
+                for (int m = 0; m < MT; ++m) acc[u][m] += part_s[m];
+#endif
+#endif  // INT4_FLOAT
+            }
+        // Transposed butterfly: stage s halves the rows a lane carries, exchanging the other half with the
+        // lane 16 >> s away; then the remaining lanes of a row group are summed.
+        const int r = (lane >> (5 - LOG2U)) & (R - 1);
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+            float v[R];
+#pragma unroll
+            for (int u = 0; u < R; ++u) v[u] = acc[u][m];
+#pragma unroll
+            for (int s = 0; s < LOG2U; ++s) {
+                const int half = R >> (s + 1);
+                const int o = 16 >> s;
+                const bool up = (lane & o) != 0;
+#pragma unroll
+                for (int i = 0; i < half; ++i) {
+                    const float send = up ? v[i] : v[i + half];
+                    const float keep = up ? v[i + half] : v[i];
+                    v[i] = keep + __shfl_xor_sync(FULL, send, o);
+                }
+            }
+#pragma unroll
+            for (int o = 16 >> LOG2U; o > 0; o >>= 1) v[0] += __shfl_xor_sync(FULL, v[0], o);
+            if ((lane & ((32 >> LOG2U) - 1)) == 0 && st * R + r < nrow) part[(warp * MT + m) * rpc + st * R + r] = v[0];
+        }
+#if PF
+        if (st + 1 < steps) {
+#pragma unroll
+            for (int u = 0; u < R; ++u)
+#pragma unroll
+                for (int j = 0; j < C; ++j) {
+                    q[u][j] = qn[u][j];
+                    meta[u][j] = mn[u][j];
+                }
+        }
+#else
+        if (st + 1 < steps) load_step(w, scales, zeros, n_rows, n_pad, kc, n0 + R, cbase, q, meta);
+#endif
+    }
+    __syncthreads();
+
+    // The CTA's rows: sum the warps' partials, scale, write (or add into the split-K workspace).
+    for (int i = threadIdx.x; i < MT * nrow; i += blockDim.x) {
+        const int m = i / nrow, rr = i - m * nrow;
+        float v = 0.0f;
+#pragma unroll
+        for (int wp = 0; wp < WARPS; ++wp) v += part[(wp * MT + m) * rpc + rr];
+        const int n = row0 + rr;
+#if ROW_SCALED
+        v *= __ldg((const float*)scales + n);
+#elif FMT == 7
+        v *= gscale;
+#endif
+        const size_t o = (size_t)m * n_rows + n;
+        if (split)
+            atomicAdd(ws + o, v);
+        else
+            y[o] = f2out(v);
+    }
+    if (!split) return;
+
+    __shared__ bool is_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const u32 prev = atomicAdd(counters + blockIdx.x, 1u);
+        is_last = prev == gridDim.y - 1;
+    }
+    __syncthreads();
+    if (is_last) {
+        __threadfence();
+        for (int i = threadIdx.x; i < MT * nrow; i += blockDim.x) {
+            const int m = i / nrow, rr = i - m * nrow;
+            const size_t o = (size_t)m * n_rows + row0 + rr;
+            y[o] = f2out(atomicExch(ws + o, 0.0f));
+        }
+        if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+    }
+}
