@@ -65,17 +65,21 @@ fn variants_and_bf16_activations_match_the_reference() {
             (XDtype::Bf16, Variant::XReg, None),
             (XDtype::F16, Variant::XReg, Some(3)),
         ] {
-            for (m, n, k) in [(1, 1000, 4096), (5, 4096, 1024), (16, 777, 2048)] {
-                let opts = WeightOnlyOptions {
-                    x,
-                    variant: Some(variant),
-                    tuning: Tuning { split_k, ..Tuning::default() },
-                    ..Default::default()
-                };
-                let r = gpu
-                    .measure_weight_only_with(f, m, n, k, &quick(), &opts)
-                    .unwrap_or_else(|e| panic!("{f} {x:?} {variant:?} {split_k:?} {m}x{n}x{k}: {e}"));
-                assert!(r.rel_error <= 1e-3);
+            // XReg also with its weights staged through shared memory (cp.async, 3 steps in flight).
+            let stagings: &[Option<u32>] = if variant == Variant::XReg { &[None, Some(3)] } else { &[None] };
+            for (m, n, k) in [(1, 1000, 4096), (5, 4096, 1024), (16, 777, 2048), (2, 4100, 3072)] {
+                for &stages in stagings {
+                    let opts = WeightOnlyOptions {
+                        x,
+                        variant: Some(variant),
+                        tuning: Tuning { split_k, stages, ..Tuning::default() },
+                        ..Default::default()
+                    };
+                    let r = gpu
+                        .measure_weight_only_with(f, m, n, k, &quick(), &opts)
+                        .unwrap_or_else(|e| panic!("{f} {x:?} {variant:?} {split_k:?} {stages:?} {m}x{n}x{k}: {e}"));
+                    assert!(r.rel_error <= 1e-3);
+                }
             }
         }
     }
@@ -190,7 +194,8 @@ fn tune_table() {
         format!(
             "{variant:?}{}{}{} U={} W={} PF={} P={} SX={} B={}{}",
             if t.grouped == Some(true) { "+GRP" } else { "" },
-            t.rows.map(|r| format!(" R={r}")).unwrap_or_default(),
+            t.rows.map(|r| format!(" R={r}")).unwrap_or_default()
+                + &t.stages.map(|n| format!(" NST={n}")).unwrap_or_default(),
             if t.pdl == Some(false) { " noPDL" } else { "" },
             t.unroll.unwrap_or(0),
             t.warps.unwrap_or(0),
@@ -214,6 +219,11 @@ fn tune_table() {
                 for pdl in [true, false] {
                     configs.push((Variant::SplitK, Tuning { pdl: Some(pdl), ..Tuning::default() }));
                     configs.push((Variant::XReg, Tuning { pdl: Some(pdl), ..Tuning::default() }));
+                }
+                for stages in [2u32, 3, 4] {
+                    if roofline_gpu::weight_only::LaunchPlan::xreg_fits(wf, m, 1) {
+                        configs.push((Variant::XReg, Tuning { stages: Some(stages), ..Tuning::default() }));
+                    }
                 }
                 for rows in [4u32, 8] {
                     for unroll in [1u32, 2] {

@@ -71,6 +71,36 @@
 #define MCOL(c) (c)
 #endif
 
+// NST > 0: weights and scales are staged through shared memory with cp.async, NST steps per warp in flight
+// (NST - 1 ahead of the one being decoded), so the bytes in flight no longer cost registers. Each lane reads
+// back only what it copied itself, so `cp.async.wait_group` is the only synchronisation. R must be 8.
+#ifndef NST
+#define NST 0
+#endif
+#if NST > 0 && R != 8
+#error "staged loads take R = 8"
+#endif
+#define WBYTES (R * C * 32 * 16)  // per warp and stage: weights, [R][C][lane] 16 bytes each
+#define MBYTES (C * 32 * 16)      // scales, [C][lane] up to 16 bytes
+#define ZBYTES (C * 32 * 4)       // INT4 zero points, [C][lane] 4 bytes
+#define STAGE_BYTES (WBYTES + MBYTES + ZBYTES)
+
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+    u32 a;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    return a;
+}
+
+// cp.async of B bytes (4, 8 or 16), zero-filled when !ok.
+template <int B>
+__device__ __forceinline__ void cp_async(u32 dst, const void* src, bool ok) {
+    if constexpr (B == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(ok ? 16 : 0) : "memory");
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(src), "n"(B), "r"(ok ? B : 0)
+                     : "memory");
+}
+
 // Loads B (1, 2, 4, 8 or 16) bytes into 32-bit words, little-endian.
 template <int B>
 __device__ __forceinline__ void ldg_bytes(const u8* __restrict__ p, u32* out) {
@@ -88,6 +118,31 @@ __device__ __forceinline__ void ldg_bytes(const u8* __restrict__ p, u32* out) {
         out[0] = __ldg(p);
     }
 }
+
+#if BLOCK_SCALED
+// The R rows' block-scale entries of chunk slot j from the loaded words (sw: R entries of ISZ bytes; zw: R
+// INT4 zero points, 4 bits each).
+__device__ __forceinline__ void unpack_meta(const u32* sw, u32 zw, Meta meta[R][C], int j) {
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+#if FMT == 4 || FMT == 5 || FMT == 7
+        const u32 h = (sw[u / 2] >> (16 * (u & 1))) & 0xffffu;
+#endif
+#if FMT == 4
+        meta[u][j].scale = h2f((u16)h);
+        const u32 zh = 0x6400u | ((zw >> (4 * u)) & 15u);
+        meta[u][j].zero = zh | (zh << 16);
+#elif FMT == 5
+        meta[u][j].scale = h2f((u16)h);
+#elif FMT == 6
+        const u32 e = (sw[u / 4] >> (8 * (u & 3))) & 0xffu;
+        meta[u][j].scale = e == 0 ? as_float(0x00400000u) : as_float(e << 23);
+#elif FMT == 7
+        meta[u][j].s2 = h;
+#endif
+    }
+}
+#endif
 
 // The R rows' weights of chunks cbase + 32 j (j < C) at row n0, and their block scales (rows past N are
 // clamped for the loads and discarded later; chunks past the row are zeros).
@@ -117,25 +172,10 @@ __device__ __forceinline__ void load_step(const uint4* __restrict__ w, const u8*
 #if FMT == 4
             u32 zw;
             ldg_bytes<R / 2>(zeros + col * (n_pad / 2) + n0 / 2, &zw);
+#else
+            const u32 zw = 0u;
 #endif
-#pragma unroll
-            for (int u = 0; u < R; ++u) {
-#if FMT == 4 || FMT == 5 || FMT == 7
-                const u32 h = (sw[u / 2] >> (16 * (u & 1))) & 0xffffu;
-#endif
-#if FMT == 4
-                meta[u][j].scale = h2f((u16)h);
-                const u32 zh = 0x6400u | ((zw >> (4 * u)) & 15u);
-                meta[u][j].zero = zh | (zh << 16);
-#elif FMT == 5
-                meta[u][j].scale = h2f((u16)h);
-#elif FMT == 6
-                const u32 e = (sw[u / 4] >> (8 * (u & 3))) & 0xffu;
-                meta[u][j].scale = e == 0 ? as_float(0x00400000u) : as_float(e << 23);
-#elif FMT == 7
-                meta[u][j].s2 = h;
-#endif
-            }
+            unpack_meta(sw, zw, meta, j);
         } else {
 #pragma unroll
             for (int u = 0; u < R; ++u) meta[u][j] = zero_meta();
@@ -143,6 +183,57 @@ __device__ __forceinline__ void load_step(const uint4* __restrict__ w, const u8*
     }
 #endif
 }
+
+#if NST > 0
+// Issues the cp.async copies of step n0 (what load_step loads) into this warp's stage at `st` (shared
+// address) and commits them as one group.
+__device__ __forceinline__ void issue_step(const uint4* __restrict__ w, const u8* __restrict__ scales,
+                                           const u8* __restrict__ zeros, int n_rows, int n_pad, int kc, int n0,
+                                           int cbase, int lane, u32 st) {
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+        const size_t row = (size_t)min(n0 + u, n_rows - 1);
+#pragma unroll
+        for (int j = 0; j < C; ++j) {
+            const int c = cbase + 32 * j;
+            cp_async<16>(st + ((u * C + j) * 32 + lane) * 16, w + row * kc + min(c, kc - 1), c < kc);
+        }
+    }
+#if BLOCK_SCALED
+#pragma unroll
+    for (int j = 0; j < C; ++j) {
+        const int c = cbase + 32 * j;
+        const size_t col = (size_t)MCOL(min(c, kc - 1));
+        cp_async<R * ISZ>(st + WBYTES + (j * 32 + lane) * 16, scales + (col * n_pad + n0) * ISZ, c < kc);
+#if FMT == 4
+        cp_async<R / 2>(st + WBYTES + MBYTES + (j * 32 + lane) * 4, zeros + col * (n_pad / 2) + n0 / 2, c < kc);
+#endif
+    }
+#endif
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// Reads back this lane's copies of a stage (generic pointer `sp`) once they have landed.
+__device__ __forceinline__ void read_step(const u8* sp, int lane, uint4 q[R][C], Meta meta[R][C]) {
+#pragma unroll
+    for (int u = 0; u < R; ++u)
+#pragma unroll
+        for (int j = 0; j < C; ++j) q[u][j] = *(const uint4*)(sp + ((u * C + j) * 32 + lane) * 16);
+#if BLOCK_SCALED
+#pragma unroll
+    for (int j = 0; j < C; ++j) {
+        const uint4 mv = *(const uint4*)(sp + WBYTES + (j * 32 + lane) * 16);
+        const u32 sw[4] = {mv.x, mv.y, mv.z, mv.w};
+#if FMT == 4
+        const u32 zw = *(const u32*)(sp + WBYTES + MBYTES + (j * 32 + lane) * 4);
+#else
+        const u32 zw = 0u;
+#endif
+        unpack_meta(sw, zw, meta, j);
+    }
+#endif
+}
+#endif
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
@@ -168,7 +259,20 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 
     uint4 q[R][C];
     Meta meta[R][C];
+#if NST > 0
+    // This warp's stages follow the partial sums: [WARPS][NST][STAGE_BYTES].
+    u8* stages = (u8*)(part + WARPS * MT * rpc) + (size_t)warp * NST * STAGE_BYTES;
+    const u32 stages_s = smem_addr(stages);
+#pragma unroll
+    for (int p = 0; p < NST - 1; ++p) {
+        if (p < steps)
+            issue_step(w, scales, zeros, n_rows, n_pad, kc, row0 + p * R, cbase, lane, stages_s + p * STAGE_BYTES);
+        else
+            asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+#else
     load_step(w, scales, zeros, n_rows, n_pad, kc, row0, cbase, q, meta);
+#endif
     pdl_wait();  // the first weights are in flight; x, y and the workspace are touched only from here
 
     // x of this lane's chunks, as floats, for the whole row loop.
@@ -206,6 +310,18 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 
     for (int st = 0; st < steps; ++st) {
         const int n0 = row0 + st * R;
+#if NST > 0
+        {
+            const int ahead = st + NST - 1;
+            if (ahead < steps)
+                issue_step(w, scales, zeros, n_rows, n_pad, kc, row0 + ahead * R, cbase, lane,
+                           stages_s + (ahead % NST) * STAGE_BYTES);
+            else
+                asm volatile("cp.async.commit_group;" ::: "memory");
+            asm volatile("cp.async.wait_group %0;" ::"n"(NST - 1) : "memory");
+            read_step(stages + (st % NST) * STAGE_BYTES, lane, q, meta);
+        }
+#endif
 #if PF
         uint4 qn[R][C];
         Meta mn[R][C];
@@ -302,7 +418,7 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
                     meta[u][j] = mn[u][j];
                 }
         }
-#else
+#elif NST == 0
         if (st + 1 < steps) load_step(w, scales, zeros, n_rows, n_pad, kc, n0 + R, cbase, q, meta);
 #endif
     }

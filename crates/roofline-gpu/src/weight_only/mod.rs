@@ -112,6 +112,9 @@ pub struct Tuning {
     pub rows_per_cta: Option<u32>,
     /// Programmatic dependent launch on sm_90+ (CUDA-core kernels; default on).
     pub pdl: Option<bool>,
+    /// `XReg`: steps of weights per warp in flight through shared memory with `cp.async` (2..=6; needs 8
+    /// rows per step), instead of loads into registers.
+    pub stages: Option<u32>,
 }
 
 impl Tuning {
@@ -140,6 +143,14 @@ impl Tuning {
         if let Some(r) = self.rows_per_cta {
             if r == 0 || r % 8 != 0 || r > 256 {
                 return Err(GpuError::Unsupported(format!("rows per CTA must be a multiple of 8 in 8..=256, got {r}")));
+            }
+        }
+        if let Some(st) = self.stages {
+            if st != 0 && !(2..=6).contains(&st) {
+                return Err(GpuError::Unsupported(format!("staged steps must be 0 or 2..=6, got {st}")));
+            }
+            if st != 0 && self.rows.is_some_and(|r| r != 8) {
+                return Err(GpuError::Unsupported("staged loads take 8 rows per step".into()));
             }
         }
         if self.split_k == Some(0) {
@@ -183,6 +194,8 @@ pub struct LaunchPlan {
     pub rows_per_cta: u32,
     /// Programmatic dependent launch requested (applied on sm_90+).
     pub pdl: bool,
+    /// `XReg`: steps in flight through shared memory (0 = register loads).
+    pub stages: u32,
 }
 
 impl LaunchPlan {
@@ -202,6 +215,7 @@ impl LaunchPlan {
             grouped: self.grouped,
             xreg: self.xreg,
             pdl: self.pdl && arch >= 90,
+            stages: self.stages,
             arch,
         }
     }
@@ -209,6 +223,11 @@ impl LaunchPlan {
     /// Whether [`Variant::XReg`] takes `m` rows of x in `format` with `chunks` 16-byte chunks per lane.
     pub fn xreg_fits(format: WoFormat, m: usize, chunks: u32) -> bool {
         m as u32 * chunks * (128 / format.bits() as u32) <= 64
+    }
+
+    /// Shared memory of one `XReg` stage per warp (weights, scales, zero points: `STAGE_BYTES` in the kernel).
+    pub fn xreg_stage_bytes(rows: u32, chunks: u32) -> u32 {
+        rows * chunks * 512 + chunks * 512 + chunks * 128
     }
 
     /// The plan for `m x n x k` in `format` on a GPU with `sm_count` SMs; `tuning` overrides its choices.
@@ -236,7 +255,8 @@ impl LaunchPlan {
             let want = split_k.unwrap_or_else(|| slices.div_ceil(8)).clamp(1, slices);
             let warps = slices.div_ceil(want);
             let splits = slices.div_ceil(warps);
-            let rows = tuning.rows.unwrap_or(if m <= 2 { 8 } else { 4 });
+            let stages = tuning.stages.unwrap_or(0);
+            let rows = if stages > 0 { 8 } else { tuning.rows.unwrap_or(if m <= 2 { 8 } else { 4 }) };
             // About 20 resident warps per SM at ~100 registers: one wave of CTAs, rows per CTA a multiple of 8.
             let target = (sm_count * (20 / warps).max(1)) as usize;
             let rpc = tuning
@@ -253,11 +273,12 @@ impl LaunchPlan {
                 persistent: false,
                 min_blocks,
                 stage: false,
-                smem_bytes: warps * m as u32 * rpc * 4,
+                smem_bytes: warps * m as u32 * rpc * 4 + warps * stages * Self::xreg_stage_bytes(rows, chunks),
                 grouped: false,
                 xreg: true,
                 rows_per_cta: rpc,
                 pdl,
+                stages,
             };
         }
         if variant == Variant::Mma {
@@ -288,6 +309,7 @@ impl LaunchPlan {
                 xreg: false,
                 rows_per_cta: 0,
                 pdl: false,
+                stages: 0,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -351,6 +373,7 @@ impl LaunchPlan {
             xreg: false,
             rows_per_cta: 0,
             pdl,
+            stages: 0,
         }
     }
 }
@@ -470,6 +493,15 @@ impl WeightOnlyGemv {
         let compiled = compile(&key)?;
         let module = self.ctx.load_module(Ptx::from_binary(compiled.cubin.clone()))?;
         let function = module.load_function(key.entry())?;
+        if plan.smem_bytes > 48 * 1024 {
+            // Above 48 KB of dynamic shared memory a kernel must opt in (staged XReg: 2 CTAs of 76 KB per SM).
+            let stage = LaunchPlan::xreg_stage_bytes(key.rows_per_warp, key.unroll);
+            let most = (key.warps * key.m * 256 * 4 + key.warps * key.stages * stage).max(plan.smem_bytes);
+            function.set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                most as i32,
+            )?;
+        }
         let resident = function
             .occupancy_max_active_blocks_per_multiprocessor(plan.warps * 32, plan.smem_bytes as usize, None)?
             .max(1);
@@ -1169,6 +1201,10 @@ mod tests {
                             let other = Tuning { pipeline: Some(!default.pipeline), ..Tuning::default() };
                             plans.push(LaunchPlan::new(variant, f, m, 4096, 4096, 132, other));
                         }
+                        if variant == Variant::XReg && default.xreg {
+                            let staged = Tuning { stages: Some(3), ..Tuning::default() };
+                            plans.push(LaunchPlan::new(variant, f, m, 4096, 4096, 132, staged));
+                        }
                         for p in plans {
                             for arch in [90u32, 80] {
                                 if arch < f.min_arch() || (arch == 80 && (m != 1 || variant != Variant::SplitK)) {
@@ -1224,6 +1260,7 @@ mod tests {
             grouped: false,
             xreg: false,
             pdl: true,
+            stages: 0,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

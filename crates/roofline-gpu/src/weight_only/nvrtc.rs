@@ -77,6 +77,9 @@ pub struct KernelKey {
     /// Programmatic dependent launch (`PDL`, sm_90+): launched with the programmatic-serialization
     /// attribute, the kernel starts its weight loads while the previous kernel in the stream finishes.
     pub pdl: bool,
+    /// `XReg`: steps of weights and scales per warp in flight through shared memory (`cp.async`, `NST`);
+    /// 0 = loaded into registers.
+    pub stages: u32,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -116,6 +119,7 @@ impl KernelKey {
             format!("-DGRP={}", u32::from(self.grouped)),
             format!("-DC={}", self.unroll),
             format!("-DPDL={}", u32::from(self.pdl && self.arch >= 90)),
+            format!("-DNST={}", self.stages),
             // Source lines in the CUBIN for profilers (no effect on the code).
             "--generate-line-info".into(),
         ]
@@ -297,6 +301,7 @@ mod tests {
             grouped: true,
             xreg: false,
             pdl: true,
+            stages: 0,
             arch: 90,
         };
         let o = key.options();
