@@ -108,7 +108,7 @@ pub struct Tuning {
     pub grouped: Option<bool>,
     /// `XReg`: weight rows a warp takes per step (2, 4 or 8).
     pub rows: Option<u32>,
-    /// `XReg`: weight rows per CTA (a multiple of 8, at most 256).
+    /// `XReg`: weight rows per CTA (a multiple of 8, at most 512; default: one wave of resident CTAs).
     pub rows_per_cta: Option<u32>,
     /// Programmatic dependent launch on sm_90+ (CUDA-core kernels; default on).
     pub pdl: Option<bool>,
@@ -141,8 +141,10 @@ impl Tuning {
             }
         }
         if let Some(r) = self.rows_per_cta {
-            if r == 0 || r % 8 != 0 || r > 256 {
-                return Err(GpuError::Unsupported(format!("rows per CTA must be a multiple of 8 in 8..=256, got {r}")));
+            if r == 0 || r % 8 != 0 || r > XREG_MAX_RPC {
+                return Err(GpuError::Unsupported(format!(
+                    "rows per CTA must be a multiple of 8 in 8..={XREG_MAX_RPC}, got {r}"
+                )));
             }
         }
         if let Some(st) = self.stages {
@@ -159,6 +161,9 @@ impl Tuning {
         Ok(())
     }
 }
+
+/// Most weight rows one `XReg` CTA takes (its partial sums: warps x M x rows floats of shared memory).
+pub const XREG_MAX_RPC: u32 = 512;
 
 /// The launch geometry of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -225,6 +230,22 @@ impl LaunchPlan {
         m as u32 * chunks * (128 / format.bits() as u32) <= 64
     }
 
+    /// Rows per `XReg` CTA so that `ctas` CTAs (all resident at once) cover `n` rows in `splits` K splits.
+    pub fn xreg_rows_per_cta(n: usize, splits: u32, ctas: u32) -> u32 {
+        ((n * splits as usize).div_ceil(ctas.max(1) as usize).div_ceil(8) * 8).clamp(8, XREG_MAX_RPC as usize) as u32
+    }
+
+    /// `XReg` with `rpc` rows per CTA (grid and shared memory follow).
+    pub fn with_rows_per_cta(self, n: usize, m: usize, rpc: u32) -> LaunchPlan {
+        let stage = Self::xreg_stage_bytes(self.rows_per_warp, self.unroll);
+        LaunchPlan {
+            rows_per_cta: rpc,
+            blocks_n: (n as u32).div_ceil(rpc),
+            smem_bytes: self.warps * m as u32 * rpc * 4 + self.warps * self.stages * stage,
+            ..self
+        }
+    }
+
     /// Shared memory of one `XReg` stage per warp (weights, scales, zero points: `STAGE_BYTES` in the kernel).
     pub fn xreg_stage_bytes(rows: u32, chunks: u32) -> u32 {
         rows * chunks * 512 + chunks * 512 + chunks * 128
@@ -257,29 +278,29 @@ impl LaunchPlan {
             let splits = slices.div_ceil(warps);
             let stages = tuning.stages.unwrap_or(0);
             let rows = if stages > 0 { 8 } else { tuning.rows.unwrap_or(if m <= 2 { 8 } else { 4 }) };
-            // About 20 resident warps per SM at ~100 registers: one wave of CTAs, rows per CTA a multiple of 8.
-            let target = (sm_count * (20 / warps).max(1)) as usize;
-            let rpc = tuning
-                .rows_per_cta
-                .unwrap_or_else(|| ((n * splits as usize).div_ceil(target).div_ceil(8) * 8).clamp(8, 256) as u32);
-            return LaunchPlan {
+            // A first guess of about 20 resident warps per SM; `WeightOnlyGemv` refits the rows per CTA to the
+            // kernel's real occupancy (one wave: with 1.3-1.6 waves the 4-bit kernels lost ~20%).
+            let target = sm_count * (20 / warps).max(1);
+            let rpc = tuning.rows_per_cta.unwrap_or_else(|| Self::xreg_rows_per_cta(n, splits, target));
+            let plan = LaunchPlan {
                 rows_per_warp: rows,
                 unroll: chunks,
                 warps,
-                blocks_n: (n as u32).div_ceil(rpc),
+                blocks_n: 0,
                 splits,
                 chunks_per_split: warps * 32 * chunks,
                 pipeline: tuning.pipeline.unwrap_or(false),
                 persistent: false,
                 min_blocks,
                 stage: false,
-                smem_bytes: warps * m as u32 * rpc * 4 + warps * stages * Self::xreg_stage_bytes(rows, chunks),
+                smem_bytes: 0,
                 grouped: false,
                 xreg: true,
-                rows_per_cta: rpc,
+                rows_per_cta: 0,
                 pdl,
                 stages,
             };
+            return plan.with_rows_per_cta(n, m, rpc);
         }
         if variant == Variant::Mma {
             let unroll = tuning.unroll.unwrap_or(if m <= 8 { 4 } else { 2 });
@@ -470,9 +491,31 @@ impl WeightOnlyGemv {
         Ok(self)
     }
 
-    /// The launch plan of an `m x n x k` call.
+    /// The launch plan of an `m x n x k` call before the kernel is loaded (see [`WeightOnlyGemv::launch_plan`]).
     pub fn plan(&self, m: usize, n: usize, k: usize) -> LaunchPlan {
         LaunchPlan::new(self.variant, self.format, m, n, k, self.sm_count, self.tuning)
+    }
+
+    /// The plan a call launches: [`WeightOnlyGemv::plan`] with the `XReg` rows per CTA refitted to the
+    /// loaded kernel's occupancy, so the grid is exactly one wave (unless fixed by [`Tuning::rows_per_cta`]).
+    pub fn launch_plan(&self, m: usize, n: usize, k: usize) -> Result<LaunchPlan, GpuError> {
+        Ok(self.fit(m, n, self.plan(m, n, k))?.0)
+    }
+
+    fn fit(&self, m: usize, n: usize, plan: LaunchPlan) -> Result<(LaunchPlan, Loaded), GpuError> {
+        let loaded = self.function(m, &plan)?;
+        if !plan.xreg || self.tuning.rows_per_cta.is_some() {
+            return Ok((plan, loaded));
+        }
+        let ctas = loaded.resident * self.sm_count;
+        let fitted = plan.with_rows_per_cta(n, m, LaunchPlan::xreg_rows_per_cta(n, plan.splits, ctas));
+        // More shared memory per CTA can lower the occupancy it was fitted to: keep the first plan then.
+        let resident = loaded.function.occupancy_max_active_blocks_per_multiprocessor(
+            fitted.warps * 32,
+            fitted.smem_bytes as usize,
+            None,
+        )?;
+        Ok((if resident >= loaded.resident { fitted } else { plan }, loaded))
     }
 
     fn key(&self, m: usize, plan: &LaunchPlan) -> KernelKey {
@@ -496,7 +539,7 @@ impl WeightOnlyGemv {
         if plan.smem_bytes > 48 * 1024 {
             // Above 48 KB of dynamic shared memory a kernel must opt in (staged XReg: 2 CTAs of 76 KB per SM).
             let stage = LaunchPlan::xreg_stage_bytes(key.rows_per_warp, key.unroll);
-            let most = (key.warps * key.m * 256 * 4 + key.warps * key.stages * stage).max(plan.smem_bytes);
+            let most = (key.warps * key.m * XREG_MAX_RPC * 4 + key.warps * key.stages * stage).max(plan.smem_bytes);
             function.set_attribute(
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 most as i32,
@@ -629,7 +672,7 @@ impl WeightOnlyGemv {
         if n > i32::MAX as usize || k > i32::MAX as usize {
             return Err(GpuError::Unsupported(format!("N = {n} and K = {k} must fit in 32 bits")));
         }
-        let plan = self.plan(m, n, k);
+        let (plan, loaded) = self.fit(m, n, self.plan(m, n, k))?;
         if w.mma_layout != (self.variant == Variant::Mma) {
             return Err(GpuError::Unsupported(format!(
                 "weights were uploaded for the {} kernel, this engine runs {:?}",
@@ -637,7 +680,6 @@ impl WeightOnlyGemv {
                 self.variant
             )));
         }
-        let loaded = self.function(m, &plan)?;
         let (f, grid_n) = (loaded.function, self.grid_for(&plan, loaded.resident));
         // The last argument: chunks per split (split-K kernel) or rows per CTA (x-in-registers kernel).
         let last = if plan.xreg { plan.rows_per_cta } else { plan.chunks_per_split };
@@ -978,7 +1020,7 @@ impl Gpu {
             gemv.run(&mut ws[s], &xs[s], &mut ys[s], m)
         })?;
         let bytes = (packed.bytes() + 2 * m * k + 2 * m * n) as u64;
-        let plan = gemv.plan(m, n, k);
+        let plan = gemv.launch_plan(m, n, k)?;
         let grid_n = gemv.grid_n(m, &plan)?;
         Ok(WeightOnlyMeasurement {
             format,
@@ -1046,11 +1088,18 @@ mod tests {
                 assert!(p.splits * p.chunks_per_split >= kc && (p.splits - 1) * p.chunks_per_split < kc, "{p:?}");
                 assert!((1..=16).contains(&p.warps), "{p:?}");
                 // rows: multiples of 8 (aligned transposed scale loads), every row covered, counters suffice
-                assert!(p.rows_per_cta % 8 == 0 && p.rows_per_cta <= 256);
+                assert!(p.rows_per_cta % 8 == 0 && p.rows_per_cta <= XREG_MAX_RPC);
                 assert!(p.blocks_n * p.rows_per_cta >= n as u32);
                 assert!(p.blocks_n as usize <= n.div_ceil(4) + 1);
                 assert_eq!(p.smem_bytes, p.warps * m as u32 * p.rows_per_cta * 4);
                 assert!(p.smem_bytes <= 48 * 1024);
+                // refitted to any occupancy: still every row, one wave
+                for ctas in [132, 396, 1000] {
+                    let q = p.with_rows_per_cta(n, m, LaunchPlan::xreg_rows_per_cta(n, p.splits, ctas));
+                    assert!(q.blocks_n * q.rows_per_cta >= n as u32 && q.rows_per_cta % 8 == 0);
+                    let most = ctas.div_ceil(q.splits).max(n.div_ceil(XREG_MAX_RPC as usize) as u32) + 1;
+                    assert!(q.blocks_n <= most, "{q:?} for {ctas} CTAs");
+                }
             }
         }
         // M x C x EPC <= 64 values of x per lane
