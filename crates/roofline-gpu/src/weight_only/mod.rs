@@ -1,7 +1,13 @@
 //! Weight-only low-bit GEMV / skinny GEMM, `y[M,N] = x[M,K] · W[N,K]^T` with M = 1..16, W stored in FP16,
 //! BF16, FP8 E4M3 (per-channel), INT8 (per-channel), INT4 g128, NF4, MXFP4 or NVFP4, x and y in FP16 or
-//! BF16, FP32 accumulation. Kernels: `kernels/weight_only_gemv.cu`, compiled by NVRTC at run time for the
-//! device ([`nvrtc`]); weights packed on the host from roofline-quant's codecs ([`pack`](mod@pack)).
+//! BF16, FP32 accumulation. Kernels: `kernels/weight_only_gemv.cu` (split-K), `kernels/weight_only_xreg.cu`
+//! (x in registers, the default for 4-bit weights at M <= 2) and `kernels/weight_only_mma.cu` (tensor cores,
+//! 4-bit at M >= 8), sharing `kernels/wo_common.cuh`; compiled by NVRTC at run time for the device
+//! ([`nvrtc`]); weights packed on the host from roofline-quant's codecs ([`pack`](mod@pack)).
+//!
+//! Every CUDA-core launch uses programmatic dependent launch on sm_90+ ([`Tuning::pdl`]): the kernel's first
+//! weight loads are issued before `griddepcontrol.wait`, so they overlap the previous kernel's tail (1-2.5 us
+//! per call on the H100, bench/RESULTS.md session 4).
 //!
 //! # Kernel design (memory-bound decode on Hopper)
 //!
@@ -1044,7 +1050,13 @@ impl Gpu {
             sets,
             kernel: format!(
                 "roofline {} {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}{}), {sets} rotating weight sets, {} launches per sample",
-                if gemv.variant == Variant::Mma { "wo_mma (tensor cores)" } else { "wo_gemv" },
+                if gemv.variant == Variant::Mma {
+                    "wo_mma (tensor cores)"
+                } else if plan.xreg {
+                    "wo_xreg (x in registers)"
+                } else {
+                    "wo_gemv"
+                },
                 opts.x.name(),
                 gemv.variant,
                 plan.rows_per_warp,
