@@ -64,6 +64,8 @@ fn variants_and_bf16_activations_match_the_reference() {
             (XDtype::F16, Variant::XReg, None),
             (XDtype::Bf16, Variant::XReg, None),
             (XDtype::F16, Variant::XReg, Some(3)),
+            (XDtype::F16, Variant::XMma, None),
+            (XDtype::F16, Variant::XMma, Some(3)),
         ] {
             // XReg also with its weights staged through shared memory (cp.async, 3 steps in flight).
             let stagings: &[Option<u32>] = if variant == Variant::XReg { &[None, Some(3)] } else { &[None] };
@@ -90,7 +92,7 @@ fn variants_and_bf16_activations_match_the_reference() {
 fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
     let gpu = Gpu::open(0).unwrap();
     for wf in WoFormat::ALL {
-        for variant in [Variant::SplitK, Variant::RowPerWarp, Variant::Mma, Variant::XReg] {
+        for variant in [Variant::SplitK, Variant::RowPerWarp, Variant::Mma, Variant::XReg, Variant::XMma] {
             let gemv = WeightOnlyGemv::new(&gpu, wf, XDtype::F16).unwrap().with_variant(variant, None);
             let (n, k) = (13, 3 * wf.k_multiple().max(128));
             let (packed, wq) = quantize_and_pack(wf, &random_f32(n * k, 9), n, k).unwrap();
@@ -219,6 +221,13 @@ fn tune_table() {
                 for pdl in [true, false] {
                     configs.push((Variant::SplitK, Tuning { pdl: Some(pdl), ..Tuning::default() }));
                     configs.push((Variant::XReg, Tuning { pdl: Some(pdl), ..Tuning::default() }));
+                }
+                if roofline_gpu::weight_only::mma::supports(wf, XDtype::F16) {
+                    for tiles in [2u32, 4, 8] {
+                        for split_k in [None, Some(1), Some(2)] {
+                            configs.push((Variant::XMma, Tuning { unroll: Some(tiles), split_k, ..Tuning::default() }));
+                        }
+                    }
                 }
                 for stages in [2u32, 3, 4] {
                     if roofline_gpu::weight_only::LaunchPlan::xreg_fits(wf, m, 1) {

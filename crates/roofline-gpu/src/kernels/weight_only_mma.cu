@@ -348,3 +348,173 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
         if (threadIdx.x == 0) counters[blockIdx.x] = 0;
     }
 }
+
+#if XS
+// x-stationary variant (XS=1, entry wo_mma_xs), for the smallest batches: warp w of CTA (bx, by) owns the KT
+// k-tiles starting at (by * WARPS + w) * KT and keeps x's B fragments for them in registers (8 KT registers
+// per n8 block), then walks the CTA's row tiles (RTPC of them, the kernel's last argument), loading the next
+// row tile's KT weight tiles while the current ones decode and run their MMAs. The per-chunk x loads of the
+// K-walking kernel above are gone, and the decode is f16x2 work feeding one MMA per 256 weights instead of
+// ~3 CUDA-core instructions per weight (the limit of weight_only_xreg.cu for 4-bit weights: bench/RESULTS.md,
+// session 4). Warp partial sums of a row tile go to shared memory ([warp][row tile of the CTA][16][MT]); the
+// CTA adds them (and splits over gridDim.y add into the workspace as above).
+#ifndef KT
+#define KT 4
+#endif
+
+__device__ __forceinline__ void xs_load(const uint4* __restrict__ w, const u8* __restrict__ scales,
+                                        const u8* __restrict__ zeros, int rt, int n_rows, int kt0, int kt_total,
+                                        int k, int lane, int g, uint4 q[KT], Meta meta[KT]) {
+    const int rg = min(rt * 16 + g, n_rows - 1);
+    const int rg8 = min(rt * 16 + g + 8, n_rows - 1);
+#pragma unroll
+    for (int i = 0; i < KT; ++i) {
+        const int kt = kt0 + i;
+        if (kt < kt_total) {
+            q[i] = ld_weights(w + ((size_t)rt * kt_total + kt) * 32 + lane);
+#if FMT == 4
+            // one group of 128 = two tiles: the odd tile reuses the even tile's scales
+            if (i % 2 == 1 && (kt0 % 2) == 0)
+                meta[i] = meta[i - 1];
+            else
+#endif
+                meta[i] = load_meta(scales, zeros, rg, rg8, kt, k);
+        } else {
+            q[i] = make_uint4(0u, 0u, 0u, 0u);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
+wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
+          const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+          int n_rows, int k, int rtpc) {
+    extern __shared__ float part[];  // [WARPS][rtpc * 16][MT]
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int row_tiles = (n_rows + 15) / 16;
+    const int kt_total = k / 64;
+    const int kt0 = (blockIdx.y * WARPS + warp) * KT;
+    const int rt0 = blockIdx.x * rtpc;
+    const int rt_end = min(row_tiles, rt0 + rtpc);
+    const int rows_here = min(n_rows, rt_end * 16) - rt0 * 16;
+
+    uint4 q[KT];
+    Meta meta[KT];
+    if (rt0 < rt_end) xs_load(w, scales, zeros, rt0, n_rows, kt0, kt_total, k, lane, g, q, meta);
+
+    // B fragments of x for this warp's k-tiles: column g = row g of x block b, k = 16 s + 2 t (+1, +8, +9).
+    u32 bx[NB][KT][4][2];
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+        for (int i = 0; i < KT; ++i)
+#pragma unroll
+            for (int s = 0; s < 4; ++s) {
+                const int m = b * 8 + g;
+                if (m < MT && kt0 + i < kt_total) {
+                    const u32* xr = (const u32*)(x + (size_t)m * k + (kt0 + i) * 64 + 16 * s + 2 * t);
+                    bx[b][i][s][0] = __ldg(xr);
+                    bx[b][i][s][1] = __ldg(xr + 4);
+                } else {
+                    bx[b][i][s][0] = bx[b][i][s][1] = 0u;
+                }
+            }
+
+    for (int rt = rt0; rt < rt_end; ++rt) {
+        uint4 qn[KT];
+        Meta mn[KT];
+        if (rt + 1 < rt_end) xs_load(w, scales, zeros, rt + 1, n_rows, kt0, kt_total, k, lane, g, qn, mn);
+        float acc[NB][4];
+#pragma unroll
+        for (int b = 0; b < NB; ++b)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[b][i] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < KT; ++i) {
+            if (kt0 + i < kt_total) {
+                const u32 zg = zero_pair(meta[i], 0, kt0 + i);
+                const u32 zg8 = zero_pair(meta[i], 1, kt0 + i);
+                float pt[NB][4];
+#pragma unroll
+                for (int s = 0; s < 4; ++s) {
+                    if (s % FLUSH == 0) {
+#pragma unroll
+                        for (int b = 0; b < NB; ++b)
+#pragma unroll
+                            for (int j = 0; j < 4; ++j) pt[b][j] = 0.0f;
+                    }
+                    u32 a[4];
+                    decode(word(q[i], s), zg, zg8, a);
+#pragma unroll
+                    for (int b = 0; b < NB; ++b) mma(pt[b], a, bx[b][i][s][0], bx[b][i][s][1]);
+                    if (s % FLUSH == FLUSH - 1) {
+                        const float sg = block_scale(meta[i], 0, s);
+                        const float sg8 = block_scale(meta[i], 1, s);
+#pragma unroll
+                        for (int b = 0; b < NB; ++b) {
+                            acc[b][0] = fmaf(pt[b][0], sg, acc[b][0]);
+                            acc[b][1] = fmaf(pt[b][1], sg, acc[b][1]);
+                            acc[b][2] = fmaf(pt[b][2], sg8, acc[b][2]);
+                            acc[b][3] = fmaf(pt[b][3], sg8, acc[b][3]);
+                        }
+                    }
+                }
+            }
+        }
+        // C fragment: c0, c1 = row g, x rows 2t, 2t+1 of block b; c2, c3 = row g + 8.
+        const int rl = (rt - rt0) * 16;
+#pragma unroll
+        for (int b = 0; b < NB; ++b)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int m = b * 8 + 2 * t + (i & 1);
+                const int r = rl + g + (i >= 2 ? 8 : 0);
+                if (m < MT) part[((size_t)warp * rtpc * 16 + r) * MT + m] = acc[b][i];
+            }
+#pragma unroll
+        for (int i = 0; i < KT; ++i) {
+            q[i] = qn[i];
+            meta[i] = mn[i];
+        }
+    }
+    __syncthreads();
+
+    const bool split = gridDim.y > 1;
+    const int slices = (kt_total + KT - 1) / KT;
+    const int warps_here = min(WARPS, slices - (int)blockIdx.y * WARPS);
+    for (int i = threadIdx.x; i < rows_here * MT; i += blockDim.x) {
+        const int r = i / MT, m = i - r * MT;
+        float v = 0.0f;
+        for (int wp = 0; wp < warps_here; ++wp) v += part[((size_t)wp * rtpc * 16 + r) * MT + m];
+#if FMT == 7
+        v *= gscale;
+#endif
+        const size_t o = (size_t)m * n_rows + rt0 * 16 + r;
+        if (split)
+            atomicAdd(ws + o, v);
+        else
+            y[o] = f2h(v);
+    }
+    if (!split) return;
+
+    __shared__ bool is_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const u32 prev = atomicAdd(counters + blockIdx.x, 1u);
+        is_last = prev == gridDim.y - 1;
+    }
+    __syncthreads();
+    if (is_last) {
+        __threadfence();
+        for (int i = threadIdx.x; i < rows_here * MT; i += blockDim.x) {
+            const int r = i / MT, m = i - r * MT;
+            const size_t o = (size_t)m * n_rows + rt0 * 16 + r;
+            y[o] = f2h(atomicExch(ws + o, 0.0f));
+        }
+        if (threadIdx.x == 0) counters[blockIdx.x] = 0;
+    }
+}
+#endif

@@ -72,6 +72,10 @@ pub enum Variant {
     /// block scales transposed so a step's rows share one load. For M with `M x C x EPC <= 64` (4-bit: M <=
     /// 2; 8-bit: M <= 4; 16-bit: M <= 8); larger M falls back to `SplitK`.
     XReg,
+    /// Tensor cores with x stationary (`wo_mma_xs` in `kernels/weight_only_mma.cu`): a warp keeps x's B
+    /// fragments for its K slice (`unroll` 64-K tiles) in registers and walks row tiles; weights in the
+    /// `Mma` fragment layout. INT4 g128, MXFP4 and NVFP4 with FP16 x (others fall back to `SplitK`).
+    XMma,
 }
 
 impl Variant {
@@ -308,6 +312,38 @@ impl LaunchPlan {
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
+        if variant == Variant::XMma {
+            let kt = (k / 64).max(1) as u32;
+            let tiles = tuning.unroll.unwrap_or(4);
+            let slices = kt.div_ceil(tiles);
+            let want = split_k.unwrap_or_else(|| slices.div_ceil(8)).clamp(1, slices);
+            let warps = slices.div_ceil(want);
+            let splits = slices.div_ceil(warps);
+            let row_tiles = (n as u32).div_ceil(16);
+            // About 16 resident warps per SM: one wave of CTAs; row tiles per CTA in 1..=32.
+            let target = sm_count * (16 / warps).max(1);
+            let rtpc = tuning
+                .rows_per_cta
+                .map_or_else(|| (row_tiles * splits).div_ceil(target).clamp(1, 32), |r| r.div_ceil(16));
+            return LaunchPlan {
+                rows_per_warp: nvrtc::MMA_ROWS,
+                unroll: tiles,
+                warps,
+                blocks_n: row_tiles.div_ceil(rtpc),
+                splits,
+                chunks_per_split: warps * tiles,
+                pipeline: true,
+                persistent: false,
+                min_blocks,
+                stage: false,
+                smem_bytes: warps * rtpc * 16 * m as u32 * 4,
+                grouped: false,
+                xreg: true,
+                rows_per_cta: rtpc,
+                pdl: false,
+                stages: 0,
+            };
+        }
         if variant == Variant::Mma {
             let unroll = tuning.unroll.unwrap_or(if m <= 8 { 4 } else { 2 });
             let kt = (k / 64).max(1) as u32;
@@ -342,7 +378,7 @@ impl LaunchPlan {
         let (rows_per_warp, unroll) = match variant {
             // U = 2 at M <= 8: on the H100 tuning table (tests/weight_only_gpu.rs `tune_table`, bench/RESULTS.md)
             // it beats U = 4 by 3-20% at M = 1 for every format (fewer registers, more resident warps).
-            Variant::SplitK | Variant::XReg => (2, if m <= 8 { 2 } else { 1 }),
+            Variant::SplitK | Variant::XReg | Variant::XMma => (2, if m <= 8 { 2 } else { 1 }),
             Variant::RowPerWarp => (1, if m <= 8 { 4 } else { 2 }),
             Variant::Rows4 | Variant::Mma => {
                 if m <= 4 {
@@ -484,8 +520,8 @@ impl WeightOnlyGemv {
 
     /// The same engine with another work distribution (`Mma` where unsupported falls back to `SplitK`).
     pub fn with_variant(mut self, variant: Variant, split_k: Option<u32>) -> WeightOnlyGemv {
-        self.variant =
-            if variant == Variant::Mma && !mma::supports(self.format, self.x) { Variant::SplitK } else { variant };
+        let tensor = matches!(variant, Variant::Mma | Variant::XMma);
+        self.variant = if tensor && !mma::supports(self.format, self.x) { Variant::SplitK } else { variant };
         self.tuning.split_k = split_k;
         self
     }
@@ -510,7 +546,7 @@ impl WeightOnlyGemv {
 
     fn fit(&self, m: usize, n: usize, plan: LaunchPlan) -> Result<(LaunchPlan, Loaded), GpuError> {
         let loaded = self.function(m, &plan)?;
-        if !plan.xreg || self.tuning.rows_per_cta.is_some() {
+        if !plan.xreg || plan.rows_per_warp == nvrtc::MMA_ROWS || self.tuning.rows_per_cta.is_some() {
             return Ok((plan, loaded));
         }
         let ctas = loaded.resident * self.sm_count;
@@ -600,7 +636,7 @@ impl WeightOnlyGemv {
                 self.stream.clone_htod(v)
             }
         };
-        let mma_layout = self.variant == Variant::Mma;
+        let mma_layout = matches!(self.variant, Variant::Mma | Variant::XMma);
         let codes = if mma_layout { mma::repack(p)? } else { p.codes.clone() };
         // The x-in-registers kernel reads transposed scale tables; an XReg engine falls back to the split-K
         // kernel for larger M, so it keeps both (the scales are ~3% of the weight bytes).
@@ -685,7 +721,7 @@ impl WeightOnlyGemv {
             return Err(GpuError::Unsupported(format!("N = {n} and K = {k} must fit in 32 bits")));
         }
         let (plan, loaded) = self.fit(m, n, self.plan(m, n, k))?;
-        if w.mma_layout != (self.variant == Variant::Mma) {
+        if w.mma_layout != matches!(self.variant, Variant::Mma | Variant::XMma) {
             return Err(GpuError::Unsupported(format!(
                 "weights were uploaded for the {} kernel, this engine runs {:?}",
                 if w.mma_layout { "tensor-core" } else { "CUDA-core" },
@@ -696,7 +732,7 @@ impl WeightOnlyGemv {
         // The last argument: chunks per split (split-K kernel) or rows per CTA (x-in-registers kernel).
         let last = if plan.xreg { plan.rows_per_cta } else { plan.chunks_per_split };
         let (mut n_i, mut k_i, mut last_i) = (n as i32, k as i32, last as i32);
-        let block_scaled_xreg = plan.xreg && self.format.block_scaled();
+        let block_scaled_xreg = plan.xreg && plan.rows_per_warp != nvrtc::MMA_ROWS && self.format.block_scaled();
         let (scales, zeros) = if block_scaled_xreg { (&w.xscales, &w.xzeros) } else { (&w.scales, &w.zeros) };
         let mut gscale = w.global_scale;
         let (mut codes_p, _g0) = w.codes.device_ptr(stream);
@@ -1052,6 +1088,8 @@ impl Gpu {
                 "roofline {} {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}{}), {sets} rotating weight sets, {} launches per sample",
                 if gemv.variant == Variant::Mma {
                     "wo_mma (tensor cores)"
+                } else if gemv.variant == Variant::XMma {
+                    "wo_mma_xs (tensor cores, x stationary)"
                 } else if plan.xreg {
                     "wo_xreg (x in registers)"
                 } else {
@@ -1254,12 +1292,14 @@ mod tests {
         let mut keys = Vec::new();
         for f in WoFormat::ALL {
             for x in XDtype::ALL {
-                for variant in [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp, Variant::Mma, Variant::XReg] {
+                for variant in
+                    [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp, Variant::Mma, Variant::XReg, Variant::XMma]
+                {
                     for m in [1usize, 2, 3, 4, 8, 9, 16] {
                         if !full && !(m == 1 || (x == XDtype::F16 && (m == 3 || m == 16))) {
                             continue;
                         }
-                        if variant == Variant::Mma && !mma::supports(f, x) {
+                        if matches!(variant, Variant::Mma | Variant::XMma) && !mma::supports(f, x) {
                             continue;
                         }
                         let default = LaunchPlan::new(variant, f, m, 4096, 4096, 132, Tuning::default());

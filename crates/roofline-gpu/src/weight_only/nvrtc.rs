@@ -92,7 +92,9 @@ impl KernelKey {
 
     /// The kernel's entry point.
     pub fn entry(&self) -> &'static str {
-        if self.is_mma() {
+        if self.is_mma() && self.xreg {
+            "wo_mma_xs"
+        } else if self.is_mma() {
             "wo_mma"
         } else if self.xreg {
             "wo_xreg"
@@ -120,6 +122,8 @@ impl KernelKey {
             format!("-DC={}", self.unroll),
             format!("-DPDL={}", u32::from(self.pdl && self.arch >= 90)),
             format!("-DNST={}", self.stages),
+            format!("-DXS={}", u32::from(self.xreg && self.is_mma())),
+            format!("-DKT={}", self.unroll),
             // Source lines in the CUBIN for profilers (no effect on the code).
             "--generate-line-info".into(),
         ]
