@@ -284,7 +284,8 @@ impl LaunchPlan {
             let slices = kc.div_ceil(32 * chunks);
             // At most 8 warps (K slices) per CTA: 14 (K = 14336, 4-bit) capped the registers at 128 and spilled.
             let want = split_k.unwrap_or_else(|| slices.div_ceil(8)).clamp(1, slices);
-            let warps = slices.div_ceil(want);
+            // At most 16 warps per CTA whatever split-K was asked for (512 threads).
+            let warps = slices.div_ceil(want).min(16);
             let splits = slices.div_ceil(warps);
             let stages = tuning.stages.unwrap_or(0);
             let rows = if stages > 0 { 8 } else { tuning.rows.unwrap_or(if m <= 2 { 8 } else { 4 }) };
@@ -317,7 +318,7 @@ impl LaunchPlan {
             let tiles = tuning.unroll.unwrap_or(4);
             let slices = kt.div_ceil(tiles);
             let want = split_k.unwrap_or_else(|| slices.div_ceil(8)).clamp(1, slices);
-            let warps = slices.div_ceil(want);
+            let warps = slices.div_ceil(want).min(16);
             let splits = slices.div_ceil(warps);
             let row_tiles = (n as u32).div_ceil(16);
             // About 16 resident warps per SM: one wave of CTAs; row tiles per CTA in 1..=32.
@@ -1192,6 +1193,14 @@ mod tests {
                     assert_eq!(p.smem_bytes > 0, p.stage);
                 }
             }
+        }
+        // a forced split-K never asks for more than 16 warps per CTA
+        for variant in [Variant::XReg, Variant::XMma] {
+            let t = Tuning { split_k: Some(1), ..Tuning::default() };
+            let p = LaunchPlan::new(variant, WoFormat::Fp16, 1, 4096, 14336, 132, t);
+            assert!(p.warps <= 16, "{variant:?} {p:?}");
+            let p = LaunchPlan::new(variant, WoFormat::Int4G128, 1, 4096, 14336, 132, t);
+            assert!(p.warps <= 16 && p.splits * p.chunks_per_split >= 14336 / 64, "{variant:?} {p:?}");
         }
         // small N on a big GPU splits K; large N does not
         let small = LaunchPlan::new(Variant::SplitK, WoFormat::Fp16, 1, 1000, 4096, 132, Tuning::default());
