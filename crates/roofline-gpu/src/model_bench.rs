@@ -11,12 +11,14 @@
 use std::sync::Arc;
 
 use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use std::ffi::c_void;
+
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr};
 use cudarc::nvrtc::Ptx;
 use half::f16;
 
 use crate::weight_only::nvrtc::compile_cubin;
-use crate::weight_only::{quantize_and_pack, DeviceWeights, Variant, WeightOnlyGemv, WoFormat, XDtype};
+use crate::weight_only::{launch_ex, quantize_and_pack, DeviceWeights, Variant, WeightOnlyGemv, WoFormat, XDtype};
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
 
 /// The decode-ops source (see the kernel file's header).
@@ -187,8 +189,13 @@ impl Gpu {
     pub fn model_bench(&self, cfg: &BenchConfig, mut progress: impl FnMut(&str)) -> Result<StepResult, GpuError> {
         cfg.validate()?;
         let (major, minor) = self.compute_capability;
-        let opts =
-            vec![format!("--gpu-architecture=sm_{major}{minor}"), "--std=c++17".into(), format!("-DHD={HEAD_DIM}")];
+        let pdl = major >= 9;
+        let opts = vec![
+            format!("--gpu-architecture=sm_{major}{minor}"),
+            "--std=c++17".into(),
+            format!("-DHD={HEAD_DIM}"),
+            format!("-DPDL={}", u32::from(pdl)),
+        ];
         progress("compiling decode kernels (NVRTC)");
         let (cubin, _) = compile_cubin(DECODE_OPS_SOURCE, "decode_ops.cu", &opts)?;
         let module = self.ctx.load_module(Ptx::from_binary(cubin))?;
@@ -257,7 +264,7 @@ impl Gpu {
         // graph capture) is not needed.
         unsafe { self.ctx.disable_event_tracking() };
         let s = self.ctx.new_stream()?;
-        let en = Enqueue { cfg, ops: &ops, gemv: &gemv, s: &s, splits, chunk };
+        let en = Enqueue { cfg, ops: &ops, gemv: &gemv, s: &s, splits, chunk, pdl };
 
         // Correctness: one op-by-op step, then the last layer's attention against the CPU.
         progress("checking one step against the CPU reference");
@@ -351,6 +358,8 @@ struct Enqueue<'a> {
     s: &'a Arc<CudaStream>,
     splits: u32,
     chunk: i32,
+    /// Decode kernels compiled and launched with programmatic dependent launch (sm_90+).
+    pdl: bool,
 }
 
 impl Enqueue<'_> {
@@ -388,21 +397,16 @@ impl Enqueue<'_> {
     fn rmsnorm(&self, a: &mut Acts, add: bool, from_o: bool, w: &CudaSlice<u16>) -> Result<(), GpuError> {
         let d = self.cfg.hidden as i32;
         let eps = 1e-5f32;
-        let cfg =
-            LaunchConfig { grid_dim: (self.cfg.batch as u32, 1, 1), block_dim: (1024, 1, 1), shared_mem_bytes: 0 };
-        let mut l = self.s.launch_builder(&self.ops.add_rmsnorm);
-        let null: u64 = 0;
-        l.arg(&mut a.x);
-        match (add, from_o) {
-            (false, _) => l.arg(&null),
-            (true, true) => l.arg(&a.o),
-            (true, false) => l.arg(&a.down),
+        let delta = match (add, from_o) {
+            (false, _) => 0,
+            (true, true) => self.dptr(&a.o),
+            (true, false) => self.dptr(&a.down),
         };
-        l.arg(w).arg(&mut a.h).arg(&d).arg(&eps);
+        let mut k = KArgs::default();
+        k.ptr(self.dptr(&a.x)).ptr(delta).ptr(self.dptr(w)).ptr(self.dptr(&a.h)).i32(d).f32(eps);
         // SAFETY: matches add_rmsnorm(u16* x, const u16* delta, const u16* w, u16* out, int d, float eps); x, delta
         // and out hold batch x hidden values, w hidden values; delta may be null (a 0 pointer).
-        unsafe { l.launch(cfg) }?;
-        Ok(())
+        unsafe { self.launch(&self.ops.add_rmsnorm, (self.cfg.batch as u32, 1, 1), (1024, 1, 1), k) }
     }
 
     fn linear(&self, w: &mut DeviceWeights, which: Lin, a: &mut Acts) -> Result<(), GpuError> {
@@ -420,24 +424,13 @@ impl Enqueue<'_> {
     fn rope(&self, layer: &mut Layer, a: &mut Acts) -> Result<(), GpuError> {
         let c = self.cfg;
         let (pos, hq, hkv, smax) = (c.seq as i32, c.heads as i32, c.kv_heads as i32, (c.seq + 1) as i32);
-        let cfg = LaunchConfig {
-            grid_dim: (c.batch as u32, (c.heads + c.kv_heads) as u32, 1),
-            block_dim: ((HEAD_DIM / 2) as u32, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut l = self.s.launch_builder(&self.ops.rope_append);
-        l.arg(&mut a.qkv)
-            .arg(&mut layer.kc)
-            .arg(&mut layer.vc)
-            .arg(&pos)
-            .arg(&hq)
-            .arg(&hkv)
-            .arg(&smax)
-            .arg(&c.rope_theta);
+        let mut k = KArgs::default();
+        k.ptr(self.dptr(&a.qkv)).ptr(self.dptr(&layer.kc)).ptr(self.dptr(&layer.vc));
+        k.i32(pos).i32(hq).i32(hkv).i32(smax).f32(c.rope_theta);
+        let grid = (c.batch as u32, (c.heads + c.kv_heads) as u32, 1);
         // SAFETY: matches rope_append(u16* qkv, u16* kc, u16* vc, int pos, int hq, int hkv, int smax, float theta);
         // qkv holds batch x (hq + 2 hkv) x HD values, the caches batch x hkv x smax x HD, pos < smax.
-        unsafe { l.launch(cfg) }?;
-        Ok(())
+        unsafe { self.launch(&self.ops.rope_append, grid, ((HEAD_DIM / 2) as u32, 1, 1), k) }
     }
 
     fn attention(&self, layer: &Layer, a: &mut Acts) -> Result<(), GpuError> {
@@ -445,43 +438,71 @@ impl Enqueue<'_> {
         let (len, hq, hkv, smax) = ((c.seq + 1) as i32, c.heads as i32, c.kv_heads as i32, (c.seq + 1) as i32);
         let scale = 1.0f32 / (HEAD_DIM as f32).sqrt();
         let bh = (c.batch * c.heads) as u32;
-        let cfg = LaunchConfig { grid_dim: (bh, self.splits, 1), block_dim: (128, 1, 1), shared_mem_bytes: 0 };
-        let mut l = self.s.launch_builder(&self.ops.attn_split);
-        l.arg(&a.qkv)
-            .arg(&layer.kc)
-            .arg(&layer.vc)
-            .arg(&mut a.part)
-            .arg(&len)
-            .arg(&hq)
-            .arg(&hkv)
-            .arg(&smax)
-            .arg(&self.chunk)
-            .arg(&scale);
+        let mut k = KArgs::default();
+        k.ptr(self.dptr(&a.qkv)).ptr(self.dptr(&layer.kc)).ptr(self.dptr(&layer.vc)).ptr(self.dptr(&a.part));
+        k.i32(len).i32(hq).i32(hkv).i32(smax).i32(self.chunk).f32(scale);
         // SAFETY: matches attn_split(const u16* qkv, const u16* kc, const u16* vc, float* part, int len, int hq,
         // int hkv, int smax, int chunk, float scale); part holds bh x splits x (HD + 2) floats, len <= smax,
         // splits x chunk >= len.
-        unsafe { l.launch(cfg) }?;
-        let splits = self.splits as i32;
-        let cfg = LaunchConfig { grid_dim: (bh, 1, 1), block_dim: (HEAD_DIM as u32, 1, 1), shared_mem_bytes: 0 };
-        let mut l = self.s.launch_builder(&self.ops.attn_combine);
-        l.arg(&a.part).arg(&mut a.attn).arg(&splits);
+        unsafe { self.launch(&self.ops.attn_split, (bh, self.splits, 1), (128, 1, 1), k) }?;
+        let mut k = KArgs::default();
+        k.ptr(self.dptr(&a.part)).ptr(self.dptr(&a.attn)).i32(self.splits as i32);
         // SAFETY: matches attn_combine(const float* part, u16* out, int splits); out holds bh x HD values.
-        unsafe { l.launch(cfg) }?;
-        Ok(())
+        unsafe { self.launch(&self.ops.attn_combine, (bh, 1, 1), (HEAD_DIM as u32, 1, 1), k) }
     }
 
     fn silu(&self, a: &mut Acts) -> Result<(), GpuError> {
         let f = self.cfg.intermediate as i32;
-        let cfg = LaunchConfig {
-            grid_dim: (self.cfg.batch as u32, (self.cfg.intermediate as u32).div_ceil(256), 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let mut l = self.s.launch_builder(&self.ops.silu_mul);
-        l.arg(&a.gu).arg(&mut a.act).arg(&f);
+        let mut k = KArgs::default();
+        k.ptr(self.dptr(&a.gu)).ptr(self.dptr(&a.act)).i32(f);
+        let grid = (self.cfg.batch as u32, (self.cfg.intermediate as u32).div_ceil(256), 1);
         // SAFETY: matches silu_mul(const u16* gu, u16* out, int f); gu holds batch x 2f values, out batch x f.
-        unsafe { l.launch(cfg) }?;
-        Ok(())
+        unsafe { self.launch(&self.ops.silu_mul, grid, (256, 1, 1), k) }
+    }
+}
+
+/// Kernel parameters for `cuLaunchKernelEx`: each value in its own 8-byte slot (device pointers as
+/// addresses, `int` and `float` in the low 4 bytes, little-endian as the driver reads them).
+#[derive(Default)]
+struct KArgs(Vec<u64>);
+
+impl KArgs {
+    fn ptr(&mut self, p: u64) -> &mut Self {
+        self.0.push(p);
+        self
+    }
+    fn i32(&mut self, v: i32) -> &mut Self {
+        self.0.push(u64::from(v as u32));
+        self
+    }
+    fn f32(&mut self, v: f32) -> &mut Self {
+        self.0.push(u64::from(v.to_bits()));
+        self
+    }
+}
+
+impl Enqueue<'_> {
+    /// The device address of a buffer (event tracking is off: one stream, see `run`).
+    fn dptr<T>(&self, v: &CudaSlice<T>) -> u64 {
+        v.device_ptr(self.s).0
+    }
+
+    /// Launches a decode kernel on the step's stream, with programmatic dependent launch on sm_90+.
+    ///
+    /// # Safety
+    /// `args` must match `f`'s parameters in order and type, and the buffers must be valid for the launch.
+    unsafe fn launch(
+        &self,
+        f: &CudaFunction,
+        grid: (u32, u32, u32),
+        block: (u32, u32, u32),
+        mut args: KArgs,
+    ) -> Result<(), GpuError> {
+        let mut params: Vec<*mut c_void> = args.0.iter_mut().map(|v| (v as *mut u64).cast()).collect();
+        // SAFETY: the caller guarantees the parameters; each points at a live 8-byte slot of `args`, whose
+        // low bytes hold the value in the parameter's type; the decode kernels were compiled with PDL = 1
+        // exactly when `self.pdl`.
+        unsafe { launch_ex(self.s, f, grid, block, 0, self.pdl, &mut params) }
     }
 }
 

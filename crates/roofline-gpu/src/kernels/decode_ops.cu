@@ -18,6 +18,19 @@ typedef unsigned int u32;
 #define HD 128
 #endif
 
+// PDL 1 (sm_90+, launched with the programmatic-serialization attribute): let the next kernel be scheduled
+// as soon as every CTA of this one has started, and wait for the previous kernel (whose output every kernel
+// here reads) before touching memory; the launch latency of each kernel then overlaps its predecessor.
+#ifndef PDL
+#define PDL 0
+#endif
+__device__ __forceinline__ void pdl_enter() {
+#if PDL
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float h2f(u16 h) {
     float f;
     asm("{ .reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
@@ -42,6 +55,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm(u16* __restrict__ x, const u16* __restrict__ delta,
                                                               const u16* __restrict__ w, u16* __restrict__ out, int d,
                                                               float eps) {
+    pdl_enter();
     const int b = blockIdx.x;
     u16* xr = x + (size_t)b * d;
     __shared__ float part[32];
@@ -81,6 +95,7 @@ extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm(u16* __restrict__
 
 extern "C" __global__ void rope_append(u16* __restrict__ qkv, u16* __restrict__ kc, u16* __restrict__ vc, int pos,
                                        int hq, int hkv, int smax, float theta) {
+    pdl_enter();
     const int b = blockIdx.x;
     const int h = blockIdx.y;  // 0..hq-1: q heads, hq..hq+hkv-1: k heads
     const int i = threadIdx.x;  // 0..HD/2-1
@@ -109,6 +124,7 @@ extern "C" __global__ void rope_append(u16* __restrict__ qkv, u16* __restrict__ 
 extern "C" __global__ void attn_split(const u16* __restrict__ qkv, const u16* __restrict__ kc,
                                       const u16* __restrict__ vc, float* __restrict__ part, int len, int hq, int hkv,
                                       int smax, int chunk, float scale) {
+    pdl_enter();
     const int bh = blockIdx.x;
     const int b = bh / hq, h = bh % hq;
     const int kh = h / (hq / hkv);
@@ -183,6 +199,7 @@ extern "C" __global__ void attn_split(const u16* __restrict__ qkv, const u16* __
 // with independent (coalesced) loads, instead of a serial chain of global reads per split.
 #define MAX_SPLITS 1024
 extern "C" __global__ void attn_combine(const float* __restrict__ part, u16* __restrict__ out, int splits) {
+    pdl_enter();
     const int bh = blockIdx.x;
     const int i = threadIdx.x;  // 0..HD-1
     const float* p = part + (size_t)bh * splits * (HD + 2);
@@ -227,6 +244,7 @@ extern "C" __global__ void attn_combine(const float* __restrict__ part, u16* __r
 }
 
 extern "C" __global__ void silu_mul(const u16* __restrict__ gu, u16* __restrict__ out, int f) {
+    pdl_enter();
     const int b = blockIdx.x;
     const int i = blockIdx.y * blockDim.x + threadIdx.x;
     if (i >= f) return;
