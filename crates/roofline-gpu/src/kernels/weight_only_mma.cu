@@ -356,17 +356,39 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
 // row tile's KT weight tiles while the current ones decode and run their MMAs. The per-chunk x loads of the
 // K-walking kernel above are gone, and the decode is f16x2 work feeding one MMA per 256 weights instead of
 // ~3 CUDA-core instructions per weight (the limit of weight_only_xreg.cu for 4-bit weights: bench/RESULTS.md,
-// session 4). Warp partial sums of a row tile go to shared memory ([warp][row tile of the CTA][16][MT]); the
+// session 4). Scales come from a table with rows g and g + 8 side by side (the `scales` argument; `zeros` is
+// unused). Warp partial sums of a row tile go to shared memory ([warp][row tile of the CTA][16][MT]); the
 // CTA adds them (and splits over gridDim.y add into the workspace as above).
 #ifndef KT
 #define KT 4
 #endif
 
-__device__ __forceinline__ void xs_load(const uint4* __restrict__ w, const u8* __restrict__ scales,
-                                        const u8* __restrict__ zeros, int rt, int n_rows, int kt0, int kt_total,
-                                        int k, int lane, int g, uint4 q[KT], Meta meta[KT]) {
-    const int rg = min(rt * 16 + g, n_rows - 1);
-    const int rg8 = min(rt * 16 + g + 8, n_rows - 1);
+// Scales of rows g and g + 8 from the x-stationary table (host: weight_only/mma.rs `xs_meta`): one load per
+// scale column (INT4: group of 128; MXFP4 / NVFP4: 64-K tile) instead of two or four.
+__device__ __forceinline__ Meta load_meta_xs(const u8* __restrict__ meta, int col, int rt, int row_tiles, int g) {
+    Meta m;
+#if FMT == 6
+    const u32 v = __ldg((const u32*)meta + ((size_t)col * row_tiles + rt) * 8 + g);
+    m.e[0] = (u16)(v & 0xffffu);
+    m.e[1] = (u16)(v >> 16);
+#else
+    const uint2 v = __ldg((const uint2*)meta + ((size_t)col * row_tiles + rt) * 8 + g);
+#if FMT == 4
+    m.s[0] = (u16)(v.x & 0xffffu);
+    m.s[1] = (u16)(v.x >> 16);
+    m.z[0] = (u8)(v.y & 0xffu);
+    m.z[1] = (u8)((v.y >> 8) & 0xffu);
+#else
+    m.e[0] = v.x;
+    m.e[1] = v.y;
+#endif
+#endif
+    return m;
+}
+
+__device__ __forceinline__ void xs_load(const uint4* __restrict__ w, const u8* __restrict__ scales, int rt,
+                                        int row_tiles, int kt0, int kt_total, int lane, int g, uint4 q[KT],
+                                        Meta meta[KT]) {
 #pragma unroll
     for (int i = 0; i < KT; ++i) {
         const int kt = kt0 + i;
@@ -378,7 +400,7 @@ __device__ __forceinline__ void xs_load(const uint4* __restrict__ w, const u8* _
                 meta[i] = meta[i - 1];
             else
 #endif
-                meta[i] = load_meta(scales, zeros, rg, rg8, kt, k);
+                meta[i] = load_meta_xs(scales, FMT == 4 ? kt / 2 : kt, rt, row_tiles, g);
         } else {
             q[i] = make_uint4(0u, 0u, 0u, 0u);
         }
@@ -402,7 +424,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 
     uint4 q[KT];
     Meta meta[KT];
-    if (rt0 < rt_end) xs_load(w, scales, zeros, rt0, n_rows, kt0, kt_total, k, lane, g, q, meta);
+    if (rt0 < rt_end) xs_load(w, scales, rt0, row_tiles, kt0, kt_total, lane, g, q, meta);
 
     // B fragments of x for this warp's k-tiles: column g = row g of x block b, k = 16 s + 2 t (+1, +8, +9).
     u32 bx[NB][KT][4][2];
@@ -425,7 +447,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     for (int rt = rt0; rt < rt_end; ++rt) {
         uint4 qn[KT];
         Meta mn[KT];
-        if (rt + 1 < rt_end) xs_load(w, scales, zeros, rt + 1, n_rows, kt0, kt_total, k, lane, g, qn, mn);
+        if (rt + 1 < rt_end) xs_load(w, scales, rt + 1, row_tiles, kt0, kt_total, lane, g, qn, mn);
         float acc[NB][4];
 #pragma unroll
         for (int b = 0; b < NB; ++b)

@@ -74,6 +74,61 @@ pub fn repack(p: &PackedWeights) -> Result<Vec<u8>, GpuError> {
     Ok(out)
 }
 
+/// Bytes of one [`xs_meta`] entry (rows g and g + 8 of a row tile for one scale column).
+pub fn xs_meta_entry(format: WoFormat) -> usize {
+    match format {
+        WoFormat::Mxfp4 => 4,
+        _ => 8,
+    }
+}
+
+/// Block scales for the x-stationary tensor-core kernel (`wo_mma_xs`): lane `(g, t)` needs the scales of
+/// rows `g` and `g + 8` of its row tile, so they are stored side by side and one load per scale column
+/// serves both. Entry `((col * row_tiles + rt) * 8 + g)`: INT4 g128 (col = group of 128): FP16 scales of
+/// rows g, g + 8, then their zero points, each in the nibble of its group's parity (as the row-major zero
+/// bytes hold them), 2 bytes padding; MXFP4 (col = 64-K tile): the tile's two E8M0 bytes of row g, then of
+/// row g + 8; NVFP4 (col = 64-K tile): the tile's four E4M3 bytes of row g, then of row g + 8. Rows past N
+/// are zeros. Other formats have no tensor-core kernel (empty).
+pub fn xs_meta(p: &PackedWeights) -> Vec<u8> {
+    let (n, k) = (p.n, p.k);
+    let row_tiles = n.div_ceil(16);
+    let (cols, es) = match p.format {
+        WoFormat::Int4G128 => (k / 128, 8),
+        WoFormat::Mxfp4 | WoFormat::Nvfp4 => (k / 64, xs_meta_entry(p.format)),
+        _ => return Vec::new(),
+    };
+    let mut out = vec![0u8; cols * row_tiles * 8 * es];
+    for col in 0..cols {
+        for rt in 0..row_tiles {
+            for g in 0..8 {
+                let e = ((col * row_tiles + rt) * 8 + g) * es;
+                for (i, r) in [rt * 16 + g, rt * 16 + g + 8].into_iter().enumerate() {
+                    if r >= n {
+                        continue;
+                    }
+                    match p.format {
+                        WoFormat::Int4G128 => {
+                            let src = 2 * (r * cols + col);
+                            out[e + 2 * i..e + 2 * i + 2].copy_from_slice(&p.scales[src..src + 2]);
+                            let zb = p.zeros[r * cols.div_ceil(2) + col / 2];
+                            out[e + 4 + i] = zb & (0x0f << (4 * (col % 2)));
+                        }
+                        WoFormat::Mxfp4 => {
+                            let src = r * (k / 32) + 2 * col;
+                            out[e + 2 * i..e + 2 * i + 2].copy_from_slice(&p.scales[src..src + 2]);
+                        }
+                        _ => {
+                            let src = r * (k / 16) + 4 * col;
+                            out[e + 4 * i..e + 4 * i + 4].copy_from_slice(&p.scales[src..src + 4]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Inverse of [`repack`] (the row-major codes of `n` rows), used by the tests to prove the layout.
 pub fn unpack(format: WoFormat, tiles: &[u8], n: usize, k: usize) -> Vec<u8> {
     let row_bytes = k / 2;
@@ -112,6 +167,44 @@ mod tests {
                 let tiles = repack(&p).unwrap();
                 assert_eq!(tiles.len(), n.div_ceil(16) * 16 * k / 2, "{format:?} {n}x{k}");
                 assert_eq!(unpack(format, &tiles, n, k), p.codes, "{format:?} {n}x{k}");
+            }
+        }
+    }
+
+    #[test]
+    fn xs_meta_holds_rows_g_and_g8_side_by_side() {
+        for format in [WoFormat::Int4G128, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+            let (n, k) = (37usize, 384usize);
+            let (p, _) = quantize_and_pack(format, &random_f32(n * k, 4), n, k).unwrap();
+            let meta = xs_meta(&p);
+            let es = xs_meta_entry(format);
+            let row_tiles = n.div_ceil(16);
+            for kt in 0..k / 64 {
+                let col = if format == WoFormat::Int4G128 { kt / 2 } else { kt };
+                for rt in 0..row_tiles {
+                    for g in 0..8 {
+                        let e = &meta[((col * row_tiles + rt) * 8 + g) * es..][..es];
+                        for (i, r) in [rt * 16 + g, rt * 16 + g + 8].into_iter().enumerate() {
+                            let width = if format == WoFormat::Nvfp4 { 4 } else { 2 };
+                            let want: Vec<u8> = if r >= n {
+                                vec![0; width]
+                            } else {
+                                match format {
+                                    WoFormat::Int4G128 => {
+                                        let s = &p.scales[2 * (r * 3 + col)..][..2];
+                                        let z = (p.zeros[r * 2 + col / 2] >> (4 * (col % 2))) & 15;
+                                        assert_eq!((e[4 + i] >> (4 * (col % 2))) & 15, z, "zero r{r} c{col}");
+                                        s.to_vec()
+                                    }
+                                    WoFormat::Mxfp4 => p.scales[r * (k / 32) + 2 * kt..][..2].to_vec(),
+                                    _ => p.scales[r * (k / 16) + 4 * kt..][..4].to_vec(),
+                                }
+                            };
+                            let w = want.len();
+                            assert_eq!(&e[w * i..w * (i + 1)], &want[..], "{format:?} rt{rt} g{g} row {r}");
+                        }
+                    }
+                }
             }
         }
     }

@@ -643,11 +643,14 @@ impl WeightOnlyGemv {
         let codes = if mma_layout { mma::repack(p)? } else { p.codes.clone() };
         // The x-in-registers kernel reads transposed scale tables; an XReg engine falls back to the split-K
         // kernel for larger M, so it keeps both (the scales are ~3% of the weight bytes).
-        let (xscales, xzeros) = if self.variant == Variant::XReg && p.format.block_scaled() {
-            let (s, z) = pack::xreg_tables(p);
-            (up(&s)?, up(&z)?)
-        } else {
-            (up(&[])?, up(&[])?)
+        // XMma reads the scales of rows g and g + 8 side by side (`mma::xs_meta`).
+        let (xscales, xzeros) = match self.variant {
+            Variant::XReg => {
+                let (s, z) = pack::xreg_tables(p);
+                (up(&s)?, up(&z)?)
+            }
+            Variant::XMma => (up(&mma::xs_meta(p))?, up(&[])?),
+            _ => (up(&[])?, up(&[])?),
         };
         Ok(DeviceWeights {
             format: p.format,
@@ -735,8 +738,8 @@ impl WeightOnlyGemv {
         // The last argument: chunks per split (split-K kernel) or rows per CTA (x-in-registers kernel).
         let last = if plan.xreg { plan.rows_per_cta } else { plan.chunks_per_split };
         let (mut n_i, mut k_i, mut last_i) = (n as i32, k as i32, last as i32);
-        let block_scaled_xreg = plan.xreg && plan.rows_per_warp != nvrtc::MMA_ROWS && self.format.block_scaled();
-        let (scales, zeros) = if block_scaled_xreg { (&w.xscales, &w.xzeros) } else { (&w.scales, &w.zeros) };
+        // The x-in-registers kernels read their own scale tables (see `upload`).
+        let (scales, zeros) = if plan.xreg { (&w.xscales, &w.xzeros) } else { (&w.scales, &w.zeros) };
         let mut gscale = w.global_scale;
         let (mut codes_p, _g0) = w.codes.device_ptr(stream);
         let (mut scales_p, _g1) = scales.device_ptr(stream);
