@@ -371,26 +371,6 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 
     if (!split) return;
 
-    // Split-K: the last CTA of this row tile converts the tile and re-zeroes workspace and counter.
-    __shared__ bool is_last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const u32 prev = atomicAdd(counters + blockIdx.x, 1u);
-        is_last = prev == gridDim.y - 1;
-    }
-    __syncthreads();
-    if (is_last) {
-        __threadfence();
-        const int tile0 = blockIdx.x * WARPS * R;
-        for (int i = threadIdx.x; i < WARPS * R * MT; i += blockDim.x) {
-            const int n = tile0 + i / MT;
-            const int m = i % MT;
-            if (n < n_rows) {
-                const size_t o = (size_t)m * n_rows + n;
-                y[o] = f2out(atomicExch(ws + o, 0.0f));
-            }
-        }
-        if (threadIdx.x == 0) counters[blockIdx.x] = 0;
-    }
+    const int tile0 = blockIdx.x * WARPS * R;
+    splitk_finish(ws, y, counters, tile0, min(WARPS * R, n_rows - tile0), n_rows, MT, [](float v) { return f2out(v); });
 }

@@ -185,6 +185,39 @@ __device__ __forceinline__ float block_scale(const Meta& m, int i, int s) {
 #endif
 }
 
+// Decodes one 64-K tile (this lane's 16 bytes: four k-steps) and runs its MMAs against the x fragments bx,
+// accumulating into acc with the block scales applied every FLUSH k-steps.
+__device__ __forceinline__ void mma_tile(const uint4& qw, const Meta& meta, int kt, const u32 bx[NB][4][2],
+                                         float acc[NB][4]) {
+    const u32 zg = zero_pair(meta, 0, kt);
+    const u32 zg8 = zero_pair(meta, 1, kt);
+    float part[NB][4];
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        if (s % FLUSH == 0) {
+#pragma unroll
+            for (int b = 0; b < NB; ++b)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) part[b][i] = 0.0f;
+        }
+        u32 a[4];
+        decode(word(qw, s), zg, zg8, a);
+#pragma unroll
+        for (int b = 0; b < NB; ++b) mma(part[b], a, bx[b][s][0], bx[b][s][1]);
+        if (s % FLUSH == FLUSH - 1) {
+            const float sg = block_scale(meta, 0, s);
+            const float sg8 = block_scale(meta, 1, s);
+#pragma unroll
+            for (int b = 0; b < NB; ++b) {
+                acc[b][0] = fmaf(part[b][0], sg, acc[b][0]);
+                acc[b][1] = fmaf(part[b][1], sg, acc[b][1]);
+                acc[b][2] = fmaf(part[b][2], sg8, acc[b][2]);
+                acc[b][3] = fmaf(part[b][3], sg8, acc[b][3]);
+            }
+        }
+    }
+}
+
 // Loads the U tiles (and their scales) from tile kt; tiles past kt_end are zeros.
 __device__ __forceinline__ void load_set(const uint4* __restrict__ wt, const u8* __restrict__ scales,
                                          const u8* __restrict__ zeros, int rg, int rg8, int kt, int kt_end, int k,
@@ -223,33 +256,7 @@ __device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, in
                     }
                 }
             }
-            const u32 zg = zero_pair(meta[u], 0, kt + u);
-            const u32 zg8 = zero_pair(meta[u], 1, kt + u);
-            float part[NB][4];
-#pragma unroll
-            for (int s = 0; s < 4; ++s) {
-                if (s % FLUSH == 0) {
-#pragma unroll
-                    for (int b = 0; b < NB; ++b)
-#pragma unroll
-                        for (int i = 0; i < 4; ++i) part[b][i] = 0.0f;
-                }
-                u32 a[4];
-                decode(word(q[u], s), zg, zg8, a);
-#pragma unroll
-                for (int b = 0; b < NB; ++b) mma(part[b], a, bx[b][s][0], bx[b][s][1]);
-                if (s % FLUSH == FLUSH - 1) {
-                    const float sg = block_scale(meta[u], 0, s);
-                    const float sg8 = block_scale(meta[u], 1, s);
-#pragma unroll
-                    for (int b = 0; b < NB; ++b) {
-                        acc[b][0] = fmaf(part[b][0], sg, acc[b][0]);
-                        acc[b][1] = fmaf(part[b][1], sg, acc[b][1]);
-                        acc[b][2] = fmaf(part[b][2], sg8, acc[b][2]);
-                        acc[b][3] = fmaf(part[b][3], sg8, acc[b][3]);
-                    }
-                }
-            }
+            mma_tile(q[u], meta[u], kt + u, bx, acc);
         }
     }
 }
@@ -325,28 +332,8 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
     }
     if (!split) return;
 
-    // Split-K: the last CTA of this row range converts it and re-zeroes workspace and counter.
-    __shared__ bool is_last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const u32 prev = atomicAdd(counters + blockIdx.x, 1u);
-        is_last = prev == gridDim.y - 1;
-    }
-    __syncthreads();
-    if (is_last) {
-        __threadfence();
-        const int row0 = blockIdx.x * WARPS * 16;
-        for (int i = threadIdx.x; i < WARPS * 16 * MT; i += blockDim.x) {
-            const int n = row0 + i / MT;
-            const int m = i % MT;
-            if (n < n_rows) {
-                const size_t o = (size_t)m * n_rows + n;
-                y[o] = f2h(atomicExch(ws + o, 0.0f));
-            }
-        }
-        if (threadIdx.x == 0) counters[blockIdx.x] = 0;
-    }
+    const int row0 = blockIdx.x * WARPS * 16;
+    splitk_finish(ws, y, counters, row0, min(WARPS * 16, n_rows - row0), n_rows, MT, [](float v) { return f2h(v); });
 }
 
 #if XS
@@ -427,7 +414,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     if (rt0 < rt_end) xs_load(w, scales, rt0, row_tiles, kt0, kt_total, lane, g, q, meta);
 
     // B fragments of x for this warp's k-tiles: column g = row g of x block b, k = 16 s + 2 t (+1, +8, +9).
-    u32 bx[NB][KT][4][2];
+    u32 bx[KT][NB][4][2];
 #pragma unroll
     for (int b = 0; b < NB; ++b)
 #pragma unroll
@@ -437,10 +424,10 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
                 const int m = b * 8 + g;
                 if (m < MT && kt0 + i < kt_total) {
                     const u32* xr = (const u32*)(x + (size_t)m * k + (kt0 + i) * 64 + 16 * s + 2 * t);
-                    bx[b][i][s][0] = __ldg(xr);
-                    bx[b][i][s][1] = __ldg(xr + 4);
+                    bx[i][b][s][0] = __ldg(xr);
+                    bx[i][b][s][1] = __ldg(xr + 4);
                 } else {
-                    bx[b][i][s][0] = bx[b][i][s][1] = 0u;
+                    bx[i][b][s][0] = bx[i][b][s][1] = 0u;
                 }
             }
 
@@ -455,35 +442,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             for (int i = 0; i < 4; ++i) acc[b][i] = 0.0f;
 #pragma unroll
         for (int i = 0; i < KT; ++i) {
-            if (kt0 + i < kt_total) {
-                const u32 zg = zero_pair(meta[i], 0, kt0 + i);
-                const u32 zg8 = zero_pair(meta[i], 1, kt0 + i);
-                float pt[NB][4];
-#pragma unroll
-                for (int s = 0; s < 4; ++s) {
-                    if (s % FLUSH == 0) {
-#pragma unroll
-                        for (int b = 0; b < NB; ++b)
-#pragma unroll
-                            for (int j = 0; j < 4; ++j) pt[b][j] = 0.0f;
-                    }
-                    u32 a[4];
-                    decode(word(q[i], s), zg, zg8, a);
-#pragma unroll
-                    for (int b = 0; b < NB; ++b) mma(pt[b], a, bx[b][i][s][0], bx[b][i][s][1]);
-                    if (s % FLUSH == FLUSH - 1) {
-                        const float sg = block_scale(meta[i], 0, s);
-                        const float sg8 = block_scale(meta[i], 1, s);
-#pragma unroll
-                        for (int b = 0; b < NB; ++b) {
-                            acc[b][0] = fmaf(pt[b][0], sg, acc[b][0]);
-                            acc[b][1] = fmaf(pt[b][1], sg, acc[b][1]);
-                            acc[b][2] = fmaf(pt[b][2], sg8, acc[b][2]);
-                            acc[b][3] = fmaf(pt[b][3], sg8, acc[b][3]);
-                        }
-                    }
-                }
-            }
+            if (kt0 + i < kt_total) mma_tile(q[i], meta[i], kt0 + i, bx[i], acc);
         }
         // C fragment: c0, c1 = row g, x rows 2t, 2t+1 of block b; c2, c3 = row g + 8.
         const int rl = (rt - rt0) * 16;
@@ -521,22 +480,6 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     }
     if (!split) return;
 
-    __shared__ bool is_last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const u32 prev = atomicAdd(counters + blockIdx.x, 1u);
-        is_last = prev == gridDim.y - 1;
-    }
-    __syncthreads();
-    if (is_last) {
-        __threadfence();
-        for (int i = threadIdx.x; i < rows_here * MT; i += blockDim.x) {
-            const int r = i / MT, m = i - r * MT;
-            const size_t o = (size_t)m * n_rows + rt0 * 16 + r;
-            y[o] = f2h(atomicExch(ws + o, 0.0f));
-        }
-        if (threadIdx.x == 0) counters[blockIdx.x] = 0;
-    }
+    splitk_finish(ws, y, counters, rt0 * 16, rows_here, n_rows, MT, [](float v) { return f2h(v); });
 }
 #endif

@@ -444,21 +444,5 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
     }
     if (!split) return;
 
-    __shared__ bool is_last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const u32 prev = atomicAdd(counters + blockIdx.x, 1u);
-        is_last = prev == gridDim.y - 1;
-    }
-    __syncthreads();
-    if (is_last) {
-        __threadfence();
-        for (int i = threadIdx.x; i < MT * nrow; i += blockDim.x) {
-            const int m = i / nrow, rr = i - m * nrow;
-            const size_t o = (size_t)m * n_rows + row0 + rr;
-            y[o] = f2out(atomicExch(ws + o, 0.0f));
-        }
-        if (threadIdx.x == 0) counters[blockIdx.x] = 0;
-    }
+    splitk_finish(ws, y, counters, row0, nrow, n_rows, MT, [](float v) { return f2out(v); });
 }
