@@ -7,7 +7,7 @@
 //
 // Compiled by NVRTC with -D options: FMT (4 INT4 g128, 6 MXFP4, 7 NVFP4), MT rows of x (1..16), U k-tiles in
 // flight per lane, WARPS per CTA, PF 1 = software-pipelined (the next U tiles load while these decode).
-// No headers.
+// No headers: wo_prims.cuh (conversions, loads, bit tricks) is prepended by the host.
 //
 // Layout (host side: weight_only/mma.rs): W is cut into tiles of 16 rows x 64 K. A tile is 512 bytes: lane l
 // (g = l / 4, t = l % 4) holds 16 bytes = 4 words, word s = k-step s (16 K) of the tile, 8 nibbles a0..a7:
@@ -27,10 +27,6 @@
 #define MINB 1
 #endif
 
-typedef unsigned int u32;
-typedef unsigned short u16;
-typedef unsigned char u8;
-
 #define NB ((MT + 7) / 8)  // n8 blocks of x rows
 // k-steps (16 K each) that share one scale: INT4 g128 -> a whole tile (4), MXFP4 32 -> 2, NVFP4 16 -> 1.
 #if FMT == 4
@@ -43,53 +39,16 @@ typedef unsigned char u8;
 #error "the MMA kernel handles FMT 4, 6, 7"
 #endif
 
-__device__ __forceinline__ float h2f(u16 h) {
-    float f;
-    asm("{ .reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
-    return f;
-}
-
-__device__ __forceinline__ float as_float(u32 v) {
-    float f;
-    asm("mov.b32 %0, %1;" : "=f"(f) : "r"(v));
-    return f;
-}
-
 __device__ __forceinline__ u16 f2h(float v) {
     u16 h;
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
     return h;
 }
 
-__device__ __forceinline__ uint4 ld_weights(const uint4* p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ u32 word(const uint4& q, int i) {
-    return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
-}
-
 __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 s) {
     u32 d;
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
     return d;
-}
-
-__device__ __forceinline__ u32 lop3_and_or(u32 a, u32 mask, u32 magic) {
-    u32 d;
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(magic));
-    return d;
-}
-
-// E4M3 byte -> float (exact).
-__device__ __forceinline__ float e4m3_to_f(u32 b) {
-    u32 e = (b >> 3) & 15u, m = b & 7u;
-    float mag = e == 0 ? (float)m * 0.001953125f : as_float(((e + 120u) << 23) | (m << 20));
-    return (b & 0x80u) ? -mag : mag;
 }
 
 // Decodes one word into the four f16x2 A registers. zg / zg8: INT4 zero-point pairs (1024 + z) of rows g, g+8.

@@ -1,14 +1,10 @@
-// Shared by weight_only_gemv.cu and weight_only_xreg.cu (the host prepends this file to each): element and
-// scale types, f16/bf16/E4M3 conversions, the per-chunk decode (`decode8`) and the NF4 / E2M1 tables.
-// Needs FMT and XBF16 defined (see the kernels' headers).
+// Shared by weight_only_gemv.cu and weight_only_xreg.cu (the host prepends it, after wo_prims.cuh): chunk
+// geometry per format, x / y conversions, the per-chunk scale record `Meta`, the per-chunk decode (`decode8`)
+// and the NF4 / E2M1 tables. Needs FMT and XBF16 defined (see the kernels' headers).
 
 #ifndef FMT
 #error "FMT must be defined"
 #endif
-
-typedef unsigned int u32;
-typedef unsigned short u16;
-typedef unsigned char u8;
 
 #if FMT <= 1
 #define EPC 8   // elements per 16-byte chunk
@@ -28,24 +24,6 @@ typedef unsigned char u8;
 #define BLOCK_SCALED (FMT >= 4)
 #define ROW_SCALED (FMT == 2 || FMT == 3)
 
-__device__ __forceinline__ float h2f(u16 h) {
-    float f;
-    asm("{ .reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
-    return f;
-}
-
-__device__ __forceinline__ void h2x2f(u32 v, float& a, float& b) {
-    asm("{ .reg .f16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }"
-        : "=f"(a), "=f"(b)
-        : "r"(v));
-}
-
-__device__ __forceinline__ float as_float(u32 v) {
-    float f;
-    asm("mov.b32 %0, %1;" : "=f"(f) : "r"(v));
-    return f;
-}
-
 __device__ __forceinline__ u16 f2out(float v) {
     u16 h;
 #if XBF16
@@ -64,38 +42,6 @@ __device__ __forceinline__ void x2f(u32 v, float& a, float& b) {
 #else
     h2x2f(v, a, b);
 #endif
-}
-
-__device__ __forceinline__ uint4 ld_weights(const uint4* p) {
-    uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ uint4 ld_weights_l1(const uint4* p) {
-    uint4 v;
-    asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-    return v;
-}
-
-__device__ __forceinline__ u32 word(const uint4& q, int i) {
-    return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
-}
-
-__device__ __forceinline__ u32 lop3_and_or(u32 a, u32 mask, u32 magic) {
-    u32 d;
-    // d = (a & mask) | magic
-    asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(d) : "r"(a), "r"(mask), "r"(magic));
-    return d;
-}
-
-// E4M3 byte -> float (exact; no NaN in codec output).
-__device__ __forceinline__ float e4m3_to_f(u32 b) {
-    u32 e = (b >> 3) & 15u, m = b & 7u;
-    float mag = e == 0 ? (float)m * 0.001953125f : as_float(((e + 120u) << 23) | (m << 20));
-    return (b & 0x80u) ? -mag : mag;
 }
 
 // Per-chunk metadata, loaded with the weights.
@@ -209,25 +155,5 @@ __device__ __forceinline__ float seg_scale(const Meta& m, int seg) {
     return e4m3_to_f((m.s2 >> (8 * seg)) & 0xffu);
 #else
     return 1.0f;
-#endif
-}
-
-
-// Programmatic dependent launch (sm_90+, PDL=1, launched with the programmatic-serialization attribute):
-// `pdl_trigger` lets the next kernel in the stream be scheduled as this grid's last CTAs run; `pdl_wait`
-// blocks until the previous grid has finished and its writes are visible. Everything before the wait may
-// only read memory no earlier kernel writes (the weights and their scales); x, y and the split-K
-// workspace are touched only after it.
-#ifndef PDL
-#define PDL 0
-#endif
-__device__ __forceinline__ void pdl_trigger() {
-#if PDL
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void pdl_wait() {
-#if PDL
-    asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }

@@ -14,6 +14,7 @@ use crate::GpuError;
 /// The kernel source (all formats; `-D` options pick one): the shared definitions, then the kernel.
 pub const WEIGHT_ONLY_SOURCE: &str = concat!(
     include_str!("../kernels/wo_splitk.cuh"),
+    include_str!("../kernels/wo_prims.cuh"),
     include_str!("../kernels/wo_common.cuh"),
     include_str!("../kernels/weight_only_gemv.cu")
 );
@@ -21,14 +22,18 @@ pub const WEIGHT_ONLY_SOURCE: &str = concat!(
 /// The x-in-registers kernel for M <= 4 (see `kernels/weight_only_xreg.cu`); a key with `xreg` selects it.
 pub const WEIGHT_ONLY_XREG_SOURCE: &str = concat!(
     include_str!("../kernels/wo_splitk.cuh"),
+    include_str!("../kernels/wo_prims.cuh"),
     include_str!("../kernels/wo_common.cuh"),
     include_str!("../kernels/weight_only_xreg.cu")
 );
 
 /// The tensor-core source for 4-bit weights (see `kernels/weight_only_mma.cu`); a key with
 /// `rows_per_warp == MMA_ROWS` selects it.
-pub const WEIGHT_ONLY_MMA_SOURCE: &str =
-    concat!(include_str!("../kernels/wo_splitk.cuh"), include_str!("../kernels/weight_only_mma.cu"));
+pub const WEIGHT_ONLY_MMA_SOURCE: &str = concat!(
+    include_str!("../kernels/wo_splitk.cuh"),
+    include_str!("../kernels/wo_prims.cuh"),
+    include_str!("../kernels/weight_only_mma.cu")
+);
 
 /// Rows of W one warp of the tensor-core kernel owns (one m16n8k16 A tile).
 pub const MMA_ROWS: u32 = 16;
