@@ -118,7 +118,8 @@ pub struct Tuning {
     pub grouped: Option<bool>,
     /// `XReg`: weight rows a warp takes per step (2, 4 or 8).
     pub rows: Option<u32>,
-    /// `XReg`: weight rows per CTA (a multiple of 8, at most 512; default: one wave of resident CTAs).
+    /// `XReg` / `XMma`: weight rows per CTA (a multiple of 8, at most 512; `XMma` rounds up to whole 16-row
+    /// tiles; default: about one wave of resident CTAs).
     pub rows_per_cta: Option<u32>,
     /// Programmatic dependent launch on sm_90+ (CUDA-core kernels; default on).
     pub pdl: Option<bool>,
@@ -205,7 +206,7 @@ pub struct LaunchPlan {
     /// The x-in-registers kernel ([`Variant::XReg`]): `rows_per_warp` is its rows per step, `unroll` its
     /// chunks per lane per row, `warps` its K slices per CTA, `chunks_per_split` the chunks of a CTA.
     pub xreg: bool,
-    /// `XReg`: weight rows per CTA.
+    /// `XReg`: weight rows per CTA; `XMma`: 16-row tiles per CTA (the kernels' last argument).
     pub rows_per_cta: u32,
     /// Programmatic dependent launch requested (applied on sm_90+).
     pub pdl: bool,
