@@ -231,10 +231,7 @@ __device__ __forceinline__ void finish_group(const u8* __restrict__ scales, floa
             if (lane == ((r * MT + m) & 31) && n < n_rows) {
                 const float v = acc[r][m] * s;
                 const size_t o = (size_t)m * n_rows + n;
-                if (split)
-                    atomicAdd(ws + o, v);
-                else
-                    y[o] = f2out(v);
+                splitk_store(ws, y, o, v, split, [](float x) { return f2out(x); });
             }
             acc[r][m] = 0.0f;
         }

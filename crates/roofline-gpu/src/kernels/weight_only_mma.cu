@@ -282,10 +282,7 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
                     v *= gscale;
 #endif
                     const size_t o = (size_t)m * n_rows + n;
-                    if (split)
-                        atomicAdd(ws + o, v);
-                    else
-                        y[o] = f2h(v);
+                    splitk_store(ws, y, o, v, split, [](float x) { return f2h(x); });
                 }
             }
     }
@@ -432,10 +429,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
         v *= gscale;
 #endif
         const size_t o = (size_t)m * n_rows + rt0 * 16 + r;
-        if (split)
-            atomicAdd(ws + o, v);
-        else
-            y[o] = f2h(v);
+        splitk_store(ws, y, o, v, split, [](float x) { return f2h(x); });
     }
     if (!split) return;
 

@@ -437,10 +437,7 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
         v *= gscale;
 #endif
         const size_t o = (size_t)m * n_rows + n;
-        if (split)
-            atomicAdd(ws + o, v);
-        else
-            y[o] = f2out(v);
+        splitk_store(ws, y, o, v, split, [](float x) { return f2out(x); });
     }
     if (!split) return;
 

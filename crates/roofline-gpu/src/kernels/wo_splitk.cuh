@@ -3,6 +3,17 @@
 // counter) of row tile blockIdx.x converts rows [row0, row0 + rows) x mt of the workspace to y with `out`,
 // and leaves workspace and counter zeroed for the next call, so one launch does it all.
 
+// One output value: into the workspace when K is split over gridDim.y (splitk_finish converts it later),
+// else straight to y through `out`.
+template <typename Out>
+__device__ __forceinline__ void splitk_store(float* __restrict__ ws, unsigned short* __restrict__ y, size_t o,
+                                             float v, bool split, Out out) {
+    if (split)
+        atomicAdd(ws + o, v);
+    else
+        y[o] = out(v);
+}
+
 template <typename Out>
 __device__ __forceinline__ void splitk_finish(float* __restrict__ ws, unsigned short* __restrict__ y,
                                               unsigned int* __restrict__ counters, int row0, int rows, int n_rows,
