@@ -18,7 +18,9 @@ use cudarc::nvrtc::Ptx;
 use half::f16;
 
 use crate::weight_only::nvrtc::compile_cubin;
-use crate::weight_only::{launch_ex, quantize_and_pack, DeviceWeights, Variant, WeightOnlyGemv, WoFormat, XDtype};
+use crate::weight_only::{
+    launch_ex, quantize_and_pack, DeviceWeights, Fusion, Variant, WeightOnlyGemv, WoFormat, XDtype,
+};
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
 
 /// The decode-ops source (see the kernel file's header).
@@ -52,6 +54,11 @@ pub struct BenchConfig {
     pub weights: WoFormat,
     /// RoPE base.
     pub rope_theta: f32,
+    /// Fused step (what serving engines run): each RMSNorm folded into the next linear (its weight into W,
+    /// the row norm computed in the GEMV, see `weight_only::Fusion`), each residual add into the linear
+    /// before it, RoPE and the KV append into one attention launch that also merges its splits. Off: one
+    /// kernel per op (add_rmsnorm, rope_append, attn_split, attn_combine).
+    pub fuse: bool,
 }
 
 impl BenchConfig {
@@ -66,6 +73,12 @@ impl BenchConfig {
         }
         if self.kv_heads == 0 || self.heads % self.kv_heads != 0 {
             return bad(format!("heads {} must be a multiple of kv_heads {}", self.heads, self.kv_heads));
+        }
+        if self.heads / self.kv_heads > MAX_GQA {
+            return bad(format!(
+                "{} q heads per KV head > {MAX_GQA} (the fused attention keeps a group's q heads in registers)",
+                self.heads / self.kv_heads
+            ));
         }
         if !(1..=16).contains(&self.batch) {
             return bad(format!("batch must be 1..=16 (the weight-only kernels' M), got {}", self.batch));
@@ -113,6 +126,15 @@ pub struct OpTime {
     pub time_us: f64,
 }
 
+/// An op of `roofline model`'s list that the measured step runs inside another kernel.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct FusedOp {
+    /// The op, as `roofline model` names it.
+    pub name: String,
+    /// The measured op that does its work.
+    pub into: String,
+}
+
 /// A measured decode step.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StepResult {
@@ -128,6 +150,8 @@ pub struct StepResult {
     pub layers_built: usize,
     /// Per-op times.
     pub ops: Vec<OpTime>,
+    /// Ops that run inside another (no kernel of their own).
+    pub fused: Vec<FusedOp>,
     /// Relative error of the last layer's attention against the CPU reference.
     pub attention_rel_error: f64,
 }
@@ -144,6 +168,7 @@ struct Ops {
     rope_append: CudaFunction,
     attn_split: CudaFunction,
     attn_combine: CudaFunction,
+    attn_rope: CudaFunction,
     silu_mul: CudaFunction,
 }
 
@@ -169,14 +194,26 @@ struct Acts {
     down: CudaSlice<u16>,
     logits: CudaSlice<u16>,
     part: CudaSlice<f32>,
+    /// Per (b, q head) arrival counters of the fused attention (zero between launches).
+    counters: CudaSlice<u32>,
 }
 
+/// Most q heads per KV head the fused attention takes (its registers hold one group's q vectors).
+pub const MAX_GQA: usize = 8;
+
+/// Most positions per attention CTA (`MAX_CHUNK` in decode_ops.cu: 4 per warp, held in registers).
+const MAX_CHUNK: usize = 16;
+
 /// Splits of the attention over the sequence: chunks of at most 16 positions (4 per warp, their loads in
-/// flight together), and at least about 4 CTAs per SM.
+/// flight together). Unfused (a CTA per (b, q head) and chunk): at least about 4 CTAs per SM. Fused (a CTA
+/// per (b, KV head) and chunk, whose last CTA merges every split of its group serially): as few splits as
+/// the chunk limit allows, but at least one CTA per SM.
 fn attn_splits(cfg: &BenchConfig, sm_count: u32) -> (u32, i32) {
     let len = cfg.seq + 1;
-    let want = (4 * sm_count as usize).div_ceil(cfg.batch * cfg.heads).max(len.div_ceil(16));
-    let chunk = len.div_ceil(want).clamp(1, 16);
+    let (per_split, ctas) =
+        if cfg.fuse { (cfg.batch * cfg.kv_heads, sm_count) } else { (cfg.batch * cfg.heads, 4 * sm_count) };
+    let want = (ctas as usize).div_ceil(per_split).max(len.div_ceil(MAX_CHUNK));
+    let chunk = len.div_ceil(want).clamp(1, MAX_CHUNK);
     (len.div_ceil(chunk) as u32, chunk as i32)
 }
 
@@ -195,6 +232,7 @@ impl Gpu {
             "--std=c++17".into(),
             format!("-DHD={HEAD_DIM}"),
             format!("-DPDL={}", u32::from(pdl)),
+            format!("-DGQA={}", cfg.heads / cfg.kv_heads),
         ];
         progress("compiling decode kernels (NVRTC)");
         let (cubin, _) = compile_cubin(DECODE_OPS_SOURCE, "decode_ops.cu", &opts)?;
@@ -204,12 +242,16 @@ impl Gpu {
             rope_append: module.load_function("rope_append")?,
             attn_split: module.load_function("attn_split")?,
             attn_combine: module.load_function("attn_combine")?,
+            attn_rope: module.load_function("attn_rope")?,
             silu_mul: module.load_function("silu_mul")?,
         };
         let gemv = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?
             .with_variant(Variant::best(cfg.weights, XDtype::F16, cfg.batch), None);
         let (b, d, f) = (cfg.batch, cfg.hidden, cfg.intermediate);
         let smax = cfg.seq + 1;
+        // RMSNorm weights (one per norm type, shared by the layers): around 1, never zero.
+        let gamma = |seed: u64| random_f32(d, seed).iter().map(|v| 1.0 + 0.1 * v).collect::<Vec<f32>>();
+        let (g_in, g_post, g_final) = (gamma(10), gamma(20), gamma(7));
         // Weights: one random tensor per linear type, quantized once, uploaded per layer.
         let mut packed = Vec::new();
         for (i, (name, n, k)) in cfg.linears().into_iter().enumerate() {
@@ -217,12 +259,25 @@ impl Gpu {
             // Scaled like a trained layer's init (uniform / sqrt(K)) so activations keep their size through
             // the layers instead of overflowing FP16.
             let scale = 1.0 / (k as f32).sqrt();
-            let w: Vec<f32> = random_f32(n * k, 1000 + i as u64).into_iter().map(|v| v * scale).collect();
+            let mut w: Vec<f32> = random_f32(n * k, 1000 + i as u64).into_iter().map(|v| v * scale).collect();
+            // Fused: the norm in front of this linear is folded into its columns before quantization.
+            let folded = match (cfg.fuse, name) {
+                (true, "qkv_proj") => Some(&g_in),
+                (true, "gate_up_proj") => Some(&g_post),
+                (true, "lm_head") => Some(&g_final),
+                _ => None,
+            };
+            if let Some(g) = folded {
+                for row in w.chunks_exact_mut(k) {
+                    row.iter_mut().zip(g).for_each(|(v, g)| *v *= g);
+                }
+            }
             let (p, _) = quantize_and_pack(cfg.weights, &w, n, k)?;
             packed.push(p);
         }
-        let norm_w =
-            self.stream.clone_htod(&f16_bits(&random_f32(d, 7).iter().map(|v| 1.0 + 0.1 * v).collect::<Vec<_>>()))?;
+        let norm_w = self.stream.clone_htod(&f16_bits(&g_final))?;
+        let (norm_in, norm_post) =
+            (self.stream.clone_htod(&f16_bits(&g_in))?, self.stream.clone_htod(&f16_bits(&g_post))?);
         let kv_len = b * cfg.kv_heads * smax * HEAD_DIM;
         let mut layers = Vec::with_capacity(cfg.layers_built);
         for l in 0..cfg.layers_built {
@@ -232,12 +287,8 @@ impl Gpu {
                 o: gemv.upload(&packed[1])?,
                 gate_up: gemv.upload(&packed[2])?,
                 down: gemv.upload(&packed[3])?,
-                norm_in: self.stream.clone_htod(&f16_bits(
-                    &random_f32(d, 10 + l as u64).iter().map(|v| 1.0 + 0.1 * v).collect::<Vec<_>>(),
-                ))?,
-                norm_post: self.stream.clone_htod(&f16_bits(
-                    &random_f32(d, 20 + l as u64).iter().map(|v| 1.0 + 0.1 * v).collect::<Vec<_>>(),
-                ))?,
+                norm_in: norm_in.clone(),
+                norm_post: norm_post.clone(),
                 kc: self.stream.clone_htod(&f16_bits(&random_f32(kv_len, 30 + l as u64)))?,
                 vc: self.stream.clone_htod(&f16_bits(&random_f32(kv_len, 40 + l as u64)))?,
             });
@@ -257,6 +308,7 @@ impl Gpu {
             down: zeros(b * d)?,
             logits: zeros(b * cfg.vocab)?,
             part: self.stream.alloc_zeros::<f32>(b * cfg.heads * splits as usize * (HEAD_DIM + 2))?,
+            counters: self.stream.alloc_zeros::<u32>(b * cfg.heads)?,
         };
         self.stream.synchronize()?;
         // SAFETY: from here every launch goes to `s` (one stream) and the host reads device memory only after
@@ -298,20 +350,29 @@ impl Gpu {
         {
             let layers_ptr = &mut layers;
             let a = &mut acts;
-            time_op("input_layernorm", "norm", per_layer, &mut |i| en.norm(a, true, &layers_ptr[i % nl].norm_in))?;
+            let fuse = cfg.fuse;
+            if !fuse {
+                time_op("input_layernorm", "norm", per_layer, &mut |i| en.norm(a, true, &layers_ptr[i % nl].norm_in))?;
+            }
             time_op("qkv_proj", "linear", per_layer, &mut |i| en.linear(&mut layers_ptr[i % nl].qkv, Lin::Qkv, a))?;
-            time_op("rotary_emb", "elementwise", per_layer, &mut |i| en.rope(&mut layers_ptr[i % nl], a))?;
-            time_op("attention", "attention", per_layer, &mut |i| en.attention(&layers_ptr[i % nl], a))?;
+            if !fuse {
+                time_op("rotary_emb", "elementwise", per_layer, &mut |i| en.rope(&mut layers_ptr[i % nl], a))?;
+            }
+            time_op("attention", "attention", per_layer, &mut |i| en.attention(&mut layers_ptr[i % nl], a))?;
             time_op("o_proj", "linear", per_layer, &mut |i| en.linear(&mut layers_ptr[i % nl].o, Lin::O, a))?;
-            time_op("post_attention_layernorm", "norm", per_layer, &mut |i| {
-                en.norm(a, true, &layers_ptr[i % nl].norm_post)
-            })?;
+            if !fuse {
+                time_op("post_attention_layernorm", "norm", per_layer, &mut |i| {
+                    en.norm(a, true, &layers_ptr[i % nl].norm_post)
+                })?;
+            }
             time_op("gate_up_proj", "linear", per_layer, &mut |i| {
                 en.linear(&mut layers_ptr[i % nl].gate_up, Lin::GateUp, a)
             })?;
             time_op("silu_and_mul", "elementwise", per_layer, &mut |_| en.silu(a))?;
             time_op("down_proj", "linear", per_layer, &mut |i| en.linear(&mut layers_ptr[i % nl].down, Lin::Down, a))?;
-            time_op("final_norm", "norm", 1, &mut |_| en.norm(a, true, norm_final))?;
+            if !fuse {
+                time_op("final_norm", "norm", 1, &mut |_| en.norm(a, true, norm_final))?;
+            }
             time_op("lm_head", "linear", 1, &mut |_| en.linear(&mut lm_head, Lin::LmHead, a))?;
         }
         let ops_sum_us: f64 = op_times.iter().map(|o| o.time_us * o.count as f64).sum();
@@ -337,6 +398,7 @@ impl Gpu {
             replays: st.runs,
             layers_built: nl,
             ops: op_times,
+            fused: fused_ops(cfg.fuse),
             attention_rel_error,
         })
     }
@@ -362,8 +424,22 @@ struct Enqueue<'a> {
     pdl: bool,
 }
 
+/// RMSNorm epsilon (Llama).
+const NORM_EPS: f32 = 1e-5;
+
 impl Enqueue<'_> {
     fn layers(&self, layers: &mut [Layer], a: &mut Acts) -> Result<(), GpuError> {
+        if self.cfg.fuse {
+            for layer in layers.iter_mut() {
+                self.linear(&mut layer.qkv, Lin::Qkv, a)?;
+                self.attention(layer, a)?;
+                self.linear(&mut layer.o, Lin::O, a)?;
+                self.linear(&mut layer.gate_up, Lin::GateUp, a)?;
+                self.silu(a)?;
+                self.linear(&mut layer.down, Lin::Down, a)?;
+            }
+            return Ok(());
+        }
         for (l, layer) in layers.iter_mut().enumerate() {
             // The residual add of the previous layer's MLP output is fused into this norm.
             self.norm(a, l > 0, &layer.norm_in)?;
@@ -380,7 +456,9 @@ impl Enqueue<'_> {
     }
 
     fn final_ops(&self, w: &CudaSlice<u16>, lm: &mut DeviceWeights, a: &mut Acts) -> Result<(), GpuError> {
-        self.norm(a, true, w)?;
+        if !self.cfg.fuse {
+            self.norm(a, true, w)?;
+        }
         self.linear(lm, Lin::LmHead, a)
     }
 
@@ -396,7 +474,7 @@ impl Enqueue<'_> {
 
     fn rmsnorm(&self, a: &mut Acts, add: bool, from_o: bool, w: &CudaSlice<u16>) -> Result<(), GpuError> {
         let d = self.cfg.hidden as i32;
-        let eps = 1e-5f32;
+        let eps = NORM_EPS;
         let delta = match (add, from_o) {
             (false, _) => 0,
             (true, true) => self.dptr(&a.o),
@@ -411,6 +489,20 @@ impl Enqueue<'_> {
 
     fn linear(&self, w: &mut DeviceWeights, which: Lin, a: &mut Acts) -> Result<(), GpuError> {
         let m = self.cfg.batch;
+        if self.cfg.fuse {
+            // The norms read the residual stream x (their weights are folded into W); o_proj and down_proj
+            // add into it.
+            let norm = Fusion { norm_eps: Some(NORM_EPS), add_into_y: false };
+            let add = Fusion { norm_eps: None, add_into_y: true };
+            let (x, y, f) = match which {
+                Lin::Qkv => (&a.x, &mut a.qkv, norm),
+                Lin::O => (&a.attn, &mut a.x, add),
+                Lin::GateUp => (&a.x, &mut a.gu, norm),
+                Lin::Down => (&a.act, &mut a.x, add),
+                Lin::LmHead => (&a.x, &mut a.logits, norm),
+            };
+            return self.gemv.run_fused(self.s, w, x, y, m, f);
+        }
         let (x, y) = match which {
             Lin::Qkv => (&a.h, &mut a.qkv),
             Lin::O => (&a.attn, &mut a.o),
@@ -433,11 +525,25 @@ impl Enqueue<'_> {
         unsafe { self.launch(&self.ops.rope_append, grid, ((HEAD_DIM / 2) as u32, 1, 1), k) }
     }
 
-    fn attention(&self, layer: &Layer, a: &mut Acts) -> Result<(), GpuError> {
+    fn attention(&self, layer: &mut Layer, a: &mut Acts) -> Result<(), GpuError> {
         let c = self.cfg;
         let (len, hq, hkv, smax) = ((c.seq + 1) as i32, c.heads as i32, c.kv_heads as i32, (c.seq + 1) as i32);
         let scale = 1.0f32 / (HEAD_DIM as f32).sqrt();
         let bh = (c.batch * c.heads) as u32;
+        if c.fuse {
+            let mut k = KArgs::default();
+            k.ptr(self.dptr(&a.qkv)).ptr(self.dptr(&layer.kc)).ptr(self.dptr(&layer.vc)).ptr(self.dptr(&a.part));
+            k.ptr(self.dptr(&a.counters)).ptr(self.dptr(&a.attn));
+            k.i32(len).i32(hq).i32(hkv).i32(smax).i32(self.chunk).f32(scale).f32(c.rope_theta);
+            // SAFETY: matches attn_rope(const u16* qkv, u16* kc, u16* vc, float* part, u32* counters, u16* out,
+            // int len, int hq, int hkv, int smax, int chunk, float scale, float theta), compiled with GQA =
+            // hq / hkv; qkv holds batch x (hq + 2 hkv) x HD values, the caches batch x hkv x smax x HD, part
+            // bh x splits x (HD + 2) floats, counters at least batch x hkv zeros (the last CTA of each group
+            // re-arms its own), out bh x HD values; len <= smax, splits x chunk >= len, chunk <= MAX_CHUNK,
+            // splits <= 1024.
+            let groups = (c.batch * c.kv_heads) as u32;
+            return unsafe { self.launch(&self.ops.attn_rope, (groups, self.splits, 1), (HEAD_DIM as u32, 1, 1), k) };
+        }
         let mut k = KArgs::default();
         k.ptr(self.dptr(&a.qkv)).ptr(self.dptr(&layer.kc)).ptr(self.dptr(&layer.vc)).ptr(self.dptr(&a.part));
         k.i32(len).i32(hq).i32(hkv).i32(smax).i32(self.chunk).f32(scale);
@@ -459,6 +565,22 @@ impl Enqueue<'_> {
         // SAFETY: matches silu_mul(const u16* gu, u16* out, int f); gu holds batch x 2f values, out batch x f.
         unsafe { self.launch(&self.ops.silu_mul, grid, (256, 1, 1), k) }
     }
+}
+
+/// Which of `roofline model`'s ops the step runs inside another kernel.
+fn fused_ops(fuse: bool) -> Vec<FusedOp> {
+    let pairs: &[(&str, &str)] = if fuse {
+        &[
+            ("input_layernorm", "qkv_proj"),
+            ("rotary_emb", "attention"),
+            ("residual_add", "o_proj, down_proj"),
+            ("post_attention_layernorm", "gate_up_proj"),
+            ("final_norm", "lm_head"),
+        ]
+    } else {
+        &[("residual_add", "input_layernorm, post_attention_layernorm")]
+    };
+    pairs.iter().map(|(n, i)| FusedOp { name: (*n).into(), into: (*i).into() }).collect()
 }
 
 /// Kernel parameters for `cuLaunchKernelEx`: each value in its own 8-byte slot (device pointers as
@@ -506,8 +628,24 @@ impl Enqueue<'_> {
     }
 }
 
-/// Relative error of the last layer's attention output (every batch row and head) against an f64 CPU
-/// softmax(q K^T / sqrt(d)) V over the downloaded cache.
+/// RoPE (rotate-half) of one raw head at `pos` on the CPU, rounded to FP16 as the kernels store it.
+fn rope_cpu(head: &[f64], pos: usize, theta: f32) -> Vec<f64> {
+    let half = HEAD_DIM / 2;
+    (0..HEAD_DIM)
+        .map(|e| {
+            let i = e % half;
+            let freq = (-2.0 * i as f64 / HEAD_DIM as f64 * f64::from(theta).log2()).exp2();
+            let (sn, cs) = (pos as f64 * freq).sin_cos();
+            let r = if e < half { head[e] * cs - head[e + half] * sn } else { head[e] * cs + head[e - half] * sn };
+            f64::from(f16::from_f64(r).to_f32())
+        })
+        .collect()
+}
+
+/// Relative error of the last layer's step against f64 CPU references: the attention output (every batch
+/// row and head) against softmax(q K^T / sqrt(d)) V over the downloaded cache, and the key and value the
+/// step appended at the new position against RoPE of the raw qkv row; the larger of the two. In the fused
+/// step q stays raw in qkv and is rotated here; otherwise rope_append rotated it in place.
 fn check_attention(cfg: &BenchConfig, s: &Arc<CudaStream>, layer: &Layer, a: &Acts) -> Result<f64, GpuError> {
     let to = |v: &[u16]| v.iter().map(|b| f64::from(f16::from_bits(*b).to_f32())).collect::<Vec<f64>>();
     let (qkv, kc, vc, out) = (
@@ -517,12 +655,34 @@ fn check_attention(cfg: &BenchConfig, s: &Arc<CudaStream>, layer: &Layer, a: &Ac
         to(&s.clone_dtoh(&a.attn)?),
     );
     let (hq, hkv, smax, len) = (cfg.heads, cfg.kv_heads, cfg.seq + 1, cfg.seq + 1);
+    let pos = len - 1;
     let row = cfg.qkv_rows();
+    // The appended key (rotated) and value of every KV head.
+    let (mut kv_err, mut kv_norm) = (0.0f64, 0.0f64);
+    for b in 0..cfg.batch {
+        for kh in 0..hkv {
+            let raw_k = &qkv[b * row + (hq + kh) * HEAD_DIM..][..HEAD_DIM];
+            let raw_v = &qkv[b * row + (hq + hkv + kh) * HEAD_DIM..][..HEAD_DIM];
+            let at = ((b * hkv + kh) * smax + pos) * HEAD_DIM;
+            let want_k = rope_cpu(raw_k, pos, cfg.rope_theta);
+            for i in 0..HEAD_DIM {
+                kv_err += (kc[at + i] - want_k[i]).powi(2) + (vc[at + i] - raw_v[i]).powi(2);
+                kv_norm += want_k[i].powi(2) + raw_v[i].powi(2);
+            }
+        }
+    }
     let (mut err, mut norm) = (0.0f64, 0.0f64);
     for b in 0..cfg.batch {
         for h in 0..hq {
             let kh = h / (hq / hkv);
-            let q = &qkv[b * row + h * HEAD_DIM..][..HEAD_DIM];
+            let q_in = &qkv[b * row + h * HEAD_DIM..][..HEAD_DIM];
+            let q_rot;
+            let q = if cfg.fuse {
+                q_rot = rope_cpu(q_in, pos, cfg.rope_theta);
+                &q_rot[..]
+            } else {
+                q_in
+            };
             let base = (b * hkv + kh) * smax * HEAD_DIM;
             let scores: Vec<f64> = (0..len)
                 .map(|p| {
@@ -544,7 +704,9 @@ fn check_attention(cfg: &BenchConfig, s: &Arc<CudaStream>, layer: &Layer, a: &Ac
             }
         }
     }
-    Ok((err / norm.max(1e-300)).sqrt())
+    let kv = (kv_err / kv_norm.max(1e-300)).sqrt();
+    let attn = (err / norm.max(1e-300)).sqrt();
+    Ok(if kv.is_finite() { attn.max(kv) } else { f64::INFINITY })
 }
 
 #[cfg(test)]
@@ -564,6 +726,7 @@ mod tests {
             seq: 1024,
             weights: WoFormat::Fp16,
             rope_theta: 500_000.0,
+            fuse: true,
         }
     }
 
@@ -585,6 +748,7 @@ mod tests {
             BenchConfig { kv_heads: 5, ..llama8b() },
             BenchConfig { hidden: 4000, ..llama8b() },
             BenchConfig { seq: 0, ..llama8b() },
+            BenchConfig { hidden: 8192, heads: 64, kv_heads: 4, ..llama8b() },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
@@ -592,8 +756,8 @@ mod tests {
 
     #[test]
     fn attention_splits_cover_the_context() {
-        for (batch, seq) in [(1, 1024), (16, 4096), (1, 1), (4, 100)] {
-            let c = BenchConfig { batch, seq, ..llama8b() };
+        for (batch, seq, fuse) in [(1, 1024, true), (1, 1024, false), (16, 4096, true), (1, 1, true), (4, 100, false)] {
+            let c = BenchConfig { batch, seq, fuse, ..llama8b() };
             let (splits, chunk) = attn_splits(&c, 132);
             let len = seq + 1;
             assert!(splits as usize * chunk as usize >= len);
@@ -607,14 +771,25 @@ mod tests {
             eprintln!("SKIPPED decode_ops_compile_without_spills: {e}");
             return;
         }
-        let opts: Vec<String> =
-            vec!["--gpu-architecture=sm_90".into(), "--std=c++17".into(), "--ptxas-options=-v".into()];
-        let (cubin, log) = compile_cubin(DECODE_OPS_SOURCE, "decode_ops.cu", &opts).unwrap();
-        assert!(!cubin.is_empty());
-        assert!(
-            !log.contains("bytes spill stores")
-                || log.matches(" 0 bytes spill stores").count() == log.matches("bytes spill stores").count(),
-            "{log}"
-        );
+        // Every GQA group size the fused attention is compiled for (its registers grow with it).
+        for gqa in [1, 4, MAX_GQA] {
+            let opts: Vec<String> = vec![
+                "--gpu-architecture=sm_90".into(),
+                "--std=c++17".into(),
+                "--ptxas-options=-v".into(),
+                format!("-DGQA={gqa}"),
+            ];
+            let (cubin, log) = compile_cubin(DECODE_OPS_SOURCE, "decode_ops.cu", &opts).unwrap();
+            assert!(!cubin.is_empty());
+            assert!(
+                !log.contains("bytes spill stores")
+                    || log.matches(" 0 bytes spill stores").count() == log.matches("bytes spill stores").count(),
+                "GQA {gqa}: {log}"
+            );
+            let regs = log.split("Compiling entry function 'attn_rope'").nth(1).and_then(|t| {
+                t.split("Used ").nth(1).and_then(|u| u.split_whitespace().next()).and_then(|n| n.parse::<u32>().ok())
+            });
+            println!("attn_rope GQA {gqa}: {regs:?} registers");
+        }
     }
 }

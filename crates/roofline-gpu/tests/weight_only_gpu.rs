@@ -5,9 +5,13 @@
 use half::f16;
 use roofline_core::Format;
 use roofline_gpu::weight_only::{
-    quantize_and_pack, reference_error, Tuning, Variant, WeightOnlyGemv, WeightOnlyOptions, WoFormat, XDtype,
+    quantize_and_pack, reference_error, Fusion, Tuning, Variant, WeightOnlyGemv, WeightOnlyOptions, WoFormat, XDtype,
 };
 use roofline_gpu::{random_f32, Gpu, TimingConfig};
+
+/// An f32 -> x/y element bits conversion and back.
+type ToBits = fn(f32) -> u16;
+type FromBits = fn(u16) -> f32;
 
 fn quick() -> TimingConfig {
     TimingConfig { warmup: 3, min_runs: 10, max_runs: 50, budget_ms: 200.0, ..Default::default() }
@@ -113,6 +117,76 @@ fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
             let mut y = gemv.htod(&[0u16; 8]).unwrap();
             assert!(gemv.run(&mut dw, &x, &mut y, 1).is_err());
             assert!(gemv.run(&mut dw, &x, &mut y, 17).is_err());
+        }
+    }
+}
+
+/// The fused RMSNorm of x (y = rsqrt(mean(x^2) + eps) x W^T) and residual add (y += ...), alone and together,
+/// through every kernel family, with K split over CTAs and not, FP16 and BF16 x: against the f64 reference
+/// (y0 + inv_rms(x) x Wq^T) within 1e-3.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn fused_norm_and_residual_add_match_the_reference() {
+    let gpu = Gpu::open(0).unwrap();
+    let eps = 1e-5f32;
+    let (n, k) = (300, 1024);
+    for wf in [WoFormat::Fp16, WoFormat::Int8, WoFormat::Int4G128, WoFormat::Nvfp4, WoFormat::Mxfp4] {
+        let (packed, wq) = quantize_and_pack(wf, &random_f32(n * k, 21), n, k).unwrap();
+        for (variant, xt) in [
+            (Variant::SplitK, XDtype::F16),
+            (Variant::SplitK, XDtype::Bf16),
+            (Variant::XReg, XDtype::F16),
+            (Variant::XReg, XDtype::Bf16),
+            (Variant::Mma, XDtype::F16),
+            (Variant::XMma, XDtype::F16),
+        ] {
+            for split in [None, Some(2)] {
+                let gemv = WeightOnlyGemv::new(&gpu, wf, xt).unwrap().with_variant(variant, split);
+                let mut dw = gemv.upload(&packed).unwrap();
+                let (to, from): (ToBits, FromBits) = match xt {
+                    XDtype::F16 => (|v| f16::from_f32(v).to_bits(), |b| f16::from_bits(b).to_f32()),
+                    XDtype::Bf16 => (|v| half::bf16::from_f32(v).to_bits(), |b| half::bf16::from_bits(b).to_f32()),
+                };
+                for m in [1usize, 3, 16] {
+                    for fusion in [
+                        Fusion { norm_eps: Some(eps), add_into_y: false },
+                        Fusion { norm_eps: None, add_into_y: true },
+                        Fusion { norm_eps: Some(eps), add_into_y: true },
+                    ] {
+                        // x far from unit RMS (the norm must matter), y0 of the output's size.
+                        let seed = (m * 7 + usize::from(fusion.add_into_y)) as u64;
+                        let xb: Vec<u16> = random_f32(m * k, seed).iter().map(|v| to(3.0 * v)).collect();
+                        let y0b: Vec<u16> = random_f32(m * n, seed + 100).iter().map(|v| to(4.0 * v)).collect();
+                        let x = gemv.htod(&xb).unwrap();
+                        let mut y = gemv.htod(&y0b).unwrap();
+                        gemv.run_fused(gemv.stream(), &mut dw, &x, &mut y, m, fusion).unwrap();
+                        let out = gemv.dtoh(&y).unwrap();
+                        let (mut err, mut norm) = (0.0f64, 0.0f64);
+                        for i in 0..m {
+                            let xr: Vec<f64> = xb[i * k..][..k].iter().map(|b| f64::from(from(*b))).collect();
+                            let inv = match fusion.norm_eps {
+                                Some(e) => {
+                                    1.0 / (xr.iter().map(|v| v * v).sum::<f64>() / k as f64 + f64::from(e)).sqrt()
+                                }
+                                None => 1.0,
+                            };
+                            for j in 0..n {
+                                let acc: f64 = (0..k).map(|l| xr[l] * f64::from(wq[j * k + l])).sum();
+                                let base = if fusion.add_into_y { f64::from(from(y0b[i * n + j])) } else { 0.0 };
+                                let want = base + inv * acc;
+                                let got = f64::from(from(out[i * n + j]));
+                                assert!(got.is_finite(), "{wf:?} {variant:?} {xt:?} m={m}: y[{i},{j}] = {got}");
+                                err += (got - want).powi(2);
+                                norm += want * want;
+                            }
+                        }
+                        let rel = (err / norm).sqrt();
+                        let tol = if xt == XDtype::Bf16 { 8e-3 } else { 1e-3 };
+                        assert!(rel <= tol, "{wf:?} {variant:?} {xt:?} split {split:?} m={m} {fusion:?}: {rel:.2e}");
+                    }
+                }
+                println!("fused {wf:?} {variant:?} {xt:?} split {split:?}: ok");
+            }
         }
     }
 }

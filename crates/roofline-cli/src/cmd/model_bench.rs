@@ -22,7 +22,10 @@ use crate::output::{print_json, sig3, table};
     after_help = "Every linear layer runs on roofline's weight-only kernels (FP16 activations, FP16 KV cache), the
 step is captured in a CUDA graph and replayed; weights are random, of the model's real shapes. The
 prediction is `roofline model` for the same config, scheme, batch and context on --hw (give a profile
-measured by `roofline calibrate` for the calibrated prediction).
+measured by `roofline calibrate` for the calibrated prediction). By default the step is fused as serving
+engines run it (RMSNorms inside the next linear, residual adds inside the linear before, RoPE and the KV
+append inside the attention launch); the prediction then counts a fused op's bytes but not the launch
+and start-up cost a kernel of its own would pay. --no-fuse runs one kernel per op.
 
 Examples:
   roofline model-bench --config llama-3.1-8b --scheme fp16 --hw h100-measured.toml
@@ -51,6 +54,10 @@ pub struct ModelBenchArgs {
     /// RoPE base (does not change the time; Llama 3 uses 500000).
     #[arg(long, default_value_t = 500_000.0)]
     pub rope_theta: f32,
+    /// One kernel per op instead of the fused step (RMSNorms folded into the next linear, residual adds
+    /// into the linear before, RoPE and KV append into the attention launch): shows what fusion buys.
+    #[arg(long)]
+    pub no_fuse: bool,
     /// GPU index.
     #[arg(long, default_value = "0")]
     pub device: usize,
@@ -67,6 +74,34 @@ struct Row {
     scheme: Format,
     measured: StepResult,
     predicted: ModelReport,
+    /// The prediction for the step as executed: ops fused into another kernel count only their roofline
+    /// time (no launch overhead, no memory start-up latency), us.
+    predicted_step_us: f64,
+}
+
+impl Row {
+    fn predicted_tokens_per_s(&self, batch: usize) -> f64 {
+        batch as f64 / (self.predicted_step_us * 1e-6)
+    }
+}
+
+/// An op's predicted time when it runs inside another kernel: its bytes and FLOPs at the roofs, without
+/// the fixed costs (launch overhead, memory start-up latency) its own kernel would pay.
+fn fused_time_us(p: &roofline_core::Prediction) -> f64 {
+    (p.bytes as f64 / (p.bandwidth_gb_s * 1e3)).max(p.time_compute_us)
+}
+
+/// The step's predicted time with the measured step's fusions applied.
+fn predicted_step_us(report: &ModelReport, measured: &StepResult) -> f64 {
+    report
+        .ops
+        .iter()
+        .map(|op| {
+            let fused = measured.fused.iter().any(|f| f.name == op.name);
+            let t = if fused { fused_time_us(&op.prediction) } else { op.prediction.time_us };
+            t * op.count as f64
+        })
+        .sum()
 }
 
 /// The weight-only kernel format of a scheme.
@@ -103,6 +138,7 @@ fn bench_config(cfg: &ModelConfig, a: &ModelBenchArgs, f: Format) -> Result<Benc
         seq: a.seq,
         weights: wo_format(f)?,
         rope_theta: a.rope_theta,
+        fuse: !a.no_fuse,
     };
     b.validate()?;
     Ok(b)
@@ -166,7 +202,8 @@ pub fn run(a: ModelBenchArgs) -> Result<()> {
             cfg.name, bc.batch, bc.seq, bc.layers_built, bc.layers
         );
         let measured = gpu.model_bench(&bc, |step| eprintln!("  {step} ..."))?;
-        rows.push(Row { scheme: f, measured, predicted });
+        let predicted_step_us = predicted_step_us(&predicted, &measured);
+        rows.push(Row { scheme: f, measured, predicted, predicted_step_us });
     }
     if a.json {
         return print_json(&rows);
@@ -184,22 +221,31 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
     let m = &r.measured;
     let p = &r.predicted;
     println!(
-        "{} decode B={batch} S={} weights {} on every linear incl. lm_head (FP16 activations and KV) on {} | prediction: {} [{}]",
-        cfg.name, p.request.seq, r.scheme, m.device, hw.name, hw.source
+        "{} decode B={batch} S={} weights {} on every linear incl. lm_head (FP16 activations and KV), {} step, on {} | prediction: {} [{}]",
+        cfg.name,
+        p.request.seq,
+        r.scheme,
+        if m.fused.iter().any(|f| f.name == "rotary_emb") { "fused" } else { "unfused" },
+        m.device,
+        hw.name,
+        hw.source
     );
     let mut t = table(&["Op", "Kind", "x", "Predicted us", "Measured us", "Error", "% of roof"]);
     let mut by_kind: Vec<(&str, f64, f64)> = Vec::new();
     for op in &p.ops {
         let meas = m.ops.iter().find(|o| o.name == op.name);
-        let pred = op.prediction.time_us;
+        let fused = m.fused.iter().find(|f| f.name == op.name);
+        let pred = if fused.is_some() { fused_time_us(&op.prediction) } else { op.prediction.time_us };
         let (meas_s, err_s, roof_s) = match meas {
             Some(o) => (
                 sig3(o.time_us),
                 format!("{:+.1}%", 100.0 * (o.time_us - pred) / o.time_us),
                 format!("{:.0}%", 100.0 * pred / o.time_us),
             ),
-            None if op.name == "residual_add" => ("fused".into(), "-".into(), "-".into()),
-            None => ("-".into(), "-".into(), "-".into()),
+            None => match fused {
+                Some(f) => (format!("in {}", f.into), "-".into(), "-".into()),
+                None => ("-".into(), "-".into(), "-".into()),
+            },
         };
         if let Some(o) = meas {
             let k = kind_name(op.kind);
@@ -222,19 +268,19 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
         ]);
     }
     println!("{t}");
-    let err = (m.step_us - p.totals.time_us) / m.step_us;
+    let err = (m.step_us - r.predicted_step_us) / m.step_us;
     println!(
         "step: measured {} us (CUDA graph, {} replays; sum of per-op times {} us), predicted {} us, error {:+.1}%",
         sig3(m.step_us),
         m.replays,
         sig3(m.ops_sum_us),
-        sig3(p.totals.time_us),
+        sig3(r.predicted_step_us),
         100.0 * err
     );
     println!(
-        "tokens/s: measured {:.1}, predicted {:.1}; attention check vs CPU f64: rel. error {:.1e}",
+        "tokens/s: measured {:.1}, predicted {:.1}; attention + KV append check vs CPU f64: rel. error {:.1e}",
         m.tokens_per_s(batch),
-        p.totals.tokens_per_s,
+        r.predicted_tokens_per_s(batch),
         m.attention_rel_error
     );
     let kinds: Vec<String> =
@@ -246,8 +292,8 @@ fn print_comparison(rows: &[Row], batch: usize) {
     let base = rows.iter().find(|r| r.scheme == Format::FP16).or(rows.first());
     let mut t = table(&["Scheme", "Measured tok/s", "Predicted tok/s", "Error", "Speed-up meas", "Speed-up pred"]);
     for r in rows {
-        let (ms, ps) = (r.measured.tokens_per_s(batch), r.predicted.totals.tokens_per_s);
-        let (bm, bp) = base.map_or((ms, ps), |b| (b.measured.tokens_per_s(batch), b.predicted.totals.tokens_per_s));
+        let (ms, ps) = (r.measured.tokens_per_s(batch), r.predicted_tokens_per_s(batch));
+        let (bm, bp) = base.map_or((ms, ps), |b| (b.measured.tokens_per_s(batch), b.predicted_tokens_per_s(batch)));
         t.add_row(vec![
             r.scheme.to_string(),
             format!("{ms:.1}"),

@@ -7,6 +7,9 @@
 //   attn_split    flash-decoding: one CTA per (b, q head, chunk of positions); 4 warps, online softmax per
 //                 warp, merged in shared memory; partial (max, sum, acc[HD]) to a workspace  grid (B*Hq, splits), 128
 //   attn_combine  merges the splits of one (b, q head) into out [B, Hq*HD]                   grid B*Hq, HD
+//   attn_rope     rope_append + attn_split + attn_combine in one launch (the fused step), one CTA per
+//                 (b, KV head, chunk) for all GQA q heads of the group: q and the new k rotated in registers,
+//                 k and v appended, the last CTA of each (b, KV head) combines     grid (B*Hkv, splits), 128
 //   silu_mul      out = silu(gate) * up from the fused gate_up row [B, 2F]                    grid (B, F/256), 256
 
 typedef unsigned short u16;
@@ -17,6 +20,11 @@ typedef unsigned int u32;
 #ifndef HD
 #define HD 128
 #endif
+// q heads per KV head (hq / hkv) for the fused attention, a compile-time constant (its q vectors, softmax
+// state and accumulators are registers).
+#ifndef GQA
+#define GQA 1
+#endif
 
 // PDL 1 (sm_90+, launched with the programmatic-serialization attribute): let the next kernel be scheduled
 // as soon as every CTA of this one has started, and wait for the previous kernel (whose output every kernel
@@ -24,11 +32,19 @@ typedef unsigned int u32;
 #ifndef PDL
 #define PDL 0
 #endif
-__device__ __forceinline__ void pdl_enter() {
+__device__ __forceinline__ void pdl_trigger() {
 #if PDL
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if PDL
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+}
+__device__ __forceinline__ void pdl_enter() {
+    pdl_trigger();
+    pdl_wait();
 }
 
 __device__ __forceinline__ float h2f(u16 h) {
@@ -120,35 +136,48 @@ extern "C" __global__ void rope_append(u16* __restrict__ qkv, u16* __restrict__ 
     }
 }
 
-// One (b, q head, chunk): lane l owns elements 4l..4l+3 of the head.
-extern "C" __global__ void attn_split(const u16* __restrict__ qkv, const u16* __restrict__ kc,
-                                      const u16* __restrict__ vc, float* __restrict__ part, int len, int hq, int hkv,
-                                      int smax, int chunk, float scale) {
-    pdl_enter();
-    const int bh = blockIdx.x;
-    const int b = bh / hq, h = bh % hq;
-    const int kh = h / (hq / hkv);
+// Online-softmax update of one position's score s and value row (this lane's 4 elements).
+__device__ __forceinline__ void softmax_step(float s, const float v4[4], float& m, float& l, float acc[4]) {
+    const float mn = fmaxf(m, s);
+    const float corr = __expf(m - mn), pw = __expf(s - mn);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[e] = acc[e] * corr + pw * v4[e];
+    l = l * corr + pw;
+    m = mn;
+}
+
+// This lane's slice (elements 4l..4l+3) of the K and V rows of positions p0 + warp + 4j (j < 4) below p1:
+// a chunk is at most 16 positions (the host keeps it so), 4 per warp, all loaded before any is used so
+// their latencies overlap.
+#define MAX_CHUNK 16
+struct KvRows {
+    uint2 k[4], v[4];
+};
+__device__ __forceinline__ void load_kv(const u16* __restrict__ kc, const u16* __restrict__ vc, size_t base, int p0,
+                                        int p1, KvRows& r) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int row = (hq + 2 * hkv) * HD;
-    const u16* q = qkv + (size_t)b * row + (size_t)h * HD;
-    float qv[4];
 #pragma unroll
-    for (int e = 0; e < 4; ++e) qv[e] = h2f(q[4 * lane + e]) * scale;
-    const size_t base = ((size_t)b * hkv + kh) * smax * HD;
-    const int p0 = blockIdx.y * chunk, p1 = min(len, p0 + chunk);
-    float m = NEG_INF, l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    // Positions p0 + warp + 4j: the K and V rows of 4 positions are loaded before any is used, so their
-    // latencies overlap (a chunk is at most 16 positions: 4 per warp).
-    for (int pb = p0 + warp; pb < p1; pb += 16) {
-        uint2 kv[4], vv[4];
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            const int p = pb + 4 * j;
-            if (p < p1) {
-                kv[j] = *(const uint2*)(kc + base + (size_t)p * HD + 4 * lane);
-                vv[j] = *(const uint2*)(vc + base + (size_t)p * HD + 4 * lane);
-            }
+    for (int j = 0; j < 4; ++j) {
+        const int p = p0 + warp + 4 * j;
+        if (p < p1) {
+            r.k[j] = *(const uint2*)(kc + base + (size_t)p * HD + 4 * lane);
+            r.v[j] = *(const uint2*)(vc + base + (size_t)p * HD + 4 * lane);
         }
+    }
+}
+
+// Flash-decoding over positions [p0, p1) (p1 - p0 <= MAX_CHUNK, rows from load_kv) of one (b, q head) with
+// 128 threads: lane l owns elements 4l..4l+3 of the head (qv: q * scale). With `has_new`, warp 0 also takes
+// one more position whose (rotated) key and value this lane holds in kn / vn (the token being decoded, not
+// read back from the cache). The CTA's partial (max, sum, acc[HD]) goes to out.
+__device__ __forceinline__ void attend_chunk(const float qv[4], const KvRows& rows, int p0, int p1, bool has_new,
+                                             const float kn[4], const float vn[4], float* __restrict__ out) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    float m = NEG_INF, l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    {
+        const int pb = p0 + warp;
+        const uint2* kv = rows.k;
+        const uint2* vv = rows.v;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
             if (pb + 4 * j >= p1) break;
@@ -157,14 +186,16 @@ extern "C" __global__ void attn_split(const u16* __restrict__ qkv, const u16* __
 #pragma unroll
             for (int e = 0; e < 4; ++e) s += qv[e] * h2f(k4[e]);
             s = warp_sum(s);
-            const float mn = fmaxf(m, s);
-            const float corr = __expf(m - mn), pw = __expf(s - mn);
-            const u16 v4[4] = {(u16)(vv[j].x & 0xffffu), (u16)(vv[j].x >> 16), (u16)(vv[j].y & 0xffffu), (u16)(vv[j].y >> 16)};
-#pragma unroll
-            for (int e = 0; e < 4; ++e) acc[e] = acc[e] * corr + pw * h2f(v4[e]);
-            l = l * corr + pw;
-            m = mn;
+            const float v4[4] = {h2f((u16)(vv[j].x & 0xffffu)), h2f((u16)(vv[j].x >> 16)), h2f((u16)(vv[j].y & 0xffffu)),
+                                 h2f((u16)(vv[j].y >> 16))};
+            softmax_step(s, v4, m, l, acc);
         }
+    }
+    if (has_new && warp == 0) {
+        float s = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s += qv[e] * kn[e];
+        softmax_step(warp_sum(s), vn, m, l, acc);
     }
     // Merge the 4 warps.
     __shared__ float sm[4], sl[4], sacc[4][HD];
@@ -185,7 +216,6 @@ extern "C" __global__ void attn_split(const u16* __restrict__ qkv, const u16* __
 #pragma unroll
             for (int e = 0; e < 4; ++e) a[e] += sacc[w][4 * lane + e] * c;
         }
-        float* out = part + ((size_t)bh * gridDim.y + blockIdx.y) * (HD + 2);
         if (lane == 0) {
             out[0] = mm;
             out[1] = ll;
@@ -195,20 +225,41 @@ extern "C" __global__ void attn_split(const u16* __restrict__ qkv, const u16* __
     }
 }
 
-// Split weights exp(m_s - max) go to shared memory once; each thread then sums its element over the splits
-// with independent (coalesced) loads, instead of a serial chain of global reads per split.
-#define MAX_SPLITS 1024
-extern "C" __global__ void attn_combine(const float* __restrict__ part, u16* __restrict__ out, int splits) {
+// One (b, q head, chunk) over the cache (q already rotated in qkv, the new key already appended).
+extern "C" __global__ void attn_split(const u16* __restrict__ qkv, const u16* __restrict__ kc,
+                                      const u16* __restrict__ vc, float* __restrict__ part, int len, int hq, int hkv,
+                                      int smax, int chunk, float scale) {
     pdl_enter();
     const int bh = blockIdx.x;
+    const int b = bh / hq, h = bh % hq;
+    const int kh = h / (hq / hkv);
+    const int lane = threadIdx.x & 31;
+    const int row = (hq + 2 * hkv) * HD;
+    const u16* q = qkv + (size_t)b * row + (size_t)h * HD;
+    float qv[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) qv[e] = h2f(q[4 * lane + e]) * scale;
+    const size_t base = ((size_t)b * hkv + kh) * smax * HD;
+    const int p0 = blockIdx.y * chunk, p1 = min(len, p0 + chunk);
+    const float none[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    KvRows rows;
+    load_kv(kc, vc, base, p0, p1, rows);
+    attend_chunk(qv, rows, p0, p1, false, none, none, part + ((size_t)bh * gridDim.y + blockIdx.y) * (HD + 2));
+}
+
+// Merges the `splits` partials (max, sum, acc[HD]) of one (b, q head) at `p` into out[HD]; blockDim.x == HD.
+// Split weights exp(m_s - max) go to shared memory once; each thread then sums its element over the splits
+// with independent (coalesced) loads, instead of a serial chain of global reads per split. The loads go
+// through L2 (ld.global.cg): in the fused kernel the partials were written by other CTAs of this launch.
+#define MAX_SPLITS 1024
+__device__ __forceinline__ void combine_splits(const float* __restrict__ p, u16* __restrict__ out, int splits) {
     const int i = threadIdx.x;  // 0..HD-1
-    const float* p = part + (size_t)bh * splits * (HD + 2);
     __shared__ float sc[MAX_SPLITS];
     __shared__ float red[HD / 32];
     __shared__ float mx, tot;
     float m = NEG_INF;
     for (int s = i; s < splits; s += blockDim.x) {
-        sc[s] = p[s * (HD + 2)];
+        sc[s] = __ldcg(p + s * (HD + 2));
         m = fmaxf(m, sc[s]);
     }
 #pragma unroll
@@ -225,7 +276,7 @@ extern "C" __global__ void attn_combine(const float* __restrict__ part, u16* __r
     for (int s = i; s < splits; s += blockDim.x) {
         const float c = sc[s] == NEG_INF ? 0.0f : __expf(sc[s] - mx);
         sc[s] = c;
-        l += p[s * (HD + 2) + 1] * c;
+        l += __ldcg(p + s * (HD + 2) + 1) * c;
     }
     l = warp_sum(l);
     __syncthreads();
@@ -239,8 +290,207 @@ extern "C" __global__ void attn_combine(const float* __restrict__ part, u16* __r
     __syncthreads();
     float a = 0.0f;
 #pragma unroll 8
-    for (int s = 0; s < splits; ++s) a += p[s * (HD + 2) + 2 + i] * sc[s];
-    out[(size_t)bh * HD + i] = f2h(a / tot);
+    for (int s = 0; s < splits; ++s) a += __ldcg(p + s * (HD + 2) + 2 + i) * sc[s];
+    out[i] = f2h(a / tot);
+}
+
+extern "C" __global__ void attn_combine(const float* __restrict__ part, u16* __restrict__ out, int splits) {
+    pdl_enter();
+    const int bh = blockIdx.x;
+    combine_splits(part + (size_t)bh * splits * (HD + 2), out + (size_t)bh * HD, splits);
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// Merges the `splits` partials of each of the GQA consecutive heads at `part` into out[GQA][HD], the heads in
+// parallel: warp w takes heads w, w + 4, ...; its lanes stride over the splits for the maximum and the
+// softmax sum, then lane l sums elements 4l..4l+3 over the splits with independent loads (each split's
+// weight exp(m_s - max) recomputed per lane, no shared memory, no barrier). Loads go through L2: the
+// partials were written by other CTAs of this launch.
+__device__ __forceinline__ void combine_heads(const float* __restrict__ part, u16* __restrict__ out, int splits) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int g = warp; g < GQA; g += 4) {
+        const float* p = part + (size_t)g * splits * (HD + 2);
+        float mx = NEG_INF;
+        for (int s = lane; s < splits; s += 32) mx = fmaxf(mx, __ldcg(p + (size_t)s * (HD + 2)));
+        mx = warp_max(mx);
+        float tot = 0.0f;
+        for (int s = lane; s < splits; s += 32) {
+            const float ms = __ldcg(p + (size_t)s * (HD + 2));
+            if (ms != NEG_INF) tot += __ldcg(p + (size_t)s * (HD + 2) + 1) * __expf(ms - mx);
+        }
+        tot = warp_sum(tot);
+        float a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 16
+        for (int s = 0; s < splits; ++s) {
+            const float* ps = p + (size_t)s * (HD + 2);
+            const float ms = __ldcg(ps);
+            const float c = ms == NEG_INF ? 0.0f : __expf(ms - mx);
+            // (HD + 2) floats per partial and an even offset: 8-byte aligned.
+            const float2 v0 = __ldcg((const float2*)(ps + 2 + 4 * lane)), v1 = __ldcg((const float2*)(ps + 4 + 4 * lane));
+            a[0] += v0.x * c, a[1] += v0.y * c, a[2] += v1.x * c, a[3] += v1.y * c;
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[(size_t)g * HD + 4 * lane + e] = f2h(a[e] / tot);
+    }
+}
+
+// RoPE (rotate-half, as rope_append) at position pos of this lane's 4 elements 4l..4l+3: the angles are the
+// same for every head, so they are computed once (rope_angles) and applied per head (rope_apply, rounded to
+// FP16 as rope_append stores its results).
+__device__ __forceinline__ void rope_angles(int pos, float theta, float cs[4], float sn[4]) {
+    const int e0 = 4 * (threadIdx.x & 31);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const int i = (e0 + j) % (HD / 2);
+        const float freq = exp2f(-2.0f * (float)i / (float)HD * log2f(theta));
+        sincosf((float)pos * freq, &sn[j], &cs[j]);
+    }
+}
+__device__ __forceinline__ void rope_apply(const u16* __restrict__ head, const float cs[4], const float sn[4],
+                                           float out[4]) {
+    const int e0 = 4 * (threadIdx.x & 31);
+    const bool lo = e0 < HD / 2;
+    const int pe = lo ? e0 + HD / 2 : e0 - HD / 2;
+    const uint2 xv = *(const uint2*)(head + e0), yv = *(const uint2*)(head + pe);
+    const u16 x4[4] = {(u16)(xv.x & 0xffffu), (u16)(xv.x >> 16), (u16)(xv.y & 0xffffu), (u16)(xv.y >> 16)};
+    const u16 y4[4] = {(u16)(yv.x & 0xffffu), (u16)(yv.x >> 16), (u16)(yv.y & 0xffffu), (u16)(yv.y >> 16)};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        const float x = h2f(x4[j]), y = h2f(y4[j]);
+        out[j] = h2f(f2h(lo ? x * cs[j] - y * sn[j] : x * cs[j] + y * sn[j]));
+    }
+}
+
+// RoPE + KV append + flash-decoding + combine in one launch (the fused step). CTA (b * hkv + kv head, split)
+// serves all GQA q heads of its KV head, so each K and V row is read once for the group: the cached rows
+// of its chunk (below the new position len - 1) are loaded before waiting for the previous kernel (they
+// are not what it writes), then q is rotated from the raw qkv row; the CTA of the last split also rotates
+// the new key, appends it and the new value to the cache and attends to them from registers. Every CTA
+// writes one partial per q head, then counts itself in counters[b * hkv + kv head]; the last one merges
+// the splits of the group's heads into out and re-arms the counter.
+extern "C" __global__ void __launch_bounds__(128) attn_rope(const u16* __restrict__ qkv, u16* __restrict__ kc,
+                                                            u16* __restrict__ vc, float* __restrict__ part,
+                                                            u32* __restrict__ counters, u16* __restrict__ out, int len,
+                                                            int hq, int hkv, int smax, int chunk, float scale,
+                                                            float theta) {
+    pdl_trigger();
+    const int bk = blockIdx.x;
+    const int b = bk / hkv, kh = bk % hkv;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int row = (hq + 2 * hkv) * HD;
+    const int pos = len - 1;
+    const int splits = gridDim.y;
+    const size_t base = ((size_t)b * hkv + kh) * smax * HD;
+    const int p0 = blockIdx.y * chunk, p1 = min(pos, p0 + chunk);  // cached positions only
+    KvRows rows;
+    load_kv(kc, vc, base, p0, p1, rows);
+    pdl_wait();
+
+    float cs[4], sn[4];
+    rope_angles(pos, theta, cs, sn);
+    const u16* qkv_b = qkv + (size_t)b * row;
+    float qv[GQA][4];
+#pragma unroll
+    for (int g = 0; g < GQA; ++g) {
+        rope_apply(qkv_b + (size_t)(kh * GQA + g) * HD, cs, sn, qv[g]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) qv[g][e] *= scale;
+    }
+    const bool last_split = blockIdx.y == splits - 1;
+    float kn[4] = {0.0f, 0.0f, 0.0f, 0.0f}, vn[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (last_split) {
+        rope_apply(qkv_b + (size_t)(hq + kh) * HD, cs, sn, kn);
+        const uint2 vv = *(const uint2*)(qkv_b + (size_t)(hq + hkv + kh) * HD + 4 * lane);
+        vn[0] = h2f((u16)(vv.x & 0xffffu)), vn[1] = h2f((u16)(vv.x >> 16));
+        vn[2] = h2f((u16)(vv.y & 0xffffu)), vn[3] = h2f((u16)(vv.y >> 16));
+        if (warp == 0) {
+            const size_t c = base + (size_t)pos * HD + 4 * lane;
+            const u32 k01 = (u32)f2h(kn[0]) | ((u32)f2h(kn[1]) << 16), k23 = (u32)f2h(kn[2]) | ((u32)f2h(kn[3]) << 16);
+            *(uint2*)(kc + c) = make_uint2(k01, k23);
+            *(uint2*)(vc + c) = vv;
+        }
+    }
+
+    float m[GQA], l[GQA], acc[GQA][4];
+#pragma unroll
+    for (int g = 0; g < GQA; ++g) {
+        m[g] = NEG_INF, l[g] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[g][e] = 0.0f;
+    }
+    const int pb = p0 + warp;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        if (pb + 4 * j >= p1) break;
+        const uint2 kw = rows.k[j], vw = rows.v[j];
+        const float k4[4] = {h2f((u16)(kw.x & 0xffffu)), h2f((u16)(kw.x >> 16)), h2f((u16)(kw.y & 0xffffu)),
+                             h2f((u16)(kw.y >> 16))};
+        const float v4[4] = {h2f((u16)(vw.x & 0xffffu)), h2f((u16)(vw.x >> 16)), h2f((u16)(vw.y & 0xffffu)),
+                             h2f((u16)(vw.y >> 16))};
+#pragma unroll
+        for (int g = 0; g < GQA; ++g) {
+            float s = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s += qv[g][e] * k4[e];
+            softmax_step(warp_sum(s), v4, m[g], l[g], acc[g]);
+        }
+    }
+    if (last_split && warp == 0) {
+#pragma unroll
+        for (int g = 0; g < GQA; ++g) {
+            float s = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s += qv[g][e] * kn[e];
+            softmax_step(warp_sum(s), vn, m[g], l[g], acc[g]);
+        }
+    }
+
+    // Merge the 4 warps per head (warp w merges heads w, w + 4, ...) and write the partials.
+    __shared__ float sm[4][GQA], sl[4][GQA], sacc[4][GQA][HD];
+#pragma unroll
+    for (int g = 0; g < GQA; ++g) {
+        if (lane == 0) {
+            sm[warp][g] = m[g];
+            sl[warp][g] = l[g];
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) sacc[warp][g][4 * lane + e] = acc[g][e];
+    }
+    __syncthreads();
+    for (int g = warp; g < GQA; g += 4) {
+        const float mm = fmaxf(fmaxf(sm[0][g], sm[1][g]), fmaxf(sm[2][g], sm[3][g]));
+        float ll = 0.0f, a[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+            const float c = sm[w][g] == NEG_INF ? 0.0f : __expf(sm[w][g] - mm);
+            ll += sl[w][g] * c;
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a[e] += sacc[w][g][4 * lane + e] * c;
+        }
+        float* o = part + (((size_t)b * hq + kh * GQA + g) * splits + blockIdx.y) * (HD + 2);
+        if (lane == 0) {
+            o[0] = mm;
+            o[1] = ll;
+        }
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[2 + 4 * lane + e] = a[e];
+    }
+
+    __shared__ bool is_last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) is_last = atomicAdd(counters + bk, 1u) == (u32)splits - 1;
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    const size_t bh0 = (size_t)b * hq + kh * GQA;
+    combine_heads(part + bh0 * splits * (HD + 2), out + bh0 * HD, splits);
+    if (threadIdx.x == 0) counters[bk] = 0;
 }
 
 extern "C" __global__ void silu_mul(const u16* __restrict__ gu, u16* __restrict__ out, int f) {

@@ -206,7 +206,19 @@ __device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, in
 // into the split-K workspace); leaves acc zeroed for the next group.
 __device__ __forceinline__ void finish_group(const u8* __restrict__ scales, float gscale, u16* __restrict__ y,
                                              float* __restrict__ ws, int lane, int group, const int rows[R],
-                                             int n_rows, bool split, float acc[R][MT]) {
+                                             int n_rows, bool split, int flags, const float* inv,
+                                             float acc[R][MT]) {
+#if FUSE
+    // FUSE_ADD without split-K: the residual values this lane will add (output (r, m) is stored by lane
+    // (r MT + m) % 32) are loaded first, so their latency overlaps the reduction.
+    constexpr int YS = (R * MT + 31) / 32;
+    float yold[YS];
+#pragma unroll
+    for (int i = 0; i < YS; ++i) {
+        const int idx = i * 32 + lane, r = idx / MT, m = idx - r * MT, n = group * R + r;
+        yold[i] = (!split && (flags & FUSE_ADD) && idx < R * MT && n < n_rows) ? io2f(y[(size_t)m * n_rows + n]) : 0.0f;
+    }
+#endif
     // Warp reduction (butterfly: every lane ends with every sum).
 #pragma unroll
     for (int r = 0; r < R; ++r)
@@ -229,9 +241,13 @@ __device__ __forceinline__ void finish_group(const u8* __restrict__ scales, floa
         for (int m = 0; m < MT; ++m) {
             const int n = group * R + r;
             if (lane == ((r * MT + m) & 31) && n < n_rows) {
+#if FUSE
+                const float v = acc[r][m] * s * ((flags & FUSE_NORM) ? inv[m] : 1.0f) + yold[(r * MT + m) >> 5];
+#else
                 const float v = acc[r][m] * s;
+#endif
                 const size_t o = (size_t)m * n_rows + n;
-                splitk_store(ws, y, o, v, split, [](float x) { return f2out(x); });
+                splitk_store(ws, y, o, v, split, flags & ~FUSE_ADD, [](float x) { return f2out(x); });
             }
             acc[r][m] = 0.0f;
         }
@@ -241,7 +257,8 @@ __device__ __forceinline__ void finish_group(const u8* __restrict__ scales, floa
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
         const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
-        int n_rows, int k, int chunks_per_split) {
+        int n_rows, int k, int chunks_per_split, int flags, float eps) {
+    flags = fuse_flags(flags);
 #if FMT >= 5
     __shared__ float lut[16];
     if (threadIdx.x < 16) lut[threadIdx.x] = kLut[threadIdx.x];
@@ -282,6 +299,8 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
     Meta meta[U][R];
     if (steps > 0) load_set(w, scales, zeros, rows, c_begin + lane * LMUL, c_end, k, kc, q, meta);
     pdl_wait();  // the first weights are in flight; x, y and the workspace are touched only from here
+    __shared__ float fuse_inv[WARPS][MT];  // each warp stores its own rows: its own slot, no CTA barrier
+    fuse_norm_prologue(x, k, MT, flags, eps, fuse_inv[warp]);
 #if SX
     // Stage x and the scales while the first weights are in flight (the grid covers N: one group per warp).
     extern __shared__ float4 smem_raw[];
@@ -345,7 +364,7 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 #endif
         compute_set(x, k, c, c_end, lut, q, meta, acc, xs, xstride, c_begin);
         if (nit == 0) {
-            finish_group(scales, gscale, y, ws, lane, group, rows, n_rows, split, acc);
+            finish_group(scales, gscale, y, ws, lane, group, rows, n_rows, split, flags, fuse_inv[warp], acc);
         }
         group = ngroup;
         it = nit;
@@ -369,5 +388,5 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
     if (!split) return;
 
     const int tile0 = blockIdx.x * WARPS * R;
-    splitk_finish(ws, y, counters, tile0, min(WARPS * R, n_rows - tile0), n_rows, MT, [](float v) { return f2out(v); });
+    splitk_finish(ws, y, counters, tile0, min(WARPS * R, n_rows - tile0), n_rows, MT, flags, [](float v) { return f2out(v); });
 }

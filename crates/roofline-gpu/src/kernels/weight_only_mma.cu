@@ -223,7 +223,8 @@ __device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, in
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
        const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
-       int n_rows, int k, int tiles_per_split) {
+       int n_rows, int k, int tiles_per_split, int flags, float eps) {
+    flags = fuse_flags(flags);
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -241,6 +242,8 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[b][i] = 0.0f;
 
+    __shared__ float fuse_inv[WARPS][MT];  // each warp stores its own rows: its own slot
+    fuse_norm_prologue(x, k, MT, flags, eps, fuse_inv[warp]);
     if (rt < row_tiles) {
         const uint4* wt = w + (size_t)rt * kt_total * 32 + lane;
         uint4 q[U];
@@ -281,15 +284,16 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
 #if FMT == 7
                     v *= gscale;
 #endif
+                    if (flags & FUSE_NORM) v *= fuse_inv[warp][m];
                     const size_t o = (size_t)m * n_rows + n;
-                    splitk_store(ws, y, o, v, split, [](float x) { return f2h(x); });
+                    splitk_store(ws, y, o, v, split, flags, [](float x) { return f2h(x); });
                 }
             }
     }
     if (!split) return;
 
     const int row0 = blockIdx.x * WARPS * 16;
-    splitk_finish(ws, y, counters, row0, min(WARPS * 16, n_rows - row0), n_rows, MT, [](float v) { return f2h(v); });
+    splitk_finish(ws, y, counters, row0, min(WARPS * 16, n_rows - row0), n_rows, MT, flags, [](float v) { return f2h(v); });
 }
 
 #if XS
@@ -353,7 +357,8 @@ __device__ __forceinline__ void xs_load(const uint4* __restrict__ w, const u8* _
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
           const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
-          int n_rows, int k, int rtpc) {
+          int n_rows, int k, int rtpc, int flags, float eps) {
+    flags = fuse_flags(flags);
     extern __shared__ float part[];  // [WARPS][rtpc * 16][MT]
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
@@ -370,6 +375,8 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     if (rt0 < rt_end) xs_load(w, scales, rt0, row_tiles, kt0, kt_total, lane, g, q, meta);
 
     // B fragments of x for this warp's k-tiles: column g = row g of x block b, k = 16 s + 2 t (+1, +8, +9).
+    __shared__ float fuse_inv[MT];  // read after the __syncthreads before the epilogue
+    if (warp == 0) fuse_norm_prologue(x, k, MT, flags, eps, fuse_inv);
     u32 bx[KT][NB][4][2];
 #pragma unroll
     for (int b = 0; b < NB; ++b)
@@ -428,11 +435,12 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 #if FMT == 7
         v *= gscale;
 #endif
+        if (flags & FUSE_NORM) v *= fuse_inv[m];
         const size_t o = (size_t)m * n_rows + rt0 * 16 + r;
-        splitk_store(ws, y, o, v, split, [](float x) { return f2h(x); });
+        splitk_store(ws, y, o, v, split, flags, [](float x) { return f2h(x); });
     }
     if (!split) return;
 
-    splitk_finish(ws, y, counters, rt0 * 16, rows_here, n_rows, MT, [](float v) { return f2h(v); });
+    splitk_finish(ws, y, counters, rt0 * 16, rows_here, n_rows, MT, flags, [](float v) { return f2h(v); });
 }
 #endif

@@ -238,7 +238,8 @@ __device__ __forceinline__ void read_step(const u8* sp, int lane, uint4 q[R][C],
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
         const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
-        int n_rows, int k, int rpc) {
+        int n_rows, int k, int rpc, int flags, float eps) {
+    flags = fuse_flags(flags);
     pdl_trigger();
 #if FMT >= 5
     __shared__ float lut[16];
@@ -274,6 +275,12 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
     load_step(w, scales, zeros, n_rows, n_pad, kc, row0, cbase, q, meta);
 #endif
     pdl_wait();  // the first weights are in flight; x, y and the workspace are touched only from here
+#if FUSE
+    // FUSE_NORM: without split-K the CTA's warps hold all of x in registers, and each adds its slice's
+    // squares into fuse_ss (no extra loads, no latency); with split-K warp 0 reads all of x first.
+    __shared__ float fuse_inv[MT], fuse_ss[WARPS][MT];  // read after the __syncthreads before the epilogue
+    if (split && warp == 0) fuse_norm_prologue(x, k, MT, flags, eps, fuse_inv);
+#endif
 
     // x of this lane's chunks, as floats, for the whole row loop.
     float xr[MT][C][EPC];
@@ -303,6 +310,21 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
             for (int e = 0; e < EPC; ++e) t += xr[m][j][e];
             xsum[m][j] = t;
         }
+#endif
+#if FUSE
+    if (!split && (flags & FUSE_NORM)) {
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+            float ss = 0.0f;
+#pragma unroll
+            for (int j = 0; j < C; ++j)
+#pragma unroll
+                for (int e = 0; e < EPC; ++e) ss = fmaf(xr[m][j][e], xr[m][j][e], ss);  // zeros past K
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(FULL, ss, o);
+            if (lane == 0) fuse_ss[warp][m] = ss;
+        }
+    }
 #endif
 #if FMT >= 5
     __syncthreads();  // the LUT
@@ -422,10 +444,23 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
         if (st + 1 < steps) load_step(w, scales, zeros, n_rows, n_pad, kc, n0 + R, cbase, q, meta);
 #endif
     }
+#if FUSE
+    // FUSE_ADD without split-K: the residual values of this thread's first outputs are loaded before the
+    // barrier, so their latency overlaps it (the rest, if any, are loaded when stored).
+    constexpr int YPF = 4;
+    float yold[YPF];
+#pragma unroll
+    for (int j = 0; j < YPF; ++j) {
+        const int i = threadIdx.x + j * blockDim.x;
+        const int m = i / max(nrow, 1), rr = i - m * nrow;
+        yold[j] = (!split && (flags & FUSE_ADD) && i < MT * nrow) ? io2f(y[(size_t)m * n_rows + row0 + rr]) : 0.0f;
+    }
+#endif
     __syncthreads();
 
     // The CTA's rows: sum the warps' partials, scale, write (or add into the split-K workspace).
-    for (int i = threadIdx.x; i < MT * nrow; i += blockDim.x) {
+    int j = 0;
+    for (int i = threadIdx.x; i < MT * nrow; i += blockDim.x, ++j) {
         const int m = i / nrow, rr = i - m * nrow;
         float v = 0.0f;
 #pragma unroll
@@ -437,9 +472,28 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
         v *= gscale;
 #endif
         const size_t o = (size_t)m * n_rows + n;
-        splitk_store(ws, y, o, v, split, [](float x) { return f2out(x); });
+#if FUSE
+        if (flags & FUSE_NORM) {
+            if (split) {
+                v *= fuse_inv[m];
+            } else {
+                float t = 0.0f;
+#pragma unroll
+                for (int wp = 0; wp < WARPS; ++wp) t += fuse_ss[wp][m];
+                v *= rsqrtf(t / (float)k + eps);
+            }
+        }
+        if (j < YPF) {
+            v += yold[j < YPF ? j : 0];
+            splitk_store(ws, y, o, v, split, flags & ~FUSE_ADD, [](float x) { return f2out(x); });
+        } else {
+            splitk_store(ws, y, o, v, split, flags, [](float x) { return f2out(x); });
+        }
+#else
+        splitk_store(ws, y, o, v, split, 0, [](float x) { return f2out(x); });
+#endif
     }
     if (!split) return;
 
-    splitk_finish(ws, y, counters, row0, nrow, n_rows, MT, [](float v) { return f2out(v); });
+    splitk_finish(ws, y, counters, row0, nrow, n_rows, MT, flags, [](float v) { return f2out(v); });
 }

@@ -1,28 +1,83 @@
-// Split-K epilogue shared by the weight-only kernels (the host prepends this file to each source). Call it
-// after the CTA has added its partial sums into the FP32 workspace with atomicAdd: the last CTA (per-tile
-// counter) of row tile blockIdx.x converts rows [row0, row0 + rows) x mt of the workspace to y with `out`,
-// and leaves workspace and counter zeroed for the next call, so one launch does it all.
+// Epilogue shared by the weight-only kernels (the host prepends this file, after wo_prims.cuh, to each
+// source): the fused prologue/epilogue options of a launch, and split-K. With K split over gridDim.y each
+// CTA adds its partial sums into the FP32 workspace with atomicAdd; the last CTA (per-tile counter) of row
+// tile blockIdx.x converts rows [row0, row0 + rows) x mt of the workspace to y, and leaves workspace and
+// counter zeroed for the next call, so one launch does it all.
+//
+// Fusions (kernel arguments `flags`, `eps`), which let a decode step drop its RMSNorm kernels:
+//   FUSE_NORM  x is the un-normalized residual stream and the RMSNorm's weight is folded into W (W diag(g)):
+//              y = rsqrt(mean(x[m]^2) + eps) . x W^T. Each warp computes the inverse RMS of every row of x
+//              itself (fuse_norm_prologue, after pdl_wait) into its slot of a shared [WARPS][MT] array, and
+//              the scale is applied to the output (it is linear, so split-K partials take it too).
+//   FUSE_ADD   y += x W^T: a residual add (y is read before it is written; split-K adds it once, at the end).
 
-// One output value: into the workspace when K is split over gridDim.y (splitk_finish converts it later),
-// else straight to y through `out`.
+#define FUSE_NORM 1
+#define FUSE_ADD 2
+// FUSE 0 (default): the kernels ignore `flags` (fuse_flags returns a compile-time 0, so none of the fused
+// code is emitted and the kernels are what they were before fusion existed: the prologue and the residual
+// loads cost ~1.5 us of latency at 1x4096x4096 even when skipped at run time). The host compiles FUSE = 1
+// builds only for fused launches.
+#ifndef FUSE
+#define FUSE 0
+#endif
+__device__ __forceinline__ int fuse_flags(int flags) { return FUSE ? flags : 0; }
+
+// One x/y element (FP16, or BF16 when XBF16) as a float.
+__device__ __forceinline__ float io2f(u16 h) {
+#if XBF16
+    return as_float((u32)h << 16);
+#else
+    return h2f(h);
+#endif
+}
+
+// This warp's inverse RMS of rows 0..mt-1 of x (K elements each, K a multiple of 8) into inv[m]; 1 when
+// FUSE_NORM is off. Every lane of the warp must call it (a no-op without FUSE: inv is then never read).
+__device__ __forceinline__ void fuse_norm_prologue(const u16* __restrict__ x, int k, int mt, int flags, float eps,
+                                                   float* inv) {
+    if (!FUSE) return;
+    const int lane = threadIdx.x & 31;
+    for (int m = 0; m < mt; ++m) {
+        float s = 0.0f;
+        if (flags & FUSE_NORM) {
+            const uint4* xr = (const uint4*)(x + (size_t)m * k);
+            for (int i = lane; i < k / 8; i += 32) {
+                const uint4 v = __ldg(xr + i);
+                const u32 wds[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const float a = io2f((u16)(wds[j] & 0xffffu)), b = io2f((u16)(wds[j] >> 16));
+                    s = fmaf(a, a, fmaf(b, b, s));
+                }
+            }
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        }
+        if (lane == 0) inv[m] = (flags & FUSE_NORM) ? rsqrtf(s / (float)k + eps) : 1.0f;
+    }
+    __syncwarp();
+}
+
+// One output value (already scaled by the caller): into the workspace when K is split over gridDim.y
+// (splitk_finish converts it later), else straight to y through `out`, plus y's old value with FUSE_ADD.
 template <typename Out>
-__device__ __forceinline__ void splitk_store(float* __restrict__ ws, unsigned short* __restrict__ y, size_t o,
-                                             float v, bool split, Out out) {
+__device__ __forceinline__ void splitk_store(float* __restrict__ ws, u16* __restrict__ y, size_t o, float v,
+                                             bool split, int flags, Out out) {
     if (split)
         atomicAdd(ws + o, v);
     else
-        y[o] = out(v);
+        y[o] = out((flags & FUSE_ADD) ? v + io2f(y[o]) : v);
 }
 
 template <typename Out>
-__device__ __forceinline__ void splitk_finish(float* __restrict__ ws, unsigned short* __restrict__ y,
-                                              unsigned int* __restrict__ counters, int row0, int rows, int n_rows,
-                                              int mt, Out out) {
+__device__ __forceinline__ void splitk_finish(float* __restrict__ ws, u16* __restrict__ y,
+                                              u32* __restrict__ counters, int row0, int rows, int n_rows, int mt,
+                                              int flags, Out out) {
     __shared__ bool is_last;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
-        const unsigned int prev = atomicAdd(counters + blockIdx.x, 1u);
+        const u32 prev = atomicAdd(counters + blockIdx.x, 1u);
         is_last = prev == gridDim.y - 1;
     }
     __syncthreads();
@@ -31,9 +86,9 @@ __device__ __forceinline__ void splitk_finish(float* __restrict__ ws, unsigned s
         for (int i = threadIdx.x; i < rows * mt; i += blockDim.x) {
             const int r = i / mt, m = i - r * mt;
             const size_t o = (size_t)m * n_rows + row0 + r;
-            y[o] = out(atomicExch(ws + o, 0.0f));
+            const float v = atomicExch(ws + o, 0.0f);
+            y[o] = out((flags & FUSE_ADD) ? v + io2f(y[o]) : v);
         }
         if (threadIdx.x == 0) counters[blockIdx.x] = 0;
     }
 }
-

@@ -212,6 +212,8 @@ pub struct LaunchPlan {
     pub pdl: bool,
     /// `XReg`: steps in flight through shared memory (0 = register loads).
     pub stages: u32,
+    /// Compiled with the fusions of [`Fusion`] (`FUSE`); without, the kernels ignore their `flags`.
+    pub fuse: bool,
 }
 
 impl LaunchPlan {
@@ -232,6 +234,7 @@ impl LaunchPlan {
             xreg: self.xreg,
             pdl: self.pdl && arch >= 90,
             stages: self.stages,
+            fuse: self.fuse,
             arch,
         }
     }
@@ -313,6 +316,7 @@ impl LaunchPlan {
                 rows_per_cta: 0,
                 pdl,
                 stages,
+                fuse: false,
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
@@ -346,6 +350,7 @@ impl LaunchPlan {
                 rows_per_cta: rtpc,
                 pdl: false,
                 stages: 0,
+                fuse: false,
             };
         }
         if variant == Variant::Mma {
@@ -377,6 +382,7 @@ impl LaunchPlan {
                 rows_per_cta: 0,
                 pdl: false,
                 stages: 0,
+                fuse: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -441,6 +447,7 @@ impl LaunchPlan {
             rows_per_cta: 0,
             pdl,
             stages: 0,
+            fuse: false,
         }
     }
 }
@@ -680,6 +687,11 @@ impl WeightOnlyGemv {
         self.upload(&pack(q)?)
     }
 
+    /// The engine's stream (what [`WeightOnlyGemv::run`] launches on).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
     /// Copies x/y element bits (FP16 or BF16, as `self.x`) to a new device buffer.
     pub fn htod(&self, v: &[u16]) -> Result<CudaSlice<u16>, GpuError> {
         Ok(self.stream.clone_htod(v)?)
@@ -711,7 +723,26 @@ impl WeightOnlyGemv {
         y: &mut CudaSlice<u16>,
         m: usize,
     ) -> Result<(), GpuError> {
+        self.run_fused(stream, w, x, y, m, Fusion::default())
+    }
+
+    /// [`WeightOnlyGemv::run_on`] with an RMSNorm of x and/or a residual add into y fused in (see
+    /// [`Fusion`]).
+    pub fn run_fused(
+        &self,
+        stream: &Arc<CudaStream>,
+        w: &mut DeviceWeights,
+        x: &CudaSlice<u16>,
+        y: &mut CudaSlice<u16>,
+        m: usize,
+        fusion: Fusion,
+    ) -> Result<(), GpuError> {
         let (n, k) = (w.n, w.k);
+        if let Some(eps) = fusion.norm_eps {
+            if !(eps.is_finite() && eps > 0.0) {
+                return Err(GpuError::Unsupported(format!("the fused RMSNorm needs eps > 0, got {eps}")));
+            }
+        }
         if !(1..=16).contains(&m) {
             return Err(GpuError::Unsupported(format!("weight-only kernels take M = 1..16 rows of x, not {m}")));
         }
@@ -727,7 +758,8 @@ impl WeightOnlyGemv {
         if n > i32::MAX as usize || k > i32::MAX as usize {
             return Err(GpuError::Unsupported(format!("N = {n} and K = {k} must fit in 32 bits")));
         }
-        let (plan, loaded) = self.fit(m, n, self.plan(m, n, k))?;
+        let plan = LaunchPlan { fuse: fusion != Fusion::default(), ..self.plan(m, n, k) };
+        let (plan, loaded) = self.fit(m, n, plan)?;
         if w.mma_layout != matches!(self.variant, Variant::Mma | Variant::XMma) {
             return Err(GpuError::Unsupported(format!(
                 "weights were uploaded for the {} kernel, this engine runs {:?}",
@@ -749,7 +781,9 @@ impl WeightOnlyGemv {
         let (mut y_p, _g4) = y.device_ptr_mut(stream);
         let (mut ws_p, _g5) = w.workspace.device_ptr_mut(stream);
         let (mut cnt_p, _g6) = w.counters.device_ptr_mut(stream);
-        let mut params: [*mut c_void; 11] = [
+        let mut flags = fusion.flags();
+        let mut eps = fusion.norm_eps.unwrap_or(0.0);
+        let mut params: [*mut c_void; 13] = [
             (&raw mut codes_p).cast(),
             (&raw mut scales_p).cast(),
             (&raw mut zeros_p).cast(),
@@ -761,10 +795,13 @@ impl WeightOnlyGemv {
             (&raw mut n_i).cast(),
             (&raw mut k_i).cast(),
             (&raw mut last_i).cast(),
+            (&raw mut flags).cast(),
+            (&raw mut eps).cast(),
         ];
         let pdl = plan.pdl && self.arch >= 90;
         let grid = (grid_n, plan.splits, 1);
-        // SAFETY: the parameters match `wo_gemv` / `wo_xreg` / `wo_mma` (same signature) in order and type,
+        // SAFETY: the parameters match `wo_gemv` / `wo_xreg` / `wo_mma` / `wo_mma_xs` (same signature:
+        // ..., int n_rows, int k, int last, int flags, float eps) in order and type,
         // each pointing at a local that lives until the launch returns; codes hold N*K*bits/8 bytes (checked
         // by `pack`), scales/zeros hold the tables the format and kernel read (or 16 dummy bytes), x and y
         // hold at least M*K and M*N elements (checked above), the workspace holds 16*N floats (M <= 16) and
@@ -772,6 +809,23 @@ impl WeightOnlyGemv {
         // `_g*` keep the buffers' stream ordering until the launch is queued. PDL is requested only for
         // kernels compiled with it (their `griddepcontrol.wait` precedes every access to x, y and workspace).
         unsafe { launch_ex(stream, &f, grid, (plan.warps * 32, 1, 1), plan.smem_bytes, pdl, &mut params) }
+    }
+}
+
+/// What a weight-only launch fuses around `y = x W^T` (both off by default).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Fusion {
+    /// RMSNorm of x with this epsilon: y = rsqrt(mean(x[m]^2) + eps) x W^T, the norm's weight folded into W
+    /// by the caller (W diag(g), as QuaRot and SpinQuant fold it); every CTA computes the row norms itself.
+    pub norm_eps: Option<f32>,
+    /// Residual add: y += x W^T (y is read, then overwritten).
+    pub add_into_y: bool,
+}
+
+impl Fusion {
+    /// The kernels' `flags` argument (`FUSE_NORM` = 1, `FUSE_ADD` = 2 in `wo_splitk.cuh`).
+    fn flags(self) -> i32 {
+        i32::from(self.norm_eps.is_some()) | (i32::from(self.add_into_y) << 1)
     }
 }
 
@@ -1318,7 +1372,8 @@ mod tests {
                             continue;
                         }
                         let default = LaunchPlan::new(variant, f, m, 4096, 4096, 132, Tuning::default());
-                        let mut plans = vec![default];
+                        // The fused RMSNorm / residual-add build of the default plan too.
+                        let mut plans = vec![default, LaunchPlan { fuse: true, ..default }];
                         if m == 1 || m == 16 {
                             let other = Tuning { pipeline: Some(!default.pipeline), ..Tuning::default() };
                             plans.push(LaunchPlan::new(variant, f, m, 4096, 4096, 132, other));
@@ -1350,7 +1405,7 @@ mod tests {
                 failures.push(format!("{key:?} spills:\n{}", c.log));
             }
             report.push(format!(
-                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={}: {} registers, {} spill bytes, {} stack bytes",
+                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={}{}: {} registers, {} spill bytes, {} stack bytes",
                 key.arch,
                 key.format.format().name(),
                 key.x.name(),
@@ -1361,6 +1416,7 @@ mod tests {
                 u8::from(key.pipeline),
                 u8::from(key.stage),
                 u8::from(key.xreg),
+                if key.fuse { " FUSE" } else { "" },
                 c.registers.unwrap_or(0),
                 c.spill_bytes.unwrap_or(0),
                 c.stack_bytes.unwrap_or(0)
@@ -1383,6 +1439,7 @@ mod tests {
             xreg: false,
             pdl: true,
             stages: 0,
+            fuse: false,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

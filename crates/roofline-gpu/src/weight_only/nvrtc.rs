@@ -13,16 +13,16 @@ use crate::GpuError;
 
 /// The kernel source (all formats; `-D` options pick one): the shared definitions, then the kernel.
 pub const WEIGHT_ONLY_SOURCE: &str = concat!(
-    include_str!("../kernels/wo_splitk.cuh"),
     include_str!("../kernels/wo_prims.cuh"),
+    include_str!("../kernels/wo_splitk.cuh"),
     include_str!("../kernels/wo_common.cuh"),
     include_str!("../kernels/weight_only_gemv.cu")
 );
 
 /// The x-in-registers kernel for M <= 4 (see `kernels/weight_only_xreg.cu`); a key with `xreg` selects it.
 pub const WEIGHT_ONLY_XREG_SOURCE: &str = concat!(
-    include_str!("../kernels/wo_splitk.cuh"),
     include_str!("../kernels/wo_prims.cuh"),
+    include_str!("../kernels/wo_splitk.cuh"),
     include_str!("../kernels/wo_common.cuh"),
     include_str!("../kernels/weight_only_xreg.cu")
 );
@@ -30,8 +30,8 @@ pub const WEIGHT_ONLY_XREG_SOURCE: &str = concat!(
 /// The tensor-core source for 4-bit weights (see `kernels/weight_only_mma.cu`); a key with
 /// `rows_per_warp == MMA_ROWS` selects it.
 pub const WEIGHT_ONLY_MMA_SOURCE: &str = concat!(
-    include_str!("../kernels/wo_splitk.cuh"),
     include_str!("../kernels/wo_prims.cuh"),
+    include_str!("../kernels/wo_splitk.cuh"),
     include_str!("../kernels/weight_only_mma.cu")
 );
 
@@ -92,6 +92,9 @@ pub struct KernelKey {
     /// `XReg`: steps of weights and scales per warp in flight through shared memory (`cp.async`, `NST`);
     /// 0 = loaded into registers.
     pub stages: u32,
+    /// Compiled with the fused RMSNorm / residual add (`FUSE`; see `weight_only::Fusion`); without, the
+    /// `flags` argument is ignored and the kernel is what it was before fusion existed.
+    pub fuse: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -136,6 +139,7 @@ impl KernelKey {
             format!("-DNST={}", self.stages),
             format!("-DXS={}", u32::from(self.xreg && self.is_mma())),
             format!("-DKT={}", self.unroll),
+            format!("-DFUSE={}", u32::from(self.fuse)),
             // Source lines in the CUBIN for profilers (no effect on the code).
             "--generate-line-info".into(),
         ]
@@ -318,6 +322,7 @@ mod tests {
             xreg: false,
             pdl: true,
             stages: 0,
+            fuse: true,
             arch: 90,
         };
         let o = key.options();
@@ -334,6 +339,7 @@ mod tests {
             "-DSX=1",
             "-DGRP=1",
             "-DPDL=1",
+            "-DFUSE=1",
         ] {
             assert!(o.iter().any(|x| x == want), "{want} missing from {o:?}");
         }
