@@ -243,6 +243,7 @@ async fn model_matches_the_core_analysis() {
         activations: Format::BF16,
         kv: Format::BF16,
         roles: Default::default(),
+        fused: false,
     };
     let want = analyze_model(&cfg, &req, &HardwareProfile::preset("h100").unwrap()).unwrap();
     assert_eq!(got, want);
@@ -284,6 +285,7 @@ async fn model_from_pasted_config_json() {
         activations: Format::BF16,
         kv: Format::BF16,
         roles: Default::default(),
+        fused: false,
     };
     assert_eq!(got, analyze_model(&cfg, &req, &HardwareProfile::preset("b200").unwrap()).unwrap());
     // The config may also come as text.

@@ -43,6 +43,10 @@ pub struct Args {
     /// KV-cache format.
     #[arg(long, default_value = "bf16", value_parser = parse_format)]
     pub kv: Format,
+    /// Predict a fused engine: norms inside the next linear, residual adds inside the linear before, RoPE
+    /// inside the attention (their bytes stay, their launch and start-up costs go; `--by-op` shows where).
+    #[arg(long)]
+    pub fused: bool,
     /// One row per op (per layer group), with its share of the step.
     #[arg(long, conflicts_with = "by_layer")]
     pub by_op: bool,
@@ -103,6 +107,7 @@ pub fn run(args: Args) -> Result<()> {
         activations: args.activations,
         kv: args.kv,
         roles: Default::default(),
+        fused: args.fused,
     };
     let report = analyze_model(&cfg, &req, &hw)?;
     if let Some(path) = &args.plot {

@@ -68,40 +68,13 @@ pub struct ModelBenchArgs {
     pub json: bool,
 }
 
-/// A benchmarked scheme with its prediction.
+/// A benchmarked scheme with its prediction (the measured step's fusions applied: an op that ran inside
+/// another kernel counts only its roofline time, see `OpRow::fuse_into`).
 #[derive(Debug, serde::Serialize)]
 struct Row {
     scheme: Format,
     measured: StepResult,
     predicted: ModelReport,
-    /// The prediction for the step as executed: ops fused into another kernel count only their roofline
-    /// time (no launch overhead, no memory start-up latency), us.
-    predicted_step_us: f64,
-}
-
-impl Row {
-    fn predicted_tokens_per_s(&self, batch: usize) -> f64 {
-        batch as f64 / (self.predicted_step_us * 1e-6)
-    }
-}
-
-/// An op's predicted time when it runs inside another kernel: its bytes and FLOPs at the roofs, without
-/// the fixed costs (launch overhead, memory start-up latency) its own kernel would pay.
-fn fused_time_us(p: &roofline_core::Prediction) -> f64 {
-    (p.bytes as f64 / (p.bandwidth_gb_s * 1e3)).max(p.time_compute_us)
-}
-
-/// The step's predicted time with the measured step's fusions applied.
-fn predicted_step_us(report: &ModelReport, measured: &StepResult) -> f64 {
-    report
-        .ops
-        .iter()
-        .map(|op| {
-            let fused = measured.fused.iter().any(|f| f.name == op.name);
-            let t = if fused { fused_time_us(&op.prediction) } else { op.prediction.time_us };
-            t * op.count as f64
-        })
-        .sum()
 }
 
 /// The weight-only kernel format of a scheme.
@@ -202,8 +175,11 @@ pub fn run(a: ModelBenchArgs) -> Result<()> {
             cfg.name, bc.batch, bc.seq, bc.layers_built, bc.layers
         );
         let measured = gpu.model_bench(&bc, |step| eprintln!("  {step} ..."))?;
-        let predicted_step_us = predicted_step_us(&predicted, &measured);
-        rows.push(Row { scheme: f, measured, predicted, predicted_step_us });
+        let mut predicted = predicted;
+        for op in &measured.fused {
+            predicted.fuse(&op.name, &op.into);
+        }
+        rows.push(Row { scheme: f, measured, predicted });
     }
     if a.json {
         return print_json(&rows);
@@ -234,16 +210,15 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
     let mut by_kind: Vec<(&str, f64, f64)> = Vec::new();
     for op in &p.ops {
         let meas = m.ops.iter().find(|o| o.name == op.name);
-        let fused = m.fused.iter().find(|f| f.name == op.name);
-        let pred = if fused.is_some() { fused_time_us(&op.prediction) } else { op.prediction.time_us };
+        let pred = op.prediction.time_us;
         let (meas_s, err_s, roof_s) = match meas {
             Some(o) => (
                 sig3(o.time_us),
                 format!("{:+.1}%", 100.0 * (o.time_us - pred) / o.time_us),
                 format!("{:.0}%", 100.0 * pred / o.time_us),
             ),
-            None => match fused {
-                Some(f) => (format!("in {}", f.into), "-".into(), "-".into()),
+            None => match &op.fused_into {
+                Some(host) => (format!("in {host}"), "-".into(), "-".into()),
                 None => ("-".into(), "-".into(), "-".into()),
             },
         };
@@ -268,19 +243,19 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
         ]);
     }
     println!("{t}");
-    let err = (m.step_us - r.predicted_step_us) / m.step_us;
+    let err = (m.step_us - p.totals.time_us) / m.step_us;
     println!(
         "step: measured {} us (CUDA graph, {} replays; sum of per-op times {} us), predicted {} us, error {:+.1}%",
         sig3(m.step_us),
         m.replays,
         sig3(m.ops_sum_us),
-        sig3(r.predicted_step_us),
+        sig3(p.totals.time_us),
         100.0 * err
     );
     println!(
         "tokens/s: measured {:.1}, predicted {:.1}; attention + KV append check vs CPU f64: rel. error {:.1e}",
         m.tokens_per_s(batch),
-        r.predicted_tokens_per_s(batch),
+        p.totals.tokens_per_s,
         m.attention_rel_error
     );
     let kinds: Vec<String> =
@@ -292,8 +267,8 @@ fn print_comparison(rows: &[Row], batch: usize) {
     let base = rows.iter().find(|r| r.scheme == Format::FP16).or(rows.first());
     let mut t = table(&["Scheme", "Measured tok/s", "Predicted tok/s", "Error", "Speed-up meas", "Speed-up pred"]);
     for r in rows {
-        let (ms, ps) = (r.measured.tokens_per_s(batch), r.predicted_tokens_per_s(batch));
-        let (bm, bp) = base.map_or((ms, ps), |b| (b.measured.tokens_per_s(batch), b.predicted_tokens_per_s(batch)));
+        let (ms, ps) = (r.measured.tokens_per_s(batch), r.predicted.totals.tokens_per_s);
+        let (bm, bp) = base.map_or((ms, ps), |b| (b.measured.tokens_per_s(batch), b.predicted.totals.tokens_per_s));
         t.add_row(vec![
             r.scheme.to_string(),
             format!("{ms:.1}"),

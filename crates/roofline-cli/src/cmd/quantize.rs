@@ -104,6 +104,7 @@ pub fn run(a: Args) -> Result<()> {
                 activations: Format::BF16,
                 kv: Format::BF16,
                 roles: Default::default(),
+                fused: false,
             },
             memory_limit_gb: None,
             max_accuracy_loss_pct: a.max_accuracy_loss_pct,

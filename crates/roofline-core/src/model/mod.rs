@@ -6,6 +6,7 @@
 //! LM head, norms and the MoE router, which stay in the activation format (as serving engines keep them).
 
 mod config;
+mod fusion;
 pub mod plan;
 pub mod render;
 
@@ -41,6 +42,11 @@ pub struct ModelRequest {
     /// Per-layer-type schemes overriding `weights`/`activations` (a quantization plan).
     #[serde(default)]
     pub roles: RoleSchemes,
+    /// Predict a fused engine: each norm inside the next linear, each residual add inside the linear
+    /// before it, RoPE inside the attention; those ops keep their bytes and FLOPs but pay no launch
+    /// overhead or memory start-up latency (`OpRow::fused_into` names the host).
+    #[serde(default)]
+    pub fused: bool,
 }
 
 /// A (weights, activations) pair for one layer type.
@@ -109,6 +115,7 @@ impl Default for ModelRequest {
             activations: Format::BF16,
             kv: Format::BF16,
             roles: RoleSchemes::default(),
+            fused: false,
         }
     }
 }
@@ -150,6 +157,9 @@ pub struct OpRow {
     pub prediction: Prediction,
     /// `prediction.time_us * count`.
     pub total_time_us: f64,
+    /// The op whose kernel does this op's work in a fused engine (see [`ModelRequest::fused`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fused_into: Option<String>,
 }
 
 /// Whole-model totals.
@@ -241,6 +251,7 @@ impl Builder<'_> {
             weight_bytes,
             total_time_us: prediction.time_us * self.count as f64,
             prediction,
+            fused_into: None,
         });
     }
 
@@ -341,6 +352,7 @@ impl Builder<'_> {
             weight_bytes: 0,
             total_time_us: time_us * self.count as f64,
             prediction,
+            fused_into: None,
         });
         Ok(time_us * self.count as f64)
     }
@@ -559,7 +571,7 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
         Phase::Decode => b,
         Phase::Prefill => t,
     };
-    Ok(ModelReport {
+    let mut report = ModelReport {
         model: cfg.name.clone(),
         hardware: hw.key.clone(),
         hardware_name: hw.name.clone(),
@@ -587,7 +599,11 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
             comm_share: if time_us > 0.0 { comm_us / time_us } else { 0.0 },
         },
         ops,
-    })
+    };
+    if req.fused {
+        report.fuse_standard();
+    }
+    Ok(report)
 }
 
 /// Every weight of the model (all experts), unsharded, measured by `st`: exact storage bytes, or elements

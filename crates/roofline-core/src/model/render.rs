@@ -8,8 +8,18 @@ use super::ModelReport;
 fn header(r: &ModelReport) -> String {
     let q = &r.request;
     format!(
-        "{} on {} [{}]: {} B={} S={} TP={}; weights {}, activations {}, KV {}\n",
-        r.model, r.hardware_name, r.hardware, q.phase, q.batch, q.seq, q.tp, q.weights, q.activations, q.kv
+        "{} on {} [{}]: {} B={} S={} TP={}; weights {}, activations {}, KV {}{}\n",
+        r.model,
+        r.hardware_name,
+        r.hardware,
+        q.phase,
+        q.batch,
+        q.seq,
+        q.tp,
+        q.weights,
+        q.activations,
+        q.kv,
+        if q.fused { "; fused engine (norms, residual adds, RoPE inside their neighbours)" } else { "" }
     )
 }
 
@@ -18,14 +28,14 @@ pub fn render_by_op(r: &ModelReport) -> String {
     let mut s = header(r);
     let _ = writeln!(
         s,
-        "{:<28} {:<20} {:>5} {:>10} {:>10} {:>9} {:>8} {:>10} {:>11} {:>6}",
+        "{:<28} {:<20} {:>5} {:>10} {:>10} {:>9} {:>8} {:>10} {:>11} {:>6}  runs in",
         "op", "group", "x", "FLOPs", "bytes", "AI", "bound", "time_us", "total_us", "share"
     );
     for o in &r.ops {
         let p = &o.prediction;
         let _ = writeln!(
             s,
-            "{:<28} {:<20} {:>5} {:>10.3e} {:>10.3e} {:>9.2} {:>8} {:>10.2} {:>11.1} {:>5.1}%",
+            "{:<28} {:<20} {:>5} {:>10.3e} {:>10.3e} {:>9.2} {:>8} {:>10.2} {:>11.1} {:>5.1}%  {}",
             o.name,
             o.group,
             o.count,
@@ -35,7 +45,8 @@ pub fn render_by_op(r: &ModelReport) -> String {
             p.bound.as_str(),
             p.time_us,
             o.total_time_us,
-            100.0 * o.total_time_us / r.totals.time_us
+            100.0 * o.total_time_us / r.totals.time_us,
+            o.fused_into.as_deref().unwrap_or("")
         );
     }
     s.push_str(&render_totals(r));
@@ -115,12 +126,13 @@ pub fn render_totals(r: &ModelReport) -> String {
 
 /// One CSV record per op.
 pub fn to_csv(r: &ModelReport) -> String {
-    let mut s = String::from("op,group,kind,count,flops,bytes,ai,bound,time_us,total_time_us,weight_bytes\n");
+    let mut s =
+        String::from("op,group,kind,count,flops,bytes,ai,bound,time_us,total_time_us,weight_bytes,fused_into\n");
     for o in &r.ops {
         let p = &o.prediction;
         let _ = writeln!(
             s,
-            "{},{},{:?},{},{},{},{},{},{},{},{}",
+            "{},{},{:?},{},{},{},{},{},{},{},{},{}",
             o.name.replace(',', ";"),
             o.group,
             o.kind,
@@ -131,7 +143,8 @@ pub fn to_csv(r: &ModelReport) -> String {
             p.bound.as_str(),
             p.time_us,
             o.total_time_us,
-            o.weight_bytes
+            o.weight_bytes,
+            o.fused_into.as_deref().unwrap_or("")
         );
     }
     s

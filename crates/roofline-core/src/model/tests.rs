@@ -17,6 +17,7 @@ fn fp16(phase: Phase, batch: u64, seq: u64) -> ModelRequest {
         activations: Format::FP16,
         kv: Format::FP16,
         roles: RoleSchemes::default(),
+        fused: false,
     }
 }
 
@@ -150,4 +151,66 @@ fn config_errors_name_the_field() {
     let gpt2 = ModelConfig::preset("gpt2").unwrap();
     let r = analyze_model(&gpt2, &fp16(Phase::Decode, 1, 16), &h100()).unwrap();
     assert!((r.totals.params as f64 / 124.4e6 - 1.0).abs() < 0.01, "{}", r.totals.params);
+}
+
+/// A measured-style profile: every kernel pays a launch overhead and a memory start-up latency.
+fn h100_measured() -> HardwareProfile {
+    HardwareProfile { launch_overhead_us: Some(2.0), memory_latency_us: Some(1.0), ..h100() }
+}
+
+#[test]
+fn fused_prediction_drops_the_fixed_costs_of_norms_adds_and_rope() {
+    let cfg = ModelConfig::presets().unwrap().into_iter().find(|(k, _)| k == "llama-3.1-8b").unwrap().1;
+    let hw = h100_measured();
+    let plain = analyze_model(&cfg, &fp16(Phase::Decode, 1, 1024), &hw).unwrap();
+    let fused = analyze_model(&cfg, &ModelRequest { fused: true, ..fp16(Phase::Decode, 1, 1024) }, &hw).unwrap();
+    let host = |name: &str| -> Vec<Option<String>> {
+        fused.ops.iter().filter(|o| o.name == name).map(|o| o.fused_into.clone()).collect()
+    };
+    assert_eq!(host("input_layernorm"), vec![Some("qkv_proj".to_string())]);
+    assert_eq!(host("post_attention_layernorm"), vec![Some("gate_up_proj".to_string())]);
+    assert_eq!(host("rotary_emb"), vec![Some("attention".to_string())]);
+    assert_eq!(host("residual_add"), vec![Some("o_proj".to_string()), Some("down_proj".to_string())]);
+    assert_eq!(host("final_norm"), vec![Some("lm_head".to_string())]);
+    assert_eq!(host("qkv_proj"), vec![None]);
+    assert!(plain.ops.iter().all(|o| o.fused_into.is_none()));
+    // Each fused op loses exactly its launch overhead and start-up latency (these ops are memory-bound).
+    let saved: f64 = plain
+        .ops
+        .iter()
+        .zip(&fused.ops)
+        .filter(|(_, f)| f.fused_into.is_some())
+        .map(|(p, f)| {
+            assert_eq!((p.prediction.bytes, p.prediction.flops), (f.prediction.bytes, f.prediction.flops));
+            assert!((p.prediction.time_us - f.prediction.time_us - 3.0).abs() < 1e-9, "{}", p.name);
+            (p.prediction.time_us - f.prediction.time_us) * p.count as f64
+        })
+        .sum();
+    // 2 norms + 2 residual adds + RoPE per layer, and the final norm: 5 x 32 + 1 ops, 3 us each.
+    assert!((saved - 3.0 * 161.0).abs() < 1e-6, "{saved}");
+    assert!((plain.totals.time_us - fused.totals.time_us - saved).abs() < 1e-6);
+    let t = &fused.totals;
+    assert!((t.tokens_per_s - 1e6 / t.time_us).abs() < 1e-9 * t.tokens_per_s);
+    let layer_us: f64 = fused.ops.iter().filter(|o| o.group != "model").map(|o| o.total_time_us).sum();
+    assert!((t.time_per_layer_us - layer_us / 32.0).abs() < 1e-9);
+    // A measured engine's own list: unknown names change nothing.
+    let mut r = plain.clone();
+    assert!(!r.fuse("no_such_op", "qkv_proj"));
+    assert_eq!(r, plain);
+    assert!(r.fuse("rotary_emb", "attention"));
+    assert!((plain.totals.time_us - r.totals.time_us - 3.0 * 32.0).abs() < 1e-6);
+}
+
+#[test]
+fn fused_prediction_covers_moe_and_mla_models() {
+    for key in ["deepseek-v3", "mixtral-8x7b"] {
+        let cfg = ModelConfig::presets().unwrap().into_iter().find(|(k, _)| k == key).expect(key).1;
+        let hw = h100_measured();
+        let plain = analyze_model(&cfg, &fp16(Phase::Decode, 8, 4096), &hw).unwrap();
+        let fused = analyze_model(&cfg, &ModelRequest { fused: true, ..fp16(Phase::Decode, 8, 4096) }, &hw).unwrap();
+        assert!(fused.totals.time_us < plain.totals.time_us, "{key}");
+        // Every norm found a linear after it; the residual adds found a linear or the experts before them.
+        assert!(fused.ops.iter().filter(|o| o.kind == OpKind::Norm).all(|o| o.fused_into.is_some()), "{key}");
+        assert!(fused.ops.iter().filter(|o| o.name == "residual_add").all(|o| o.fused_into.is_some()), "{key}");
+    }
 }

@@ -86,6 +86,9 @@ pub struct ModelBody {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub roles: Option<RoleSchemes>,
+    /// Predict a fused engine (norms, residual adds and RoPE inside their neighbouring kernels; default false).
+    #[serde(default)]
+    pub fused: Option<bool>,
     /// Hardware preset (the query parameter wins).
     #[serde(default)]
     pub hardware_key: Option<String>,
@@ -133,6 +136,7 @@ impl ModelBody {
             activations: fmt("activations", self.activations.as_deref())?,
             kv: fmt("kv", self.kv.as_deref())?,
             roles: self.roles.unwrap_or_default(),
+            fused: self.fused.unwrap_or(false),
         };
         Ok((cfg, req))
     }
