@@ -249,6 +249,20 @@ async fn model_matches_the_core_analysis() {
     assert_eq!(got, want);
     assert!(got.totals.tokens_per_s > 0.0);
 
+    // A fused engine: the same analysis with `fused`, norms and residual adds marked where they run.
+    let r = post(
+        "/api/model?hardware_key=h100",
+        r#"{"model":"llama-3.1-8b","phase":"decode","batch":4,"seq":2048,"fused":true}"#,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let fused: ModelReport = r.json();
+    let want =
+        analyze_model(&cfg, &ModelRequest { fused: true, ..req }, &HardwareProfile::preset("h100").unwrap()).unwrap();
+    assert_eq!(fused, want);
+    assert!(fused.ops.iter().any(|o| o.name == "input_layernorm" && o.fused_into.as_deref() == Some("qkv_proj")));
+    assert!(fused.totals.time_us <= got.totals.time_us);
+
     let list = get_("/api/models").await;
     assert_eq!(list.status, StatusCode::OK);
     let models: Vec<Value> = list.json();

@@ -297,6 +297,18 @@ async fn page_updates_when_m_changes() {
     ))
     .await;
     cdp.wait_for("the error to clear", "document.querySelector('#model-error').hidden").await;
+    // The fused engine: norms and residual adds are shown inside their host ops.
+    cdp.eval(
+        "document.querySelector('#fused').checked = true, document.querySelector('#model-table tbody').innerHTML = '', \
+         document.querySelector('#model-run').click(), true",
+    )
+    .await;
+    cdp.wait_for(
+        "the fused analysis",
+        "document.querySelector('#model-totals').textContent.includes('fused engine') && \
+         document.querySelector('#model-table tbody').textContent.includes('in qkv_proj')",
+    )
+    .await;
 
     // Another hardware (the seeds' b10 alias of seed-gb10): every panel follows.
     cdp.eval("(() => { const h = document.querySelector('#hardware'); h.value = 'seed-gb10'; h.dispatchEvent(new Event('change')); return true; })()").await;

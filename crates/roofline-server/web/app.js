@@ -376,6 +376,7 @@ async function runModel(ev) {
     tp: Number($("#tp").value),
     weights: $("#weights").value,
     kv: $("#kv").value,
+    fused: $("#fused").checked,
   };
   if (src === "__paste") {
     const text = $("#config-json").value.trim();
@@ -409,13 +410,14 @@ function renderModel(rep) {
     [bytes(t.kv_bytes_at_seq), `KV cache at ${r.seq} tokens (${r.kv})`],
     [sig(t.flops / t.bytes) + " FLOP/B", "step arithmetic intensity"],
   ].filter(Boolean);
-  $("#model-totals").innerHTML = `<div class="stat" style="grid-column:1/-1;background:none;border:none;padding:0"><b>${esc(rep.model)}</b> on ${esc(rep.hardware_name)} · ${esc(r.phase)}, batch ${r.batch}, context ${r.seq}, TP ${r.tp}${t.fits ? "" : ' · <span class="err-bad">does not fit in memory</span>'}</div>` +
+  $("#model-totals").innerHTML = `<div class="stat" style="grid-column:1/-1;background:none;border:none;padding:0"><b>${esc(rep.model)}</b> on ${esc(rep.hardware_name)} · ${esc(r.phase)}, batch ${r.batch}, context ${r.seq}, TP ${r.tp}${r.fused ? " · fused engine" : ""}${t.fits ? "" : ' · <span class="err-bad">does not fit in memory</span>'}</div>` +
     stats.map(([v, l, bad]) => `<div class="stat${bad ? " fit-no" : ""}"><div class="v">${esc(v)}</div><div class="l">${esc(l)}</div></div>`).join("");
   const total = rep.ops.reduce((s, o) => s + o.total_time_us, 0) || 1;
   $("#model-table tbody").innerHTML = rep.ops.map((o) => {
     const share = o.total_time_us / total;
     const p = o.prediction;
-    return `<tr><td class="scheme">${esc(o.name)}</td><td>${esc(o.group)}</td><td>${esc(o.kind)}</td><td class="num">${o.count}</td>
+    const inside = o.fused_into ? ` <small class="subtle">in ${esc(o.fused_into)}</small>` : "";
+    return `<tr><td class="scheme">${esc(o.name)}${inside}</td><td>${esc(o.group)}</td><td>${esc(o.kind)}</td><td class="num">${o.count}</td>
       <td class="num">${sig(p.arithmetic_intensity)}</td><td>${boundBadge(p.bound)}</td><td class="num">${fmtTime(p.time_us)}</td>
       <td class="num">${fmtTime(o.total_time_us)}</td>
       <td><div class="share"><div class="bar ${esc(p.bound)}" style="width:${(share * 100).toFixed(1)}%"></div><span class="pct">${(share * 100).toFixed(1)}%</span></div></td></tr>`;
