@@ -77,6 +77,18 @@ struct Row {
     predicted: ModelReport,
 }
 
+/// The prediction for the kernels the measured step ran: every op it ran inside another kernel is marked
+/// so (its launch and start-up costs leave the total). An op name the prediction lacks is an error: the two
+/// sides would no longer describe the same step.
+fn join_fusions(mut predicted: ModelReport, measured: &StepResult) -> Result<ModelReport> {
+    for op in &measured.fused {
+        if !predicted.fuse(&op.name, &op.into) {
+            bail!("the measured step fused `{}`, an op `roofline model` does not list", op.name);
+        }
+    }
+    Ok(predicted)
+}
+
 /// The weight-only kernel format of a scheme.
 fn wo_format(f: Format) -> Result<WoFormat> {
     WoFormat::from_format(f).map_err(|e| anyhow::anyhow!("--scheme {f}: {e}"))
@@ -175,10 +187,7 @@ pub fn run(a: ModelBenchArgs) -> Result<()> {
             cfg.name, bc.batch, bc.seq, bc.layers_built, bc.layers
         );
         let measured = gpu.model_bench(&bc, |step| eprintln!("  {step} ..."))?;
-        let mut predicted = predicted;
-        for op in &measured.fused {
-            predicted.fuse(&op.name, &op.into);
-        }
+        let predicted = join_fusions(predicted, &measured)?;
         rows.push(Row { scheme: f, measured, predicted });
     }
     if a.json {
@@ -279,4 +288,61 @@ fn print_comparison(rows: &[Row], batch: usize) {
         ]);
     }
     println!("{t}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roofline_gpu::model_bench::FusedOp;
+
+    fn step(fused: &[(&str, &str)]) -> StepResult {
+        StepResult {
+            device: "test".into(),
+            step_us: 1.0,
+            ops_sum_us: 1.0,
+            replays: 1,
+            layers_built: 32,
+            ops: Vec::new(),
+            fused: fused.iter().map(|(n, i)| FusedOp { name: (*n).into(), into: (*i).into() }).collect(),
+            attention_rel_error: 0.0,
+        }
+    }
+
+    #[test]
+    fn measured_fusions_join_the_prediction() {
+        let cfg = super::super::model::load_config("llama-3.1-8b").unwrap();
+        let hw = roofline_core::HardwareProfile::from_toml(
+            include_str!("../../../../bench/results/h100-measured.toml"),
+            "h100-measured.toml",
+        )
+        .unwrap();
+        let req = ModelRequest {
+            weights: Format::INT4_G128,
+            activations: Format::FP16,
+            kv: Format::FP16,
+            ..ModelRequest::default()
+        };
+        let plain = analyze_model(&cfg, &req, &hw).unwrap();
+        // The fused step's list equals the standard fused-engine prediction, op for op.
+        let fused_step = step(&[
+            ("input_layernorm", "qkv_proj"),
+            ("rotary_emb", "attention"),
+            ("residual_add", "o_proj, down_proj"),
+            ("post_attention_layernorm", "gate_up_proj"),
+            ("final_norm", "lm_head"),
+        ]);
+        let joined = join_fusions(plain.clone(), &fused_step).unwrap();
+        let standard = analyze_model(&cfg, &ModelRequest { fused: true, ..req }, &hw).unwrap();
+        assert!((joined.totals.time_us - standard.totals.time_us).abs() < 1e-6);
+        assert!(joined.totals.time_us < plain.totals.time_us);
+        // The unfused step fuses only the residual adds (into the norm kernels).
+        let unfused =
+            join_fusions(plain.clone(), &step(&[("residual_add", "input_layernorm, post_attention_layernorm")]))
+                .unwrap();
+        let adds = plain.ops.iter().filter(|o| o.name == "residual_add").count() as f64;
+        let fixed = hw.launch_overhead_us.unwrap() + hw.memory_latency_us.unwrap();
+        assert!((plain.totals.time_us - unfused.totals.time_us - adds * 32.0 * fixed).abs() < 1e-6);
+        // An op the prediction does not know is an error, not a silent mismatch.
+        assert!(join_fusions(plain, &step(&[("mystery_op", "qkv_proj")])).is_err());
+    }
 }
