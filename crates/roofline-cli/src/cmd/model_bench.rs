@@ -18,20 +18,20 @@ use crate::output::{print_json, sig3, table};
 
 /// Flags of `roofline model-bench`.
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Every linear layer runs on roofline's weight-only kernels (FP16 activations, FP16 KV cache), the
-step is captured in a CUDA graph and replayed; weights are random, of the model's real shapes. The
-prediction is `roofline model` for the same config, scheme, batch and context on --hw (give a profile
-measured by `roofline calibrate` for the calibrated prediction). By default the step is fused as serving
-engines run it (RMSNorms inside the next linear, residual adds inside the linear before, RoPE and the KV
-append inside the attention launch); the prediction then counts a fused op's bytes but not the launch
-and start-up cost a kernel of its own would pay. --no-fuse runs one kernel per op.
+#[command(after_help = "Every linear layer runs on roofline's weight-only kernels (FP16 activations, FP16 KV
+cache); the step is captured in a CUDA graph and replayed; weights are random, of the model's real
+shapes. The prediction is `roofline model` for the same config, scheme, batch and context on --hw
+(give a profile measured by `roofline calibrate` for the calibrated prediction).
+
+By default the step is fused as serving engines run it: RMSNorms inside the next linear, residual
+adds inside the linear before, RoPE and the KV append inside the attention launch. The prediction
+then counts a fused op's bytes but not the launch and start-up cost a kernel of its own would pay.
+--no-fuse runs one kernel per op.
 
 Examples:
   roofline model-bench --config llama-3.1-8b --scheme fp16 --hw h100-measured.toml
   roofline model-bench --config llama-3.1-8b --schemes fp16,fp8,int8,int4,nvfp4,nf4 --layers 8
-  roofline model-bench --config ./config.json --scheme int4 --batch 8 --seq 4096 --json"
-)]
+  roofline model-bench --config ./config.json --scheme int4 --batch 8 --seq 4096 --json")]
 pub struct ModelBenchArgs {
     /// Model preset (`roofline model list`) or a config.json (dense Llama-family, head_dim 128).
     #[arg(long, value_name = "PRESET|FILE")]
