@@ -76,13 +76,8 @@ pub fn predict_cost(cost: OpCost, exec: &Execution, hw: &HardwareProfile) -> Pre
     // bytes / (GB/s * 1e9) seconds = bytes / (GB/s * 1e3) microseconds; likewise for TFLOP/s.
     let time_memory_us = bytes / (bw * 1e3) + hw.memory_latency_us.unwrap_or(0.0);
     let time_compute_us = flops / (peak * 1e6);
-    let (roof_us, bound) = if time_compute_us > time_memory_us {
-        (time_compute_us, Bound::Compute)
-    } else {
-        (time_memory_us, Bound::Memory)
-    };
     let overhead_us = hw.launch_overhead_us.unwrap_or(0.0);
-    let time_us = roof_us + overhead_us;
+    let (time_us, bound, attainable_tflops) = roof(flops, time_memory_us, time_compute_us, overhead_us);
     Prediction {
         flops: cost.flops,
         bytes: cost.bytes,
@@ -97,8 +92,31 @@ pub fn predict_cost(cost: OpCost, exec: &Execution, hw: &HardwareProfile) -> Pre
         overhead_us,
         time_us,
         bound,
-        attainable_tflops: if time_us > 0.0 { flops / (time_us * 1e6) } else { 0.0 },
+        attainable_tflops,
         note: exec.note.clone(),
+    }
+}
+
+/// The roofline's verdict from the two times: (`max(memory, compute) + overhead`, the limiting roof,
+/// attained TFLOP/s).
+fn roof(flops: f64, time_memory_us: f64, time_compute_us: f64, overhead_us: f64) -> (f64, Bound, f64) {
+    let (roof_us, bound) = if time_compute_us > time_memory_us {
+        (time_compute_us, Bound::Compute)
+    } else {
+        (time_memory_us, Bound::Memory)
+    };
+    let time_us = roof_us + overhead_us;
+    (time_us, bound, if time_us > 0.0 { flops / (time_us * 1e6) } else { 0.0 })
+}
+
+impl Prediction {
+    /// The same op run inside another kernel (a fused engine): bytes over bandwidth and FLOPs over peak as
+    /// before, without the fixed costs of a kernel of its own (memory start-up latency, launch overhead).
+    pub fn without_fixed_costs(&self) -> Prediction {
+        let time_memory_us =
+            if self.bandwidth_gb_s > 0.0 { self.bytes as f64 / (self.bandwidth_gb_s * 1e3) } else { 0.0 };
+        let (time_us, bound, attainable_tflops) = roof(self.flops as f64, time_memory_us, self.time_compute_us, 0.0);
+        Prediction { time_memory_us, overhead_us: 0.0, time_us, bound, attainable_tflops, ..self.clone() }
     }
 }
 

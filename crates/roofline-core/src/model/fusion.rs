@@ -3,7 +3,6 @@
 //! its bytes and FLOPs at the roofs but pays no launch overhead or memory start-up latency of its own.
 
 use super::{ModelReport, OpKind, OpRow};
-use crate::predict::Bound;
 
 /// The op that does a fusable op's work in a fused engine: the next linear for a norm, the linear or
 /// experts before it for a residual add, the attention after it for RoPE; `None` for every other op (or
@@ -25,14 +24,8 @@ impl OpRow {
     /// Marks this op as running inside `host`: its prediction drops the fixed costs (launch overhead,
     /// memory start-up latency) and keeps `max(bytes / bandwidth, FLOPs / peak)`.
     pub fn fuse_into(&mut self, host: &str) {
-        let p = &mut self.prediction;
-        let memory_us = if p.bandwidth_gb_s > 0.0 { p.bytes as f64 / (p.bandwidth_gb_s * 1e3) } else { 0.0 };
-        p.time_memory_us = memory_us;
-        p.overhead_us = 0.0;
-        p.bound = if p.time_compute_us > memory_us { Bound::Compute } else { Bound::Memory };
-        p.time_us = memory_us.max(p.time_compute_us);
-        p.attainable_tflops = if p.time_us > 0.0 { p.flops as f64 / (p.time_us * 1e6) } else { 0.0 };
-        self.total_time_us = p.time_us * self.count as f64;
+        self.prediction = self.prediction.without_fixed_costs();
+        self.total_time_us = self.prediction.time_us * self.count as f64;
         self.fused_into = Some(host.to_string());
     }
 }
