@@ -19,7 +19,8 @@ use half::f16;
 
 use crate::weight_only::nvrtc::compile_cubin;
 use crate::weight_only::{
-    launch_ex, quantize_and_pack, DeviceWeights, Fusion, Variant, WeightOnlyGemv, WoFormat, XDtype,
+    launch_cluster_ex, launch_ex, max_active_clusters, quantize_and_pack, DeviceWeights, Fusion, Variant,
+    WeightOnlyGemv, WoFormat, XDtype,
 };
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
 
@@ -59,6 +60,23 @@ pub struct BenchConfig {
     /// before it, RoPE and the KV append into one attention launch that also merges its splits. Off: one
     /// kernel per op (add_rmsnorm, rope_append, attn_split, attn_combine).
     pub fuse: bool,
+    /// Which kernel runs the fused step's attention (ignored unfused).
+    pub attention: AttnKernel,
+}
+
+/// The fused step's attention kernel (RoPE, KV append, flash-decoding and the merge of its splits in one
+/// launch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AttnKernel {
+    /// `Cluster` on sm_90 and later, `Splits` before.
+    #[default]
+    Auto,
+    /// `attn_cluster`: a thread-block cluster of up to 16 CTAs per (b, KV head), the splits merged through
+    /// distributed shared memory (sm_90+).
+    Cluster,
+    /// `attn_rope`: a CTA per (b, KV head, 16 positions), the last CTA of a group merging the partials
+    /// from global memory (any GPU).
+    Splits,
 }
 
 impl BenchConfig {
@@ -154,6 +172,8 @@ pub struct StepResult {
     pub fused: Vec<FusedOp>,
     /// Relative error of the last layer's attention against the CPU reference.
     pub attention_rel_error: f64,
+    /// The attention kernel and its geometry, e.g. "attn_cluster, 8 clusters of 16 CTAs".
+    pub attention_kernel: String,
 }
 
 impl StepResult {
@@ -169,6 +189,8 @@ struct Ops {
     attn_split: CudaFunction,
     attn_combine: CudaFunction,
     attn_rope: CudaFunction,
+    /// Compiled on sm_90+ only.
+    attn_cluster: Option<CudaFunction>,
     silu_mul: CudaFunction,
 }
 
@@ -217,6 +239,47 @@ fn attn_splits(cfg: &BenchConfig, sm_count: u32) -> (u32, i32) {
     (len.div_ceil(chunk) as u32, chunk as i32)
 }
 
+/// Threads per CTA of `attn_cluster` (`CW` warps in decode_ops.cu).
+const CLUSTER_THREADS: u32 = 256;
+
+/// Dynamic shared memory of `attn_cluster`: two stages of 8 warps x 8 positions x (K, V) x 256 bytes
+/// (`KV_STAGE_BYTES` in decode_ops.cu).
+const CLUSTER_SMEM: u32 = 2 * 8 * 8 * 2 * 256;
+
+/// CTAs per cluster of `attn_cluster`: the largest power of two up to 16 that keeps about one CTA per SM for
+/// the batch's (b, KV head) groups (at least 2) and lets every cluster be resident at once (the occupancy
+/// API: a cluster must fit in one GPC, and an H100's GPCs do not all have 16 free SMs; a second wave of
+/// clusters doubles the time). Sets the function's shared-memory and non-portable-cluster attributes.
+/// Returns the size and how many such clusters can be resident.
+fn cluster_ctas(
+    cfg: &BenchConfig,
+    sm_count: u32,
+    s: &Arc<CudaStream>,
+    f: &CudaFunction,
+) -> Result<(u32, u32), GpuError> {
+    use cudarc::driver::sys::CUfunction_attribute_enum as A;
+    f.set_attribute(A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, CLUSTER_SMEM as i32)?;
+    let groups = (cfg.batch * cfg.kv_heads) as u32;
+    let mut cl = 16u32;
+    while cl > 2 && groups * cl > sm_count {
+        cl /= 2;
+    }
+    if cl > 8 && f.set_attribute(A::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1).is_err() {
+        cl = 8;
+    }
+    let mut fallback = None;
+    while cl >= 2 {
+        match max_active_clusters(s, f, (CLUSTER_THREADS, 1, 1), CLUSTER_SMEM, cl) {
+            Ok(n) if n >= groups => return Ok((cl, n)),
+            Ok(n) if n > 0 => fallback = fallback.or(Some((cl, n))),
+            _ => {}
+        }
+        cl /= 2;
+    }
+    fallback
+        .ok_or_else(|| GpuError::Unsupported("no cluster of the attention kernel can be scheduled on this GPU".into()))
+}
+
 fn f16_bits(v: &[f32]) -> Vec<u16> {
     v.iter().map(|x| f16::from_f32(*x).to_bits()).collect()
 }
@@ -243,6 +306,7 @@ impl Gpu {
             attn_split: module.load_function("attn_split")?,
             attn_combine: module.load_function("attn_combine")?,
             attn_rope: module.load_function("attn_rope")?,
+            attn_cluster: if major >= 9 { Some(module.load_function("attn_cluster")?) } else { None },
             silu_mul: module.load_function("silu_mul")?,
         };
         let gemv = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?
@@ -316,7 +380,25 @@ impl Gpu {
         // graph capture) is not needed.
         unsafe { self.ctx.disable_event_tracking() };
         let s = self.ctx.new_stream()?;
-        let en = Enqueue { cfg, ops: &ops, gemv: &gemv, s: &s, splits, chunk, pdl };
+        let (cluster, resident) = match (cfg.fuse, cfg.attention, &ops.attn_cluster) {
+            (false, _, _) | (true, AttnKernel::Splits, _) => (0, 0),
+            (true, AttnKernel::Auto | AttnKernel::Cluster, Some(f)) => cluster_ctas(cfg, self.sm_count, &s, f)?,
+            (true, AttnKernel::Cluster, None) => {
+                return Err(GpuError::Unsupported(format!(
+                    "the cluster attention kernel needs sm_90 or later (this GPU is sm_{major}{minor})"
+                )))
+            }
+            (true, AttnKernel::Auto, None) => (0, 0),
+        };
+        let attention_kernel = if !cfg.fuse {
+            format!("attn_split + attn_combine, {splits} splits of {chunk} positions")
+        } else if cluster > 0 {
+            format!("attn_cluster, {} clusters of {cluster} CTAs ({resident} resident at once)", b * cfg.kv_heads)
+        } else {
+            format!("attn_rope, {splits} splits of {chunk} positions")
+        };
+        progress(&format!("attention: {attention_kernel}"));
+        let en = Enqueue { cfg, ops: &ops, gemv: &gemv, s: &s, splits, chunk, cluster, pdl };
 
         // Correctness: one op-by-op step, then the last layer's attention against the CPU.
         progress("checking one step against the CPU reference");
@@ -400,6 +482,7 @@ impl Gpu {
             ops: op_times,
             fused: fused_ops(cfg.fuse),
             attention_rel_error,
+            attention_kernel,
         })
     }
 }
@@ -420,6 +503,8 @@ struct Enqueue<'a> {
     s: &'a Arc<CudaStream>,
     splits: u32,
     chunk: i32,
+    /// CTAs per cluster of the cluster attention; 0: the split kernels.
+    cluster: u32,
     /// Decode kernels compiled and launched with programmatic dependent launch (sm_90+).
     pdl: bool,
 }
@@ -530,6 +615,31 @@ impl Enqueue<'_> {
         let (len, hq, hkv, smax) = ((c.seq + 1) as i32, c.heads as i32, c.kv_heads as i32, (c.seq + 1) as i32);
         let scale = 1.0f32 / (HEAD_DIM as f32).sqrt();
         let bh = (c.batch * c.heads) as u32;
+        if let (true, Some(f)) = (self.cluster > 0, &self.ops.attn_cluster) {
+            let mut k = KArgs::default();
+            k.ptr(self.dptr(&a.qkv)).ptr(self.dptr(&layer.kc)).ptr(self.dptr(&layer.vc)).ptr(self.dptr(&a.attn));
+            k.i32(len).i32(hq).i32(hkv).i32(smax).f32(scale).f32(c.rope_theta);
+            let mut params: Vec<*mut c_void> = k.0.iter_mut().map(|v| (v as *mut u64).cast()).collect();
+            let grid = (self.cluster, (c.batch * c.kv_heads) as u32, 1);
+            // SAFETY: matches attn_cluster(const u16* qkv, u16* kc, u16* vc, u16* out, int len, int hq, int hkv,
+            // int smax, float scale, float theta), compiled with GQA = hq / hkv and PDL = 1 exactly when
+            // `self.pdl`; qkv holds batch x (hq + 2 hkv) x HD values, the caches batch x hkv x smax x HD, out
+            // bh x HD values, len <= smax; the grid is one cluster of `cluster` <= 16 CTAs per (b, KV head),
+            // a size `cluster_ctas` checked (and allowed above 8) for this function, whose dynamic shared memory
+            // limit it raised to CLUSTER_SMEM.
+            return unsafe {
+                launch_cluster_ex(
+                    self.s,
+                    f,
+                    grid,
+                    (CLUSTER_THREADS, 1, 1),
+                    CLUSTER_SMEM,
+                    self.pdl,
+                    self.cluster,
+                    &mut params,
+                )
+            };
+        }
         if c.fuse {
             let mut k = KArgs::default();
             k.ptr(self.dptr(&a.qkv)).ptr(self.dptr(&layer.kc)).ptr(self.dptr(&layer.vc)).ptr(self.dptr(&a.part));
@@ -727,6 +837,7 @@ mod tests {
             weights: WoFormat::Fp16,
             rope_theta: 500_000.0,
             fuse: true,
+            attention: AttnKernel::Auto,
         }
     }
 
@@ -771,10 +882,11 @@ mod tests {
             eprintln!("SKIPPED decode_ops_compile_without_spills: {e}");
             return;
         }
-        // Every GQA group size the fused attention is compiled for (its registers grow with it).
-        for gqa in [1, 4, MAX_GQA] {
+        // Every GQA group size the fused attention is compiled for (its registers grow with it), on Hopper
+        // (with the cluster kernel) and Ampere (without).
+        for (arch, gqa) in [(90, 1), (90, 3), (90, 4), (90, MAX_GQA), (80, 4)] {
             let opts: Vec<String> = vec![
-                "--gpu-architecture=sm_90".into(),
+                format!("--gpu-architecture=sm_{arch}"),
                 "--std=c++17".into(),
                 "--ptxas-options=-v".into(),
                 format!("-DGQA={gqa}"),
@@ -786,10 +898,20 @@ mod tests {
                     || log.matches(" 0 bytes spill stores").count() == log.matches("bytes spill stores").count(),
                 "GQA {gqa}: {log}"
             );
-            let regs = log.split("Compiling entry function 'attn_rope'").nth(1).and_then(|t| {
-                t.split("Used ").nth(1).and_then(|u| u.split_whitespace().next()).and_then(|n| n.parse::<u32>().ok())
-            });
-            println!("attn_rope GQA {gqa}: {regs:?} registers");
+            let regs = |kernel: &str| {
+                log.split(&format!("Compiling entry function '{kernel}'")).nth(1).and_then(|t| {
+                    t.split("Used ")
+                        .nth(1)
+                        .and_then(|u| u.split_whitespace().next())
+                        .and_then(|n| n.parse::<u32>().ok())
+                })
+            };
+            println!(
+                "sm_{arch} GQA {gqa}: attn_rope {:?} attn_cluster {:?} registers",
+                regs("attn_rope"),
+                regs("attn_cluster")
+            );
+            assert_eq!(regs("attn_cluster").is_some(), arch >= 90, "{log}");
         }
     }
 }

@@ -3,11 +3,15 @@
 //! attention (and the KV append) matches the CPU f64 reference, and the per-op times add up; fused and
 //! unfused steps.
 
-use roofline_gpu::model_bench::BenchConfig;
+use roofline_gpu::model_bench::{AttnKernel, BenchConfig};
 use roofline_gpu::weight_only::WoFormat;
 use roofline_gpu::Gpu;
 
 fn small(weights: WoFormat, batch: usize, seq: usize, fuse: bool) -> BenchConfig {
+    with_attention(weights, batch, seq, fuse, AttnKernel::Auto)
+}
+
+fn with_attention(weights: WoFormat, batch: usize, seq: usize, fuse: bool, attention: AttnKernel) -> BenchConfig {
     BenchConfig {
         hidden: 1024,
         heads: 8,
@@ -21,6 +25,7 @@ fn small(weights: WoFormat, batch: usize, seq: usize, fuse: bool) -> BenchConfig
         weights,
         rope_theta: 500_000.0,
         fuse,
+        attention,
     }
 }
 
@@ -53,6 +58,44 @@ fn small_llama_step_runs_in_every_format_and_checks_attention() {
                 "{weights:?} B={batch:>2} S={seq:>4} fuse={fuse}: step {:8.1} us, ops sum {:8.1} us, attention err {:.1e}",
                 r.step_us, r.ops_sum_us, r.attention_rel_error
             );
+        }
+    }
+}
+
+/// Both fused attention kernels (the cluster one where the GPU has clusters) on group sizes 1, 3, 4 and 8,
+/// short and long contexts (one and several iterations per cluster CTA, empty CTA ranges at S = 1) and batch
+/// sizes that change the cluster size.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn fused_attention_kernels_match_the_reference_on_every_group_size() {
+    let gpu = Gpu::open(0).unwrap();
+    let mut kernels = vec![AttnKernel::Splits];
+    if gpu.compute_capability.0 >= 9 {
+        kernels.push(AttnKernel::Cluster);
+    }
+    // (hidden, heads, kv heads): GQA 1, 3, 4, 8.
+    let shapes = [(1024, 8, 8), (768, 6, 2), (1024, 8, 2), (1024, 8, 1)];
+    for attention in kernels {
+        for (hidden, heads, kv_heads) in shapes {
+            for (batch, seq) in [(1, 1), (1, 1000), (1, 4000), (5, 77), (16, 300)] {
+                let cfg = BenchConfig {
+                    hidden,
+                    heads,
+                    kv_heads,
+                    intermediate: 1024,
+                    vocab: 1000,
+                    layers: 1,
+                    layers_built: 1,
+                    ..with_attention(WoFormat::Fp16, batch, seq, true, attention)
+                };
+                let what = format!("{attention:?} GQA {} B={batch} S={seq}", heads / kv_heads);
+                let r = gpu.model_bench(&cfg, |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
+                assert!(r.attention_rel_error < 1e-2, "{what}: {}", r.attention_rel_error);
+                let name = if attention == AttnKernel::Cluster { "attn_cluster" } else { "attn_rope" };
+                assert!(r.attention_kernel.starts_with(name), "{what}: {}", r.attention_kernel);
+                let t = r.ops.iter().find(|o| o.kind == "attention").map_or(0.0, |o| o.time_us);
+                println!("{what}: {} attention {t:.2} us, err {:.1e}", r.attention_kernel, r.attention_rel_error);
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use roofline_core::model::{
 };
 use roofline_core::recommend::Phase;
 use roofline_core::Format;
-use roofline_gpu::model_bench::{BenchConfig, StepResult, HEAD_DIM};
+use roofline_gpu::model_bench::{AttnKernel, BenchConfig, StepResult, HEAD_DIM};
 use roofline_gpu::weight_only::WoFormat;
 use roofline_gpu::Gpu;
 
@@ -58,6 +58,11 @@ pub struct ModelBenchArgs {
     /// into the linear before, RoPE and KV append into the attention launch): shows what fusion buys.
     #[arg(long)]
     pub no_fuse: bool,
+    /// The fused step's attention kernel: `cluster` (a thread-block cluster of up to 16 CTAs per KV head
+    /// merging through distributed shared memory, sm_90+), `splits` (a CTA per 16 positions, the last one
+    /// merging from global memory, any GPU) or `auto` (cluster where the GPU has clusters).
+    #[arg(long, value_enum, default_value_t = AttnArg::Auto)]
+    pub attention: AttnArg,
     /// GPU index.
     #[arg(long, default_value = "0")]
     pub device: usize,
@@ -66,6 +71,27 @@ pub struct ModelBenchArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--attention` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttnArg {
+    /// Cluster on sm_90+, splits before.
+    Auto,
+    /// Thread-block clusters (sm_90+).
+    Cluster,
+    /// Split CTAs merged through global memory (any GPU).
+    Splits,
+}
+
+impl From<AttnArg> for AttnKernel {
+    fn from(a: AttnArg) -> Self {
+        match a {
+            AttnArg::Auto => AttnKernel::Auto,
+            AttnArg::Cluster => AttnKernel::Cluster,
+            AttnArg::Splits => AttnKernel::Splits,
+        }
+    }
 }
 
 /// A benchmarked scheme with its prediction (the measured step's fusions applied: an op that ran inside
@@ -124,6 +150,7 @@ fn bench_config(cfg: &ModelConfig, a: &ModelBenchArgs, f: Format) -> Result<Benc
         weights: wo_format(f)?,
         rope_theta: a.rope_theta,
         fuse: !a.no_fuse,
+        attention: a.attention.into(),
     };
     b.validate()?;
     Ok(b)
@@ -262,9 +289,10 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
         100.0 * err
     );
     println!(
-        "tokens/s: measured {:.1}, predicted {:.1}; attention + KV append check vs CPU f64: rel. error {:.1e}",
+        "tokens/s: measured {:.1}, predicted {:.1}; attention ({}) + KV append check vs CPU f64: rel. error {:.1e}",
         m.tokens_per_s(batch),
         p.totals.tokens_per_s,
+        m.attention_kernel,
         m.attention_rel_error
     );
     let kinds: Vec<String> =
@@ -305,6 +333,7 @@ mod tests {
             ops: Vec::new(),
             fused: fused.iter().map(|(n, i)| FusedOp { name: (*n).into(), into: (*i).into() }).collect(),
             attention_rel_error: 0.0,
+            attention_kernel: "test".into(),
         }
     }
 

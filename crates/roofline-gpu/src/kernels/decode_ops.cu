@@ -10,6 +10,8 @@
 //   attn_rope     rope_append + attn_split + attn_combine in one launch (the fused step), one CTA per
 //                 (b, KV head, chunk) for all GQA q heads of the group: q and the new k rotated in registers,
 //                 k and v appended, the last CTA of each (b, KV head) combines     grid (B*Hkv, splits), 128
+//   attn_cluster  what attn_rope does, on thread-block clusters (sm_90+): a cluster of CL CTAs per (b, KV head),
+//                 the splits merged through distributed shared memory      grid (CL, B*Hkv), cluster CL, 256
 //   silu_mul      out = silu(gate) * up from the fused gate_up row [B, 2F]                    grid (B, F/256), 256
 
 typedef unsigned short u16;
@@ -492,6 +494,327 @@ extern "C" __global__ void __launch_bounds__(128) attn_rope(const u16* __restric
     combine_heads(part + bh0 * splits * (HD + 2), out + bh0 * HD, splits);
     if (threadIdx.x == 0) counters[bk] = 0;
 }
+
+#if __CUDA_ARCH__ >= 900
+// ---------------------------------------------------------------------------------------------------------
+// attn_cluster: the fused step's attention (RoPE + KV append + flash-decoding + merge) on thread-block
+// clusters (sm_90+). One cluster of CL CTAs per (b, KV head), CTA r of the cluster taking a contiguous range
+// of the cached positions (the last CTA also the new one). Against attn_rope it removes the chain of
+// dependent global round trips at the end (partials to global memory, fence, arrival counter, one CTA
+// merging every split): the CTAs merge through distributed shared memory between two cluster barriers, each
+// CTA producing 1/CL of the outputs. Inside a CTA each warp runs its own online softmax over 8 positions per
+// iteration; the 8 x GP scores of an iteration are reduced across the lanes with a transposed butterfly
+// (15 shuffles for 16 scores instead of 80), and the cached K and V rows of the first iteration are loaded
+// before griddepcontrol.wait (they are not what the previous kernel writes), the next iteration's while the
+// current one is computed. Launched with grid (CL, B * Hkv), cluster (CL, 1, 1), CW * 32 threads.
+#define CW 8  // warps per CTA
+#define ROWS 8  // positions per warp and iteration
+// GQA padded to a power of two (the score layout of a reduction round); heads >= GQA have q = 0.
+#define GP (GQA <= 1 ? 1 : GQA <= 2 ? 2 : GQA <= 4 ? 4 : 8)
+// Positions per reduction round: at most 16 scores in flight (registers), 8 with GQA 1.
+#define RPR (GP >= 2 ? 16 / GP : ROWS)
+#define NVR (RPR * GP)  // scores per round: 8 or 16
+#define SH (NVR == 16 ? 1 : 2)  // after the round, lane l holds score (l >> SH)
+#define MAX_CL 16
+// Two CTAs per SM (registers capped at 128) up to GQA 4: a 16-CTA cluster then fits on 8 SMs, so every
+// cluster of a Llama-8B step (8 x 16 CTAs) is resident at once even on GPCs of fewer than 16 free SMs.
+#ifndef CLUSTER_MIN_BLOCKS
+#define CLUSTER_MIN_BLOCKS (GQA <= 4 ? 2 : 1)
+#endif
+
+__device__ __forceinline__ u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ u32 cluster_ctas() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+    return r;
+}
+// Every thread of every CTA of the cluster: shared-memory writes before it are visible to the cluster after.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// The float at the same shared-memory offset as `p` in CTA `rank` of the cluster.
+__device__ __forceinline__ float ld_dsmem(const float* p, u32 rank) {
+    u32 a, ra;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
+    return v;
+}
+
+// Sums N values (a power of two <= 32) over the warp, transposed: step o exchanges half of the remaining
+// values with lane l ^ o, so after log2(N) steps lane l holds the whole sum of value (l >> (5 - log2 N)) and
+// the remaining steps add plain. Returns that sum.
+template <int N>
+__device__ __forceinline__ float warp_sum_transposed(float (&v)[N]) {
+    const int lane = threadIdx.x & 31;
+    int n = N;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        if (n > 1) {
+            const bool hi = (lane & o) != 0;
+#pragma unroll
+            for (int i = 0; i < N / 2; ++i) {
+                if (i < n / 2) {
+                    const float send = hi ? v[i] : v[i + n / 2];
+                    const float keep = hi ? v[i + n / 2] : v[i];
+                    v[i] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+                }
+            }
+            n >>= 1;
+        } else {
+            v[0] += __shfl_xor_sync(0xffffffffu, v[0], o);
+        }
+    }
+    return v[0];
+}
+
+// K and V rows staged in dynamic shared memory, two stages (iterations) in flight:
+// [stage][warp][row][K, V][lane] 8-byte slices; a warp copies and reads only its own rows.
+#define KV_STAGE_BYTES (CW * ROWS * 2 * 32 * 8)
+extern __shared__ __align__(16) uint2 kv_smem[];
+__device__ __forceinline__ int kv_slot(int stage, int j, int which) {
+    return (((stage * CW + (int)(threadIdx.x >> 5)) * ROWS + j) * 2 + which) * 32 + (int)(threadIdx.x & 31);
+}
+// cp.async of this lane's slice (elements 4l..4l+3) of the K and V rows of positions pb..pb+ROWS-1 into
+// `stage`, one commit group; rows at or past `lim` are zero-filled (their softmax weight is zero, and 0 x 0
+// keeps the accumulators finite).
+__device__ __forceinline__ void issue_rows(const u16* __restrict__ kc, const u16* __restrict__ vc, size_t base,
+                                           int pb, int lim, int stage) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int j = 0; j < ROWS; ++j) {
+        const bool ok = pb + j < lim;
+        const size_t at = base + (size_t)(ok ? pb + j : 0) * HD + 4 * lane;
+        u32 dk, dv;
+        asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(dk) : "l"(&kv_smem[kv_slot(stage, j, 0)]));
+        asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(dv) : "l"(&kv_smem[kv_slot(stage, j, 1)]));
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dk), "l"(kc + at), "r"(ok ? 8 : 0) : "memory");
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dv), "l"(vc + at), "r"(ok ? 8 : 0) : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void unpack4(uint2 w, float f[4]) {
+    f[0] = h2f((u16)(w.x & 0xffffu)), f[1] = h2f((u16)(w.x >> 16));
+    f[2] = h2f((u16)(w.y & 0xffffu)), f[3] = h2f((u16)(w.y >> 16));
+}
+
+extern "C" __global__ void __launch_bounds__(CW * 32, CLUSTER_MIN_BLOCKS)
+    attn_cluster(const u16* __restrict__ qkv, u16* __restrict__ kc, u16* __restrict__ vc, u16* __restrict__ out,
+                 int len, int hq, int hkv, int smax, float scale, float theta) {
+    pdl_trigger();
+    const u32 rank = cluster_rank(), ncl = cluster_ctas();
+    const int bk = blockIdx.y;
+    const int b = bk / hkv, kh = bk % hkv;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int row = (hq + 2 * hkv) * HD;
+    const int pos = len - 1;
+    // Cached positions [0, pos) in ncl contiguous ranges; the last range also takes the new position.
+    const int per = (pos + (int)ncl - 1) / (int)ncl;
+    const int p0 = min(pos, (int)rank * per);
+    const int p1 = rank == ncl - 1 ? len : min(pos, p0 + per);
+    const size_t base = ((size_t)b * hkv + kh) * smax * HD;
+    const int iters = (p1 - p0 + CW * ROWS - 1) / (CW * ROWS);
+    const int cached = min(p1, pos);
+    issue_rows(kc, vc, base, p0 + warp * ROWS, cached, 0);
+    if (iters > 1) issue_rows(kc, vc, base, p0 + CW * ROWS + warp * ROWS, cached, 1);
+    pdl_wait();
+
+    float cs[4], sn[4];
+    rope_angles(pos, theta, cs, sn);
+    const u16* qkv_b = qkv + (size_t)b * row;
+    // q rotated and scaled by 1/sqrt(d) * log2(e): the softmax runs in base 2.
+    const float qscale = scale * 1.4426950408889634f;
+    float qv[GP][4];
+#pragma unroll
+    for (int g = 0; g < GP; ++g) {
+        if (g < GQA) {
+            rope_apply(qkv_b + (size_t)(kh * GQA + g) * HD, cs, sn, qv[g]);
+#pragma unroll
+            for (int e = 0; e < 4; ++e) qv[g][e] *= qscale;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) qv[g][e] = 0.0f;
+        }
+    }
+    // The new position: its rotated key and value come from qkv; the warp that attends to it appends them.
+    float kn[4] = {0.0f, 0.0f, 0.0f, 0.0f}, vn[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const int new_off = pos - p0;  // in [0, p1 - p0) only in the last CTA
+    const bool new_here = rank == ncl - 1 && (new_off % (CW * ROWS)) / ROWS == warp;
+    if (new_here) {
+        rope_apply(qkv_b + (size_t)(hq + kh) * HD, cs, sn, kn);
+        const uint2 vv = *(const uint2*)(qkv_b + (size_t)(hq + hkv + kh) * HD + 4 * lane);
+        unpack4(vv, vn);
+        const size_t c = base + (size_t)pos * HD + 4 * lane;
+        const u32 k01 = (u32)f2h(kn[0]) | ((u32)f2h(kn[1]) << 16), k23 = (u32)f2h(kn[2]) | ((u32)f2h(kn[3]) << 16);
+        *(uint2*)(kc + c) = make_uint2(k01, k23);
+        *(uint2*)(vc + c) = vv;
+    }
+
+    // This lane's softmax state is that of head (lane >> SH) % GP; acc[g] is this lane's 4 elements of head g.
+    float m = NEG_INF, l = 0.0f, acc[GP][4];
+#pragma unroll
+    for (int g = 0; g < GP; ++g) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[g][e] = 0.0f;
+    }
+    __shared__ float ps[CW][NVR], pc[CW][GP];
+    const int idx = lane >> SH;
+    for (int it = 0; it < iters; ++it) {
+        const int pb = p0 + it * CW * ROWS + warp * ROWS;
+        const int st = it & 1;
+        // This iteration's copies done (the next iteration's may still be in flight).
+        if (it + 1 < iters) {
+            asm volatile("cp.async.wait_group 1;" ::: "memory");
+        } else {
+            asm volatile("cp.async.wait_group 0;" ::: "memory");
+        }
+        __syncwarp();
+        if (pb < p1) {  // warp-uniform
+#pragma unroll
+            for (int rd = 0; rd < ROWS / RPR; ++rd) {
+                float sv[NVR];
+#pragma unroll
+                for (int r = 0; r < RPR; ++r) {
+                    const int j = rd * RPR + r;
+                    float k4[4];
+                    unpack4(kv_smem[kv_slot(st, j, 0)], k4);
+                    if (pb + j == pos) {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) k4[e] = kn[e];
+                    }
+#pragma unroll
+                    for (int g = 0; g < GP; ++g) {
+                        float s = 0.0f;
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) s += qv[g][e] * k4[e];
+                        sv[r * GP + g] = s;
+                    }
+                }
+                float s = warp_sum_transposed<NVR>(sv);
+                if (pb + rd * RPR + idx / GP >= p1) s = NEG_INF;
+                // Max and sum over the round's positions of this lane's head: the lanes differing in the
+                // position bits of the score index.
+                float mt = s;
+#pragma unroll
+                for (int o = (1 << SH) * GP; o < 32; o <<= 1) mt = fmaxf(mt, __shfl_xor_sync(0xffffffffu, mt, o));
+                const float mn = fmaxf(m, mt);
+                const float p = mn == NEG_INF ? 0.0f : exp2f(s - mn);
+                const float corr = mn == NEG_INF ? 1.0f : exp2f(m - mn);
+                float psum = p;
+#pragma unroll
+                for (int o = (1 << SH) * GP; o < 32; o <<= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
+                l = l * corr + psum;
+                m = mn;
+                if ((lane & ((1 << SH) - 1)) == 0) {
+                    ps[warp][idx] = p;
+                    if (idx < GP) pc[warp][idx] = corr;
+                }
+                __syncwarp();
+#pragma unroll
+                for (int g = 0; g < GQA; ++g) {
+                    const float c = pc[warp][g];
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[g][e] *= c;
+                }
+#pragma unroll
+                for (int r = 0; r < RPR; ++r) {
+                    const int j = rd * RPR + r;
+                    float v4[4];
+                    unpack4(kv_smem[kv_slot(st, j, 1)], v4);
+                    if (pb + j == pos) {
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) v4[e] = vn[e];
+                    }
+#pragma unroll
+                    for (int g = 0; g < GQA; ++g) {
+                        const float w = ps[warp][r * GP + g];
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) acc[g][e] += w * v4[e];
+                    }
+                }
+                __syncwarp();
+            }
+        }
+        // The stage just read takes the iteration after next.
+        if (it + 2 < iters) issue_rows(kc, vc, base, pb + 2 * CW * ROWS, cached, st);
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");  // iters == 0: stage 0's (zero-fill) copies
+
+    // Merge the CTA's warps into its partial (max, sum, acc) per head, in cluster-visible shared memory;
+    // the warps' accumulators go where the K and V stages were, once every warp is done with them.
+    __shared__ float wm[CW][GP], wl[CW][GP];
+    __shared__ float cm[GP], csum[GP], cacc[GQA * HD];
+    float(*wacc)[GQA][HD] = (float(*)[GQA][HD])kv_smem;
+    __syncthreads();
+    if (idx < GP && (lane & ((1 << SH) - 1)) == 0) {
+        wm[warp][idx] = m;
+        wl[warp][idx] = l;
+    }
+#pragma unroll
+    for (int g = 0; g < GQA; ++g) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) wacc[warp][g][4 * lane + e] = acc[g][e];
+    }
+    __syncthreads();
+    for (int o = threadIdx.x; o < GQA * HD; o += CW * 32) {
+        const int g = o / HD;
+        float mx = NEG_INF;
+#pragma unroll
+        for (int w = 0; w < CW; ++w) mx = fmaxf(mx, wm[w][g]);
+        float a = 0.0f, t = 0.0f;
+#pragma unroll
+        for (int w = 0; w < CW; ++w) {
+            const float c = wm[w][g] == NEG_INF ? 0.0f : exp2f(wm[w][g] - mx);
+            a += wacc[w][g][o % HD] * c;
+            t += wl[w][g] * c;
+        }
+        cacc[o] = a;
+        if (o % HD == 0) {
+            cm[g] = mx;
+            csum[g] = t;
+        }
+    }
+    cluster_sync();
+    // Merge the cluster: CTA r produces outputs [r E, (r + 1) E) of the group's GQA x HD.
+    const int per_cta = (GQA * HD + (int)ncl - 1) / (int)ncl;
+    for (int t = threadIdx.x; t < per_cta; t += CW * 32) {
+        const int o = (int)rank * per_cta + t;
+        if (o >= GQA * HD) break;
+        const int g = o / HD;
+        float rm[MAX_CL], rs[MAX_CL], ra[MAX_CL];
+#pragma unroll
+        for (int r = 0; r < MAX_CL; ++r) {
+            if (r < (int)ncl) {
+                rm[r] = ld_dsmem(&cm[g], r);
+                rs[r] = ld_dsmem(&csum[g], r);
+                ra[r] = ld_dsmem(&cacc[o], r);
+            }
+        }
+        float mx = NEG_INF;
+#pragma unroll
+        for (int r = 0; r < MAX_CL; ++r) {
+            if (r < (int)ncl) mx = fmaxf(mx, rm[r]);
+        }
+        float a = 0.0f, t2 = 0.0f;
+#pragma unroll
+        for (int r = 0; r < MAX_CL; ++r) {
+            if (r < (int)ncl && rm[r] != NEG_INF) {
+                const float c = exp2f(rm[r] - mx);
+                a += ra[r] * c;
+                t2 += rs[r] * c;
+            }
+        }
+        out[((size_t)b * hq + kh * GQA) * HD + o] = f2h(a / t2);
+    }
+    // No CTA leaves while another may still read its shared memory.
+    cluster_sync();
+}
+#endif
 
 extern "C" __global__ void silu_mul(const u16* __restrict__ gu, u16* __restrict__ out, int f) {
     pdl_enter();

@@ -844,11 +844,29 @@ pub(crate) unsafe fn launch_ex(
     pdl: bool,
     params: &mut [*mut c_void],
 ) -> Result<(), GpuError> {
+    // SAFETY: forwarded; no cluster.
+    unsafe { launch_cluster_ex(stream, f, grid, block, smem, pdl, 1, params) }
+}
+
+/// [`launch_ex`] with thread-block clusters of `cluster` CTAs along x (sm_90+; 1 = no cluster attribute).
+/// `grid.0` must be a multiple of `cluster`; sizes above 8 need the function's non-portable-cluster
+/// attribute set.
+///
+/// # Safety
+/// As [`launch_ex`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn launch_cluster_ex(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    smem: u32,
+    pdl: bool,
+    cluster: u32,
+    params: &mut [*mut c_void],
+) -> Result<(), GpuError> {
     stream.context().bind_to_thread()?;
-    // SAFETY: an all-zero CUlaunchAttribute is a valid value (id 0 = ignore, zeroed union).
-    let mut attr: sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-    attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attr.value.programmaticStreamSerializationAllowed = 1;
+    let (mut attrs, n) = launch_attrs(pdl, cluster);
     let config = sys::CUlaunchConfig {
         gridDimX: grid.0,
         gridDimY: grid.1,
@@ -858,13 +876,63 @@ pub(crate) unsafe fn launch_ex(
         blockDimZ: block.2,
         sharedMemBytes: smem,
         hStream: stream.cu_stream(),
-        attrs: if pdl { &raw mut attr } else { std::ptr::null_mut() },
-        numAttrs: u32::from(pdl),
+        attrs: if n > 0 { attrs.as_mut_ptr() } else { std::ptr::null_mut() },
+        numAttrs: n as u32,
     };
-    // SAFETY: `config` and `attr` live through the call; `f` is a loaded function of this context; the
+    // SAFETY: `config` and `attrs` live through the call; `f` is a loaded function of this context; the
     // caller guarantees `params`.
     unsafe { sys::cuLaunchKernelEx(&config, f.cu_function(), params.as_mut_ptr(), std::ptr::null_mut()) }.result()?;
     Ok(())
+}
+
+/// The launch attributes of [`launch_cluster_ex`] and how many of them are set.
+fn launch_attrs(pdl: bool, cluster: u32) -> ([sys::CUlaunchAttribute; 2], usize) {
+    // SAFETY: an all-zero CUlaunchAttribute is a valid value (id 0 = ignore, zeroed union).
+    let mut attrs: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
+    let mut n = 0;
+    if pdl {
+        attrs[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attrs[n].value.programmaticStreamSerializationAllowed = 1;
+        n += 1;
+    }
+    if cluster > 1 {
+        attrs[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attrs[n].value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: cluster, y: 1, z: 1 };
+        n += 1;
+    }
+    (attrs, n)
+}
+
+/// How many clusters of `cluster` (>= 2) CTAs (along x) of `f` with this block and dynamic shared memory can be
+/// resident on the GPU at once (0: the cluster cannot be scheduled; an error: the size is not allowed).
+pub(crate) fn max_active_clusters(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    block: (u32, u32, u32),
+    smem: u32,
+    cluster: u32,
+) -> Result<u32, GpuError> {
+    if cluster < 2 {
+        return Err(GpuError::Unsupported(format!("a cluster of {cluster} CTA is no cluster")));
+    }
+    stream.context().bind_to_thread()?;
+    let (mut attrs, _) = launch_attrs(false, cluster);
+    let config = sys::CUlaunchConfig {
+        gridDimX: cluster,
+        gridDimY: 1,
+        gridDimZ: 1,
+        blockDimX: block.0,
+        blockDimY: block.1,
+        blockDimZ: block.2,
+        sharedMemBytes: smem,
+        hStream: stream.cu_stream(),
+        attrs: attrs.as_mut_ptr(),
+        numAttrs: 1,
+    };
+    let mut clusters: std::ffi::c_int = 0;
+    // SAFETY: `config` and `attrs` live through the call; `f` is a loaded function of this context.
+    unsafe { sys::cuOccupancyMaxActiveClusters(&mut clusters, f.cu_function(), &config) }.result()?;
+    Ok(u32::try_from(clusters).unwrap_or(0))
 }
 
 /// Output of [`Gpu::measure_weight_only`].
