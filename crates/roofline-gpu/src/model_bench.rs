@@ -398,7 +398,8 @@ impl Gpu {
             format!("attn_rope, {splits} splits of {chunk} positions")
         };
         progress(&format!("attention: {attention_kernel}"));
-        let en = Enqueue { cfg, ops: &ops, gemv: &gemv, s: &s, splits, chunk, cluster, pdl };
+        let silu_in_down = cfg.fuse && gemv.fuses_silu(b, d, f);
+        let en = Enqueue { cfg, ops: &ops, gemv: &gemv, s: &s, splits, chunk, cluster, silu_in_down, pdl };
 
         // Correctness: one op-by-op step, then the last layer's attention against the CPU.
         progress("checking one step against the CPU reference");
@@ -450,7 +451,9 @@ impl Gpu {
             time_op("gate_up_proj", "linear", per_layer, &mut |i| {
                 en.linear(&mut layers_ptr[i % nl].gate_up, Lin::GateUp, a)
             })?;
-            time_op("silu_and_mul", "elementwise", per_layer, &mut |_| en.silu(a))?;
+            if !en.silu_in_down {
+                time_op("silu_and_mul", "elementwise", per_layer, &mut |_| en.silu(a))?;
+            }
             time_op("down_proj", "linear", per_layer, &mut |i| en.linear(&mut layers_ptr[i % nl].down, Lin::Down, a))?;
             if !fuse {
                 time_op("final_norm", "norm", 1, &mut |_| en.norm(a, true, norm_final))?;
@@ -480,7 +483,7 @@ impl Gpu {
             replays: st.runs,
             layers_built: nl,
             ops: op_times,
-            fused: fused_ops(cfg.fuse),
+            fused: fused_ops(cfg.fuse, silu_in_down),
             attention_rel_error,
             attention_kernel,
         })
@@ -505,6 +508,8 @@ struct Enqueue<'a> {
     chunk: i32,
     /// CTAs per cluster of the cluster attention; 0: the split kernels.
     cluster: u32,
+    /// Fused step whose down_proj kernel computes SwiGLU as it loads x (no silu_mul kernel).
+    silu_in_down: bool,
     /// Decode kernels compiled and launched with programmatic dependent launch (sm_90+).
     pdl: bool,
 }
@@ -520,7 +525,9 @@ impl Enqueue<'_> {
                 self.attention(layer, a)?;
                 self.linear(&mut layer.o, Lin::O, a)?;
                 self.linear(&mut layer.gate_up, Lin::GateUp, a)?;
-                self.silu(a)?;
+                if !self.silu_in_down {
+                    self.silu(a)?;
+                }
                 self.linear(&mut layer.down, Lin::Down, a)?;
             }
             return Ok(());
@@ -577,12 +584,14 @@ impl Enqueue<'_> {
         if self.cfg.fuse {
             // The norms read the residual stream x (their weights are folded into W); o_proj and down_proj
             // add into it.
-            let norm = Fusion { norm_eps: Some(NORM_EPS), add_into_y: false };
-            let add = Fusion { norm_eps: None, add_into_y: true };
+            let norm = Fusion { norm_eps: Some(NORM_EPS), ..Fusion::default() };
+            let add = Fusion { add_into_y: true, ..Fusion::default() };
             let (x, y, f) = match which {
                 Lin::Qkv => (&a.x, &mut a.qkv, norm),
                 Lin::O => (&a.attn, &mut a.x, add),
                 Lin::GateUp => (&a.x, &mut a.gu, norm),
+                // SwiGLU on load where the kernel takes it: down_proj reads the gate_up row itself.
+                Lin::Down if self.silu_in_down => (&a.gu, &mut a.x, Fusion { silu_x: true, ..add }),
                 Lin::Down => (&a.act, &mut a.x, add),
                 Lin::LmHead => (&a.x, &mut a.logits, norm),
             };
@@ -678,7 +687,7 @@ impl Enqueue<'_> {
 }
 
 /// Which of `roofline model`'s ops the step runs inside another kernel.
-fn fused_ops(fuse: bool) -> Vec<FusedOp> {
+fn fused_ops(fuse: bool, silu_in_down: bool) -> Vec<FusedOp> {
     let pairs: &[(&str, &str)] = if fuse {
         &[
             ("input_layernorm", "qkv_proj"),
@@ -690,7 +699,8 @@ fn fused_ops(fuse: bool) -> Vec<FusedOp> {
     } else {
         &[("residual_add", "input_layernorm, post_attention_layernorm")]
     };
-    pairs.iter().map(|(n, i)| FusedOp { name: (*n).into(), into: (*i).into() }).collect()
+    let silu = silu_in_down.then_some(("silu_and_mul", "down_proj"));
+    pairs.iter().copied().chain(silu).map(|(n, i)| FusedOp { name: n.into(), into: i.into() }).collect()
 }
 
 /// Kernel parameters for `cuLaunchKernelEx`: each value in its own 8-byte slot (device pointers as

@@ -123,7 +123,8 @@ fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
 
 /// The fused RMSNorm of x (y = rsqrt(mean(x^2) + eps) x W^T) and residual add (y += ...), alone and together,
 /// through every kernel family, with K split over CTAs and not, FP16 and BF16 x: against the f64 reference
-/// (y0 + inv_rms(x) x Wq^T) within 1e-3.
+/// (y0 + inv_rms(x) x Wq^T) within 1e-3; SwiGLU on load (x = silu(gate) * up) where the plan is the
+/// x-in-registers kernel, refused elsewhere.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn fused_norm_and_residual_add_match_the_reference() {
@@ -148,22 +149,37 @@ fn fused_norm_and_residual_add_match_the_reference() {
                     XDtype::Bf16 => (|v| half::bf16::from_f32(v).to_bits(), |b| half::bf16::from_bits(b).to_f32()),
                 };
                 for m in [1usize, 3, 16] {
+                    let silu = Fusion { silu_x: true, ..Fusion::default() };
                     for fusion in [
-                        Fusion { norm_eps: Some(eps), add_into_y: false },
-                        Fusion { norm_eps: None, add_into_y: true },
-                        Fusion { norm_eps: Some(eps), add_into_y: true },
+                        Fusion { norm_eps: Some(eps), ..Fusion::default() },
+                        Fusion { add_into_y: true, ..Fusion::default() },
+                        Fusion { norm_eps: Some(eps), add_into_y: true, ..Fusion::default() },
+                        silu,
+                        Fusion { add_into_y: true, ..silu },
                     ] {
+                        // SwiGLU on load: x is a gate_up row [2K]; only the x-in-registers plans take it.
+                        let xk = if fusion.silu_x { 2 * k } else { k };
                         // x far from unit RMS (the norm must matter), y0 of the output's size.
                         let seed = (m * 7 + usize::from(fusion.add_into_y)) as u64;
-                        let xb: Vec<u16> = random_f32(m * k, seed).iter().map(|v| to(3.0 * v)).collect();
+                        let xb: Vec<u16> = random_f32(m * xk, seed).iter().map(|v| to(3.0 * v)).collect();
                         let y0b: Vec<u16> = random_f32(m * n, seed + 100).iter().map(|v| to(4.0 * v)).collect();
                         let x = gemv.htod(&xb).unwrap();
                         let mut y = gemv.htod(&y0b).unwrap();
-                        gemv.run_fused(gemv.stream(), &mut dw, &x, &mut y, m, fusion).unwrap();
+                        let ran = gemv.run_fused(gemv.stream(), &mut dw, &x, &mut y, m, fusion);
+                        if fusion.silu_x && !gemv.fuses_silu(m, n, k) {
+                            assert!(ran.is_err(), "{wf:?} {variant:?} m={m}: SwiGLU on load must be refused");
+                            continue;
+                        }
+                        ran.unwrap();
                         let out = gemv.dtoh(&y).unwrap();
                         let (mut err, mut norm) = (0.0f64, 0.0f64);
                         for i in 0..m {
-                            let xr: Vec<f64> = xb[i * k..][..k].iter().map(|b| f64::from(from(*b))).collect();
+                            let row: Vec<f64> = xb[i * xk..][..xk].iter().map(|b| f64::from(from(*b))).collect();
+                            let xr: Vec<f64> = if fusion.silu_x {
+                                (0..k).map(|l| row[l] / (1.0 + (-row[l]).exp()) * row[k + l]).collect()
+                            } else {
+                                row
+                            };
                             let inv = match fusion.norm_eps {
                                 Some(e) => {
                                     1.0 / (xr.iter().map(|v| v * v).sum::<f64>() / k as f64 + f64::from(e)).sqrt()

@@ -156,7 +156,13 @@ fn points(
                 match r {
                     Ok(meas) => Some(meas),
                     Err(GpuError::Unsupported(why)) => {
-                        bar.println(format!("{p} {m}x{n}x{k}: not measured ({why})"));
+                        // A hidden bar (output not a terminal) drops println: the reason goes to stderr then.
+                        let line = format!("{p} {m}x{n}x{k}: not measured ({why})");
+                        if bar.is_hidden() {
+                            eprintln!("{line}");
+                        } else {
+                            bar.println(line);
+                        }
                         None
                     }
                     Err(e) => return Err(e).with_context(|| format!("measuring {p} {m}x{n}x{k}")),

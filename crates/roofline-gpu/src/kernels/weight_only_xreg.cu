@@ -33,6 +33,10 @@
 #ifndef PF
 #define PF 0
 #endif
+// SILU 1 (with FUSE): SwiGLU on load (FUSE_SILU) compiled in; only the launches that use it are built so.
+#ifndef SILU
+#define SILU 0
+#endif
 #ifndef MINB
 #define MINB 1
 #endif
@@ -291,6 +295,27 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
             const int c = cbase + 32 * j;
 #pragma unroll
             for (int s = 0; s < SUBS; ++s) {
+#if FUSE && SILU
+                if (flags & FUSE_SILU) {
+                    // x = silu(gate) * up from the gate_up row [2K] (zeros past K).
+                    uint4 gv = make_uint4(0u, 0u, 0u, 0u), uv = gv;
+                    if (c < kc) {
+                        const u16* gr = x + (size_t)m * 2 * k + (size_t)c * EPC + 8 * s;
+                        gv = __ldg((const uint4*)gr);
+                        uv = __ldg((const uint4*)(gr + k));
+                    }
+                    const u32 gw[4] = {gv.x, gv.y, gv.z, gv.w}, uw[4] = {uv.x, uv.y, uv.z, uv.w};
+#pragma unroll
+                    for (int h = 0; h < 4; ++h) {
+                        float g0, g1, u0, u1;
+                        x2f(gw[h], g0, g1);
+                        x2f(uw[h], u0, u1);
+                        xr[m][j][8 * s + 2 * h] = g0 / (1.0f + __expf(-g0)) * u0;
+                        xr[m][j][8 * s + 2 * h + 1] = g1 / (1.0f + __expf(-g1)) * u1;
+                    }
+                    continue;
+                }
+#endif
                 uint4 xv = make_uint4(0u, 0u, 0u, 0u);
                 if (c < kc) xv = __ldg((const uint4*)(x + (size_t)m * k + (size_t)c * EPC + 8 * s));
                 x2f(xv.x, xr[m][j][8 * s + 0], xr[m][j][8 * s + 1]);

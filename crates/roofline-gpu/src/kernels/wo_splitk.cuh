@@ -10,9 +10,13 @@
 //              itself (fuse_norm_prologue, after pdl_wait) into its slot of a shared [WARPS][MT] array, and
 //              the scale is applied to the output (it is linear, so split-K partials take it too).
 //   FUSE_ADD   y += x W^T: a residual add (y is read before it is written; split-K adds it once, at the end).
+//   FUSE_SILU  x is a gate_up row [M][2K] (gate then up): the kernel multiplies silu(gate) * up as it loads x
+//              (the x-in-registers kernel only: it loads x once per warp), so SwiGLU needs no kernel of its
+//              own in front of down_proj.
 
 #define FUSE_NORM 1
 #define FUSE_ADD 2
+#define FUSE_SILU 4
 // FUSE 0 (default): the kernels ignore `flags` (fuse_flags returns a compile-time 0, so none of the fused
 // code is emitted and the kernels are what they were before fusion existed: the prologue and the residual
 // loads cost ~1.5 us of latency at 1x4096x4096 even when skipped at run time). The host compiles FUSE = 1

@@ -214,6 +214,10 @@ pub struct LaunchPlan {
     pub stages: u32,
     /// Compiled with the fusions of [`Fusion`] (`FUSE`); without, the kernels ignore their `flags`.
     pub fuse: bool,
+    /// Compiled with SwiGLU on load ([`Fusion::silu_x`], `SILU`; with `fuse`): its x-load branch costs the
+    /// other fused launches ~0.7 us when compiled in (INT4 o_proj 7.5 -> 8.1 us), so only the launches that
+    /// use it get it.
+    pub silu: bool,
 }
 
 impl LaunchPlan {
@@ -235,6 +239,7 @@ impl LaunchPlan {
             pdl: self.pdl && arch >= 90,
             stages: self.stages,
             fuse: self.fuse,
+            silu: self.fuse && self.silu,
             arch,
         }
     }
@@ -286,15 +291,20 @@ impl LaunchPlan {
         if variant == Variant::XReg && Self::xreg_fits(format, m, chunks) {
             let kc = (k * format.bits() / 128).max(1) as u32;
             let slices = kc.div_ceil(32 * chunks);
-            // At most 8 warps (K slices) per CTA: 14 (K = 14336, 4-bit) capped the registers at 128 and spilled.
-            let want = split_k.unwrap_or_else(|| slices.div_ceil(8)).clamp(1, slices);
+            let stages = tuning.stages.unwrap_or(0);
+            // M = 1 with 9..16 K slices (4-bit K = 14336: 14): 4 rows per step and one CTA over all of K, no
+            // split-K (INT4 1x4096x14336 16.5 us vs 18.9 with 8 rows split in two, bench/RESULTS.md session
+            // 4 tuning table; 8 rows with 14 warps capped the registers at 128 and spilled).
+            let wide =
+                m == 1 && stages == 0 && tuning.rows.is_none() && split_k.is_none() && (9..=16).contains(&slices);
+            // Otherwise at most 8 warps (K slices) per CTA.
+            let want = split_k.unwrap_or_else(|| if wide { 1 } else { slices.div_ceil(8) }).clamp(1, slices);
             // At most 16 warps per CTA whatever split-K was asked for (512 threads).
             let warps = slices.div_ceil(want).min(16);
             let splits = slices.div_ceil(warps);
             // M = 2, 4-bit: registers capped for 3 CTAs per SM (INT4 2x14336x4096 17.6 vs 21.6 us uncapped).
             let min_blocks = tuning.min_blocks.unwrap_or(if m == 2 && format.bits() == 4 { 3 } else { 1 });
-            let stages = tuning.stages.unwrap_or(0);
-            let rows = if stages > 0 { 8 } else { tuning.rows.unwrap_or(if m <= 2 { 8 } else { 4 }) };
+            let rows = if stages > 0 { 8 } else { tuning.rows.unwrap_or(if m <= 2 && !wide { 8 } else { 4 }) };
             // A first guess of about 20 resident warps per SM; `WeightOnlyGemv` refits the rows per CTA to the
             // kernel's real occupancy (one wave: with 1.3-1.6 waves the 4-bit kernels lost ~20%).
             let target = sm_count * (20 / warps).max(1);
@@ -317,6 +327,7 @@ impl LaunchPlan {
                 pdl,
                 stages,
                 fuse: false,
+                silu: false,
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
@@ -351,6 +362,7 @@ impl LaunchPlan {
                 pdl: false,
                 stages: 0,
                 fuse: false,
+                silu: false,
             };
         }
         if variant == Variant::Mma {
@@ -383,6 +395,7 @@ impl LaunchPlan {
                 pdl: false,
                 stages: 0,
                 fuse: false,
+                silu: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -448,6 +461,7 @@ impl LaunchPlan {
             pdl,
             stages: 0,
             fuse: false,
+            silu: false,
         }
     }
 }
@@ -547,6 +561,13 @@ impl WeightOnlyGemv {
     /// The launch plan of an `m x n x k` call before the kernel is loaded (see [`WeightOnlyGemv::launch_plan`]).
     pub fn plan(&self, m: usize, n: usize, k: usize) -> LaunchPlan {
         LaunchPlan::new(self.variant, self.format, m, n, k, self.sm_count, self.tuning)
+    }
+
+    /// Whether an `m x n x k` call can take [`Fusion::silu_x`] (its plan is the x-in-registers CUDA-core
+    /// kernel, which loads x once per warp).
+    pub fn fuses_silu(&self, m: usize, n: usize, k: usize) -> bool {
+        let plan = self.plan(m, n, k);
+        plan.xreg && plan.rows_per_warp != nvrtc::MMA_ROWS
     }
 
     /// The plan a call launches: [`WeightOnlyGemv::plan`] with the `XReg` rows per CTA refitted to the
@@ -746,11 +767,14 @@ impl WeightOnlyGemv {
         if !(1..=16).contains(&m) {
             return Err(GpuError::Unsupported(format!("weight-only kernels take M = 1..16 rows of x, not {m}")));
         }
-        if x.len() < m * k || y.len() < m * n {
+        // With SwiGLU on load, x is the gate_up row: 2K values per row.
+        let xk = if fusion.silu_x { 2 * k } else { k };
+        if x.len() < m * xk || y.len() < m * n {
             return Err(GpuError::Unsupported(format!(
-                "x holds {} values (needs M x K = {}), y holds {} (needs M x N = {})",
+                "x holds {} values (needs M x {} = {}), y holds {} (needs M x N = {})",
                 x.len(),
-                m * k,
+                if fusion.silu_x { "2K" } else { "K" },
+                m * xk,
                 y.len(),
                 m * n
             )));
@@ -758,7 +782,13 @@ impl WeightOnlyGemv {
         if n > i32::MAX as usize || k > i32::MAX as usize {
             return Err(GpuError::Unsupported(format!("N = {n} and K = {k} must fit in 32 bits")));
         }
-        let plan = LaunchPlan { fuse: fusion != Fusion::default(), ..self.plan(m, n, k) };
+        let plan = LaunchPlan { fuse: fusion != Fusion::default(), silu: fusion.silu_x, ..self.plan(m, n, k) };
+        if fusion.silu_x && (!self.fuses_silu(m, n, k) || fusion.norm_eps.is_some()) {
+            return Err(GpuError::Unsupported(format!(
+                "SwiGLU on load needs the x-in-registers kernel without a fused norm (this launch: {:?}, {m}x{n}x{k})",
+                self.variant
+            )));
+        }
         let (plan, loaded) = self.fit(m, n, plan)?;
         if w.mma_layout != matches!(self.variant, Variant::Mma | Variant::XMma) {
             return Err(GpuError::Unsupported(format!(
@@ -820,12 +850,16 @@ pub struct Fusion {
     pub norm_eps: Option<f32>,
     /// Residual add: y += x W^T (y is read, then overwritten).
     pub add_into_y: bool,
+    /// SwiGLU on load: x is a gate_up row [M, 2K] (gate, then up) and the kernel multiplies
+    /// silu(gate) * up as it loads x. Only the x-in-registers kernel ([`Variant::XReg`] plans) takes it,
+    /// and not together with `norm_eps`; see [`WeightOnlyGemv::fuses_silu`].
+    pub silu_x: bool,
 }
 
 impl Fusion {
-    /// The kernels' `flags` argument (`FUSE_NORM` = 1, `FUSE_ADD` = 2 in `wo_splitk.cuh`).
+    /// The kernels' `flags` argument (`FUSE_NORM` = 1, `FUSE_ADD` = 2, `FUSE_SILU` = 4 in `wo_splitk.cuh`).
     fn flags(self) -> i32 {
-        i32::from(self.norm_eps.is_some()) | (i32::from(self.add_into_y) << 1)
+        i32::from(self.norm_eps.is_some()) | (i32::from(self.add_into_y) << 1) | (i32::from(self.silu_x) << 2)
     }
 }
 
@@ -1442,6 +1476,9 @@ mod tests {
                         let default = LaunchPlan::new(variant, f, m, 4096, 4096, 132, Tuning::default());
                         // The fused RMSNorm / residual-add build of the default plan too.
                         let mut plans = vec![default, LaunchPlan { fuse: true, ..default }];
+                        if default.xreg && default.rows_per_warp != nvrtc::MMA_ROWS {
+                            plans.push(LaunchPlan { fuse: true, silu: true, ..default });
+                        }
                         if m == 1 || m == 16 {
                             let other = Tuning { pipeline: Some(!default.pipeline), ..Tuning::default() };
                             plans.push(LaunchPlan::new(variant, f, m, 4096, 4096, 132, other));
@@ -1484,7 +1521,7 @@ mod tests {
                 u8::from(key.pipeline),
                 u8::from(key.stage),
                 u8::from(key.xreg),
-                if key.fuse { " FUSE" } else { "" },
+                if key.silu { " FUSE+SILU" } else if key.fuse { " FUSE" } else { "" },
                 c.registers.unwrap_or(0),
                 c.spill_bytes.unwrap_or(0),
                 c.stack_bytes.unwrap_or(0)
@@ -1508,6 +1545,7 @@ mod tests {
             pdl: true,
             stages: 0,
             fuse: false,
+            silu: false,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

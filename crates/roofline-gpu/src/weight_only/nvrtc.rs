@@ -95,6 +95,8 @@ pub struct KernelKey {
     /// Compiled with the fused RMSNorm / residual add (`FUSE`; see `weight_only::Fusion`); without, the
     /// `flags` argument is ignored and the kernel is what it was before fusion existed.
     pub fuse: bool,
+    /// `FUSE` builds only: SwiGLU on load compiled in (`SILU`, the x-in-registers kernel).
+    pub silu: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -140,6 +142,7 @@ impl KernelKey {
             format!("-DXS={}", u32::from(self.xreg && self.is_mma())),
             format!("-DKT={}", self.unroll),
             format!("-DFUSE={}", u32::from(self.fuse)),
+            format!("-DSILU={}", u32::from(self.fuse && self.silu)),
             // Source lines in the CUBIN for profilers (no effect on the code).
             "--generate-line-info".into(),
         ]
@@ -323,6 +326,7 @@ mod tests {
             pdl: true,
             stages: 0,
             fuse: true,
+            silu: false,
             arch: 90,
         };
         let o = key.options();
