@@ -108,7 +108,10 @@ impl BenchConfig {
             return bad("--seq must be at least 1".into());
         }
         if self.seq + 1 > 16 * 1024 {
-            return bad(format!("--seq {} > 16383 (the attention combine keeps at most 1024 splits of 16)", self.seq));
+            return bad(format!(
+                "--seq {} > 16383 (model-bench builds contexts up to 16K positions: a random FP16 KV cache per layer)",
+                self.seq
+            ));
         }
         Ok(())
     }
@@ -672,8 +675,10 @@ impl Enqueue<'_> {
         unsafe { self.launch(&self.ops.attn_split, (bh, self.splits, 1), (128, 1, 1), k) }?;
         let mut k = KArgs::default();
         k.ptr(self.dptr(&a.part)).ptr(self.dptr(&a.attn)).i32(self.splits as i32);
-        // SAFETY: matches attn_combine(const float* part, u16* out, int splits); out holds bh x HD values.
-        unsafe { self.launch(&self.ops.attn_combine, (bh, 1, 1), (HEAD_DIM as u32, 1, 1), k) }
+        let groups = (c.batch * c.kv_heads) as u32;
+        // SAFETY: matches attn_combine(const float* part, u16* out, int splits), compiled with GQA = hq / hkv;
+        // part holds bh x splits x (HD + 2) floats (attn_split's), out bh x HD values; one CTA per group.
+        unsafe { self.launch(&self.ops.attn_combine, (groups, 1, 1), (128, 1, 1), k) }
     }
 
     fn silu(&self, a: &mut Acts) -> Result<(), GpuError> {

@@ -130,8 +130,15 @@ fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
 fn fused_norm_and_residual_add_match_the_reference() {
     let gpu = Gpu::open(0).unwrap();
     let eps = 1e-5f32;
-    let (n, k) = (300, 1024);
-    for wf in [WoFormat::Fp16, WoFormat::Int8, WoFormat::Int4G128, WoFormat::Nvfp4, WoFormat::Mxfp4] {
+    // K = 14336 (4-bit): the x-in-registers plan with 14 warps and no split-K at M = 1 (down_proj's).
+    for (wf, n, k) in [
+        (WoFormat::Fp16, 300, 1024),
+        (WoFormat::Int8, 300, 1024),
+        (WoFormat::Int4G128, 300, 1024),
+        (WoFormat::Nvfp4, 300, 1024),
+        (WoFormat::Mxfp4, 300, 1024),
+        (WoFormat::Int4G128, 100, 14336),
+    ] {
         let (packed, wq) = quantize_and_pack(wf, &random_f32(n * k, 21), n, k).unwrap();
         for (variant, xt) in [
             (Variant::SplitK, XDtype::F16),
@@ -201,7 +208,7 @@ fn fused_norm_and_residual_add_match_the_reference() {
                         assert!(rel <= tol, "{wf:?} {variant:?} {xt:?} split {split:?} m={m} {fusion:?}: {rel:.2e}");
                     }
                 }
-                println!("fused {wf:?} {variant:?} {xt:?} split {split:?}: ok");
+                println!("fused {wf:?} {n}x{k} {variant:?} {xt:?} split {split:?}: ok");
             }
         }
     }

@@ -6,7 +6,7 @@
 //                 appended to the cache [B, Hkv, Smax, HD]                                  grid (B, Hq + Hkv), HD/2
 //   attn_split    flash-decoding: one CTA per (b, q head, chunk of positions); 4 warps, online softmax per
 //                 warp, merged in shared memory; partial (max, sum, acc[HD]) to a workspace  grid (B*Hq, splits), 128
-//   attn_combine  merges the splits of one (b, q head) into out [B, Hq*HD]                   grid B*Hq, HD
+//   attn_combine  merges the splits of the q heads of one (b, KV head) into out [B, Hq*HD]    grid B*Hkv, 128
 //   attn_rope     rope_append + attn_split + attn_combine in one launch (the fused step), one CTA per
 //                 (b, KV head, chunk) for all GQA q heads of the group: q and the new k rotated in registers,
 //                 k and v appended, the last CTA of each (b, KV head) combines     grid (B*Hkv, splits), 128
@@ -249,59 +249,6 @@ extern "C" __global__ void attn_split(const u16* __restrict__ qkv, const u16* __
     attend_chunk(qv, rows, p0, p1, false, none, none, part + ((size_t)bh * gridDim.y + blockIdx.y) * (HD + 2));
 }
 
-// Merges the `splits` partials (max, sum, acc[HD]) of one (b, q head) at `p` into out[HD]; blockDim.x == HD.
-// Split weights exp(m_s - max) go to shared memory once; each thread then sums its element over the splits
-// with independent (coalesced) loads, instead of a serial chain of global reads per split. The loads go
-// through L2 (ld.global.cg): in the fused kernel the partials were written by other CTAs of this launch.
-#define MAX_SPLITS 1024
-__device__ __forceinline__ void combine_splits(const float* __restrict__ p, u16* __restrict__ out, int splits) {
-    const int i = threadIdx.x;  // 0..HD-1
-    __shared__ float sc[MAX_SPLITS];
-    __shared__ float red[HD / 32];
-    __shared__ float mx, tot;
-    float m = NEG_INF;
-    for (int s = i; s < splits; s += blockDim.x) {
-        sc[s] = __ldcg(p + s * (HD + 2));
-        m = fmaxf(m, sc[s]);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if ((i & 31) == 0) red[i >> 5] = m;
-    __syncthreads();
-    if (i == 0) {
-        float t = red[0];
-        for (int w = 1; w < HD / 32; ++w) t = fmaxf(t, red[w]);
-        mx = t;
-    }
-    __syncthreads();
-    float l = 0.0f;
-    for (int s = i; s < splits; s += blockDim.x) {
-        const float c = sc[s] == NEG_INF ? 0.0f : __expf(sc[s] - mx);
-        sc[s] = c;
-        l += __ldcg(p + s * (HD + 2) + 1) * c;
-    }
-    l = warp_sum(l);
-    __syncthreads();
-    if ((i & 31) == 0) red[i >> 5] = l;
-    __syncthreads();
-    if (i == 0) {
-        float t = 0.0f;
-        for (int w = 0; w < HD / 32; ++w) t += red[w];
-        tot = t;
-    }
-    __syncthreads();
-    float a = 0.0f;
-#pragma unroll 8
-    for (int s = 0; s < splits; ++s) a += __ldcg(p + s * (HD + 2) + 2 + i) * sc[s];
-    out[i] = f2h(a / tot);
-}
-
-extern "C" __global__ void attn_combine(const float* __restrict__ part, u16* __restrict__ out, int splits) {
-    pdl_enter();
-    const int bh = blockIdx.x;
-    combine_splits(part + (size_t)bh * splits * (HD + 2), out + (size_t)bh * HD, splits);
-}
-
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -339,6 +286,14 @@ __device__ __forceinline__ void combine_heads(const float* __restrict__ part, u1
 #pragma unroll
         for (int e = 0; e < 4; ++e) out[(size_t)g * HD + 4 * lane + e] = f2h(a[e] / tot);
     }
+}
+
+// Merges the splits of the GQA q heads of one (b, KV head) group (attn_split's partials, heads consecutive)
+// into out; 128 threads.
+extern "C" __global__ void attn_combine(const float* __restrict__ part, u16* __restrict__ out, int splits) {
+    pdl_enter();
+    const size_t bh0 = (size_t)blockIdx.x * GQA;
+    combine_heads(part + bh0 * splits * (HD + 2), out + bh0 * HD, splits);
 }
 
 // RoPE (rotate-half, as rope_append) at position pos of this lane's 4 elements 4l..4l+3: the angles are the
