@@ -24,9 +24,11 @@ shapes. The prediction is `roofline model` for the same config, scheme, batch an
 (give a profile measured by `roofline calibrate` for the calibrated prediction).
 
 By default the step is fused as serving engines run it: RMSNorms inside the next linear, residual
-adds inside the linear before, RoPE and the KV append inside the attention launch. The prediction
-then counts a fused op's bytes but not the launch and start-up cost a kernel of its own would pay.
---no-fuse runs one kernel per op.
+adds inside the linear before, RoPE and the KV append inside the attention launch, and, where the
+down_proj kernel holds x in registers (4-bit weights, batch <= 2), SwiGLU inside down_proj. The
+prediction then counts a fused op's bytes but not the launch and start-up cost a kernel of its own
+would pay. --no-fuse runs one kernel per op. On sm_90+ the fused attention runs on thread-block
+clusters (--attention cluster); --attention splits runs the kernel every GPU has.
 
 Examples:
   roofline model-bench --config llama-3.1-8b --scheme fp16 --hw h100-measured.toml
@@ -371,6 +373,12 @@ mod tests {
         let adds = plain.ops.iter().filter(|o| o.name == "residual_add").count() as f64;
         let fixed = hw.launch_overhead_us.unwrap() + hw.memory_latency_us.unwrap();
         assert!((plain.totals.time_us - unfused.totals.time_us - adds * 32.0 * fixed).abs() < 1e-6);
+        // SwiGLU computed by down_proj as it loads x: one more op loses its fixed costs.
+        let mut with_silu: Vec<(&str, &str)> = fused_step.fused.iter().map(|f| (&*f.name, &*f.into)).collect();
+        with_silu.push(("silu_and_mul", "down_proj"));
+        let silu = join_fusions(plain.clone(), &step(&with_silu)).unwrap();
+        let silu_ops = plain.ops.iter().filter(|o| o.name == "silu_and_mul").count() as f64;
+        assert!((joined.totals.time_us - silu.totals.time_us - silu_ops * 32.0 * fixed).abs() < 1e-6);
         // An op the prediction does not know is an error, not a silent mismatch.
         assert!(join_fusions(plain, &step(&[("mystery_op", "qkv_proj")])).is_err());
     }
