@@ -7,6 +7,7 @@
 //! Architecture invariant: all `unsafe` of the project lives here, each block with a `// SAFETY:` note.
 //! No GPU is an ordinary state: [`Gpu::open`] returns [`GpuError::NoGpu`] with the reason.
 
+pub mod bench_weights;
 mod gemm;
 pub mod lt;
 pub mod model_bench;
@@ -45,6 +46,9 @@ pub enum GpuError {
     /// A result did not match the CPU reference.
     #[error("wrong result: {0}")]
     Incorrect(String),
+    /// Model weights could not be read or do not fit the model (missing tensor, wrong shape, bad file).
+    #[error("weights: {0}")]
+    Weights(String),
 }
 
 /// An opened GPU with a stream and a cuBLASLt handle.

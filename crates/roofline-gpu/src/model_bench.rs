@@ -17,12 +17,14 @@ use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr};
 use cudarc::nvrtc::Ptx;
 use half::f16;
 
+use crate::bench_weights::{fold_columns, head_matrices, layer_matrices};
 use crate::weight_only::nvrtc::compile_cubin;
 use crate::weight_only::{
     launch_cluster_ex, launch_ex, max_active_clusters, quantize_and_pack, DeviceWeights, Fusion, Variant,
     WeightOnlyGemv, WoFormat, XDtype,
 };
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
+use roofline_quant::checkpoint::SourceModel;
 
 /// The decode-ops source (see the kernel file's header).
 pub const DECODE_OPS_SOURCE: &str = include_str!("kernels/decode_ops.cu");
@@ -62,6 +64,9 @@ pub struct BenchConfig {
     pub fuse: bool,
     /// Which kernel runs the fused step's attention (ignored unfused).
     pub attention: AttnKernel,
+    /// A Hugging Face checkpoint directory (config.json + safetensors) whose weights the step runs, the first
+    /// `layers_built` layers; `None`: random weights of the same shapes (see `bench_weights`).
+    pub checkpoint: Option<std::path::PathBuf>,
 }
 
 /// The fused step's attention kernel (RoPE, KV append, flash-decoding and the merge of its splits in one
@@ -177,6 +182,8 @@ pub struct StepResult {
     pub attention_rel_error: f64,
     /// The attention kernel and its geometry, e.g. "attn_cluster, 8 clusters of 16 CTAs".
     pub attention_kernel: String,
+    /// Where the weights came from: "random", or "checkpoint <dir>".
+    pub weights: String,
 }
 
 impl StepResult {
@@ -315,57 +322,14 @@ impl Gpu {
         let gemv = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?
             .with_variant(Variant::best(cfg.weights, XDtype::F16, cfg.batch), None);
         let (b, d, f) = (cfg.batch, cfg.hidden, cfg.intermediate);
-        let smax = cfg.seq + 1;
-        // RMSNorm weights (one per norm type, shared by the layers): around 1, never zero.
-        let gamma = |seed: u64| random_f32(d, seed).iter().map(|v| 1.0 + 0.1 * v).collect::<Vec<f32>>();
-        let (g_in, g_post, g_final) = (gamma(10), gamma(20), gamma(7));
-        // Weights: one random tensor per linear type, quantized once, uploaded per layer.
-        let mut packed = Vec::new();
-        for (i, (name, n, k)) in cfg.linears().into_iter().enumerate() {
-            progress(&format!("quantizing {name} {n}x{k} to {}", cfg.weights.format()));
-            // Scaled like a trained layer's init (uniform / sqrt(K)) so activations keep their size through
-            // the layers instead of overflowing FP16.
-            let scale = 1.0 / (k as f32).sqrt();
-            let mut w: Vec<f32> = random_f32(n * k, 1000 + i as u64).into_iter().map(|v| v * scale).collect();
-            // Fused: the norm in front of this linear is folded into its columns before quantization.
-            let folded = match (cfg.fuse, name) {
-                (true, "qkv_proj") => Some(&g_in),
-                (true, "gate_up_proj") => Some(&g_post),
-                (true, "lm_head") => Some(&g_final),
-                _ => None,
-            };
-            if let Some(g) = folded {
-                for row in w.chunks_exact_mut(k) {
-                    row.iter_mut().zip(g).for_each(|(v, g)| *v *= g);
-                }
-            }
-            let (p, _) = quantize_and_pack(cfg.weights, &w, n, k)?;
-            packed.push(p);
-        }
-        let norm_w = self.stream.clone_htod(&f16_bits(&g_final))?;
-        let (norm_in, norm_post) =
-            (self.stream.clone_htod(&f16_bits(&g_in))?, self.stream.clone_htod(&f16_bits(&g_post))?);
-        let kv_len = b * cfg.kv_heads * smax * HEAD_DIM;
-        let mut layers = Vec::with_capacity(cfg.layers_built);
-        for l in 0..cfg.layers_built {
-            progress(&format!("uploading layer {}/{}", l + 1, cfg.layers_built));
-            layers.push(Layer {
-                qkv: gemv.upload(&packed[0])?,
-                o: gemv.upload(&packed[1])?,
-                gate_up: gemv.upload(&packed[2])?,
-                down: gemv.upload(&packed[3])?,
-                norm_in: norm_in.clone(),
-                norm_post: norm_post.clone(),
-                kc: self.stream.clone_htod(&f16_bits(&random_f32(kv_len, 30 + l as u64)))?,
-                vc: self.stream.clone_htod(&f16_bits(&random_f32(kv_len, 40 + l as u64)))?,
-            });
-        }
-        let mut lm_head = gemv.upload(&packed[4])?;
-        drop(packed);
+        let Built { mut layers, mut lm_head, final_norm: norm_w, x0 } = match &cfg.checkpoint {
+            None => self.random_weights(cfg, &gemv, &mut progress)?,
+            Some(dir) => self.checkpoint_weights(cfg, dir, &gemv, &mut progress)?,
+        };
         let (splits, chunk) = attn_splits(cfg, self.sm_count);
         let zeros = |n: usize| self.stream.alloc_zeros::<u16>(n);
         let mut acts = Acts {
-            x: self.stream.clone_htod(&f16_bits(&random_f32(b * d, 3)))?,
+            x: self.stream.clone_htod(&f16_bits(&x0))?,
             h: zeros(b * d)?,
             qkv: zeros(b * cfg.qkv_rows())?,
             attn: zeros(b * cfg.heads * HEAD_DIM)?,
@@ -489,7 +453,137 @@ impl Gpu {
             fused: fused_ops(cfg.fuse, silu_in_down),
             attention_rel_error,
             attention_kernel,
+            weights: match &cfg.checkpoint {
+                Some(dir) => format!("checkpoint {}", dir.display()),
+                None => "random".into(),
+            },
         })
+    }
+}
+
+/// The step's weights on the device.
+struct Built {
+    layers: Vec<Layer>,
+    lm_head: DeviceWeights,
+    /// The final RMSNorm's weight (read by the unfused step's norm kernel).
+    final_norm: CudaSlice<u16>,
+    /// The residual stream the first layer reads, batch x hidden.
+    x0: Vec<f32>,
+}
+
+impl Gpu {
+    /// Random weights of the model's shapes: one tensor per linear type, quantized once and uploaded for
+    /// every layer (each layer reads its own memory), RMSNorm weights around 1, a random residual stream.
+    fn random_weights(
+        &self,
+        cfg: &BenchConfig,
+        gemv: &WeightOnlyGemv,
+        progress: &mut impl FnMut(&str),
+    ) -> Result<Built, GpuError> {
+        let d = cfg.hidden;
+        // RMSNorm weights (one per norm type, shared by the layers): around 1, never zero.
+        let gamma = |seed: u64| random_f32(d, seed).iter().map(|v| 1.0 + 0.1 * v).collect::<Vec<f32>>();
+        let (g_in, g_post, g_final) = (gamma(10), gamma(20), gamma(7));
+        let mut packed = Vec::new();
+        for (i, (name, n, k)) in cfg.linears().into_iter().enumerate() {
+            progress(&format!("quantizing {name} {n}x{k} to {}", cfg.weights.format()));
+            // Scaled like a trained layer's init (uniform / sqrt(K)) so activations keep their size through
+            // the layers instead of overflowing FP16.
+            let scale = 1.0 / (k as f32).sqrt();
+            let mut w: Vec<f32> = random_f32(n * k, 1000 + i as u64).into_iter().map(|v| v * scale).collect();
+            // Fused: the norm in front of this linear is folded into its columns before quantization.
+            let folded = match (cfg.fuse, name) {
+                (true, "qkv_proj") => Some(&g_in),
+                (true, "gate_up_proj") => Some(&g_post),
+                (true, "lm_head") => Some(&g_final),
+                _ => None,
+            };
+            if let Some(g) = folded {
+                fold_columns(&mut w, g);
+            }
+            let (p, _) = quantize_and_pack(cfg.weights, &w, n, k)?;
+            packed.push(p);
+        }
+        let (norm_in, norm_post) =
+            (self.stream.clone_htod(&f16_bits(&g_in))?, self.stream.clone_htod(&f16_bits(&g_post))?);
+        let mut layers = Vec::with_capacity(cfg.layers_built);
+        for l in 0..cfg.layers_built {
+            progress(&format!("uploading layer {}/{}", l + 1, cfg.layers_built));
+            let (kc, vc) = self.kv_caches(cfg, l)?;
+            layers.push(Layer {
+                qkv: gemv.upload(&packed[0])?,
+                o: gemv.upload(&packed[1])?,
+                gate_up: gemv.upload(&packed[2])?,
+                down: gemv.upload(&packed[3])?,
+                norm_in: norm_in.clone(),
+                norm_post: norm_post.clone(),
+                kc,
+                vc,
+            });
+        }
+        Ok(Built {
+            layers,
+            lm_head: gemv.upload(&packed[4])?,
+            final_norm: self.stream.clone_htod(&f16_bits(&g_final))?,
+            x0: random_f32(cfg.batch * d, 3),
+        })
+    }
+
+    /// A Hugging Face checkpoint's weights (`bench_weights`), quantized and uploaded layer by layer (one
+    /// layer's f32 matrices in host memory at a time); the residual stream starts as the embedding of token
+    /// 1 in every batch row.
+    fn checkpoint_weights(
+        &self,
+        cfg: &BenchConfig,
+        dir: &std::path::Path,
+        gemv: &WeightOnlyGemv,
+        progress: &mut impl FnMut(&str),
+    ) -> Result<Built, GpuError> {
+        let src = SourceModel::open(dir).map_err(|e| GpuError::Weights(e.to_string()))?;
+        let up = |name: &str, w: &[f32], n: usize, k: usize| -> Result<DeviceWeights, GpuError> {
+            let (p, _) =
+                quantize_and_pack(cfg.weights, w, n, k).map_err(|e| GpuError::Weights(format!("{name}: {e}")))?;
+            gemv.upload(&p)
+        };
+        let [(_, qn, qk), (_, on, ok), (_, gn, gk), (_, dn, dk), (_, ln, lk)] = cfg.linears();
+        let mut layers = Vec::with_capacity(cfg.layers_built);
+        for l in 0..cfg.layers_built {
+            progress(&format!(
+                "layer {}/{}: reading and quantizing to {}",
+                l + 1,
+                cfg.layers_built,
+                cfg.weights.format()
+            ));
+            let m = layer_matrices(&src, cfg, l)?;
+            let (kc, vc) = self.kv_caches(cfg, l)?;
+            layers.push(Layer {
+                qkv: up(&format!("layer {l} qkv"), &m.qkv, qn, qk)?,
+                o: up(&format!("layer {l} o_proj"), &m.o, on, ok)?,
+                gate_up: up(&format!("layer {l} gate_up"), &m.gate_up, gn, gk)?,
+                down: up(&format!("layer {l} down_proj"), &m.down, dn, dk)?,
+                norm_in: self.stream.clone_htod(&f16_bits(&m.norm_in))?,
+                norm_post: self.stream.clone_htod(&f16_bits(&m.norm_post))?,
+                kc,
+                vc,
+            });
+        }
+        progress("reading and quantizing lm_head");
+        let h = head_matrices(&src, cfg, 1)?;
+        Ok(Built {
+            layers,
+            lm_head: up("lm_head", &h.lm_head, ln, lk)?,
+            final_norm: self.stream.clone_htod(&f16_bits(&h.final_norm))?,
+            x0: h.embedding.repeat(cfg.batch),
+        })
+    }
+
+    /// Layer `l`'s K and V caches: random FP16 values (the step decodes after a context it did not prefill).
+    fn kv_caches(&self, cfg: &BenchConfig, l: usize) -> Result<(CudaSlice<u16>, CudaSlice<u16>), GpuError> {
+        let kv_len = cfg.batch * cfg.kv_heads * (cfg.seq + 1) * HEAD_DIM;
+        Ok((
+            self.stream.clone_htod(&f16_bits(&random_f32(kv_len, 30 + l as u64)))?,
+            self.stream.clone_htod(&f16_bits(&random_f32(kv_len, 40 + l as u64)))?,
+        ))
     }
 }
 
@@ -853,6 +947,7 @@ mod tests {
             rope_theta: 500_000.0,
             fuse: true,
             attention: AttnKernel::Auto,
+            checkpoint: None,
         }
     }
 

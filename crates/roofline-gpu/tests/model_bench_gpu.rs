@@ -3,6 +3,7 @@
 //! attention (and the KV append) matches the CPU f64 reference, and the per-op times add up; fused and
 //! unfused steps.
 
+use roofline_gpu::bench_weights::{head_matrices, layer_matrices};
 use roofline_gpu::model_bench::{AttnKernel, BenchConfig};
 use roofline_gpu::weight_only::WoFormat;
 use roofline_gpu::Gpu;
@@ -26,6 +27,7 @@ fn with_attention(weights: WoFormat, batch: usize, seq: usize, fuse: bool, atten
         rope_theta: 500_000.0,
         fuse,
         attention,
+        checkpoint: None,
     }
 }
 
@@ -98,6 +100,116 @@ fn fused_attention_kernels_match_the_reference_on_every_group_size() {
             }
         }
     }
+}
+
+/// Writes a 2-layer Llama-shaped checkpoint (config.json + one F32 safetensors file, Hugging Face names, no
+/// lm_head: tied to the embedding) with weights scaled like a trained init.
+fn write_checkpoint(dir: &std::path::Path, cfg: &BenchConfig) {
+    let (d, f, q, kv, v) = (cfg.hidden, cfg.intermediate, cfg.heads * 128, cfg.kv_heads * 128, cfg.vocab);
+    let mut tensors: Vec<(String, Vec<usize>)> =
+        vec![("model.embed_tokens.weight".into(), vec![v, d]), ("model.norm.weight".into(), vec![d])];
+    for l in 0..cfg.layers {
+        let p = format!("model.layers.{l}");
+        for (name, shape) in [
+            ("input_layernorm", vec![d]),
+            ("post_attention_layernorm", vec![d]),
+            ("self_attn.q_proj", vec![q, d]),
+            ("self_attn.k_proj", vec![kv, d]),
+            ("self_attn.v_proj", vec![kv, d]),
+            ("self_attn.o_proj", vec![d, q]),
+            ("mlp.gate_proj", vec![f, d]),
+            ("mlp.up_proj", vec![f, d]),
+            ("mlp.down_proj", vec![d, f]),
+        ] {
+            tensors.push((format!("{p}.{name}.weight"), shape));
+        }
+    }
+    let (mut header, mut data) = (Vec::new(), Vec::new());
+    for (i, (name, shape)) in tensors.iter().enumerate() {
+        let n: usize = shape.iter().product();
+        let r = roofline_gpu::random_f32(n, 500 + i as u64);
+        let vals: Vec<f32> = if shape.len() == 1 {
+            r.iter().map(|x| 1.0 + 0.1 * x).collect()
+        } else {
+            r.iter().map(|x| x / (shape[1] as f32).sqrt()).collect()
+        };
+        let start = data.len();
+        data.extend(vals.iter().flat_map(|x| x.to_le_bytes()));
+        header.push(format!(
+            "\"{name}\":{{\"dtype\":\"F32\",\"shape\":{shape:?},\"data_offsets\":[{start},{}]}}",
+            data.len()
+        ));
+    }
+    let header = format!("{{{}}}", header.join(","));
+    let mut file = (header.len() as u64).to_le_bytes().to_vec();
+    file.extend(header.as_bytes());
+    file.extend(data);
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("model.safetensors"), file).unwrap();
+    let config = format!(
+        "{{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"llama\",\"hidden_size\":{d},\"intermediate_size\":{f},\"num_hidden_layers\":{},\"num_attention_heads\":{},\"num_key_value_heads\":{},\"vocab_size\":{v},\"tie_word_embeddings\":true,\"torch_dtype\":\"float32\"}}",
+        cfg.layers, cfg.heads, cfg.kv_heads
+    );
+    std::fs::write(dir.join("config.json"), config).unwrap();
+}
+
+/// The host side of `--checkpoint` without a GPU: the synthetic checkpoint opens, and every layer's matrices,
+/// the tied LM head and the embedding row come back with the config's shapes.
+#[test]
+fn synthetic_checkpoint_reads_back() {
+    let dir = std::env::temp_dir().join(format!("roofline-mb-ckpt-host-{}", std::process::id()));
+    let cfg = BenchConfig {
+        hidden: 256,
+        heads: 2,
+        kv_heads: 1,
+        intermediate: 512,
+        vocab: 512,
+        ..small(WoFormat::Fp16, 1, 10, true)
+    };
+    write_checkpoint(&dir, &cfg);
+    let src = roofline_quant::checkpoint::SourceModel::open(&dir).unwrap();
+    for l in 0..cfg.layers {
+        let m = layer_matrices(&src, &cfg, l).unwrap();
+        assert_eq!(m.qkv.len(), (2 + 2) * 128 * 256);
+        assert_eq!((m.o.len(), m.gate_up.len(), m.down.len()), (256 * 256, 2 * 512 * 256, 256 * 512));
+        assert!(m.norm_in.iter().all(|g| (0.85..1.15).contains(g)));
+    }
+    assert!(layer_matrices(&src, &cfg, cfg.layers).is_err());
+    let h = head_matrices(&src, &cfg, 1).unwrap();
+    assert_eq!((h.lm_head.len(), h.embedding.len()), (512 * 256, 256));
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The step on a checkpoint's weights (`--checkpoint`): fused and unfused, FP16 and 4-bit, its attention checked
+/// as with random weights; a checkpoint that does not fit the config is an error naming the tensor.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn checkpoint_weights_run_and_check() {
+    let gpu = Gpu::open(0).unwrap();
+    let dir = std::env::temp_dir().join(format!("roofline-mb-ckpt-{}", std::process::id()));
+    let base = BenchConfig {
+        hidden: 256,
+        heads: 2,
+        kv_heads: 1,
+        intermediate: 512,
+        vocab: 512,
+        ..small(WoFormat::Fp16, 1, 100, true)
+    };
+    write_checkpoint(&dir, &base);
+    for (weights, fuse) in [(WoFormat::Fp16, true), (WoFormat::Int4G128, true), (WoFormat::Int4G128, false)] {
+        let cfg = BenchConfig { weights, fuse, checkpoint: Some(dir.clone()), ..base.clone() };
+        let r = gpu.model_bench(&cfg, |_| {}).unwrap_or_else(|e| panic!("{weights:?} fuse={fuse}: {e}"));
+        assert!(r.attention_rel_error < 1e-2, "{weights:?}: {}", r.attention_rel_error);
+        assert!(r.weights.starts_with("checkpoint"), "{}", r.weights);
+        println!(
+            "checkpoint {weights:?} fuse={fuse}: step {:.1} us, attention err {:.1e}",
+            r.step_us, r.attention_rel_error
+        );
+    }
+    let wrong = BenchConfig { intermediate: 1024, checkpoint: Some(dir.clone()), ..base };
+    let e = gpu.model_bench(&wrong, |_| {}).unwrap_err().to_string();
+    assert!(e.contains("gate_proj"), "{e}");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

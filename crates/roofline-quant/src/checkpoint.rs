@@ -329,6 +329,23 @@ impl SourceModel {
             .collect()
     }
 
+    /// One tensor as f32 and its shape (F32, F16 or BF16 in the file), from whichever shard holds it;
+    /// `Ok(None)` when no shard has `name`.
+    pub fn read_f32(&self, name: &str) -> Result<Option<(Vec<f32>, Vec<usize>)>> {
+        for shard in &self.shards {
+            if let Some(info) = shard.metadata.info(name) {
+                let bytes = read_raw(shard, info)?;
+                return Ok(Some((to_f32(name, info.dtype, &bytes)?, info.shape.clone())));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The model directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     fn model_dtype(&self) -> ScaleDtype {
         match self.config.get("torch_dtype").or_else(|| self.config.get("dtype")).and_then(Value::as_str) {
             Some("float16") => ScaleDtype::F16,

@@ -249,6 +249,23 @@ fn every_scheme_round_trips_bit_exact_with_vllm_names() {
     }
 }
 
+/// `SourceModel::read_f32` finds a tensor in whichever shard holds it, as f32 with its shape.
+#[test]
+fn source_tensors_read_as_f32_from_any_shard() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("src");
+    let data = write_model(&dir, 3);
+    let src = roofline_quant::checkpoint::SourceModel::open(&dir).unwrap();
+    assert_eq!(src.dir(), dir.as_path());
+    for name in ["model.embed_tokens.weight", "model.layers.1.mlp.down_proj.weight", "lm_head.weight"] {
+        let (v, shape) = src.read_f32(name).unwrap().unwrap();
+        let want = llama_tensors().into_iter().find(|(n, _)| n == name).unwrap().1;
+        assert_eq!(shape, want, "{name}");
+        assert_eq!(v, bf16_to_f32(&data[name]), "{name}");
+    }
+    assert!(src.read_f32("model.layers.7.mlp.down_proj.weight").unwrap().is_none());
+}
+
 #[test]
 fn sharded_checkpoint_and_lm_head() {
     check_round_trip(3, Scheme::Int4 { group: 64 }, true);

@@ -20,7 +20,7 @@ use crate::output::{print_json, sig3, table};
 #[derive(Debug, Args)]
 #[command(after_help = "Every linear layer runs on roofline's weight-only kernels (FP16 activations, FP16 KV
 cache); the step is captured in a CUDA graph and replayed; weights are random, of the model's real
-shapes. The prediction is `roofline model` for the same config, scheme, batch and context on --hw
+shapes, or a checkpoint's (--checkpoint). The prediction is `roofline model` for the same config, scheme, batch and context on --hw
 (give a profile measured by `roofline calibrate` for the calibrated prediction).
 
 By default the step is fused as serving engines run it: RMSNorms inside the next linear, residual
@@ -33,11 +33,18 @@ clusters (--attention cluster); --attention splits runs the kernel every GPU has
 Examples:
   roofline model-bench --config llama-3.1-8b --scheme fp16 --hw h100-measured.toml
   roofline model-bench --config llama-3.1-8b --schemes fp16,fp8,int8,int4,nvfp4,nf4 --layers 8
-  roofline model-bench --config ./config.json --scheme int4 --batch 8 --seq 4096 --json")]
+  roofline model-bench --config ./config.json --scheme int4 --batch 8 --seq 4096 --json
+  roofline model-bench --checkpoint ./Llama-3.2-1B --schemes fp16,int4   # the checkpoint's own weights")]
 pub struct ModelBenchArgs {
-    /// Model preset (`roofline model list`) or a config.json (dense Llama-family, head_dim 128).
-    #[arg(long, value_name = "PRESET|FILE")]
-    pub config: String,
+    /// Model preset (`roofline model list`) or a config.json (dense Llama-family, head_dim 128). Default
+    /// with --checkpoint: its config.json.
+    #[arg(long, value_name = "PRESET|FILE", required_unless_present = "checkpoint")]
+    pub config: Option<String>,
+    /// Run a Hugging Face checkpoint's weights (a directory with config.json and safetensors, F32/F16/BF16;
+    /// Llama-family tensor names), quantized on the host to each scheme, instead of random weights of the
+    /// same shapes. With --layers N, its first N layers. The KV cache stays random (no prefill).
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint: Option<std::path::PathBuf>,
     /// Weight format of every linear layer: FP16, BF16, FP8_E4M3, INT8, INT4 (= INT4_G128), NF4, MXFP4, NVFP4.
     #[arg(long, value_parser = parse_format, conflicts_with = "schemes")]
     pub scheme: Option<Format>,
@@ -153,6 +160,7 @@ fn bench_config(cfg: &ModelConfig, a: &ModelBenchArgs, f: Format) -> Result<Benc
         rope_theta: a.rope_theta,
         fuse: !a.no_fuse,
         attention: a.attention.into(),
+        checkpoint: a.checkpoint.clone(),
     };
     b.validate()?;
     Ok(b)
@@ -192,7 +200,12 @@ fn kind_name(k: OpKind) -> &'static str {
 
 /// Runs `roofline model-bench`.
 pub fn run(a: ModelBenchArgs) -> Result<()> {
-    let cfg = super::model::load_config(&a.config)?;
+    let spec = match (&a.config, &a.checkpoint) {
+        (Some(c), _) => c.clone(),
+        (None, Some(dir)) => dir.join("config.json").to_string_lossy().into_owned(),
+        (None, None) => bail!("--config or --checkpoint is required"),
+    };
+    let cfg = super::model::load_config(&spec)?;
     let hw = a.hw.resolve()?;
     let schemes: Vec<Format> = match (a.scheme, a.schemes.is_empty()) {
         (Some(f), _) => vec![f],
@@ -235,10 +248,11 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
     let m = &r.measured;
     let p = &r.predicted;
     println!(
-        "{} decode B={batch} S={} weights {} on every linear incl. lm_head (FP16 activations and KV), {} step, on {} | prediction: {} [{}]",
+        "{} decode B={batch} S={} weights {} ({}) on every linear incl. lm_head (FP16 activations and KV), {} step, on {} | prediction: {} [{}]",
         cfg.name,
         p.request.seq,
         r.scheme,
+        m.weights,
         if m.fused.iter().any(|f| f.name == "rotary_emb") { "fused" } else { "unfused" },
         m.device,
         hw.name,
@@ -336,6 +350,7 @@ mod tests {
             fused: fused.iter().map(|(n, i)| FusedOp { name: (*n).into(), into: (*i).into() }).collect(),
             attention_rel_error: 0.0,
             attention_kernel: "test".into(),
+            weights: "random".into(),
         }
     }
 

@@ -1,0 +1,223 @@
+//! Real weights for `roofline model-bench` (`--checkpoint DIR`): the matrices one decode step runs, built from
+//! a Hugging Face Llama-family checkpoint's tensors. q, k and v stack into the fused qkv matrix and gate and
+//! up into gate_up (the row orders the decode kernels read); in the fused step each RMSNorm's weight is folded
+//! into the columns of the linear after it (W diag(g), as the random-weight step does), otherwise it is kept
+//! for the norm kernel. The LM head falls back to the embedding when the checkpoint ties them. Every tensor's
+//! shape is checked against the config the step is built for, and a missing or misshapen tensor is an error
+//! that names it.
+
+use roofline_quant::checkpoint::SourceModel;
+
+use crate::model_bench::{BenchConfig, HEAD_DIM};
+use crate::GpuError;
+
+/// A tensor's values (f32, row-major) and shape.
+pub type Tensor = (Vec<f32>, Vec<usize>);
+
+/// Where the tensors come from: a checkpoint directory, or (in tests) a map.
+pub trait TensorSource {
+    /// The tensor `name` as f32 and its shape, `None` when the source has no such tensor.
+    fn tensor(&self, name: &str) -> Result<Option<Tensor>, GpuError>;
+}
+
+impl TensorSource for SourceModel {
+    fn tensor(&self, name: &str) -> Result<Option<Tensor>, GpuError> {
+        self.read_f32(name).map_err(|e| GpuError::Weights(e.to_string()))
+    }
+}
+
+/// The weights of one layer as the step runs them, row-major `[N, K]` f32.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerMatrices {
+    /// q, k, v stacked: `[(hq + 2 hkv) x 128, hidden]`.
+    pub qkv: Vec<f32>,
+    /// `[hidden, hq x 128]`.
+    pub o: Vec<f32>,
+    /// gate then up: `[2 x intermediate, hidden]`.
+    pub gate_up: Vec<f32>,
+    /// `[hidden, intermediate]`.
+    pub down: Vec<f32>,
+    /// Input RMSNorm weight (already folded into `qkv` when the step is fused).
+    pub norm_in: Vec<f32>,
+    /// Post-attention RMSNorm weight (already folded into `gate_up` when the step is fused).
+    pub norm_post: Vec<f32>,
+}
+
+/// The LM head, the final norm and the embedding row the step starts from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeadMatrices {
+    /// `[vocab, hidden]` (the embedding when the checkpoint ties them); the final norm folded in when fused.
+    pub lm_head: Vec<f32>,
+    /// Final RMSNorm weight.
+    pub final_norm: Vec<f32>,
+    /// The embedding of token `token`: the residual stream the first layer reads.
+    pub embedding: Vec<f32>,
+}
+
+/// Scales column `j` of every row of the row-major `w` (rows of `g.len()` values) by `g[j]`: W diag(g).
+pub fn fold_columns(w: &mut [f32], g: &[f32]) {
+    for row in w.chunks_exact_mut(g.len()) {
+        row.iter_mut().zip(g).for_each(|(v, s)| *v *= s);
+    }
+}
+
+/// A tensor that must exist with exactly this shape.
+fn need(src: &dyn TensorSource, name: &str, shape: &[usize]) -> Result<Vec<f32>, GpuError> {
+    match src.tensor(name)? {
+        Some((v, s)) if s == shape => Ok(v),
+        Some((_, s)) => Err(GpuError::Weights(format!("tensor {name} has shape {s:?}, the config makes it {shape:?}"))),
+        None => Err(GpuError::Weights(format!("the checkpoint has no tensor {name} (a Llama-family layout is read)"))),
+    }
+}
+
+/// Layer `l`'s matrices (`model.layers.{l}.*`: self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj,
+/// input_layernorm, post_attention_layernorm).
+pub fn layer_matrices(src: &dyn TensorSource, cfg: &BenchConfig, l: usize) -> Result<LayerMatrices, GpuError> {
+    let (d, f) = (cfg.hidden, cfg.intermediate);
+    let (q_rows, kv_rows) = (cfg.heads * HEAD_DIM, cfg.kv_heads * HEAD_DIM);
+    let p = format!("model.layers.{l}");
+    let norm_in = need(src, &format!("{p}.input_layernorm.weight"), &[d])?;
+    let norm_post = need(src, &format!("{p}.post_attention_layernorm.weight"), &[d])?;
+    let mut qkv = need(src, &format!("{p}.self_attn.q_proj.weight"), &[q_rows, d])?;
+    qkv.extend(need(src, &format!("{p}.self_attn.k_proj.weight"), &[kv_rows, d])?);
+    qkv.extend(need(src, &format!("{p}.self_attn.v_proj.weight"), &[kv_rows, d])?);
+    let o = need(src, &format!("{p}.self_attn.o_proj.weight"), &[d, q_rows])?;
+    let mut gate_up = need(src, &format!("{p}.mlp.gate_proj.weight"), &[f, d])?;
+    gate_up.extend(need(src, &format!("{p}.mlp.up_proj.weight"), &[f, d])?);
+    let down = need(src, &format!("{p}.mlp.down_proj.weight"), &[d, f])?;
+    if cfg.fuse {
+        fold_columns(&mut qkv, &norm_in);
+        fold_columns(&mut gate_up, &norm_post);
+    }
+    Ok(LayerMatrices { qkv, o, gate_up, down, norm_in, norm_post })
+}
+
+/// The LM head (`lm_head.weight`, else the tied `model.embed_tokens.weight`), `model.norm.weight` and the
+/// embedding row of `token`.
+pub fn head_matrices(src: &dyn TensorSource, cfg: &BenchConfig, token: usize) -> Result<HeadMatrices, GpuError> {
+    let (d, v) = (cfg.hidden, cfg.vocab);
+    if token >= v {
+        return Err(GpuError::Weights(format!("token {token} is outside the vocabulary of {v}")));
+    }
+    let final_norm = need(src, "model.norm.weight", &[d])?;
+    let embed = need(src, "model.embed_tokens.weight", &[v, d])?;
+    let embedding = embed[token * d..][..d].to_vec();
+    let mut lm_head = match src.tensor("lm_head.weight")? {
+        Some(_) => need(src, "lm_head.weight", &[v, d])?,
+        None => embed,
+    };
+    if cfg.fuse {
+        fold_columns(&mut lm_head, &final_norm);
+    }
+    Ok(HeadMatrices { lm_head, final_norm, embedding })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model_bench::AttnKernel;
+    use crate::weight_only::WoFormat;
+    use std::collections::HashMap;
+
+    struct Map(HashMap<String, Tensor>);
+
+    impl TensorSource for Map {
+        fn tensor(&self, name: &str) -> Result<Option<Tensor>, GpuError> {
+            Ok(self.0.get(name).cloned())
+        }
+    }
+
+    fn cfg(fuse: bool) -> BenchConfig {
+        BenchConfig {
+            hidden: 256,
+            heads: 2,
+            kv_heads: 1,
+            intermediate: 64,
+            vocab: 10,
+            layers: 1,
+            layers_built: 1,
+            batch: 1,
+            seq: 8,
+            weights: WoFormat::Fp16,
+            rope_theta: 10_000.0,
+            fuse,
+            attention: AttnKernel::Auto,
+            checkpoint: None,
+        }
+    }
+
+    /// A tensor whose element i is `base + i` (each tensor distinguishable, every element too).
+    fn t(base: f32, shape: &[usize]) -> Tensor {
+        let n: usize = shape.iter().product();
+        ((0..n).map(|i| base + i as f32).collect(), shape.to_vec())
+    }
+
+    fn llama(tied: bool) -> Map {
+        let (d, f, q, kv, v) = (256, 64, 256, 128, 10);
+        let mut m = HashMap::new();
+        let p = "model.layers.0";
+        for (name, base, shape) in [
+            (format!("{p}.input_layernorm.weight"), 2.0, vec![d]),
+            (format!("{p}.post_attention_layernorm.weight"), 3.0, vec![d]),
+            (format!("{p}.self_attn.q_proj.weight"), 1e3, vec![q, d]),
+            (format!("{p}.self_attn.k_proj.weight"), 1e6, vec![kv, d]),
+            (format!("{p}.self_attn.v_proj.weight"), 2e6, vec![kv, d]),
+            (format!("{p}.self_attn.o_proj.weight"), 3e6, vec![d, q]),
+            (format!("{p}.mlp.gate_proj.weight"), 4e6, vec![f, d]),
+            (format!("{p}.mlp.up_proj.weight"), 5e6, vec![f, d]),
+            (format!("{p}.mlp.down_proj.weight"), 6e6, vec![d, f]),
+            ("model.norm.weight".into(), 4.0, vec![d]),
+            ("model.embed_tokens.weight".into(), 7e6, vec![v, d]),
+        ] {
+            m.insert(name, t(base, &shape));
+        }
+        if !tied {
+            m.insert("lm_head.weight".into(), t(8e6, &[v, d]));
+        }
+        Map(m)
+    }
+
+    #[test]
+    fn layers_stack_q_k_v_and_gate_up_and_fold_the_norms_when_fused() {
+        let src = llama(false);
+        let plain = layer_matrices(&src, &cfg(false), 0).unwrap();
+        // qkv: q rows, then k, then v; gate_up: gate rows, then up.
+        assert_eq!(plain.qkv.len(), (256 + 2 * 128) * 256);
+        assert_eq!((plain.qkv[0], plain.qkv[256 * 256], plain.qkv[384 * 256]), (1e3, 1e6, 2e6));
+        assert_eq!((plain.gate_up[0], plain.gate_up[64 * 256]), (4e6, 5e6));
+        assert_eq!((plain.o[0], plain.down[0], plain.norm_in[1], plain.norm_post[0]), (3e6, 6e6, 3.0, 3.0));
+        // Fused: column j of qkv scaled by the input norm's g[j], of gate_up by the post-attention norm's.
+        let fused = layer_matrices(&src, &cfg(true), 0).unwrap();
+        for (row, col) in [(0, 0), (0, 255), (300, 7), (511, 100)] {
+            let i = row * 256 + col;
+            assert_eq!(fused.qkv[i], plain.qkv[i] * (2.0 + col as f32));
+        }
+        assert_eq!(fused.gate_up[127 * 256 + 9], plain.gate_up[127 * 256 + 9] * 12.0);
+        assert_eq!((fused.o, fused.down), (plain.o, plain.down));
+    }
+
+    #[test]
+    fn the_head_falls_back_to_the_tied_embedding() {
+        let own = head_matrices(&llama(false), &cfg(false), 3).unwrap();
+        assert_eq!(own.lm_head[0], 8e6);
+        assert_eq!(own.embedding[0], 7e6 + 3.0 * 256.0);
+        let tied = head_matrices(&llama(true), &cfg(true), 0).unwrap();
+        // The embedding, with the final norm (4 + j) folded into column j.
+        assert_eq!(tied.lm_head[5], (7e6 + 5.0) * 9.0);
+        assert!(head_matrices(&llama(false), &cfg(false), 10).is_err());
+    }
+
+    #[test]
+    fn a_missing_or_misshapen_tensor_is_named() {
+        let mut src = llama(false);
+        src.0.remove("model.layers.0.mlp.up_proj.weight");
+        let e = layer_matrices(&src, &cfg(false), 0).unwrap_err().to_string();
+        assert!(e.contains("model.layers.0.mlp.up_proj.weight"), "{e}");
+        let mut src = llama(false);
+        src.0.insert("model.layers.0.self_attn.k_proj.weight".into(), t(0.0, &[256, 256]));
+        let e = layer_matrices(&src, &cfg(false), 0).unwrap_err().to_string();
+        assert!(e.contains("k_proj") && e.contains("[256, 256]") && e.contains("[128, 256]"), "{e}");
+        // Layer 1 does not exist in a one-layer checkpoint.
+        assert!(layer_matrices(&llama(false), &cfg(false), 1).is_err());
+    }
+}
