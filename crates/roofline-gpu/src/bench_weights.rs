@@ -142,6 +142,7 @@ mod tests {
             rope_theta: 10_000.0,
             fuse,
             attention: AttnKernel::Auto,
+            kv: crate::model_bench::KvFormat::F16,
             checkpoint: None,
         }
     }

@@ -25,6 +25,7 @@ use crate::weight_only::{
 };
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
 use roofline_quant::checkpoint::SourceModel;
+use roofline_quant::minifloat::E4M3;
 
 /// The decode-ops source (see the kernel file's header).
 pub const DECODE_OPS_SOURCE: &str = include_str!("kernels/decode_ops.cu");
@@ -64,10 +65,36 @@ pub struct BenchConfig {
     pub fuse: bool,
     /// Which kernel runs the fused step's attention (ignored unfused).
     pub attention: AttnKernel,
+    /// KV cache format.
+    pub kv: KvFormat,
     /// A Hugging Face checkpoint directory (config.json + safetensors) whose weights the step runs, the first
     /// `layers_built` layers; `None`: random weights of the same shapes (see `bench_weights`).
     pub checkpoint: Option<std::path::PathBuf>,
 }
+
+/// Element format of the KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvFormat {
+    /// FP16 values.
+    #[default]
+    F16,
+    /// FP8 E4M3 codes with one scale for all of K and one for all of V (as vLLM's `fp8` KV cache); read by
+    /// the cluster attention kernel only (fused step, sm_90+).
+    Fp8E4M3,
+}
+
+impl KvFormat {
+    /// Bytes per element.
+    pub fn bytes(self) -> usize {
+        match self {
+            KvFormat::F16 => 2,
+            KvFormat::Fp8E4M3 => 1,
+        }
+    }
+}
+
+/// The FP8 cache's K and V scale: the random cache values lie in [-1, 1), so codes use the E4M3 range (448).
+const KV_FP8_SCALE: f32 = 1.0 / 448.0;
 
 /// The fused step's attention kernel (RoPE, KV append, flash-decoding and the merge of its splits in one
 /// launch).
@@ -108,6 +135,9 @@ impl BenchConfig {
         }
         if self.layers_built == 0 || self.layers_built > self.layers {
             return bad(format!("--layers must be 1..={}, got {}", self.layers, self.layers_built));
+        }
+        if self.kv == KvFormat::Fp8E4M3 && (!self.fuse || self.attention == AttnKernel::Splits) {
+            return bad("an FP8 KV cache is read by the cluster attention kernel only (the fused step, sm_90+)".into());
         }
         if self.seq == 0 {
             return bad("--seq must be at least 1".into());
@@ -211,8 +241,9 @@ struct Layer {
     down: DeviceWeights,
     norm_in: CudaSlice<u16>,
     norm_post: CudaSlice<u16>,
-    kc: CudaSlice<u16>,
-    vc: CudaSlice<u16>,
+    /// K and V caches as raw bytes in `BenchConfig::kv`'s format.
+    kc: CudaSlice<u8>,
+    vc: CudaSlice<u8>,
 }
 
 struct Acts {
@@ -306,6 +337,7 @@ impl Gpu {
             format!("-DHD={HEAD_DIM}"),
             format!("-DPDL={}", u32::from(pdl)),
             format!("-DGQA={}", cfg.heads / cfg.kv_heads),
+            format!("-DKV8={}", u32::from(cfg.kv == KvFormat::Fp8E4M3)),
         ];
         progress("compiling decode kernels (NVRTC)");
         let (cubin, _) = compile_cubin(DECODE_OPS_SOURCE, "decode_ops.cu", &opts)?;
@@ -357,10 +389,19 @@ impl Gpu {
             }
             (true, AttnKernel::Auto, None) => (0, 0),
         };
+        if cfg.kv == KvFormat::Fp8E4M3 && cluster == 0 {
+            return Err(GpuError::Unsupported(format!(
+                "an FP8 KV cache is read by the cluster attention kernel only (fused step, sm_90+; this GPU is sm_{major}{minor})"
+            )));
+        }
         let attention_kernel = if !cfg.fuse {
             format!("attn_split + attn_combine, {splits} splits of {chunk} positions")
         } else if cluster > 0 {
-            format!("attn_cluster, {} clusters of {cluster} CTAs ({resident} resident at once)", b * cfg.kv_heads)
+            format!(
+                "attn_cluster, {} clusters of {cluster} CTAs ({resident} resident at once), {} KV",
+                b * cfg.kv_heads,
+                if cfg.kv == KvFormat::Fp8E4M3 { "FP8 E4M3" } else { "FP16" }
+            )
         } else {
             format!("attn_rope, {splits} splits of {chunk} positions")
         };
@@ -577,13 +618,18 @@ impl Gpu {
         })
     }
 
-    /// Layer `l`'s K and V caches: random FP16 values (the step decodes after a context it did not prefill).
-    fn kv_caches(&self, cfg: &BenchConfig, l: usize) -> Result<(CudaSlice<u16>, CudaSlice<u16>), GpuError> {
+    /// Layer `l`'s K and V caches: random values in [-1, 1) (the step decodes after a context it did not
+    /// prefill), in the cache format.
+    fn kv_caches(&self, cfg: &BenchConfig, l: usize) -> Result<(CudaSlice<u8>, CudaSlice<u8>), GpuError> {
         let kv_len = cfg.batch * cfg.kv_heads * (cfg.seq + 1) * HEAD_DIM;
-        Ok((
-            self.stream.clone_htod(&f16_bits(&random_f32(kv_len, 30 + l as u64)))?,
-            self.stream.clone_htod(&f16_bits(&random_f32(kv_len, 40 + l as u64)))?,
-        ))
+        let bytes = |seed: u64| -> Vec<u8> {
+            let v = random_f32(kv_len, seed);
+            match cfg.kv {
+                KvFormat::F16 => f16_bits(&v).iter().flat_map(|h| h.to_le_bytes()).collect(),
+                KvFormat::Fp8E4M3 => v.iter().map(|x| E4M3.encode(E4M3.round(x / KV_FP8_SCALE)) as u8).collect(),
+            }
+        };
+        Ok((self.stream.clone_htod(&bytes(30 + l as u64))?, self.stream.clone_htod(&bytes(40 + l as u64))?))
     }
 }
 
@@ -725,11 +771,14 @@ impl Enqueue<'_> {
             let mut k = KArgs::default();
             k.ptr(self.dptr(&a.qkv)).ptr(self.dptr(&layer.kc)).ptr(self.dptr(&layer.vc)).ptr(self.dptr(&a.attn));
             k.i32(len).i32(hq).i32(hkv).i32(smax).f32(scale).f32(c.rope_theta);
+            let kv_scale = if c.kv == KvFormat::Fp8E4M3 { KV_FP8_SCALE } else { 1.0 };
+            k.f32(kv_scale).f32(kv_scale);
             let mut params: Vec<*mut c_void> = k.0.iter_mut().map(|v| (v as *mut u64).cast()).collect();
             let grid = (self.cluster, (c.batch * c.kv_heads) as u32, 1);
-            // SAFETY: matches attn_cluster(const u16* qkv, u16* kc, u16* vc, u16* out, int len, int hq, int hkv,
-            // int smax, float scale, float theta), compiled with GQA = hq / hkv and PDL = 1 exactly when
-            // `self.pdl`; qkv holds batch x (hq + 2 hkv) x HD values, the caches batch x hkv x smax x HD, out
+            // SAFETY: matches attn_cluster(const u16* qkv, kv_t* kc, kv_t* vc, u16* out, int len, int hq, int hkv,
+            // int smax, float scale, float theta, float k_scale, float v_scale), compiled with GQA = hq / hkv,
+            // KV8 = 1 exactly for an FP8 cache (kv_t = its element) and PDL = 1 exactly when `self.pdl`; qkv
+            // holds batch x (hq + 2 hkv) x HD values, the caches batch x hkv x smax x HD elements, out
             // bh x HD values, len <= smax; the grid is one cluster of `cluster` <= 16 CTAs per (b, KV head),
             // a size `cluster_ctas` checked (and allowed above 8) for this function, whose dynamic shared memory
             // limit it raised to CLUSTER_SMEM.
@@ -867,10 +916,24 @@ fn rope_cpu(head: &[f64], pos: usize, theta: f32) -> Vec<f64> {
 /// step q stays raw in qkv and is rotated here; otherwise rope_append rotated it in place.
 fn check_attention(cfg: &BenchConfig, s: &Arc<CudaStream>, layer: &Layer, a: &Acts) -> Result<f64, GpuError> {
     let to = |v: &[u16]| v.iter().map(|b| f64::from(f16::from_bits(*b).to_f32())).collect::<Vec<f64>>();
+    // The caches as the kernels read them: FP16 values, or FP8 codes times the scale.
+    let cache = |v: &[u8]| -> Vec<f64> {
+        match cfg.kv {
+            KvFormat::F16 => v.chunks_exact(2).map(|b| f64::from(f16::from_le_bytes([b[0], b[1]]).to_f32())).collect(),
+            KvFormat::Fp8E4M3 => v.iter().map(|c| f64::from(E4M3.decode(u32::from(*c)) * KV_FP8_SCALE)).collect(),
+        }
+    };
+    // What the cache stores for a value (FP8: rounded to the nearest E4M3 code of value / scale).
+    let stored = |x: f64| -> f64 {
+        match cfg.kv {
+            KvFormat::F16 => x,
+            KvFormat::Fp8E4M3 => f64::from(E4M3.round(x as f32 / KV_FP8_SCALE) * KV_FP8_SCALE),
+        }
+    };
     let (qkv, kc, vc, out) = (
         to(&s.clone_dtoh(&a.qkv)?),
-        to(&s.clone_dtoh(&layer.kc)?),
-        to(&s.clone_dtoh(&layer.vc)?),
+        cache(&s.clone_dtoh(&layer.kc)?),
+        cache(&s.clone_dtoh(&layer.vc)?),
         to(&s.clone_dtoh(&a.attn)?),
     );
     let (hq, hkv, smax, len) = (cfg.heads, cfg.kv_heads, cfg.seq + 1, cfg.seq + 1);
@@ -885,8 +948,9 @@ fn check_attention(cfg: &BenchConfig, s: &Arc<CudaStream>, layer: &Layer, a: &Ac
             let at = ((b * hkv + kh) * smax + pos) * HEAD_DIM;
             let want_k = rope_cpu(raw_k, pos, cfg.rope_theta);
             for i in 0..HEAD_DIM {
-                kv_err += (kc[at + i] - want_k[i]).powi(2) + (vc[at + i] - raw_v[i]).powi(2);
-                kv_norm += want_k[i].powi(2) + raw_v[i].powi(2);
+                let (wk, wv) = (stored(want_k[i]), stored(raw_v[i]));
+                kv_err += (kc[at + i] - wk).powi(2) + (vc[at + i] - wv).powi(2);
+                kv_norm += wk.powi(2) + wv.powi(2);
             }
         }
     }
@@ -947,6 +1011,7 @@ mod tests {
             rope_theta: 500_000.0,
             fuse: true,
             attention: AttnKernel::Auto,
+            kv: KvFormat::F16,
             checkpoint: None,
         }
     }
@@ -969,10 +1034,26 @@ mod tests {
             BenchConfig { kv_heads: 5, ..llama8b() },
             BenchConfig { hidden: 4000, ..llama8b() },
             BenchConfig { seq: 0, ..llama8b() },
+            BenchConfig { kv: KvFormat::Fp8E4M3, fuse: false, ..llama8b() },
+            BenchConfig { kv: KvFormat::Fp8E4M3, attention: AttnKernel::Splits, ..llama8b() },
             BenchConfig { hidden: 8192, heads: 64, kv_heads: 4, ..llama8b() },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
+        // The FP8 cache on the fused step with the automatic or cluster kernel is fine before the GPU is known.
+        for attention in [AttnKernel::Auto, AttnKernel::Cluster] {
+            BenchConfig { kv: KvFormat::Fp8E4M3, attention, ..llama8b() }.validate().unwrap();
+        }
+    }
+
+    #[test]
+    fn fp8_kv_codes_are_the_hardware_layout() {
+        // E4M3 (OCP "e4m3fn", what cvt.rn.satfinite.e4m3x2.f32 writes): 448 = 0x7e, 1 = 0x38, -1 = 0xb8; the
+        // bench's random cache values in [-1, 1) map onto the whole code range through KV_FP8_SCALE.
+        let code = |x: f32| E4M3.encode(E4M3.round(x / KV_FP8_SCALE));
+        assert_eq!((code(1.0), code(448.0 * KV_FP8_SCALE), code(-KV_FP8_SCALE)), (0x7e, 0x7e, 0xb8));
+        assert_eq!(code(KV_FP8_SCALE), 0x38);
+        assert!((E4M3.decode(code(0.3)) * KV_FP8_SCALE - 0.3).abs() < 0.3 / 16.0);
     }
 
     #[test]
@@ -994,9 +1075,13 @@ mod tests {
         }
         // Every GQA group size the fused attention is compiled for (its registers grow with it), on Hopper
         // (with the cluster kernel) and Ampere (without).
-        for (arch, gqa) in [(90, 1), (90, 3), (90, 4), (90, MAX_GQA), (80, 4)] {
+        // FP8 KV cache (KV8) builds too, where the cluster kernel exists.
+        for (arch, gqa, kv8) in
+            [(90, 1, 0), (90, 3, 0), (90, 4, 0), (90, MAX_GQA, 0), (80, 4, 0), (90, 4, 1), (90, MAX_GQA, 1)]
+        {
             let opts: Vec<String> = vec![
                 format!("--gpu-architecture=sm_{arch}"),
+                format!("-DKV8={kv8}"),
                 "--std=c++17".into(),
                 "--ptxas-options=-v".into(),
                 format!("-DGQA={gqa}"),
@@ -1017,7 +1102,7 @@ mod tests {
                 })
             };
             println!(
-                "sm_{arch} GQA {gqa}: attn_rope {:?} attn_cluster {:?} registers",
+                "sm_{arch} GQA {gqa} KV8 {kv8}: attn_rope {:?} attn_cluster {:?} registers",
                 regs("attn_rope"),
                 regs("attn_cluster")
             );

@@ -4,7 +4,7 @@
 //! unfused steps.
 
 use roofline_gpu::bench_weights::{head_matrices, layer_matrices};
-use roofline_gpu::model_bench::{AttnKernel, BenchConfig};
+use roofline_gpu::model_bench::{AttnKernel, BenchConfig, KvFormat};
 use roofline_gpu::weight_only::WoFormat;
 use roofline_gpu::Gpu;
 
@@ -27,6 +27,7 @@ fn with_attention(weights: WoFormat, batch: usize, seq: usize, fuse: bool, atten
         rope_theta: 500_000.0,
         fuse,
         attention,
+        kv: KvFormat::F16,
         checkpoint: None,
     }
 }
@@ -64,20 +65,21 @@ fn small_llama_step_runs_in_every_format_and_checks_attention() {
     }
 }
 
-/// Both fused attention kernels (the cluster one where the GPU has clusters) on group sizes 1, 3, 4 and 8,
+/// Both fused attention kernels (the cluster one where the GPU has clusters, with an FP16 and an FP8 KV cache)
+/// on group sizes 1, 3, 4 and 8,
 /// short and long contexts (one and several iterations per cluster CTA, empty CTA ranges at S = 1) and batch
 /// sizes that change the cluster size.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn fused_attention_kernels_match_the_reference_on_every_group_size() {
     let gpu = Gpu::open(0).unwrap();
-    let mut kernels = vec![AttnKernel::Splits];
+    let mut kernels = vec![(AttnKernel::Splits, KvFormat::F16)];
     if gpu.compute_capability.0 >= 9 {
-        kernels.push(AttnKernel::Cluster);
+        kernels.extend([(AttnKernel::Cluster, KvFormat::F16), (AttnKernel::Cluster, KvFormat::Fp8E4M3)]);
     }
     // (hidden, heads, kv heads): GQA 1, 3, 4, 8.
     let shapes = [(1024, 8, 8), (768, 6, 2), (1024, 8, 2), (1024, 8, 1)];
-    for attention in kernels {
+    for (attention, kv) in kernels {
         for (hidden, heads, kv_heads) in shapes {
             for (batch, seq) in [(1, 1), (1, 1000), (1, 4000), (5, 77), (16, 300)] {
                 let cfg = BenchConfig {
@@ -88,9 +90,10 @@ fn fused_attention_kernels_match_the_reference_on_every_group_size() {
                     vocab: 1000,
                     layers: 1,
                     layers_built: 1,
+                    kv,
                     ..with_attention(WoFormat::Fp16, batch, seq, true, attention)
                 };
-                let what = format!("{attention:?} GQA {} B={batch} S={seq}", heads / kv_heads);
+                let what = format!("{attention:?} {kv:?} GQA {} B={batch} S={seq}", heads / kv_heads);
                 let r = gpu.model_bench(&cfg, |_| {}).unwrap_or_else(|e| panic!("{what}: {e}"));
                 assert!(r.attention_rel_error < 1e-2, "{what}: {}", r.attention_rel_error);
                 let name = if attention == AttnKernel::Cluster { "attn_cluster" } else { "attn_rope" };

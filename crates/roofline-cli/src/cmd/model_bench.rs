@@ -8,7 +8,7 @@ use roofline_core::model::{
 };
 use roofline_core::recommend::Phase;
 use roofline_core::Format;
-use roofline_gpu::model_bench::{AttnKernel, BenchConfig, StepResult, HEAD_DIM};
+use roofline_gpu::model_bench::{AttnKernel, BenchConfig, KvFormat, StepResult, HEAD_DIM};
 use roofline_gpu::weight_only::WoFormat;
 use roofline_gpu::Gpu;
 
@@ -18,10 +18,11 @@ use crate::output::{print_json, sig3, table};
 
 /// Flags of `roofline model-bench`.
 #[derive(Debug, Args)]
-#[command(after_help = "Every linear layer runs on roofline's weight-only kernels (FP16 activations, FP16 KV
-cache); the step is captured in a CUDA graph and replayed; weights are random, of the model's real
-shapes, or a checkpoint's (--checkpoint). The prediction is `roofline model` for the same config, scheme, batch and context on --hw
-(give a profile measured by `roofline calibrate` for the calibrated prediction).
+#[command(after_help = "Every linear layer runs on roofline's weight-only kernels (FP16 activations; FP16 KV cache,
+or FP8 with --kv fp8); the step is captured in a CUDA graph and replayed; weights are random,
+of the model's real shapes, or a checkpoint's (--checkpoint). The prediction is `roofline model`
+for the same config, scheme, batch and context on --hw (give a profile measured by `roofline
+calibrate` for the calibrated prediction).
 
 By default the step is fused as serving engines run it: RMSNorms inside the next linear, residual
 adds inside the linear before, RoPE and the KV append inside the attention launch, and, where the
@@ -34,7 +35,8 @@ Examples:
   roofline model-bench --config llama-3.1-8b --scheme fp16 --hw h100-measured.toml
   roofline model-bench --config llama-3.1-8b --schemes fp16,fp8,int8,int4,nvfp4,nf4 --layers 8
   roofline model-bench --config ./config.json --scheme int4 --batch 8 --seq 4096 --json
-  roofline model-bench --checkpoint ./Llama-3.2-1B --schemes fp16,int4   # the checkpoint's own weights")]
+  roofline model-bench --config llama-3.1-8b --schemes fp16,int4 --kv fp8 --seq 8192
+  roofline model-bench --checkpoint ./Llama-3.2-1B --schemes fp16,int4")]
 pub struct ModelBenchArgs {
     /// Model preset (`roofline model list`) or a config.json (dense Llama-family, head_dim 128). Default
     /// with --checkpoint: its config.json.
@@ -72,6 +74,10 @@ pub struct ModelBenchArgs {
     /// merging from global memory, any GPU) or `auto` (cluster where the GPU has clusters).
     #[arg(long, value_enum, default_value_t = AttnArg::Auto)]
     pub attention: AttnArg,
+    /// KV cache format: fp16, or fp8 (E4M3 codes with one scale for K and one for V, read by the cluster
+    /// attention kernel: fused step, sm_90+). The prediction reads the KV in the same format.
+    #[arg(long, value_enum, default_value_t = KvArg::Fp16)]
+    pub kv: KvArg,
     /// GPU index.
     #[arg(long, default_value = "0")]
     pub device: usize,
@@ -80,6 +86,31 @@ pub struct ModelBenchArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--kv` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KvArg {
+    /// FP16 values.
+    Fp16,
+    /// FP8 E4M3 codes, per-tensor scales.
+    Fp8,
+}
+
+impl KvArg {
+    fn kernel(self) -> KvFormat {
+        match self {
+            KvArg::Fp16 => KvFormat::F16,
+            KvArg::Fp8 => KvFormat::Fp8E4M3,
+        }
+    }
+
+    fn format(self) -> Format {
+        match self {
+            KvArg::Fp16 => Format::FP16,
+            KvArg::Fp8 => Format::FP8_E4M3,
+        }
+    }
 }
 
 /// `--attention` values.
@@ -160,6 +191,7 @@ fn bench_config(cfg: &ModelConfig, a: &ModelBenchArgs, f: Format) -> Result<Benc
         rope_theta: a.rope_theta,
         fuse: !a.no_fuse,
         attention: a.attention.into(),
+        kv: a.kv.kernel(),
         checkpoint: a.checkpoint.clone(),
     };
     b.validate()?;
@@ -178,7 +210,7 @@ fn predict(
         seq: a.seq as u64,
         weights: f,
         activations: Format::FP16,
-        kv: Format::FP16,
+        kv: a.kv.format(),
         // The bench quantizes the LM head with the other linears; predict the same.
         roles: RoleSchemes {
             lm_head: Some(RoleScheme { weights: f, activations: Format::FP16 }),
@@ -248,11 +280,12 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
     let m = &r.measured;
     let p = &r.predicted;
     println!(
-        "{} decode B={batch} S={} weights {} ({}) on every linear incl. lm_head (FP16 activations and KV), {} step, on {} | prediction: {} [{}]",
+        "{} decode B={batch} S={} weights {} ({}) on every linear incl. lm_head (FP16 activations, {} KV), {} step, on {} | prediction: {} [{}]",
         cfg.name,
         p.request.seq,
         r.scheme,
         m.weights,
+        p.request.kv,
         if m.fused.iter().any(|f| f.name == "rotary_emb") { "fused" } else { "unfused" },
         m.device,
         hw.name,

@@ -528,17 +528,32 @@ __device__ __forceinline__ float warp_sum_transposed(float (&v)[N]) {
     return v[0];
 }
 
+// KV8 1: the cache holds FP8 E4M3 codes, one scale for all of K and one for all of V (kernel arguments
+// k_scale, v_scale: value = code x scale); 0: FP16 values (the scales are then 1). A lane's slice of a row
+// (elements 4l..4l+3) is 4 codes (kv_slice u32) or 4 halves (uint2).
+#ifndef KV8
+#define KV8 0
+#endif
+#if KV8
+typedef unsigned char kv_t;
+typedef u32 kv_slice;
+#else
+typedef u16 kv_t;
+typedef uint2 kv_slice;
+#endif
+#define KV_SLICE_BYTES ((int)sizeof(kv_slice))
+
 // K and V rows staged in dynamic shared memory, two stages (iterations) in flight:
-// [stage][warp][row][K, V][lane] 8-byte slices; a warp copies and reads only its own rows.
-#define KV_STAGE_BYTES (CW * ROWS * 2 * 32 * 8)
-extern __shared__ __align__(16) uint2 kv_smem[];
+// [stage][warp][row][K, V][lane] slices; a warp copies and reads only its own rows.
+#define KV_STAGE_BYTES (CW * ROWS * 2 * 32 * KV_SLICE_BYTES)
+extern __shared__ __align__(16) kv_slice kv_smem[];
 __device__ __forceinline__ int kv_slot(int stage, int j, int which) {
     return (((stage * CW + (int)(threadIdx.x >> 5)) * ROWS + j) * 2 + which) * 32 + (int)(threadIdx.x & 31);
 }
 // cp.async of this lane's slice (elements 4l..4l+3) of the K and V rows of positions pb..pb+ROWS-1 into
 // `stage`, one commit group; rows at or past `lim` are zero-filled (their softmax weight is zero, and 0 x 0
 // keeps the accumulators finite).
-__device__ __forceinline__ void issue_rows(const u16* __restrict__ kc, const u16* __restrict__ vc, size_t base,
+__device__ __forceinline__ void issue_rows(const kv_t* __restrict__ kc, const kv_t* __restrict__ vc, size_t base,
                                            int pb, int lim, int stage) {
     const int lane = threadIdx.x & 31;
 #pragma unroll
@@ -548,8 +563,12 @@ __device__ __forceinline__ void issue_rows(const u16* __restrict__ kc, const u16
         u32 dk, dv;
         asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(dk) : "l"(&kv_smem[kv_slot(stage, j, 0)]));
         asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(dv) : "l"(&kv_smem[kv_slot(stage, j, 1)]));
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dk), "l"(kc + at), "r"(ok ? 8 : 0) : "memory");
-        asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;" ::"r"(dv), "l"(vc + at), "r"(ok ? 8 : 0) : "memory");
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dk), "l"(kc + at), "n"(KV_SLICE_BYTES),
+                     "r"(ok ? KV_SLICE_BYTES : 0)
+                     : "memory");
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dv), "l"(vc + at), "n"(KV_SLICE_BYTES),
+                     "r"(ok ? KV_SLICE_BYTES : 0)
+                     : "memory");
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
@@ -557,10 +576,33 @@ __device__ __forceinline__ void unpack4(uint2 w, float f[4]) {
     f[0] = h2f((u16)(w.x & 0xffffu)), f[1] = h2f((u16)(w.x >> 16));
     f[2] = h2f((u16)(w.y & 0xffffu)), f[3] = h2f((u16)(w.y >> 16));
 }
+// A cache slice as 4 floats in code units (FP16: the values; FP8: the codes' values, before the scale).
+__device__ __forceinline__ void unpack_kv(kv_slice w, float f[4]) {
+#if KV8
+    u32 lo, hi;  // byte i of w is element i; each e4m3 pair becomes an f16 pair, low byte -> low half
+    asm("{ .reg .b16 a, b; mov.b32 {a, b}, %2; cvt.rn.f16x2.e4m3x2 %0, a; cvt.rn.f16x2.e4m3x2 %1, b; }"
+        : "=r"(lo), "=r"(hi)
+        : "r"(w));
+    unpack4(make_uint2(lo, hi), f);
+#else
+    unpack4(w, f);
+#endif
+}
+// Four values divided by the scale as a cache slice (FP8: E4M3 codes, round to nearest, saturated at 448).
+__device__ __forceinline__ kv_slice pack_kv(const float v[4], float inv_scale) {
+#if KV8
+    u16 lo, hi;  // cvt packs its first operand into the upper byte
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(v[1] * inv_scale), "f"(v[0] * inv_scale));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(v[3] * inv_scale), "f"(v[2] * inv_scale));
+    return (u32)lo | ((u32)hi << 16);
+#else
+    return make_uint2((u32)f2h(v[0]) | ((u32)f2h(v[1]) << 16), (u32)f2h(v[2]) | ((u32)f2h(v[3]) << 16));
+#endif
+}
 
 extern "C" __global__ void __launch_bounds__(CW * 32, CLUSTER_MIN_BLOCKS)
-    attn_cluster(const u16* __restrict__ qkv, u16* __restrict__ kc, u16* __restrict__ vc, u16* __restrict__ out,
-                 int len, int hq, int hkv, int smax, float scale, float theta) {
+    attn_cluster(const u16* __restrict__ qkv, kv_t* __restrict__ kc, kv_t* __restrict__ vc, u16* __restrict__ out,
+                 int len, int hq, int hkv, int smax, float scale, float theta, float k_scale, float v_scale) {
     pdl_trigger();
     const u32 rank = cluster_rank(), ncl = cluster_ctas();
     const int bk = blockIdx.y;
@@ -582,8 +624,9 @@ extern "C" __global__ void __launch_bounds__(CW * 32, CLUSTER_MIN_BLOCKS)
     float cs[4], sn[4];
     rope_angles(pos, theta, cs, sn);
     const u16* qkv_b = qkv + (size_t)b * row;
-    // q rotated and scaled by 1/sqrt(d) * log2(e): the softmax runs in base 2.
-    const float qscale = scale * 1.4426950408889634f;
+    // q rotated and scaled by 1/sqrt(d) * log2(e) (the softmax runs in base 2) and by K's scale (the scores
+    // are then those of the dequantized keys; V's scale is applied to the output).
+    const float qscale = scale * 1.4426950408889634f * k_scale;
     float qv[GP][4];
 #pragma unroll
     for (int g = 0; g < GP; ++g) {
@@ -602,12 +645,14 @@ extern "C" __global__ void __launch_bounds__(CW * 32, CLUSTER_MIN_BLOCKS)
     const bool new_here = rank == ncl - 1 && (new_off % (CW * ROWS)) / ROWS == warp;
     if (new_here) {
         rope_apply(qkv_b + (size_t)(hq + kh) * HD, cs, sn, kn);
-        const uint2 vv = *(const uint2*)(qkv_b + (size_t)(hq + hkv + kh) * HD + 4 * lane);
-        unpack4(vv, vn);
+        unpack4(*(const uint2*)(qkv_b + (size_t)(hq + hkv + kh) * HD + 4 * lane), vn);
+        // Appended as the cache stores them, and attended to as stored (in code units, like the cached rows).
+        const kv_slice ks = pack_kv(kn, 1.0f / k_scale), vs = pack_kv(vn, 1.0f / v_scale);
         const size_t c = base + (size_t)pos * HD + 4 * lane;
-        const u32 k01 = (u32)f2h(kn[0]) | ((u32)f2h(kn[1]) << 16), k23 = (u32)f2h(kn[2]) | ((u32)f2h(kn[3]) << 16);
-        *(uint2*)(kc + c) = make_uint2(k01, k23);
-        *(uint2*)(vc + c) = vv;
+        *(kv_slice*)(kc + c) = ks;
+        *(kv_slice*)(vc + c) = vs;
+        unpack_kv(ks, kn);
+        unpack_kv(vs, vn);
     }
 
     // This lane's softmax state is that of head (lane >> SH) % GP; acc[g] is this lane's 4 elements of head g.
@@ -637,7 +682,7 @@ extern "C" __global__ void __launch_bounds__(CW * 32, CLUSTER_MIN_BLOCKS)
                 for (int r = 0; r < RPR; ++r) {
                     const int j = rd * RPR + r;
                     float k4[4];
-                    unpack4(kv_smem[kv_slot(st, j, 0)], k4);
+                    unpack_kv(kv_smem[kv_slot(st, j, 0)], k4);
                     if (pb + j == pos) {
 #pragma unroll
                         for (int e = 0; e < 4; ++e) k4[e] = kn[e];
@@ -680,7 +725,7 @@ extern "C" __global__ void __launch_bounds__(CW * 32, CLUSTER_MIN_BLOCKS)
                 for (int r = 0; r < RPR; ++r) {
                     const int j = rd * RPR + r;
                     float v4[4];
-                    unpack4(kv_smem[kv_slot(st, j, 1)], v4);
+                    unpack_kv(kv_smem[kv_slot(st, j, 1)], v4);
                     if (pb + j == pos) {
 #pragma unroll
                         for (int e = 0; e < 4; ++e) v4[e] = vn[e];
@@ -764,7 +809,7 @@ extern "C" __global__ void __launch_bounds__(CW * 32, CLUSTER_MIN_BLOCKS)
                 t2 += rs[r] * c;
             }
         }
-        out[((size_t)b * hq + kh * GQA) * HD + o] = f2h(a / t2);
+        out[((size_t)b * hq + kh * GQA) * HD + o] = f2h(a / t2 * v_scale);
     }
     // No CTA leaves while another may still read its shared memory.
     cluster_sync();
