@@ -156,19 +156,24 @@ fn write_checkpoint(dir: &std::path::Path, cfg: &BenchConfig) {
     std::fs::write(dir.join("config.json"), config).unwrap();
 }
 
-/// The host side of `--checkpoint` without a GPU: the synthetic checkpoint opens, and every layer's matrices,
-/// the tied LM head and the embedding row come back with the config's shapes.
-#[test]
-fn synthetic_checkpoint_reads_back() {
-    let dir = std::env::temp_dir().join(format!("roofline-mb-ckpt-host-{}", std::process::id()));
-    let cfg = BenchConfig {
+/// The shapes of the synthetic checkpoint: 2 layers, 2 q heads and 1 KV head of 128, FFN 512, vocabulary 512.
+fn tiny(seq: usize) -> BenchConfig {
+    BenchConfig {
         hidden: 256,
         heads: 2,
         kv_heads: 1,
         intermediate: 512,
         vocab: 512,
-        ..small(WoFormat::Fp16, 1, 10, true)
-    };
+        ..small(WoFormat::Fp16, 1, seq, true)
+    }
+}
+
+/// The host side of `--checkpoint` without a GPU: the synthetic checkpoint opens, and every layer's matrices,
+/// the tied LM head and the embedding row come back with the config's shapes.
+#[test]
+fn synthetic_checkpoint_reads_back() {
+    let dir = std::env::temp_dir().join(format!("roofline-mb-ckpt-host-{}", std::process::id()));
+    let cfg = tiny(10);
     write_checkpoint(&dir, &cfg);
     let src = roofline_quant::checkpoint::SourceModel::open(&dir).unwrap();
     for l in 0..cfg.layers {
@@ -190,14 +195,7 @@ fn synthetic_checkpoint_reads_back() {
 fn checkpoint_weights_run_and_check() {
     let gpu = Gpu::open(0).unwrap();
     let dir = std::env::temp_dir().join(format!("roofline-mb-ckpt-{}", std::process::id()));
-    let base = BenchConfig {
-        hidden: 256,
-        heads: 2,
-        kv_heads: 1,
-        intermediate: 512,
-        vocab: 512,
-        ..small(WoFormat::Fp16, 1, 100, true)
-    };
+    let base = tiny(100);
     write_checkpoint(&dir, &base);
     for (weights, fuse) in [(WoFormat::Fp16, true), (WoFormat::Int4G128, true), (WoFormat::Int4G128, false)] {
         let cfg = BenchConfig { weights, fuse, checkpoint: Some(dir.clone()), ..base.clone() };
