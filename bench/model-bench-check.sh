@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# GPU check of the decode-step benchmark and the kernels under it (run on a GPU machine from the repository root
+# after `cargo build --release` and `cargo test --release --no-run`, or with ROOFLINE / the test binaries given):
+#   1. the fused GEMV test (RMSNorm, residual add, SwiGLU on load, every kernel family, K = 14336 no-split plan),
+#   2. model_bench_gpu: every weight format, fused and unfused steps, both attention kernels with FP16 and FP8 KV,
+#      and a synthetic Hugging Face checkpoint (--checkpoint),
+#   3. the headline table: Llama-3.1-8B B=1 S=1024 in every scheme, then FP16/INT4 with an FP8 KV cache.
+# Logs go to $OUT (default: a new temp dir). About 8 minutes on an H100.
+set -u
+B=${ROOFLINE:-target/release/roofline}
+HW=${HW:-bench/results/h100-measured.toml}
+OUT=${OUT:-$(mktemp -d)}
+newest() { ls -t target/release/deps/$1-* 2>/dev/null | grep -v '\.d$' | head -1; }
+WO=${WO_TEST:-$(newest weight_only_gpu)}
+MB=${MB_TEST:-$(newest model_bench_gpu)}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+echo "== fused GEMV test ($WO)"
+$WO --ignored --nocapture --test-threads=1 fused_norm_and_residual_add > $OUT/fused-gemv-test.txt 2>&1
+grep -E "test result|panicked" $OUT/fused-gemv-test.txt
+echo "== model_bench_gpu ($MB)"
+$MB --ignored --nocapture --test-threads=1 > $OUT/model-bench-gpu-tests.txt 2>&1
+grep -E "^test |test result|panicked" $OUT/model-bench-gpu-tests.txt
+echo "== Llama-3.1-8B, every scheme"
+$B model-bench --config llama-3.1-8b --schemes fp16,fp8,int8,int4,nvfp4,nf4,mxfp4 --hw $HW > $OUT/model-bench-all.txt 2>&1
+tail -12 $OUT/model-bench-all.txt
+echo "== Llama-3.1-8B, FP8 KV cache"
+$B model-bench --config llama-3.1-8b --schemes fp16,int4 --kv fp8 --hw $HW > $OUT/model-bench-fp8-kv.txt 2>&1
+tail -7 $OUT/model-bench-fp8-kv.txt
+echo "logs: $OUT"
