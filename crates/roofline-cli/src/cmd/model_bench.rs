@@ -346,7 +346,66 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
     );
     let kinds: Vec<String> =
         by_kind.iter().map(|(k, pred, meas)| format!("{k} {:+.1}%", 100.0 * (meas - pred) / meas)).collect();
-    println!("error per op type (time-weighted): {}\n", kinds.join(", "));
+    println!("error per op type (time-weighted): {}", kinds.join(", "));
+    let why = misses(p, m, MISS_FRACTION);
+    if !why.is_empty() {
+        println!("ops measured more than {:.0}% off the prediction, and why:", 100.0 * MISS_FRACTION);
+        for line in why {
+            println!("  {line}");
+        }
+    }
+    println!();
+}
+
+/// Relative error above which `misses` explains an op (the criterion: 25%).
+const MISS_FRACTION: f64 = 0.25;
+
+/// For every measured op whose time is off the prediction by more than `fraction` (of the measured time),
+/// a line that says where its time goes: the prediction's parts (bytes at the roof bandwidth, FLOPs at the
+/// peak, the fixed launch and start-up cost) against the bandwidth the measured time implies. An op whose
+/// bytes take less than its fixed costs is latency-bound (the kernel's chain of dependent steps, which the
+/// roofline does not model); otherwise it is a kernel below its roof.
+fn misses(p: &ModelReport, m: &StepResult, fraction: f64) -> Vec<String> {
+    let mut out = Vec::new();
+    for op in &p.ops {
+        let Some(meas) = m.ops.iter().find(|o| o.name == op.name) else { continue };
+        let pr = &op.prediction;
+        let err = (meas.time_us - pr.time_us) / meas.time_us;
+        if err.abs() <= fraction || out.iter().any(|l: &String| l.starts_with(&format!("{}:", op.name))) {
+            continue;
+        }
+        let achieved = pr.bytes as f64 / (meas.time_us * 1e3);
+        // The prediction's parts: moving the bytes at the roof bandwidth, the FLOPs at the peak, and the fixed
+        // costs (memory start-up latency and launch overhead) the rest of its time.
+        let transfer = pr.bytes as f64 / (pr.bandwidth_gb_s * 1e3);
+        let work = transfer.max(pr.time_compute_us);
+        let fixed = (pr.time_us - work).max(0.0);
+        let parts = format!(
+            "{}: measured {} us vs predicted {} us ({:+.0}%): {:.2} MB take {} us at {:.0} GB/s, FLOPs {} us, fixed costs {} us; measured, its bytes move at {:.0} GB/s ({:.0}% of the roof)",
+            op.name,
+            sig3(meas.time_us),
+            sig3(pr.time_us),
+            100.0 * err,
+            pr.bytes as f64 / 1e6,
+            sig3(transfer),
+            pr.bandwidth_gb_s,
+            sig3(pr.time_compute_us),
+            sig3(fixed),
+            achieved,
+            100.0 * achieved / pr.bandwidth_gb_s
+        );
+        let reason = if err < 0.0 {
+            "faster than predicted: the roof or the fixed costs in the profile are too pessimistic for this kernel"
+        } else if work < fixed {
+            "latency-bound: its bytes are a small part of its time; the rest is the kernel's chain of dependent steps, which the roofline does not model"
+        } else if pr.bound == roofline_core::predict::Bound::Compute {
+            "compute-bound kernel below the profile's peak"
+        } else {
+            "memory-bound kernel below the roof bandwidth at this size (`roofline compare --weight-only` at its shape shows the kernel alone)"
+        };
+        out.push(format!("{parts}: {reason}"));
+    }
+    out
 }
 
 fn print_comparison(rows: &[Row], batch: usize) {
@@ -370,7 +429,7 @@ fn print_comparison(rows: &[Row], batch: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use roofline_gpu::model_bench::FusedOp;
+    use roofline_gpu::model_bench::{FusedOp, OpTime};
 
     fn step(fused: &[(&str, &str)]) -> StepResult {
         StepResult {
@@ -385,6 +444,42 @@ mod tests {
             attention_kernel: "test".into(),
             weights: "random".into(),
         }
+    }
+
+    #[test]
+    fn ops_off_by_more_than_a_quarter_are_explained() {
+        let cfg = super::super::model::load_config("llama-3.1-8b").unwrap();
+        let hw = roofline_core::HardwareProfile::from_toml(
+            include_str!("../../../../bench/results/h100-measured.toml"),
+            "h100-measured.toml",
+        )
+        .unwrap();
+        let req = ModelRequest { weights: Format::INT4_G128, fused: true, ..ModelRequest::default() };
+        let p = analyze_model(&cfg, &req, &hw).unwrap();
+        let pred = |name: &str| p.ops.iter().find(|o| o.name == name).unwrap().prediction.time_us;
+        let op = |name: &str, t: f64| OpTime { name: name.into(), kind: "x".into(), count: 32, time_us: t };
+        let mut m = step(&[]);
+        // attention twice its prediction (latency: 4.2 MB of KV is ~1.4 us, the fixed costs ~3.1 us), gate_up
+        // 1.5 times (a memory-bound kernel below the roof), qkv within 10%, down_proj 30% faster.
+        m.ops = vec![
+            op("attention", 2.0 * pred("attention")),
+            op("gate_up_proj", 1.5 * pred("gate_up_proj")),
+            op("qkv_proj", 1.1 * pred("qkv_proj")),
+            op("down_proj", 0.7 * pred("down_proj")),
+        ];
+        let why = misses(&p, &m, MISS_FRACTION);
+        println!("{}", why.join("\n"));
+        assert_eq!(why.len(), 3, "{why:#?}");
+        assert!(
+            why[0].starts_with("attention:") && why[0].contains("+50%") && why[0].contains("latency-bound"),
+            "{}",
+            why[0]
+        );
+        assert!(why[1].starts_with("gate_up_proj:") && why[1].contains("below the roof bandwidth"), "{}", why[1]);
+        // 30% faster: -43% of the measured time.
+        assert!(why[2].starts_with("down_proj:") && why[2].contains("faster than predicted"), "{}", why[2]);
+        // 67% of the roof for gate_up measured at 1.5x its prediction's memory-bound time (+ fixed costs).
+        assert!(why[1].contains("% of the roof"));
     }
 
     #[test]
