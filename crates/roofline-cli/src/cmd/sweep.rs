@@ -211,6 +211,7 @@ fn print_points(points: &[DualPoint]) {
         "vs FP16 pred",
         "vs FP16 meas",
         "GB/s meas",
+        "% of BW",
     ]);
     for p in points {
         let g = &p.gemm;
@@ -225,6 +226,10 @@ fn print_points(points: &[DualPoint]) {
             sp.map_or("-".into(), |v| format!("{v:.2}x")),
             sm.map_or("-".into(), |v| format!("{v:.2}x")),
             p.measurement.as_ref().map_or("-".into(), |m| format!("{:.0}", m.bandwidth_gb_s)),
+            // Of the profile's bandwidth: with a `roofline calibrate` profile, the measured copy bandwidth.
+            p.measurement
+                .as_ref()
+                .map_or("-".into(), |m| format!("{:.0}%", 100.0 * m.bandwidth_gb_s / p.prediction.bandwidth_gb_s)),
         ]);
     }
     println!("{t}");
