@@ -588,6 +588,15 @@ __device__ __forceinline__ void unpack_kv(kv_slice w, float f[4]) {
     unpack4(w, f);
 #endif
 }
+// This lane's 4 elements of row j's K (which 0) or V (1) in stage st: the staged cache slice, or for the new
+// position (not in the cache when the stage was copied) its own values `fresh`.
+__device__ __forceinline__ void stage_row(int st, int j, int which, bool is_new, const float fresh[4], float out[4]) {
+    unpack_kv(kv_smem[kv_slot(st, j, which)], out);
+    if (is_new) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) out[e] = fresh[e];
+    }
+}
 // Four values divided by the scale as a cache slice (FP8: E4M3 codes, round to nearest, saturated at 448).
 __device__ __forceinline__ kv_slice pack_kv(const float v[4], float inv_scale) {
 #if KV8
@@ -682,11 +691,7 @@ extern "C" __global__ void __launch_bounds__(CW * 32, CLUSTER_MIN_BLOCKS)
                 for (int r = 0; r < RPR; ++r) {
                     const int j = rd * RPR + r;
                     float k4[4];
-                    unpack_kv(kv_smem[kv_slot(st, j, 0)], k4);
-                    if (pb + j == pos) {
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) k4[e] = kn[e];
-                    }
+                    stage_row(st, j, 0, pb + j == pos, kn, k4);
 #pragma unroll
                     for (int g = 0; g < GP; ++g) {
                         float s = 0.0f;
@@ -725,11 +730,7 @@ extern "C" __global__ void __launch_bounds__(CW * 32, CLUSTER_MIN_BLOCKS)
                 for (int r = 0; r < RPR; ++r) {
                     const int j = rd * RPR + r;
                     float v4[4];
-                    unpack_kv(kv_smem[kv_slot(st, j, 1)], v4);
-                    if (pb + j == pos) {
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) v4[e] = vn[e];
-                    }
+                    stage_row(st, j, 1, pb + j == pos, vn, v4);
 #pragma unroll
                     for (int g = 0; g < GQA; ++g) {
                         const float w = ps[warp][r * GP + g];

@@ -265,6 +265,12 @@ impl LaunchPlan {
         }
     }
 
+    /// Whether the plan's kernel can compute SwiGLU as it loads x ([`Fusion::silu_x`]): the x-in-registers
+    /// CUDA-core kernel, which loads x once per warp.
+    pub fn takes_silu(&self) -> bool {
+        self.xreg && self.rows_per_warp != nvrtc::MMA_ROWS
+    }
+
     /// Shared memory of one `XReg` stage per warp (weights, scales, zero points: `STAGE_BYTES` in the kernel).
     pub fn xreg_stage_bytes(rows: u32, chunks: u32) -> u32 {
         rows * chunks * 512 + chunks * 512 + chunks * 128
@@ -563,11 +569,9 @@ impl WeightOnlyGemv {
         LaunchPlan::new(self.variant, self.format, m, n, k, self.sm_count, self.tuning)
     }
 
-    /// Whether an `m x n x k` call can take [`Fusion::silu_x`] (its plan is the x-in-registers CUDA-core
-    /// kernel, which loads x once per warp).
+    /// Whether an `m x n x k` call can take [`Fusion::silu_x`] (see [`LaunchPlan::takes_silu`]).
     pub fn fuses_silu(&self, m: usize, n: usize, k: usize) -> bool {
-        let plan = self.plan(m, n, k);
-        plan.xreg && plan.rows_per_warp != nvrtc::MMA_ROWS
+        self.plan(m, n, k).takes_silu()
     }
 
     /// The plan a call launches: [`WeightOnlyGemv::plan`] with the `XReg` rows per CTA refitted to the
@@ -783,7 +787,7 @@ impl WeightOnlyGemv {
             return Err(GpuError::Unsupported(format!("N = {n} and K = {k} must fit in 32 bits")));
         }
         let plan = LaunchPlan { fuse: fusion != Fusion::default(), silu: fusion.silu_x, ..self.plan(m, n, k) };
-        if fusion.silu_x && (!self.fuses_silu(m, n, k) || fusion.norm_eps.is_some()) {
+        if fusion.silu_x && (!plan.takes_silu() || fusion.norm_eps.is_some()) {
             return Err(GpuError::Unsupported(format!(
                 "SwiGLU on load needs the x-in-registers kernel without a fused norm (this launch: {:?}, {m}x{n}x{k})",
                 self.variant
