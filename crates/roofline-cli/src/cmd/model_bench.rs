@@ -141,6 +141,8 @@ struct Row {
     scheme: Format,
     measured: StepResult,
     predicted: ModelReport,
+    /// Ops measured more than 25% off their prediction, each with where its time goes (see `misses`).
+    misses: Vec<String>,
 }
 
 /// The prediction for the kernels the measured step ran: every op it ran inside another kernel is marked
@@ -262,7 +264,8 @@ pub fn run(a: ModelBenchArgs) -> Result<()> {
         );
         let measured = gpu.model_bench(&bc, |step| eprintln!("  {step} ..."))?;
         let predicted = join_fusions(predicted, &measured)?;
-        rows.push(Row { scheme: f, measured, predicted });
+        let why = misses(&predicted, &measured, MISS_FRACTION);
+        rows.push(Row { scheme: f, measured, predicted, misses: why });
     }
     if a.json {
         return print_json(&rows);
@@ -347,10 +350,9 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
     let kinds: Vec<String> =
         by_kind.iter().map(|(k, pred, meas)| format!("{k} {:+.1}%", 100.0 * (meas - pred) / meas)).collect();
     println!("error per op type (time-weighted): {}", kinds.join(", "));
-    let why = misses(p, m, MISS_FRACTION);
-    if !why.is_empty() {
+    if !r.misses.is_empty() {
         println!("ops measured more than {:.0}% off the prediction, and why:", 100.0 * MISS_FRACTION);
-        for line in why {
+        for line in &r.misses {
             println!("  {line}");
         }
     }
