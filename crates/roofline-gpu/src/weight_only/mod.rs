@@ -751,8 +751,8 @@ impl WeightOnlyGemv {
         self.run_fused(stream, w, x, y, m, Fusion::default())
     }
 
-    /// [`WeightOnlyGemv::run_on`] with an RMSNorm of x and/or a residual add into y fused in (see
-    /// [`Fusion`]).
+    /// [`WeightOnlyGemv::run_on`] with the fusions of [`Fusion`]: an RMSNorm of x, a residual add into y,
+    /// SwiGLU as x is loaded.
     pub fn run_fused(
         &self,
         stream: &Arc<CudaStream>,
@@ -846,7 +846,7 @@ impl WeightOnlyGemv {
     }
 }
 
-/// What a weight-only launch fuses around `y = x W^T` (both off by default).
+/// What a weight-only launch fuses around `y = x W^T` (all off by default).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Fusion {
     /// RMSNorm of x with this epsilon: y = rsqrt(mean(x[m]^2) + eps) x W^T, the norm's weight folded into W
