@@ -83,16 +83,6 @@ pub enum KvFormat {
     Fp8E4M3,
 }
 
-impl KvFormat {
-    /// Bytes per element.
-    pub fn bytes(self) -> usize {
-        match self {
-            KvFormat::F16 => 2,
-            KvFormat::Fp8E4M3 => 1,
-        }
-    }
-}
-
 /// The FP8 cache's K and V scale: E4M3's largest code (448) stands for 8, above the new keys and values a
 /// decode step appends (the step's q/k/v rows stay within a few units; a larger value would saturate), and the
 /// random cached values in [-1, 1) use codes up to 56, all normal numbers.
