@@ -358,7 +358,13 @@ fn sweep_writes_csv_and_json_and_gpu_commands_fail_cleanly_without_gpu() {
         .args(["model-bench", "--config", "deepseek-v3", "--scheme", "int4"])
         .assert()
         .failure()
-        .stderr(predicate::str::contains("MoE models are not benchmarked yet"));
+        .stderr(predicate::str::contains("MoE models with dense first layers are not benchmarked yet"));
+    // Mixtral is benchmarked: it gets as far as the GPU.
+    roofline()
+        .args(["model-bench", "--config", "mixtral-8x7b", "--scheme", "int4", "--layers", "2"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no NVIDIA GPU/driver found"));
     roofline()
         .args(["model-bench", "--config", "llama-3.1-8b", "--scheme", "fp16", "--batch", "17"])
         .assert()

@@ -144,6 +144,7 @@ mod tests {
             attention: AttnKernel::Auto,
             kv: crate::model_bench::KvFormat::F16,
             checkpoint: None,
+            moe: None,
         }
     }
 

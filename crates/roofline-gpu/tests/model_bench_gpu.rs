@@ -4,7 +4,7 @@
 //! unfused steps.
 
 use roofline_gpu::bench_weights::{head_matrices, layer_matrices};
-use roofline_gpu::model_bench::{AttnKernel, BenchConfig, KvFormat};
+use roofline_gpu::model_bench::{AttnKernel, BenchConfig, KvFormat, MoeShape};
 use roofline_gpu::weight_only::WoFormat;
 use roofline_gpu::Gpu;
 
@@ -29,6 +29,7 @@ fn with_attention(weights: WoFormat, batch: usize, seq: usize, fuse: bool, atten
         attention,
         kv: KvFormat::F16,
         checkpoint: None,
+        moe: None,
     }
 }
 
@@ -62,6 +63,46 @@ fn small_llama_step_runs_in_every_format_and_checks_attention() {
                 r.step_us, r.ops_sum_us, r.attention_rel_error
             );
         }
+    }
+}
+
+/// MoE steps (Mixtral-like top-2 of 8, and Qwen-MoE-like top-4 of 16 with shared experts) in a 4-bit and the
+/// FP16 format, at B = 1 (no gather) and B = 5 (tokens gathered per expert, experts taking different numbers of
+/// tokens): the routing, one expert's output and the combine are checked against the CPU inside `model_bench`.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn moe_step_routes_checks_and_times_its_experts() {
+    let gpu = Gpu::open(0).unwrap();
+    let mixtral = MoeShape { experts: 8, top_k: 2, expert_intermediate: 1408, shared_intermediate: 0 };
+    let qwen = MoeShape { experts: 16, top_k: 4, expert_intermediate: 512, shared_intermediate: 2048 };
+    for (moe, weights, batch) in [
+        (mixtral, WoFormat::Int4G128, 1),
+        (mixtral, WoFormat::Fp16, 5),
+        (qwen, WoFormat::Int4G128, 5),
+        (qwen, WoFormat::Nf4, 1),
+    ] {
+        let cfg = BenchConfig { moe: Some(moe), intermediate: 0, ..small(weights, batch, 300, true) };
+        let r = gpu.model_bench(&cfg, |_| {}).unwrap_or_else(|e| panic!("{moe:?} {weights:?} B={batch}: {e}"));
+        let c = r.moe.as_ref().expect("a MoE step reports its routing check");
+        assert!(c.router_rel_error < 1e-2 && c.expert_rel_error < 1e-2 && c.combine_rel_error < 2e-3, "{c:?}");
+        assert_eq!(c.experts_per_layer.len(), 2);
+        for experts in &c.experts_per_layer {
+            // At least top_k distinct experts (one token picks top_k distinct ones), at most all of them.
+            assert!(experts.len() >= moe.top_k && experts.len() <= moe.experts.min(batch * moe.top_k), "{experts:?}");
+            assert!(experts.windows(2).all(|w| w[0] < w[1]), "{experts:?}");
+        }
+        for name in ["router_gate", "topk_routing", "experts_gate_up", "experts_down", "residual_add"] {
+            assert!(r.ops.iter().any(|o| o.name == name && o.count == 4 && o.time_us > 0.0), "{name}: {:?}", r.ops);
+        }
+        assert_eq!(r.ops.iter().any(|o| o.name == "shared_experts_down"), moe.shared_intermediate > 0);
+        assert!(!r.ops.iter().any(|o| o.name == "gate_up_proj"));
+        // The attention's residual add runs in o_proj; the FFN's is the combine kernel.
+        assert!(r.fused.iter().any(|f| f.name == "residual_add" && f.after.as_deref() == Some("o_proj")));
+        println!(
+            "MoE top-{} of {} (shared {}) {weights:?} B={batch}: step {:.1} us, experts {:?}, router err {:.1e}, expert err {:.1e}, combine err {:.1e}",
+            moe.top_k, moe.experts, moe.shared_intermediate, r.step_us, c.experts_per_layer, c.router_rel_error,
+            c.expert_rel_error, c.combine_rel_error
+        );
     }
 }
 

@@ -8,7 +8,7 @@ use roofline_core::model::{
 };
 use roofline_core::recommend::Phase;
 use roofline_core::Format;
-use roofline_gpu::model_bench::{AttnKernel, BenchConfig, KvFormat, StepResult, HEAD_DIM};
+use roofline_gpu::model_bench::{AttnKernel, BenchConfig, KvFormat, MoeShape, OpTime, StepResult, HEAD_DIM};
 use roofline_gpu::weight_only::WoFormat;
 use roofline_gpu::Gpu;
 
@@ -150,7 +150,11 @@ struct Row {
 /// sides would no longer describe the same step.
 fn join_fusions(mut predicted: ModelReport, measured: &StepResult) -> Result<ModelReport> {
     for op in &measured.fused {
-        if !predicted.fuse(&op.name, &op.into) {
+        let found = match &op.after {
+            Some(after) => predicted.fuse_after(&op.name, after, &op.into),
+            None => predicted.fuse(&op.name, &op.into),
+        };
+        if !found {
             bail!("the measured step fused `{}`, an op `roofline model` does not list", op.name);
         }
     }
@@ -163,12 +167,20 @@ fn wo_format(f: Format) -> Result<WoFormat> {
 }
 
 fn bench_config(cfg: &ModelConfig, a: &ModelBenchArgs, f: Format) -> Result<BenchConfig> {
-    if cfg.moe.is_some() {
-        bail!(
-            "{}: MoE models are not benchmarked yet (dense Llama-family only); `roofline model` predicts them",
+    let size = |v: u64| usize::try_from(v).context("size does not fit this machine");
+    let moe = match cfg.moe {
+        Some(m) if m.first_dense_layers > 0 => bail!(
+            "{}: MoE models with dense first layers are not benchmarked yet; `roofline model` predicts them",
             cfg.name
-        );
-    }
+        ),
+        Some(m) => Some(MoeShape {
+            experts: size(m.experts)?,
+            top_k: size(m.top_k)?,
+            expert_intermediate: size(m.expert_intermediate)?,
+            shared_intermediate: size(m.shared_experts * m.shared_intermediate)?,
+        }),
+        None => None,
+    };
     if matches!(cfg.attention, Attention::Mla(_)) {
         bail!("{}: MLA attention is not benchmarked yet (GQA only); `roofline model` predicts it", cfg.name);
     }
@@ -178,7 +190,6 @@ fn bench_config(cfg: &ModelConfig, a: &ModelBenchArgs, f: Format) -> Result<Benc
     if cfg.head_dim as usize != HEAD_DIM {
         bail!("{}: head_dim {} (the decode attention kernel is written for {HEAD_DIM})", cfg.name, cfg.head_dim);
     }
-    let size = |v: u64| usize::try_from(v).context("size does not fit this machine");
     let b = BenchConfig {
         hidden: size(cfg.hidden)?,
         heads: size(cfg.heads)?,
@@ -195,6 +206,7 @@ fn bench_config(cfg: &ModelConfig, a: &ModelBenchArgs, f: Format) -> Result<Benc
         attention: a.attention.into(),
         kv: a.kv.kernel(),
         checkpoint: a.checkpoint.clone(),
+        moe,
     };
     b.validate()?;
     Ok(b)
@@ -297,7 +309,7 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
     let mut t = table(&["Op", "Kind", "x", "Predicted us", "Measured us", "Error", "% of roof"]);
     let mut by_kind: Vec<(&str, f64, f64)> = Vec::new();
     for op in &p.ops {
-        let meas = m.ops.iter().find(|o| o.name == op.name);
+        let meas = measured_op(op, m);
         let pred = op.prediction.time_us;
         let (meas_s, err_s, roof_s) = match meas {
             Some(o) => (
@@ -347,6 +359,19 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
         m.attention_kernel,
         m.attention_rel_error
     );
+    if let Some(c) = &m.moe {
+        let mut per_layer: Vec<String> = c.experts_per_layer.iter().take(4).map(|e| format!("{e:?}")).collect();
+        if c.experts_per_layer.len() > 4 {
+            per_layer.push("...".into());
+        }
+        println!(
+            "MoE: experts run per layer (routed in the checked step; every expert has the same shape, so the timed launches and the graph replay these) {}; last layer vs CPU f64: router logits {:.1e}, one expert's gate_up {:.1e}, combine {:.1e}",
+            per_layer.join(" "),
+            c.router_rel_error,
+            c.expert_rel_error,
+            c.combine_rel_error
+        );
+    }
     let kinds: Vec<String> =
         by_kind.iter().map(|(k, pred, meas)| format!("{k} {:+.1}%", 100.0 * (meas - pred) / meas)).collect();
     println!("error per op type (time-weighted): {}", kinds.join(", "));
@@ -357,6 +382,15 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
         }
     }
     println!();
+}
+
+/// The measured time of a predicted op: the measured op of its name, unless the step ran it inside another
+/// kernel (a MoE step measures one `residual_add`, the combine, and fuses the other into o_proj).
+fn measured_op<'a>(op: &roofline_core::model::OpRow, m: &'a StepResult) -> Option<&'a OpTime> {
+    if op.fused_into.is_some() {
+        return None;
+    }
+    m.ops.iter().find(|o| o.name == op.name)
 }
 
 /// Relative error above which `misses` explains an op (the criterion: 25%).
@@ -370,7 +404,7 @@ const MISS_FRACTION: f64 = 0.25;
 fn misses(p: &ModelReport, m: &StepResult, fraction: f64) -> Vec<String> {
     let mut out = Vec::new();
     for op in &p.ops {
-        let Some(meas) = m.ops.iter().find(|o| o.name == op.name) else { continue };
+        let Some(meas) = measured_op(op, m) else { continue };
         let pr = &op.prediction;
         let err = (meas.time_us - pr.time_us) / meas.time_us;
         if err.abs() <= fraction || out.iter().any(|l: &String| l.starts_with(&format!("{}:", op.name))) {
@@ -441,11 +475,41 @@ mod tests {
             replays: 1,
             layers_built: 32,
             ops: Vec::new(),
-            fused: fused.iter().map(|(n, i)| FusedOp { name: (*n).into(), into: (*i).into() }).collect(),
+            fused: fused.iter().map(|(n, i)| FusedOp { name: (*n).into(), into: (*i).into(), after: None }).collect(),
             attention_rel_error: 0.0,
             attention_kernel: "test".into(),
             weights: "random".into(),
+            moe: None,
         }
+    }
+
+    #[test]
+    fn moe_steps_join_the_prediction_row_by_row() {
+        let cfg = super::super::model::load_config("mixtral-8x7b").unwrap();
+        #[derive(clap::Parser)]
+        struct Cli {
+            #[command(flatten)]
+            a: ModelBenchArgs,
+        }
+        let a = <Cli as clap::Parser>::try_parse_from(["x", "--config", "mixtral-8x7b", "--layers", "8"]).unwrap().a;
+        let b = bench_config(&cfg, &a, Format::INT4_G128).unwrap();
+        assert_eq!(b.moe, Some(MoeShape { experts: 8, top_k: 2, expert_intermediate: 14336, shared_intermediate: 0 }));
+        // The MoE step's list: the attention's residual add in o_proj, the FFN's measured (the combine).
+        let (_, hw) = llama_on_measured_h100();
+        let plain = predict(&cfg, &a, Format::INT4_G128, &hw).unwrap();
+        let mut m =
+            step(&[("input_layernorm", "qkv_proj"), ("post_attention_layernorm", "router_gate, experts_gate_up")]);
+        m.fused.push(FusedOp { name: "residual_add".into(), into: "o_proj".into(), after: Some("o_proj".into()) });
+        m.ops = vec![OpTime { name: "residual_add".into(), kind: "elementwise".into(), count: 32, time_us: 3.0 }];
+        let joined = join_fusions(plain, &m).unwrap();
+        let adds: Vec<&roofline_core::model::OpRow> = joined.ops.iter().filter(|o| o.name == "residual_add").collect();
+        assert_eq!(adds.len(), 2);
+        assert_eq!(adds[0].fused_into.as_deref(), Some("o_proj"));
+        assert!(measured_op(adds[0], &m).is_none());
+        assert_eq!(measured_op(adds[1], &m).map(|o| o.time_us), Some(3.0));
+        // Dense first layers (DeepSeek) are refused with a reason, not a panic.
+        let ds = super::super::model::load_config("deepseek-v3").unwrap();
+        assert!(bench_config(&ds, &a, Format::INT4_G128).is_err());
     }
 
     /// Llama-3.1-8B and the calibrated H100 profile the benchmarks use.

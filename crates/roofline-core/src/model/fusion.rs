@@ -57,6 +57,24 @@ impl ModelReport {
         any
     }
 
+    /// [`ModelReport::fuse`] for only the rows named `name` whose nearest linear (or experts) op before them
+    /// is named `after`: a MoE step fuses the attention's residual add into `o_proj` while the FFN's runs in
+    /// the expert combine kernel. False when no row matches.
+    pub fn fuse_after(&mut self, name: &str, after: &str, host: &str) -> bool {
+        let is_gemm = |o: &OpRow| matches!(o.kind, OpKind::Linear | OpKind::Experts);
+        let rows: Vec<usize> = (0..self.ops.len())
+            .filter(|&i| self.ops[i].name == name)
+            .filter(|&i| (0..i).rev().find(|&j| is_gemm(&self.ops[j])).is_some_and(|j| self.ops[j].name == after))
+            .collect();
+        for &i in &rows {
+            self.ops[i].fuse_into(host);
+        }
+        if !rows.is_empty() {
+            self.retotal();
+        }
+        !rows.is_empty()
+    }
+
     /// Recomputes the time totals from the ops (the step's tokens stay what they were).
     fn retotal(&mut self) {
         let t = &mut self.totals;

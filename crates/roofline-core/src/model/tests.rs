@@ -214,3 +214,24 @@ fn fused_prediction_covers_moe_and_mla_models() {
         assert!(fused.ops.iter().filter(|o| o.name == "residual_add").all(|o| o.fused_into.is_some()), "{key}");
     }
 }
+
+#[test]
+fn fuse_after_marks_only_the_rows_behind_that_linear() {
+    let cfg = ModelConfig::preset("mixtral-8x7b").unwrap();
+    let plain = analyze_model(&cfg, &fp16(Phase::Decode, 1, 1024), &h100_measured()).unwrap();
+    let mut r = plain.clone();
+    // Mixtral's layer has two residual adds: after o_proj and after experts_down.
+    assert!(r.fuse_after("residual_add", "o_proj", "o_proj"));
+    let adds: Vec<Option<String>> =
+        r.ops.iter().filter(|o| o.name == "residual_add").map(|o| o.fused_into.clone()).collect();
+    assert_eq!(adds, vec![Some("o_proj".to_string()), None]);
+    let add = plain.ops.iter().find(|o| o.name == "residual_add").unwrap();
+    let saved = (add.prediction.time_us - add.prediction.without_fixed_costs().time_us) * add.count as f64;
+    assert!(saved > 0.0);
+    assert!((plain.totals.time_us - r.totals.time_us - saved).abs() < 1e-6);
+    // A name or a predecessor the report lacks changes nothing.
+    let mut same = plain.clone();
+    assert!(!same.fuse_after("residual_add", "gate_up_proj", "x"));
+    assert!(!same.fuse_after("no_such_op", "o_proj", "x"));
+    assert_eq!(same, plain);
+}

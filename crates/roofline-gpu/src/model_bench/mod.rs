@@ -24,11 +24,15 @@ use crate::weight_only::{
     WeightOnlyGemv, WoFormat, XDtype,
 };
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
+use moe::{MoeActs, MoeLayer, MoeOp};
+pub use moe::{MoeCheck, MoeShape};
+
+mod moe;
 use roofline_quant::checkpoint::SourceModel;
 use roofline_quant::minifloat::E4M3;
 
 /// The decode-ops source (see the kernel file's header).
-pub const DECODE_OPS_SOURCE: &str = include_str!("kernels/decode_ops.cu");
+pub const DECODE_OPS_SOURCE: &str = include_str!("../kernels/decode_ops.cu");
 
 /// Head size the attention kernels are written for.
 pub const HEAD_DIM: usize = 128;
@@ -70,6 +74,8 @@ pub struct BenchConfig {
     /// A Hugging Face checkpoint directory (config.json + safetensors) whose weights the step runs, the first
     /// `layers_built` layers; `None`: random weights of the same shapes (see `bench_weights`).
     pub checkpoint: Option<std::path::PathBuf>,
+    /// Mixture-of-experts FFN in every layer (`intermediate` is then unused); `None`: a dense SwiGLU FFN.
+    pub moe: Option<MoeShape>,
 }
 
 /// Element format of the KV cache.
@@ -134,6 +140,11 @@ impl BenchConfig {
         if self.seq == 0 {
             return bad("--seq must be at least 1".into());
         }
+        if let Some(m) = &self.moe {
+            m.validate(self)?;
+        } else if self.intermediate == 0 {
+            return bad("a dense FFN needs intermediate > 0".into());
+        }
         if self.seq + 1 > 16 * 1024 {
             return bad(format!(
                 "--seq {} > 16383 (model-bench builds contexts up to 16K positions: a random FP16 KV cache per layer)",
@@ -181,6 +192,9 @@ pub struct FusedOp {
     pub name: String,
     /// The measured op that does its work.
     pub into: String,
+    /// Only the rows of `name` right after this linear (a MoE step fuses the attention's residual add into
+    /// o_proj, not the FFN's); `None`: every row of `name`.
+    pub after: Option<String>,
 }
 
 /// A measured decode step.
@@ -206,6 +220,8 @@ pub struct StepResult {
     pub attention_kernel: String,
     /// Where the weights came from: "random", or "checkpoint <dir>".
     pub weights: String,
+    /// MoE models: the routing check and how the step's experts were routed.
+    pub moe: Option<MoeCheck>,
 }
 
 impl StepResult {
@@ -224,13 +240,25 @@ struct Ops {
     /// Compiled on sm_90+ only.
     attn_cluster: Option<CudaFunction>,
     silu_mul: CudaFunction,
+    topk_route: CudaFunction,
+    moe_gather: CudaFunction,
+    moe_combine: CudaFunction,
+}
+
+/// A layer's FFN weights.
+// One per layer, built once: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+enum Ffn {
+    /// SwiGLU: gate and up stacked, then down.
+    Dense { gate_up: DeviceWeights, down: DeviceWeights },
+    /// Router, experts and their routing (see `moe`).
+    Moe(MoeLayer),
 }
 
 struct Layer {
     qkv: DeviceWeights,
     o: DeviceWeights,
-    gate_up: DeviceWeights,
-    down: DeviceWeights,
+    ffn: Ffn,
     norm_in: CudaSlice<u16>,
     norm_post: CudaSlice<u16>,
     /// K and V caches as raw bytes in `BenchConfig::kv`'s format.
@@ -251,6 +279,8 @@ struct Acts {
     part: CudaSlice<f32>,
     /// Per (b, q head) arrival counters of the fused attention (zero between launches).
     counters: CudaSlice<u32>,
+    /// MoE routing and shared-expert buffers (MoE models only).
+    moe: Option<MoeActs>,
 }
 
 /// Most q heads per KV head the fused attention takes (its registers hold one group's q vectors).
@@ -342,12 +372,23 @@ impl Gpu {
             attn_rope: module.load_function("attn_rope")?,
             attn_cluster: if major >= 9 { Some(module.load_function("attn_cluster")?) } else { None },
             silu_mul: module.load_function("silu_mul")?,
+            topk_route: module.load_function("topk_route")?,
+            moe_gather: module.load_function("moe_gather")?,
+            moe_combine: module.load_function("moe_combine")?,
         };
         let gemv = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?
             .with_variant(Variant::best(cfg.weights, XDtype::F16, cfg.batch), None);
+        // The MoE router stays in FP16 (the activation format), as serving engines keep it.
+        let router = match cfg.moe {
+            Some(_) => Some(
+                WeightOnlyGemv::new(self, WoFormat::Fp16, XDtype::F16)?
+                    .with_variant(Variant::best(WoFormat::Fp16, XDtype::F16, cfg.batch), None),
+            ),
+            None => None,
+        };
         let (b, d, f) = (cfg.batch, cfg.hidden, cfg.intermediate);
         let Built { mut layers, mut lm_head, final_norm: norm_w, x0 } = match &cfg.checkpoint {
-            None => self.random_weights(cfg, &gemv, &mut progress)?,
+            None => self.random_weights(cfg, &gemv, router.as_ref(), &mut progress)?,
             Some(dir) => self.checkpoint_weights(cfg, dir, &gemv, &mut progress)?,
         };
         let (splits, chunk) = attn_splits(cfg, self.sm_count);
@@ -358,12 +399,13 @@ impl Gpu {
             qkv: zeros(b * cfg.qkv_rows())?,
             attn: zeros(b * cfg.heads * HEAD_DIM)?,
             o: zeros(b * d)?,
-            gu: zeros(b * 2 * f)?,
-            act: zeros(b * f)?,
+            gu: zeros((b * 2 * f).max(1))?,
+            act: zeros((b * f).max(1))?,
             down: zeros(b * d)?,
             logits: zeros(b * cfg.vocab)?,
             part: self.stream.alloc_zeros::<f32>(b * cfg.heads * splits as usize * (HEAD_DIM + 2))?,
             counters: self.stream.alloc_zeros::<u32>(b * cfg.heads)?,
+            moe: cfg.moe.map(|m| MoeActs::new(&self.stream, cfg, &m)).transpose()?,
         };
         self.stream.synchronize()?;
         // SAFETY: from here every launch goes to `s` (one stream) and the host reads device memory only after
@@ -398,13 +440,25 @@ impl Gpu {
             format!("attn_rope, {splits} splits of {chunk} positions")
         };
         progress(&format!("attention: {attention_kernel}"));
-        let silu_in_down = cfg.fuse && gemv.fuses_silu(b, d, f);
-        let en = Enqueue { cfg, ops: &ops, gemv: &gemv, s: &s, splits, chunk, cluster, silu_in_down, pdl };
+        let silu_in_down = cfg.fuse && cfg.moe.is_none() && gemv.fuses_silu(b, d, f);
+        let en = Enqueue {
+            cfg,
+            ops: &ops,
+            gemv: &gemv,
+            router: router.as_ref(),
+            s: &s,
+            splits,
+            chunk,
+            cluster,
+            silu_in_down,
+            pdl,
+        };
 
-        // Correctness: one op-by-op step, then the last layer's attention against the CPU.
+        // Correctness: one op-by-op step (which also fixes each MoE layer's experts to its routing), then the
+        // last layer's attention (and routing) against the CPU.
         progress("checking one step against the CPU reference");
         let norm_final = &norm_w;
-        en.layers(&mut layers, &mut acts)?;
+        let moe_check = en.check_layers(&mut layers, &mut acts)?;
         en.final_ops(norm_final, &mut lm_head, &mut acts)?;
         s.synchronize()?;
         let attention_rel_error =
@@ -448,13 +502,46 @@ impl Gpu {
                     en.norm(a, true, &layers_ptr[i % nl].norm_post)
                 })?;
             }
-            time_op("gate_up_proj", "linear", per_layer, &mut |i| {
-                en.linear(&mut layers_ptr[i % nl].gate_up, Lin::GateUp, a)
-            })?;
-            if !en.silu_in_down {
-                time_op("silu_and_mul", "elementwise", per_layer, &mut |_| en.silu(a))?;
+            if let Some(m) = &cfg.moe {
+                // Each MoE op of layer i, as the step runs it (the experts routed in the checked step).
+                let moe_op = |layers: &mut Vec<Layer>, i: usize, a: &mut Acts, op: MoeOp| match &mut layers[i % nl].ffn
+                {
+                    Ffn::Moe(ml) => en.moe_op(ml, a, op),
+                    Ffn::Dense { .. } => Err(GpuError::Unsupported("a dense layer in a MoE model".into())),
+                };
+                let mut ops_list = vec![
+                    ("router_gate", "linear", MoeOp::Router),
+                    ("topk_routing", "elementwise", MoeOp::TopK),
+                    ("experts_gate_up", "linear", MoeOp::GateUp),
+                ];
+                if en.experts_need_silu(layers_ptr) {
+                    ops_list.push(("silu_and_mul", "elementwise", MoeOp::Silu));
+                }
+                ops_list.push(("experts_down", "linear", MoeOp::Down));
+                if m.shared_intermediate > 0 {
+                    ops_list.push(("shared_experts_gate_up", "linear", MoeOp::SharedGateUp));
+                    if !en.shared_silu_in_down() {
+                        ops_list.push(("shared_silu_and_mul", "elementwise", MoeOp::SharedSilu));
+                    }
+                    ops_list.push(("shared_experts_down", "linear", MoeOp::SharedDown));
+                }
+                ops_list.push(("residual_add", "elementwise", MoeOp::Combine));
+                for (name, kind, op) in ops_list {
+                    time_op(name, kind, per_layer, &mut |i| moe_op(layers_ptr, i, a, op))?;
+                }
+            } else {
+                time_op("gate_up_proj", "linear", per_layer, &mut |i| {
+                    let (gate_up, _) = layers_ptr[i % nl].dense()?;
+                    en.linear(gate_up, Lin::GateUp, a)
+                })?;
+                if !en.silu_in_down {
+                    time_op("silu_and_mul", "elementwise", per_layer, &mut |_| en.silu(a))?;
+                }
+                time_op("down_proj", "linear", per_layer, &mut |i| {
+                    let (_, down) = layers_ptr[i % nl].dense()?;
+                    en.linear(down, Lin::Down, a)
+                })?;
             }
-            time_op("down_proj", "linear", per_layer, &mut |i| en.linear(&mut layers_ptr[i % nl].down, Lin::Down, a))?;
             if !fuse {
                 time_op("final_norm", "norm", 1, &mut |_| en.norm(a, true, norm_final))?;
             }
@@ -483,13 +570,17 @@ impl Gpu {
             replays: st.runs,
             layers_built: nl,
             ops: op_times,
-            fused: fused_ops(cfg.fuse, silu_in_down),
+            fused: match cfg.moe {
+                Some(_) => en.moe_fused_ops(&layers),
+                None => fused_ops(cfg.fuse, silu_in_down),
+            },
             attention_rel_error,
             attention_kernel,
             weights: match &cfg.checkpoint {
                 Some(dir) => format!("checkpoint {}", dir.display()),
                 None => "random".into(),
             },
+            moe: moe_check,
         })
     }
 }
@@ -511,6 +602,7 @@ impl Gpu {
         &self,
         cfg: &BenchConfig,
         gemv: &WeightOnlyGemv,
+        router: Option<&WeightOnlyGemv>,
         progress: &mut impl FnMut(&str),
     ) -> Result<Built, GpuError> {
         let d = cfg.hidden;
@@ -519,6 +611,10 @@ impl Gpu {
         let (g_in, g_post, g_final) = (gamma(10), gamma(20), gamma(7));
         let mut packed = Vec::new();
         for (i, (name, n, k)) in cfg.linears().into_iter().enumerate() {
+            if cfg.moe.is_some() && matches!(name, "gate_up_proj" | "down_proj") {
+                packed.push(None);
+                continue;
+            }
             progress(&format!("quantizing {name} {n}x{k} to {}", cfg.weights.format()));
             // Scaled like a trained layer's init (uniform / sqrt(K)) so activations keep their size through
             // the layers instead of overflowing FP16.
@@ -535,19 +631,27 @@ impl Gpu {
                 fold_columns(&mut w, g);
             }
             let (p, _) = quantize_and_pack(cfg.weights, &w, n, k)?;
-            packed.push(p);
+            packed.push(Some(p));
         }
+        let packed_at = |i: usize| packed[i].as_ref().ok_or_else(|| GpuError::Unsupported("no dense FFN".into()));
+        let mut moe = match (cfg.moe, router) {
+            (Some(m), Some(r)) => Some(self.random_moe(cfg, &m, gemv, r, &g_post, progress)?),
+            _ => None,
+        };
         let (norm_in, norm_post) =
             (self.stream.clone_htod(&f16_bits(&g_in))?, self.stream.clone_htod(&f16_bits(&g_post))?);
         let mut layers = Vec::with_capacity(cfg.layers_built);
         for l in 0..cfg.layers_built {
             progress(&format!("uploading layer {}/{}", l + 1, cfg.layers_built));
             let (kc, vc) = self.kv_caches(cfg, l)?;
+            let ffn = match moe.as_mut() {
+                Some(m) => Ffn::Moe(m.take_layer()?),
+                None => Ffn::Dense { gate_up: gemv.upload(packed_at(2)?)?, down: gemv.upload(packed_at(3)?)? },
+            };
             layers.push(Layer {
-                qkv: gemv.upload(&packed[0])?,
-                o: gemv.upload(&packed[1])?,
-                gate_up: gemv.upload(&packed[2])?,
-                down: gemv.upload(&packed[3])?,
+                qkv: gemv.upload(packed_at(0)?)?,
+                o: gemv.upload(packed_at(1)?)?,
+                ffn,
                 norm_in: norm_in.clone(),
                 norm_post: norm_post.clone(),
                 kc,
@@ -556,7 +660,7 @@ impl Gpu {
         }
         Ok(Built {
             layers,
-            lm_head: gemv.upload(&packed[4])?,
+            lm_head: gemv.upload(packed_at(4)?)?,
             final_norm: self.stream.clone_htod(&f16_bits(&g_final))?,
             x0: random_f32(cfg.batch * d, 3),
         })
@@ -592,8 +696,10 @@ impl Gpu {
             layers.push(Layer {
                 qkv: up(&format!("layer {l} qkv"), &m.qkv, qn, qk)?,
                 o: up(&format!("layer {l} o_proj"), &m.o, on, ok)?,
-                gate_up: up(&format!("layer {l} gate_up"), &m.gate_up, gn, gk)?,
-                down: up(&format!("layer {l} down_proj"), &m.down, dn, dk)?,
+                ffn: Ffn::Dense {
+                    gate_up: up(&format!("layer {l} gate_up"), &m.gate_up, gn, gk)?,
+                    down: up(&format!("layer {l} down_proj"), &m.down, dn, dk)?,
+                },
                 norm_in: self.stream.clone_htod(&f16_bits(&m.norm_in))?,
                 norm_post: self.stream.clone_htod(&f16_bits(&m.norm_post))?,
                 kc,
@@ -638,6 +744,8 @@ struct Enqueue<'a> {
     cfg: &'a BenchConfig,
     ops: &'a Ops,
     gemv: &'a WeightOnlyGemv,
+    /// The FP16 engine of the MoE router (MoE models only).
+    router: Option<&'a WeightOnlyGemv>,
     s: &'a Arc<CudaStream>,
     splits: u32,
     chunk: i32,
@@ -659,11 +767,16 @@ impl Enqueue<'_> {
                 self.linear(&mut layer.qkv, Lin::Qkv, a)?;
                 self.attention(layer, a)?;
                 self.linear(&mut layer.o, Lin::O, a)?;
-                self.linear(&mut layer.gate_up, Lin::GateUp, a)?;
-                if !self.silu_in_down {
-                    self.silu(a)?;
+                match &mut layer.ffn {
+                    Ffn::Dense { gate_up, down } => {
+                        self.linear(gate_up, Lin::GateUp, a)?;
+                        if !self.silu_in_down {
+                            self.silu(a)?;
+                        }
+                        self.linear(down, Lin::Down, a)?;
+                    }
+                    Ffn::Moe(m) => self.moe_ffn(m, a)?,
                 }
-                self.linear(&mut layer.down, Lin::Down, a)?;
             }
             return Ok(());
         }
@@ -675,9 +788,10 @@ impl Enqueue<'_> {
             self.attention(layer, a)?;
             self.linear(&mut layer.o, Lin::O, a)?;
             self.norm_from_o(a, &layer.norm_post)?;
-            self.linear(&mut layer.gate_up, Lin::GateUp, a)?;
+            let (gate_up, down) = layer.dense()?;
+            self.linear(gate_up, Lin::GateUp, a)?;
             self.silu(a)?;
-            self.linear(&mut layer.down, Lin::Down, a)?;
+            self.linear(down, Lin::Down, a)?;
         }
         Ok(())
     }
@@ -817,12 +931,30 @@ impl Enqueue<'_> {
     }
 
     fn silu(&self, a: &mut Acts) -> Result<(), GpuError> {
-        let f = self.cfg.intermediate as i32;
+        self.silu_rows(&a.gu, &a.act, self.cfg.batch, self.cfg.intermediate)
+    }
+
+    /// out = silu(gate) * up for `rows` gate_up rows [rows, 2f] (`out` holds rows x f values).
+    fn silu_rows(&self, gu: &CudaSlice<u16>, out: &CudaSlice<u16>, rows: usize, f: usize) -> Result<(), GpuError> {
+        if gu.len() < rows * 2 * f || out.len() < rows * f {
+            return Err(GpuError::Unsupported(format!("silu_mul: buffers too small for {rows} rows of {f}")));
+        }
         let mut k = KArgs::default();
-        k.ptr(self.dptr(&a.gu)).ptr(self.dptr(&a.act)).i32(f);
-        let grid = (self.cfg.batch as u32, (self.cfg.intermediate as u32).div_ceil(256), 1);
-        // SAFETY: matches silu_mul(const u16* gu, u16* out, int f); gu holds batch x 2f values, out batch x f.
+        k.ptr(self.dptr(gu)).ptr(self.dptr(out)).i32(f as i32);
+        let grid = (rows as u32, (f as u32).div_ceil(256), 1);
+        // SAFETY: matches silu_mul(const u16* gu, u16* out, int f); gu holds rows x 2f values, out rows x f
+        // (checked above).
         unsafe { self.launch(&self.ops.silu_mul, grid, (256, 1, 1), k) }
+    }
+}
+
+impl Layer {
+    /// The dense FFN's weights (gate_up, down); an error for a MoE layer.
+    fn dense(&mut self) -> Result<(&mut DeviceWeights, &mut DeviceWeights), GpuError> {
+        match &mut self.ffn {
+            Ffn::Dense { gate_up, down } => Ok((gate_up, down)),
+            Ffn::Moe(_) => Err(GpuError::Unsupported("the unfused step runs dense FFNs only".into())),
+        }
     }
 }
 
@@ -840,7 +972,7 @@ fn fused_ops(fuse: bool, silu_in_down: bool) -> Vec<FusedOp> {
         &[("residual_add", "input_layernorm, post_attention_layernorm")]
     };
     let silu = silu_in_down.then_some(("silu_and_mul", "down_proj"));
-    pairs.iter().copied().chain(silu).map(|(n, i)| FusedOp { name: n.into(), into: i.into() }).collect()
+    pairs.iter().copied().chain(silu).map(|(n, i)| FusedOp { name: n.into(), into: i.into(), after: None }).collect()
 }
 
 /// Kernel parameters for `cuLaunchKernelEx`: each value in its own 8-byte slot (device pointers as
@@ -987,6 +1119,7 @@ fn check_attention(cfg: &BenchConfig, s: &Arc<CudaStream>, layer: &Layer, a: &Ac
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model_bench::moe::MoeShape;
 
     fn llama8b() -> BenchConfig {
         BenchConfig {
@@ -1005,6 +1138,24 @@ mod tests {
             attention: AttnKernel::Auto,
             kv: KvFormat::F16,
             checkpoint: None,
+            moe: None,
+        }
+    }
+
+    #[test]
+    fn moe_configs_are_checked() {
+        let mixtral = MoeShape { experts: 8, top_k: 2, expert_intermediate: 14336, shared_intermediate: 0 };
+        let ok = BenchConfig { moe: Some(mixtral), intermediate: 0, ..llama8b() };
+        ok.validate().unwrap();
+        for bad in [
+            BenchConfig { fuse: false, ..ok.clone() },
+            BenchConfig { moe: Some(MoeShape { top_k: 9, ..mixtral }), ..ok.clone() },
+            BenchConfig { moe: Some(MoeShape { experts: 300, ..mixtral }), ..ok.clone() },
+            BenchConfig { moe: Some(MoeShape { expert_intermediate: 0, ..mixtral }), ..ok.clone() },
+            BenchConfig { checkpoint: Some("x".into()), ..ok.clone() },
+            BenchConfig { intermediate: 0, ..llama8b() },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
         }
     }
 
