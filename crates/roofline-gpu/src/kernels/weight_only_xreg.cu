@@ -257,8 +257,13 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
     const int kc = k / EPC;
     const int n_pad = (n_rows + 7) & ~7;
     const int cbase = (blockIdx.y * WARPS + warp) * SLICE + lane;
-    const int row0 = blockIdx.x * rpc;
-    const int nrow = min(rpc, n_rows - row0);
+    // The CTA's rows: the N / R row groups dealt out evenly (CTAs differ by at most one group), so a grid of
+    // exactly one wave keeps every SM equally busy (80-row tiles left 37 of 132 SMs a CTA short at
+    // 28672 rows). `rpc` (>= the largest share) is the stride of the partial sums in shared memory.
+    const int units = (n_rows + R - 1) / R;
+    const int per = units / gridDim.x, extra = units % gridDim.x;
+    const int row0 = (blockIdx.x * per + min((int)blockIdx.x, extra)) * R;
+    const int nrow = max(0, min((per + ((int)blockIdx.x < extra)) * R, n_rows - row0));
     const int steps = (nrow + R - 1) / R;
     const bool split = gridDim.y > 1;
 

@@ -265,6 +265,20 @@ impl LaunchPlan {
         }
     }
 
+    /// `XReg` on exactly `blocks` CTAs along N (fewer when N has fewer row groups): the kernel deals the
+    /// N / R row groups out evenly, so `rows_per_cta` is the largest share (rounded up to 8, the shared-memory
+    /// stride of the partial sums). Falls back to [`LaunchPlan::with_rows_per_cta`] with the most rows a CTA
+    /// takes when `blocks` CTAs cannot cover N.
+    pub fn with_balanced_grid(self, n: usize, m: usize, blocks: u32) -> LaunchPlan {
+        let units = (n as u32).div_ceil(self.rows_per_warp.max(1));
+        let blocks = blocks.clamp(1, units.max(1));
+        let rpc = (units.div_ceil(blocks) * self.rows_per_warp).div_ceil(8) * 8;
+        if rpc > XREG_MAX_RPC {
+            return self.with_rows_per_cta(n, m, XREG_MAX_RPC);
+        }
+        LaunchPlan { blocks_n: blocks, ..self.with_rows_per_cta(n, m, rpc) }
+    }
+
     /// Whether the plan's kernel can compute SwiGLU as it loads x ([`Fusion::silu_x`]): the x-in-registers
     /// CUDA-core kernel, which loads x once per warp.
     pub fn takes_silu(&self) -> bool {
@@ -592,7 +606,9 @@ impl WeightOnlyGemv {
             // 6.2 us fitted vs 5.7 us with the first guess's 512 CTAs).
             return Ok((plan, loaded));
         }
-        let fitted = plan.with_rows_per_cta(n, m, rpc);
+        // Exactly one wave, the rows dealt out evenly (INT4 1x28672x4096: 359 CTAs of 80 rows on 396 slots
+        // left 37 SMs a CTA short).
+        let fitted = plan.with_balanced_grid(n, m, (ctas / plan.splits).max(1));
         // More shared memory per CTA can lower the occupancy it was fitted to: keep the first plan then.
         let resident = loaded.function.occupancy_max_active_blocks_per_multiprocessor(
             fitted.warps * 32,
@@ -1322,6 +1338,28 @@ mod tests {
                     assert!(q.blocks_n * q.rows_per_cta >= n as u32 && q.rows_per_cta % 8 == 0);
                     let most = ctas.div_ceil(q.splits).max(n.div_ceil(XREG_MAX_RPC as usize) as u32) + 1;
                     assert!(q.blocks_n <= most, "{q:?} for {ctas} CTAs");
+                    // The balanced grid: the kernel's shares (wo_xreg's row0 / nrow) tile the rows in order,
+                    // none larger than the shared-memory stride, at most `ctas` CTAs in all.
+                    let b = p.with_balanced_grid(n, m, (ctas / p.splits).max(1));
+                    assert!(b.rows_per_cta % 8 == 0 && b.rows_per_cta <= XREG_MAX_RPC, "{b:?}");
+                    assert!(b.blocks_n * b.splits <= ctas.max(b.splits) || b.rows_per_cta == XREG_MAX_RPC, "{b:?}");
+                    let r = b.rows_per_warp as usize;
+                    let units = n.div_ceil(r);
+                    let (g, mut next) = (b.blocks_n as usize, 0usize);
+                    let (mut small, mut large) = (usize::MAX, 0usize);
+                    for cta in 0..g {
+                        let (per, extra) = (units / g, units % g);
+                        let row0 = (cta * per + cta.min(extra)) * r;
+                        let nrow = ((per + usize::from(cta < extra)) * r).min(n.saturating_sub(row0));
+                        assert_eq!(row0, next, "{b:?}");
+                        assert!(nrow <= b.rows_per_cta as usize, "{b:?}");
+                        next = row0 + nrow;
+                        small = small.min(nrow);
+                        large = large.max(nrow);
+                    }
+                    assert_eq!(next, n, "{b:?}");
+                    // Even: shares differ by one row group, except the last one's remainder of N.
+                    assert!(large - small <= 2 * r || g == 1, "{b:?}: {small}..{large}");
                 }
             }
         }
