@@ -323,7 +323,20 @@ impl LaunchPlan {
             let warps = slices.div_ceil(want).min(16);
             let splits = slices.div_ceil(warps);
             // M = 2, 4-bit: registers capped for 3 CTAs per SM (INT4 2x14336x4096 17.6 vs 21.6 us uncapped).
-            let min_blocks = tuning.min_blocks.unwrap_or(if m == 2 && format.bits() == 4 { 3 } else { 1 });
+            // M = 1, 4-bit, 8 rows per step, N <= 4096 or N >= 65536: capped for 4 (126 instead of 162
+            // registers). Session 7, INT4, same build: 1x128256x4096 97.2 vs 105.9 us, 1x4096x4096 5.23 vs 5.62
+            // (o_proj with its residual add 6.28 vs 7.41 in the Llama step), but 1x28672x4096 26.8 vs 25.1 and
+            // the fused qkv (6144 rows) 9.0 vs 7.4; 1x14336x4096 14.7 either way. With the next step's loads
+            // prefetched (PF) the cap spills.
+            let capped = !wide
+                && tuning.rows.is_none_or(|r| r == 8)
+                && tuning.pipeline != Some(true)
+                && (n <= 4096 || n >= 65536);
+            let min_blocks = tuning.min_blocks.unwrap_or(match (m, format.bits()) {
+                (2, 4) => 3,
+                (1, 4) if capped => 4,
+                _ => 1,
+            });
             let rows = if stages > 0 { 8 } else { tuning.rows.unwrap_or(if m <= 2 && !wide { 8 } else { 4 }) };
             // A first guess of about 20 resident warps per SM; `WeightOnlyGemv` refits the rows per CTA to the
             // kernel's real occupancy (one wave: with 1.3-1.6 waves the 4-bit kernels lost ~20%).
