@@ -3,9 +3,10 @@
 # after `cargo build --release` and `cargo test --release --no-run`, or with ROOFLINE / the test binaries given):
 #   1. the fused GEMV test (RMSNorm, residual add, SwiGLU on load, every kernel family, K = 14336 no-split plan),
 #   2. model_bench_gpu: every weight format, fused and unfused steps, both attention kernels with FP16 and FP8 KV,
-#      and a synthetic Hugging Face checkpoint (--checkpoint),
-#   3. the headline table: Llama-3.1-8B B=1 S=1024 in every scheme, then FP16/INT4 with an FP8 KV cache.
-# Logs go to $OUT (default: a new temp dir). About 8 minutes on an H100.
+#      a synthetic Hugging Face checkpoint (--checkpoint) and MoE steps (routing, experts, combine),
+#   3. the headline table: Llama-3.1-8B B=1 S=1024 in every scheme, then FP16/INT4 with an FP8 KV cache,
+#   4. Mixtral-8x7B (16 of 32 layers built, scaled) in FP16 and INT4.
+# Logs go to $OUT (default: a new temp dir). About 10 minutes on an H100.
 set -u
 B=${ROOFLINE:-target/release/roofline}
 HW=${HW:-bench/results/h100-measured.toml}
@@ -26,4 +27,8 @@ tail -12 $OUT/model-bench-all.txt
 echo "== Llama-3.1-8B, FP8 KV cache"
 $B model-bench --config llama-3.1-8b --schemes fp16,int4 --kv fp8 --hw $HW > $OUT/model-bench-fp8-kv.txt 2>&1
 tail -7 $OUT/model-bench-fp8-kv.txt
+echo "== Mixtral-8x7B (MoE), 16 layers built"
+$B model-bench --config mixtral-8x7b --schemes fp16,int4 --layers 16 --hw $HW > $OUT/model-bench-mixtral.txt 2>&1
+grep -E "^MoE" $OUT/model-bench-mixtral.txt
+tail -7 $OUT/model-bench-mixtral.txt
 echo "logs: $OUT"

@@ -31,14 +31,23 @@ prediction then counts a fused op's bytes but not the launch and start-up cost a
 would pay. --no-fuse runs one kernel per op. On sm_90+ the fused attention runs on thread-block
 clusters (--attention cluster); --attention splits runs the kernel every GPU has.
 
+MoE models (Mixtral, Qwen-MoE): an FP16 router GEMV, a top-k kernel writing each token's experts
+and weights on the device, each routed expert's gate_up and down GEMVs (tokens gathered per expert
+for batch > 1), the shared experts, and a combine kernel adding the weighted outputs into the
+residual stream. The expert launches are fixed to the routing of the checked step (a CUDA graph
+cannot follow data-dependent launches; every expert has the same shape, so the time depends only on
+how many experts run and how many tokens each takes); the routing, one expert's output and the
+combine are checked against the CPU. Large MoE models need --layers (an error says how many fit).
+
 Examples:
   roofline model-bench --config llama-3.1-8b --scheme fp16 --hw h100-measured.toml
   roofline model-bench --config llama-3.1-8b --schemes fp16,fp8,int8,int4,nvfp4,nf4 --layers 8
   roofline model-bench --config ./config.json --scheme int4 --batch 8 --seq 4096 --json
   roofline model-bench --config llama-3.1-8b --schemes fp16,int4 --kv fp8 --seq 8192
-  roofline model-bench --checkpoint ./Llama-3.2-1B --schemes fp16,int4")]
+  roofline model-bench --checkpoint ./Llama-3.2-1B --schemes fp16,int4
+  roofline model-bench --config mixtral-8x7b --schemes fp16,int4 --layers 16")]
 pub struct ModelBenchArgs {
-    /// Model preset (`roofline model list`) or a config.json (dense Llama-family, head_dim 128). Default
+    /// Model preset (`roofline model list`) or a config.json (Llama-family or Mixtral/Qwen-MoE, head_dim 128). Default
     /// with --checkpoint: its config.json.
     #[arg(long, value_name = "PRESET|FILE", required_unless_present = "checkpoint")]
     pub config: Option<String>,
