@@ -2,9 +2,11 @@
 //! a Hugging Face Llama-family checkpoint's tensors. q, k and v stack into the fused qkv matrix and gate and
 //! up into gate_up (the row orders the decode kernels read); in the fused step each RMSNorm's weight is folded
 //! into the columns of the linear after it (W diag(g), as the random-weight step does), otherwise it is kept
-//! for the norm kernel. The LM head falls back to the embedding when the checkpoint ties them. Every tensor's
-//! shape is checked against the config the step is built for, and a missing or misshapen tensor is an error
-//! that names it.
+//! for the norm kernel. The LM head falls back to the embedding when the checkpoint ties them. MoE layers read
+//! the router and each routed expert in the Mixtral layout (`block_sparse_moe.gate`, `experts.{e}.w1/w3/w2`)
+//! or the Qwen-MoE one (`mlp.gate`, `mlp.experts.{e}.{gate,up,down}_proj`), one expert at a time. Every
+//! tensor's shape is checked against the config the step is built for, and a missing or misshapen tensor is
+//! an error that names it.
 
 use roofline_quant::checkpoint::SourceModel;
 
@@ -33,9 +35,9 @@ pub struct LayerMatrices {
     pub qkv: Vec<f32>,
     /// `[hidden, hq x 128]`.
     pub o: Vec<f32>,
-    /// gate then up: `[2 x intermediate, hidden]`.
+    /// gate then up: `[2 x intermediate, hidden]` (empty in a MoE layer: see [`expert_matrices`]).
     pub gate_up: Vec<f32>,
-    /// `[hidden, intermediate]`.
+    /// `[hidden, intermediate]` (empty in a MoE layer).
     pub down: Vec<f32>,
     /// Input RMSNorm weight (already folded into `qkv` when the step is fused).
     pub norm_in: Vec<f32>,
@@ -82,14 +84,101 @@ pub fn layer_matrices(src: &dyn TensorSource, cfg: &BenchConfig, l: usize) -> Re
     qkv.extend(need(src, &format!("{p}.self_attn.k_proj.weight"), &[kv_rows, d])?);
     qkv.extend(need(src, &format!("{p}.self_attn.v_proj.weight"), &[kv_rows, d])?);
     let o = need(src, &format!("{p}.self_attn.o_proj.weight"), &[d, q_rows])?;
-    let mut gate_up = need(src, &format!("{p}.mlp.gate_proj.weight"), &[f, d])?;
-    gate_up.extend(need(src, &format!("{p}.mlp.up_proj.weight"), &[f, d])?);
-    let down = need(src, &format!("{p}.mlp.down_proj.weight"), &[d, f])?;
+    let (mut gate_up, mut down) = (Vec::new(), Vec::new());
+    if cfg.moe.is_none() {
+        gate_up = need(src, &format!("{p}.mlp.gate_proj.weight"), &[f, d])?;
+        gate_up.extend(need(src, &format!("{p}.mlp.up_proj.weight"), &[f, d])?);
+        down = need(src, &format!("{p}.mlp.down_proj.weight"), &[d, f])?;
+    }
     if cfg.fuse {
         fold_columns(&mut qkv, &norm_in);
         fold_columns(&mut gate_up, &norm_post);
     }
     Ok(LayerMatrices { qkv, o, gate_up, down, norm_in, norm_post })
+}
+
+/// Where a checkpoint keeps its MoE tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoeLayout {
+    /// `block_sparse_moe.gate`, `block_sparse_moe.experts.{e}.w1` (gate), `w3` (up), `w2` (down).
+    Mixtral,
+    /// `mlp.gate`, `mlp.experts.{e}.gate_proj`, `up_proj`, `down_proj` (Qwen2/3-MoE, OLMoE).
+    Qwen,
+}
+
+impl MoeLayout {
+    /// The layout of layer `l`'s router in `src`; an error naming both names when it has neither.
+    pub fn detect(src: &dyn TensorSource, l: usize) -> Result<MoeLayout, GpuError> {
+        let p = format!("model.layers.{l}");
+        if src.tensor(&format!("{p}.block_sparse_moe.gate.weight"))?.is_some() {
+            return Ok(MoeLayout::Mixtral);
+        }
+        if src.tensor(&format!("{p}.mlp.gate.weight"))?.is_some() {
+            return Ok(MoeLayout::Qwen);
+        }
+        Err(GpuError::Weights(format!(
+            "the checkpoint has no MoE router for layer {l} ({p}.block_sparse_moe.gate.weight or {p}.mlp.gate.weight)"
+        )))
+    }
+
+    fn router(self, l: usize) -> String {
+        match self {
+            MoeLayout::Mixtral => format!("model.layers.{l}.block_sparse_moe.gate.weight"),
+            MoeLayout::Qwen => format!("model.layers.{l}.mlp.gate.weight"),
+        }
+    }
+
+    /// The (gate, up, down) tensor names of expert `e` of layer `l`.
+    fn expert(self, l: usize, e: usize) -> [String; 3] {
+        match self {
+            MoeLayout::Mixtral => {
+                let p = format!("model.layers.{l}.block_sparse_moe.experts.{e}");
+                [format!("{p}.w1.weight"), format!("{p}.w3.weight"), format!("{p}.w2.weight")]
+            }
+            MoeLayout::Qwen => {
+                let p = format!("model.layers.{l}.mlp.experts.{e}");
+                [format!("{p}.gate_proj.weight"), format!("{p}.up_proj.weight"), format!("{p}.down_proj.weight")]
+            }
+        }
+    }
+}
+
+/// Layer `l`'s router `[experts, hidden]`, with the post-attention norm `norm_post` folded in when the step
+/// is fused (the router GEMV computes the row norm, as the experts' gate_up GEMVs do).
+pub fn router_matrix(
+    src: &dyn TensorSource,
+    cfg: &BenchConfig,
+    layout: MoeLayout,
+    l: usize,
+    norm_post: &[f32],
+) -> Result<Vec<f32>, GpuError> {
+    let m = cfg.moe.ok_or_else(|| GpuError::Weights("not a MoE model".into()))?;
+    let mut w = need(src, &layout.router(l), &[m.experts, cfg.hidden])?;
+    if cfg.fuse {
+        fold_columns(&mut w, norm_post);
+    }
+    Ok(w)
+}
+
+/// Expert `e` of layer `l`: gate then up `[2 x expert_intermediate, hidden]` (`norm_post` folded in when
+/// fused) and down `[hidden, expert_intermediate]`.
+pub fn expert_matrices(
+    src: &dyn TensorSource,
+    cfg: &BenchConfig,
+    layout: MoeLayout,
+    l: usize,
+    e: usize,
+    norm_post: &[f32],
+) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+    let m = cfg.moe.ok_or_else(|| GpuError::Weights("not a MoE model".into()))?;
+    let (d, ei) = (cfg.hidden, m.expert_intermediate);
+    let [g, u, dn] = layout.expert(l, e);
+    let mut gate_up = need(src, &g, &[ei, d])?;
+    gate_up.extend(need(src, &u, &[ei, d])?);
+    if cfg.fuse {
+        fold_columns(&mut gate_up, norm_post);
+    }
+    Ok((gate_up, need(src, &dn, &[d, ei])?))
 }
 
 /// The LM head (`lm_head.weight`, else the tied `model.embed_tokens.weight`), `model.norm.weight` and the
@@ -207,6 +296,51 @@ mod tests {
         // The embedding, with the final norm (4 + j) folded into column j.
         assert_eq!(tied.lm_head[5], (7e6 + 5.0) * 9.0);
         assert!(head_matrices(&llama(false), &cfg(false), 10).is_err());
+    }
+
+    fn moe_cfg() -> BenchConfig {
+        let moe =
+            crate::model_bench::MoeShape { experts: 2, top_k: 1, expert_intermediate: 32, shared_intermediate: 0 };
+        BenchConfig { moe: Some(moe), intermediate: 0, ..cfg(true) }
+    }
+
+    /// A one-layer MoE checkpoint in `layout` (attention and norms as `llama`, no dense FFN).
+    fn moe(layout: MoeLayout) -> Map {
+        let mut m = llama(false).0;
+        m.retain(|k, _| !k.contains(".mlp."));
+        m.insert(layout.router(0), t(9e6, &[2, 256]));
+        for e in 0..2 {
+            let [g, u, dn] = layout.expert(0, e);
+            let base = 1e7 * (e + 1) as f32;
+            m.insert(g, t(base, &[32, 256]));
+            m.insert(u, t(base + 1e5, &[32, 256]));
+            m.insert(dn, t(base + 2e5, &[256, 32]));
+        }
+        Map(m)
+    }
+
+    #[test]
+    fn moe_layers_read_the_router_and_each_expert_in_either_layout() {
+        for layout in [MoeLayout::Mixtral, MoeLayout::Qwen] {
+            let src = moe(layout);
+            let c = moe_cfg();
+            assert_eq!(MoeLayout::detect(&src, 0).unwrap(), layout);
+            // The layer itself: attention only (the dense FFN names are absent and not read).
+            let l = layer_matrices(&src, &c, 0).unwrap();
+            assert!(l.gate_up.is_empty() && l.down.is_empty());
+            let g: Vec<f32> = (0..256).map(|j| 3.0 + j as f32).collect();
+            let r = router_matrix(&src, &c, layout, 0, &g).unwrap();
+            assert_eq!((r.len(), r[0], r[256 + 2]), (512, 9e6 * 3.0, (9e6 + 258.0) * 5.0));
+            let (gu, dn) = expert_matrices(&src, &c, layout, 0, 1, &g).unwrap();
+            // Expert 1: gate rows then up rows, the norm folded into gate_up only.
+            assert_eq!((gu.len(), dn.len()), (64 * 256, 256 * 32));
+            assert_eq!((gu[0], gu[32 * 256]), (2e7 * 3.0, (2e7 + 1e5) * 3.0));
+            assert_eq!(dn[0], 2e7 + 2e5);
+            let e = expert_matrices(&src, &c, layout, 0, 2, &g).unwrap_err().to_string();
+            assert!(e.contains("experts.2"), "{e}");
+        }
+        let e = MoeLayout::detect(&llama(false), 0).unwrap_err().to_string();
+        assert!(e.contains("block_sparse_moe.gate") && e.contains("mlp.gate"), "{e}");
     }
 
     #[test]

@@ -52,8 +52,9 @@ pub struct ModelBenchArgs {
     #[arg(long, value_name = "PRESET|FILE", required_unless_present = "checkpoint")]
     pub config: Option<String>,
     /// Run a Hugging Face checkpoint's weights (a directory with config.json and safetensors, F32/F16/BF16;
-    /// Llama-family tensor names), quantized on the host to each scheme, instead of random weights of the
-    /// same shapes. With --layers N, its first N layers. The KV cache stays random (no prefill).
+    /// Llama-family tensor names, MoE experts in the Mixtral or Qwen3-MoE layout, no shared experts),
+    /// quantized on the host to each scheme, instead of random weights of the same shapes. With --layers N,
+    /// its first N layers. The KV cache stays random (no prefill).
     #[arg(long, value_name = "DIR")]
     pub checkpoint: Option<std::path::PathBuf>,
     /// Weight format of every linear layer: FP16, BF16, FP8_E4M3, INT8, INT4 (= INT4_G128), NF4, MXFP4, NVFP4.

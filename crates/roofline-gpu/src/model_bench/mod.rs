@@ -389,7 +389,7 @@ impl Gpu {
         let (b, d, f) = (cfg.batch, cfg.hidden, cfg.intermediate);
         let Built { mut layers, mut lm_head, final_norm: norm_w, x0 } = match &cfg.checkpoint {
             None => self.random_weights(cfg, &gemv, router.as_ref(), &mut progress)?,
-            Some(dir) => self.checkpoint_weights(cfg, dir, &gemv, &mut progress)?,
+            Some(dir) => self.checkpoint_weights(cfg, dir, &gemv, router.as_ref(), &mut progress)?,
         };
         let (splits, chunk) = attn_splits(cfg, self.sm_count);
         let zeros = |n: usize| self.stream.alloc_zeros::<u16>(n);
@@ -674,6 +674,7 @@ impl Gpu {
         cfg: &BenchConfig,
         dir: &std::path::Path,
         gemv: &WeightOnlyGemv,
+        router: Option<&WeightOnlyGemv>,
         progress: &mut impl FnMut(&str),
     ) -> Result<Built, GpuError> {
         let src = SourceModel::open(dir).map_err(|e| GpuError::Weights(e.to_string()))?;
@@ -696,9 +697,15 @@ impl Gpu {
             layers.push(Layer {
                 qkv: up(&format!("layer {l} qkv"), &m.qkv, qn, qk)?,
                 o: up(&format!("layer {l} o_proj"), &m.o, on, ok)?,
-                ffn: Ffn::Dense {
-                    gate_up: up(&format!("layer {l} gate_up"), &m.gate_up, gn, gk)?,
-                    down: up(&format!("layer {l} down_proj"), &m.down, dn, dk)?,
+                ffn: match router {
+                    Some(r) => {
+                        // The norm as folded into the router and experts: the fused step's (MoE needs it).
+                        Ffn::Moe(self.checkpoint_moe_layer(cfg, &src, dir, l, &m.norm_post, gemv, r, progress)?)
+                    }
+                    None => Ffn::Dense {
+                        gate_up: up(&format!("layer {l} gate_up"), &m.gate_up, gn, gk)?,
+                        down: up(&format!("layer {l} down_proj"), &m.down, dn, dk)?,
+                    },
                 },
                 norm_in: self.stream.clone_htod(&f16_bits(&m.norm_in))?,
                 norm_post: self.stream.clone_htod(&f16_bits(&m.norm_post))?,
@@ -1152,11 +1159,17 @@ mod tests {
             BenchConfig { moe: Some(MoeShape { top_k: 9, ..mixtral }), ..ok.clone() },
             BenchConfig { moe: Some(MoeShape { experts: 300, ..mixtral }), ..ok.clone() },
             BenchConfig { moe: Some(MoeShape { expert_intermediate: 0, ..mixtral }), ..ok.clone() },
-            BenchConfig { checkpoint: Some("x".into()), ..ok.clone() },
+            BenchConfig {
+                checkpoint: Some("x".into()),
+                moe: Some(MoeShape { shared_intermediate: 1408, ..mixtral }),
+                ..ok.clone()
+            },
             BenchConfig { intermediate: 0, ..llama8b() },
         ] {
             assert!(bad.validate().is_err(), "{bad:?}");
         }
+        // A Mixtral-layout checkpoint (no shared experts) is read.
+        BenchConfig { checkpoint: Some("x".into()), ..ok }.validate().unwrap();
     }
 
     #[test]

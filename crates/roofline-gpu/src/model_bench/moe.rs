@@ -22,9 +22,10 @@ use cudarc::driver::{CudaSlice, CudaStream};
 use half::f16;
 
 use super::{Acts, BenchConfig, Enqueue, Ffn, FusedOp, KArgs, Layer, NORM_EPS};
-use crate::bench_weights::fold_columns;
+use crate::bench_weights::{expert_matrices, fold_columns, router_matrix, MoeLayout};
 use crate::weight_only::{quantize_and_pack, DeviceWeights, Fusion, PackedWeights, WeightOnlyGemv, WoFormat};
 use crate::{random_f32, Gpu, GpuError};
+use roofline_quant::checkpoint::SourceModel;
 
 /// Most routed experts the top-k kernel takes (`MAX_EXPERTS` in decode_ops.cu).
 pub const MAX_EXPERTS: usize = 256;
@@ -52,8 +53,11 @@ impl MoeShape {
         if !cfg.fuse {
             return bad("MoE layers run on the fused step only (drop --no-fuse)".into());
         }
-        if cfg.checkpoint.is_some() {
-            return bad("--checkpoint with a MoE model is not supported yet (random weights of its shapes are)".into());
+        if cfg.checkpoint.is_some() && self.shared_intermediate > 0 {
+            return bad(
+                "a checkpoint's shared experts (Qwen2-MoE, with their sigmoid gate) are not read yet; random weights of its shapes are"
+                    .into(),
+            );
         }
         if !(1..=MAX_EXPERTS).contains(&self.experts) {
             return bad(format!("{} experts: the top-k kernel takes 1..={MAX_EXPERTS}", self.experts));
@@ -96,8 +100,29 @@ pub(super) struct Expert {
 struct MoeHost {
     /// Router weights as the GPU holds them (FP16 values, the norm folded), experts x hidden.
     router: Vec<f32>,
-    /// The post-attention norm's weight (folded into every expert's gate_up).
-    g_post: Vec<f32>,
+    /// Where the experts' weights came from (to rebuild one for the check).
+    experts: ExpertSource,
+}
+
+enum ExpertSource {
+    /// Seeded random weights (`expert_matrix`) with this post-attention norm folded into gate_up.
+    Random { g_post: Vec<f32> },
+    /// Layer `layer` of the checkpoint in `dir`.
+    Checkpoint { dir: std::path::PathBuf, layer: usize, layout: MoeLayout, g_post: Vec<f32> },
+}
+
+impl MoeHost {
+    /// Expert `e`'s gate_up as the GPU holds it (quantized values, the norm folded).
+    fn gate_up_values(&self, cfg: &BenchConfig, m: &MoeShape, e: usize) -> Result<Vec<f32>, GpuError> {
+        match &self.experts {
+            ExpertSource::Random { g_post } => Ok(expert_matrix(cfg, m, Some(e), Which::GateUp, g_post)?.1),
+            ExpertSource::Checkpoint { dir, layer, layout, g_post } => {
+                let src = SourceModel::open(dir).map_err(|err| GpuError::Weights(err.to_string()))?;
+                let (gu, _) = expert_matrices(&src, cfg, *layout, *layer, e, g_post)?;
+                Ok(quantize_and_pack(cfg.weights, &gu, 2 * m.expert_intermediate, cfg.hidden)?.1)
+            }
+        }
+    }
 }
 
 /// One layer's MoE weights and, once the checked step has run, its fixed expert launches.
@@ -242,7 +267,7 @@ impl Gpu {
         let mut rw: Vec<f32> = random_f32(m.experts * d, 2000).into_iter().map(|v| v / (d as f32).sqrt()).collect();
         fold_columns(&mut rw, g_post);
         let (router_packed, router_vals) = quantize_and_pack(WoFormat::Fp16, &rw, m.experts, d)?;
-        let host = Arc::new(MoeHost { router: router_vals, g_post: g_post.to_vec() });
+        let host = Arc::new(MoeHost { router: router_vals, experts: ExpertSource::Random { g_post: g_post.to_vec() } });
         let mut experts: Vec<Vec<Expert>> = (0..nl).map(|_| Vec::with_capacity(m.experts)).collect();
         let mut shared: Vec<Option<Expert>> = (0..nl).map(|_| None).collect();
         let routed = (0..m.experts).map(Some);
@@ -256,10 +281,9 @@ impl Gpu {
             let (gu, _) = expert_matrix(cfg, m, e, Which::GateUp, g_post)?;
             let (dn, _) = expert_matrix(cfg, m, e, Which::Down, g_post)?;
             if i == 0 {
-                let per_layer = m.experts * (device_bytes(&gu) + device_bytes(&dn))
-                    + 2 * m.shared_intermediate * d * 2
-                    + device_bytes(&router_packed);
-                self.check_free_memory(cfg, per_layer)?;
+                let expert = device_bytes(&gu) + device_bytes(&dn);
+                let shared = expert * m.shared_intermediate / m.expert_intermediate;
+                self.check_free_memory(cfg, m.experts * expert + shared + device_bytes(&router_packed))?;
             }
             for l in 0..nl {
                 let ex = Expert { gate_up: gemv.upload(&gu)?, down: gemv.upload(&dn)? };
@@ -283,6 +307,52 @@ impl Gpu {
             })
             .collect::<Result<Vec<_>, GpuError>>()?;
         Ok(MoeBuild { layers: layers.into_iter() })
+    }
+
+    /// Layer `l`'s MoE weights from a checkpoint (`bench_weights`): the router and each routed expert read,
+    /// quantized and uploaded one expert at a time; `norm_post` is the layer's post-attention norm (folded
+    /// into the router and every gate_up). Checks the free memory at the first layer's first expert.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn checkpoint_moe_layer(
+        &self,
+        cfg: &BenchConfig,
+        src: &SourceModel,
+        dir: &std::path::Path,
+        l: usize,
+        norm_post: &[f32],
+        gemv: &WeightOnlyGemv,
+        router_gemv: &WeightOnlyGemv,
+        progress: &mut impl FnMut(&str),
+    ) -> Result<MoeLayer, GpuError> {
+        let m = cfg.moe.ok_or_else(|| GpuError::Weights("not a MoE model".into()))?;
+        let d = cfg.hidden;
+        let layout = MoeLayout::detect(src, l)?;
+        let rw = router_matrix(src, cfg, layout, l, norm_post)?;
+        let (router_packed, router_vals) = quantize_and_pack(WoFormat::Fp16, &rw, m.experts, d)?;
+        let mut experts = Vec::with_capacity(m.experts);
+        for e in 0..m.experts {
+            progress(&format!("layer {}/{}: expert {}/{}", l + 1, cfg.layers_built, e + 1, m.experts));
+            let (gu, dn) = expert_matrices(src, cfg, layout, l, e, norm_post)?;
+            let what = |w: &str| format!("layer {l} expert {e} {w}");
+            let (gu, _) = quantize_and_pack(cfg.weights, &gu, 2 * m.expert_intermediate, d)
+                .map_err(|err| GpuError::Weights(format!("{}: {err}", what("gate_up"))))?;
+            let (dn, _) = quantize_and_pack(cfg.weights, &dn, d, m.expert_intermediate)
+                .map_err(|err| GpuError::Weights(format!("{}: {err}", what("down"))))?;
+            if l == 0 && e == 0 {
+                let per_layer = m.experts * (device_bytes(&gu) + device_bytes(&dn)) + device_bytes(&router_packed);
+                self.check_free_memory(cfg, per_layer)?;
+            }
+            experts.push(Expert { gate_up: gemv.upload(&gu)?, down: gemv.upload(&dn)? });
+        }
+        let experts_src =
+            ExpertSource::Checkpoint { dir: dir.to_path_buf(), layer: l, layout, g_post: norm_post.to_vec() };
+        Ok(MoeLayer {
+            router: router_gemv.upload(&router_packed)?,
+            experts,
+            shared: None,
+            route: None,
+            host: Arc::new(MoeHost { router: router_vals, experts: experts_src }),
+        })
     }
 
     /// An error naming the layer count that fits when `per_layer` bytes of FFN weights for every built layer
@@ -607,7 +677,7 @@ impl Enqueue<'_> {
         // One expert's gate_up row: the first run's first token, against its quantized weights.
         let run = route.runs.first().ok_or_else(|| GpuError::Incorrect("no expert ran".into()))?;
         let t0 = run.tokens[0];
-        let (_, vals) = expert_matrix(self.cfg, &shape, Some(run.expert), Which::GateUp, &m.host.g_post)?;
+        let vals = m.host.gate_up_values(self.cfg, &shape, run.expert)?;
         let gu = self.s.clone_dtoh(&run.gu)?;
         let xt = &x[t0 * d..(t0 + 1) * d];
         let (mut err, mut norm) = (0.0f64, 0.0f64);
