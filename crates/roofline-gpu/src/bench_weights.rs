@@ -78,6 +78,20 @@ pub fn layer_matrices(src: &dyn TensorSource, cfg: &BenchConfig, l: usize) -> Re
     let (d, f) = (cfg.hidden, cfg.intermediate);
     let (q_rows, kv_rows) = (cfg.heads * HEAD_DIM, cfg.kv_heads * HEAD_DIM);
     let p = format!("model.layers.{l}");
+    // Parts of other architectures the decode kernels do not compute: running without them would time the
+    // right bytes but compute another model, so they are refused by name.
+    for (part, what) in [
+        ("self_attn.q_proj.bias", "q/k/v biases (Qwen2)"),
+        ("self_attn.q_norm.weight", "per-head q/k RMSNorm (Qwen3)"),
+        ("mlp.shared_expert_gate.weight", "gated shared experts (Qwen2-MoE)"),
+    ] {
+        let name = format!("{p}.{part}");
+        if src.tensor(&name)?.is_some() {
+            return Err(GpuError::Weights(format!(
+                "the checkpoint has {name}: {what} are not in the decode kernels; benchmark its shapes with random weights (--config without --checkpoint)"
+            )));
+        }
+    }
     let norm_in = need(src, &format!("{p}.input_layernorm.weight"), &[d])?;
     let norm_post = need(src, &format!("{p}.post_attention_layernorm.weight"), &[d])?;
     let mut qkv = need(src, &format!("{p}.self_attn.q_proj.weight"), &[q_rows, d])?;
@@ -355,5 +369,12 @@ mod tests {
         assert!(e.contains("k_proj") && e.contains("[256, 256]") && e.contains("[128, 256]"), "{e}");
         // Layer 1 does not exist in a one-layer checkpoint.
         assert!(layer_matrices(&llama(false), &cfg(false), 1).is_err());
+        // Parts the kernels do not compute are refused by name, not silently dropped.
+        for (part, what) in [("self_attn.q_proj.bias", "biases"), ("self_attn.q_norm.weight", "q/k RMSNorm")] {
+            let mut src = llama(false);
+            src.0.insert(format!("model.layers.0.{part}"), t(0.0, &[128]));
+            let e = layer_matrices(&src, &cfg(false), 0).unwrap_err().to_string();
+            assert!(e.contains(part) && e.contains(what) && e.contains("random weights"), "{e}");
+        }
     }
 }
