@@ -527,23 +527,14 @@ impl Enqueue<'_> {
     fn build_route(&self, m: &MoeLayer, ids: &[i32]) -> Result<Route, GpuError> {
         let shape = self.moe_shape()?;
         let (b, k, d, ei) = (self.cfg.batch, shape.top_k, self.cfg.hidden, shape.expert_intermediate);
-        if ids.len() != b * k || ids.iter().any(|&i| i < 0 || i as usize >= m.experts.len()) {
-            return Err(GpuError::Incorrect(format!(
-                "top-k routing wrote expert ids outside 0..{}: {ids:?}",
-                shape.experts
-            )));
-        }
-        let mut chosen: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
-        chosen.sort_unstable();
-        chosen.dedup();
+        let plan = RoutePlan::new(ids, b, k, m.experts.len())?;
         let alloc = |n: usize| self.s.alloc_zeros::<u16>(n.max(1));
-        let mut runs = Vec::with_capacity(chosen.len());
-        for e in chosen {
-            let tokens: Vec<usize> = (0..b).filter(|t| ids[t * k..(t + 1) * k].contains(&(e as i32))).collect();
+        let mut runs = Vec::with_capacity(plan.runs.len());
+        for (expert, tokens) in plan.runs {
             let rows = tokens.len();
             let silu_in_down = self.gemv.fuses_silu(rows, d, ei);
             runs.push(ExpertRun {
-                expert: e,
+                expert,
                 x: if b > 1 { Some(alloc(rows * d)?) } else { None },
                 gu: alloc(rows * 2 * ei)?,
                 act: alloc(if silu_in_down { 1 } else { rows * ei })?,
@@ -553,15 +544,8 @@ impl Enqueue<'_> {
             });
         }
         let row_bytes = (2 * d) as u64;
-        let mut addrs = Vec::with_capacity(b * k);
-        for t in 0..b {
-            for &id in &ids[t * k..(t + 1) * k] {
-                let run =
-                    runs.iter().find(|r| r.expert == id as usize).ok_or_else(|| GpuError::Unsupported("run".into()))?;
-                let row = run.tokens.iter().position(|&x| x == t).unwrap_or(0) as u64;
-                addrs.push(self.dptr(&run.out) + row * row_bytes);
-            }
-        }
+        let addrs: Vec<u64> =
+            plan.slots.iter().map(|&(run, row)| self.dptr(&runs[run].out) + row as u64 * row_bytes).collect();
         let gather = if b > 1 {
             let mut dst = Vec::new();
             let mut src = Vec::new();
@@ -694,14 +678,13 @@ impl Enqueue<'_> {
             (Some(_), Some(ma)) => Some(self.s.clone_dtoh(&ma.sout)?),
             _ => None,
         };
+        let plan = RoutePlan::new(&pre.ids, b, k, e_n)?;
         let mut combine_rel_error = 0.0f64;
         for t in 0..b {
             for i in 0..d {
                 let mut acc = 0.0f64;
                 for j in 0..k {
-                    let id = pre.ids[t * k + j] as usize;
-                    let ri = route.runs.iter().position(|r| r.expert == id).unwrap_or(0);
-                    let row = route.runs[ri].tokens.iter().position(|&x| x == t).unwrap_or(0);
+                    let (ri, row) = plan.slots[t * k + j];
                     acc += f64::from(pre.wts[t * k + j]) * h(outs[ri][row * d + i]);
                 }
                 if let Some(s) = &shared {
@@ -751,6 +734,51 @@ impl Enqueue<'_> {
     }
 }
 
+/// The host side of a routing: which experts run, with which tokens, and where each (token, pick) output row
+/// lands.
+#[derive(Debug, Clone, PartialEq)]
+struct RoutePlan {
+    /// (expert, the batch rows that picked it, ascending), in expert order.
+    runs: Vec<(usize, Vec<usize>)>,
+    /// For each (token, pick) in `ids` order: (index into `runs`, row within that run).
+    slots: Vec<(usize, usize)>,
+}
+
+impl RoutePlan {
+    /// From `ids` (B x k expert ids as the top-k kernel wrote them); an error when an id is outside
+    /// `0..experts` or a token picked one expert twice (the kernel picks distinct ones).
+    fn new(ids: &[i32], b: usize, k: usize, experts: usize) -> Result<Self, GpuError> {
+        let bad = |why: &str| {
+            GpuError::Incorrect(format!("top-{k} routing of {b} tokens over {experts} experts {why}: {ids:?}"))
+        };
+        if ids.len() != b * k || ids.iter().any(|&i| i < 0 || i as usize >= experts) {
+            return Err(bad("wrote ids outside the expert range"));
+        }
+        for t in 0..b {
+            let picks = &ids[t * k..(t + 1) * k];
+            if picks.iter().enumerate().any(|(j, p)| picks[..j].contains(p)) {
+                return Err(bad(&format!("picked an expert twice for token {t}")));
+            }
+        }
+        let mut chosen: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
+        chosen.sort_unstable();
+        chosen.dedup();
+        let runs: Vec<(usize, Vec<usize>)> = chosen
+            .into_iter()
+            .map(|e| (e, (0..b).filter(|t| ids[t * k..(t + 1) * k].contains(&(e as i32))).collect()))
+            .collect();
+        let mut slots = Vec::with_capacity(b * k);
+        for t in 0..b {
+            for &id in &ids[t * k..(t + 1) * k] {
+                let run = runs.iter().position(|(e, _)| *e == id as usize).ok_or_else(|| bad("lost an expert"))?;
+                let row = runs[run].1.iter().position(|&x| x == t).ok_or_else(|| bad("lost a token"))?;
+                slots.push((run, row));
+            }
+        }
+        Ok(Self { runs, slots })
+    }
+}
+
 /// What the checked step read back after the last layer's top-k kernel.
 struct Routed {
     x: Vec<u16>,
@@ -762,6 +790,27 @@ struct Routed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn routing_groups_tokens_per_expert_and_finds_every_output_row() {
+        // 3 tokens, top-2 of 6: token 0 -> 4, 1; token 1 -> 1, 5; token 2 -> 4, 0.
+        let p = RoutePlan::new(&[4, 1, 1, 5, 4, 0], 3, 2, 6).unwrap();
+        assert_eq!(p.runs, vec![(0, vec![2]), (1, vec![0, 1]), (4, vec![0, 2]), (5, vec![1])]);
+        // (run, row): token 0's expert 4 is run 2 row 0, its expert 1 run 1 row 0; token 2's expert 4 is row 1.
+        assert_eq!(p.slots, vec![(2, 0), (1, 0), (1, 1), (3, 0), (2, 1), (0, 0)]);
+        // Every (run, row) is used exactly once: the runs hold B x k rows in all.
+        let mut seen = p.slots.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), 6);
+        assert_eq!(p.runs.iter().map(|(_, t)| t.len()).sum::<usize>(), 6);
+        // B = 1: one run per pick, one row each.
+        let one = RoutePlan::new(&[7, 2], 1, 2, 8).unwrap();
+        assert_eq!((one.runs, one.slots), (vec![(2, vec![0]), (7, vec![0])], vec![(1, 0), (0, 0)]));
+        for bad in [&[6, 1][..], &[-1, 1], &[3, 3], &[1]] {
+            assert!(RoutePlan::new(bad, 1, 2, 6).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn expert_matrices_are_distinct_and_reproducible() {
