@@ -1,9 +1,10 @@
-//! One decode step of a dense Llama-family model on the GPU with the project's kernels (`roofline
-//! model-bench`): every linear through the weight-only kernels (FP16 weights too), RoPE + KV append,
-//! flash-decoding attention over an FP16 KV cache of the real context, fused residual-add + RMSNorm,
-//! SiLU-and-mul, and the LM head, captured in a CUDA graph and replayed. Weights are random (uniform in
-//! [-1, 1) / sqrt(K), never zero) of the model's real shapes, quantized on the host with roofline-quant; one random
-//! tensor per linear type is uploaded once per layer, so every layer reads its own memory.
+//! One decode step of a Llama-family model (dense, or MoE: see `moe`) on the GPU with the project's kernels
+//! (`roofline model-bench`): every linear through the weight-only kernels (FP16 weights too), RoPE + KV
+//! append, flash-decoding attention over an FP16 or FP8 KV cache of the real context, fused residual-add +
+//! RMSNorm, SiLU-and-mul, and the LM head, captured in a CUDA graph and replayed. Weights are random (uniform
+//! in [-1, 1) / sqrt(K), never zero) of the model's real shapes, quantized on the host with roofline-quant;
+//! one random tensor per linear type is uploaded once per layer, so every layer reads its own memory (or a
+//! checkpoint's, see `bench_weights`).
 //!
 //! Correctness first: after one op-by-op step the attention output of the last layer is recomputed on the
 //! CPU (f64) from the downloaded q, K and V and must agree within 1e-2; the logits must be finite.
@@ -26,10 +27,10 @@ use crate::weight_only::{
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
 use moe::{MoeActs, MoeLayer, MoeOp};
 pub use moe::{MoeCheck, MoeShape};
-
-mod moe;
 use roofline_quant::checkpoint::SourceModel;
 use roofline_quant::minifloat::E4M3;
+
+mod moe;
 
 /// The decode-ops source (see the kernel file's header).
 pub const DECODE_OPS_SOURCE: &str = include_str!("../kernels/decode_ops.cu");
