@@ -2,11 +2,11 @@
 //!
 //! Pure roofline math shared by every front end of `roofline`:
 //!
-//! * [`format`]: the catalog of number formats (element bits, block scales, exact storage bytes);
+//! * [`mod@format`]: the catalog of number formats (element bits, block scales, exact storage bytes);
 //! * [`hardware`]: hardware profiles (embedded datasheet presets, user TOML files, custom ASICs);
 //! * [`scheme`]: which format each operand of an op uses, and which compute rate applies;
 //! * [`op`]: the operations we count (GEMM, GEMV, batched GEMM) and their exact FLOP and byte counts;
-//! * [`predict`]: roofline predictions of an op on a hardware profile;
+//! * [`mod@predict`]: roofline predictions of an op on a hardware profile;
 //! * [`recommend`]: the auto-quantizer (rank schemes under memory/accuracy constraints, with a reason);
 //! * [`tiling`]: tile, wave, occupancy and L2 model of a GEMM kernel (an efficiency factor on the roofline);
 //! * [`dual`]: measurements and the prediction/measurement pairs (`DualPoint`) built from them.

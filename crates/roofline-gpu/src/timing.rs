@@ -40,7 +40,7 @@ pub struct TimingStats {
     pub max_us: f64,
     /// Timed samples.
     pub runs: u32,
-    /// Launches per sample (short ops run back to back; see [`time`]).
+    /// Launches per sample (short ops run back to back; see `time`).
     pub inner: u32,
 }
 

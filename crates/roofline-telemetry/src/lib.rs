@@ -4,8 +4,8 @@
 //! machines with no NVIDIA driver: [`Telemetry::init`] then returns [`TelemetryError::NvmlUnavailable`] and the
 //! caller exits non-zero.
 //!
-//! - [`status`]: [`GpuStatus`] snapshots ([`status()`], [`status_all()`], [`Telemetry::status`]) and table printers.
-//! - [`watch`]: a refreshing table or JSON-lines stream, stopped by a flag or after a count.
+//! - [`mod@status`]: [`GpuStatus`] snapshots ([`status()`], [`status_all()`], [`Telemetry::status`]) and table printers.
+//! - [`mod@watch`]: a refreshing table or JSON-lines stream, stopped by a flag or after a count.
 //! - [`power`]: [`PowerTracker`] (a sampling thread between `start` and `stop`) and the pure arithmetic over
 //!   [`Sample`]s ([`summarize`], [`energy_trapezoid_j`], [`clocks_dropped`]) that turns samples into a
 //!   [`PowerSummary`].

@@ -31,7 +31,7 @@ impl OpRow {
 }
 
 impl ModelReport {
-    /// Applies the fusions serving engines make (see [`standard_host`]) and updates the totals.
+    /// Applies the fusions serving engines make (see `standard_host`) and updates the totals.
     pub fn fuse_standard(&mut self) {
         let hosts: Vec<Option<usize>> = (0..self.ops.len()).map(|i| standard_host(&self.ops, i)).collect();
         for (i, host) in hosts.into_iter().enumerate() {

@@ -219,7 +219,7 @@ pub struct StepResult {
     pub attention_rel_error: f64,
     /// The attention kernel and its geometry, e.g. "attn_cluster, 8 clusters of 16 CTAs".
     pub attention_kernel: String,
-    /// Where the weights came from: "random", or "checkpoint <dir>".
+    /// Where the weights came from: "random", or "checkpoint `<dir>`".
     pub weights: String,
     /// MoE models: the routing check and how the step's experts were routed.
     pub moe: Option<MoeCheck>,

@@ -7,7 +7,7 @@
 //! `a0, a1 = W[g][16s+2t..+2]`, `a2, a3 = W[g+8][16s+2t..+2]`, `a4, a5 = W[g][16s+2t+8..+2]`,
 //! `a6, a7 = W[g+8][16s+2t+8..+2]`. INT4 puts `a0..a7` in nibbles 0, 4, 1, 5, 2, 6, 3, 7 of the word (so
 //! `(word >> 4i) & 0x000F000F` gives the f16x2 pair of register `i`), FP4 in nibbles 0..7. Scales and zero
-//! points keep the layout of [`super::pack`].
+//! points keep the layout of [`super::pack()`].
 
 use super::pack::{PackedWeights, WoFormat};
 use super::XDtype;

@@ -878,7 +878,7 @@ impl WeightOnlyGemv {
 /// What a weight-only launch fuses around `y = x W^T` (all off by default).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Fusion {
-    /// RMSNorm of x with this epsilon: y = rsqrt(mean(x[m]^2) + eps) x W^T, the norm's weight folded into W
+    /// RMSNorm of x with this epsilon: y = rsqrt(mean(x\[m\]^2) + eps) x W^T, the norm's weight folded into W
     /// by the caller (W diag(g), as QuaRot and SpinQuant fold it); every CTA computes the row norms itself.
     pub norm_eps: Option<f32>,
     /// Residual add: y += x W^T (y is read, then overwritten).
