@@ -134,6 +134,13 @@ pub(super) struct MoeLayer {
     host: Arc<MoeHost>,
 }
 
+impl MoeLayer {
+    /// Whether a routed expert's down GEMV does not compute SwiGLU on load (a SiLU-and-mul kernel runs).
+    fn needs_silu_kernel(&self) -> bool {
+        self.route.as_ref().is_some_and(|r| r.runs.iter().any(|run| !run.silu_in_down))
+    }
+}
+
 /// A layer's expert launches, fixed to the routing of the checked step.
 struct Route {
     runs: Vec<ExpertRun>,
@@ -392,14 +399,14 @@ impl Enqueue<'_> {
     /// compute it on load).
     pub(super) fn experts_need_silu(&self, layers: &[Layer]) -> bool {
         layers.iter().any(|l| match &l.ffn {
-            Ffn::Moe(m) => m.route.as_ref().is_some_and(|r| r.runs.iter().any(|run| !run.silu_in_down)),
+            Ffn::Moe(m) => m.needs_silu_kernel(),
             Ffn::Dense { .. } => false,
         })
     }
 
     /// The MoE FFN's launches after the router and top-k, in step order.
     fn after_routing(&self, m: &MoeLayer) -> Vec<MoeOp> {
-        let needs_silu = m.route.as_ref().is_some_and(|r| r.runs.iter().any(|run| !run.silu_in_down));
+        let needs_silu = m.needs_silu_kernel();
         let shared = m.shared.is_some();
         [
             (MoeOp::GateUp, true),
@@ -623,18 +630,20 @@ impl Enqueue<'_> {
                 1.0 / (row.iter().map(|v| v * v).sum::<f64>() / d as f64 + f64::from(NORM_EPS)).sqrt()
             })
             .collect();
-        // Router logits.
-        let (mut err, mut norm) = (0.0f64, 0.0f64);
-        for t in 0..b {
-            for e in 0..e_n {
-                let w = &m.host.router[e * d..(e + 1) * d];
-                let want =
-                    inv_rms[t] * x[t * d..(t + 1) * d].iter().zip(w).map(|(a, b)| a * f64::from(*b)).sum::<f64>();
-                err += (h(pre.logits[t * e_n + e]) - want).powi(2);
-                norm += want * want;
-            }
-        }
-        let router_rel_error = (err / norm.max(1e-300)).sqrt();
+        // rsqrt(mean(x_t^2) + eps) W x_t for the rows of `w` (the GEMVs with the norm inside) against the
+        // device's FP16 outputs `got`: relative error (sum of squares, returned as (error, norm)).
+        let normed_rows = |t: usize, w: &[f32], got: &[u16]| -> (f64, f64) {
+            let xt = &x[t * d..(t + 1) * d];
+            w.chunks_exact(d).zip(got).fold((0.0, 0.0), |(err, norm), (row, &g)| {
+                let want = inv_rms[t] * xt.iter().zip(row).map(|(a, b)| a * f64::from(*b)).sum::<f64>();
+                (err + (h(g) - want).powi(2), norm + want * want)
+            })
+        };
+        let rel = |(err, norm): (f64, f64)| (err / norm.max(1e-300)).sqrt();
+        // Router logits of every token.
+        let router_rel_error = rel((0..b)
+            .map(|t| normed_rows(t, &m.host.router, &pre.logits[t * e_n..(t + 1) * e_n]))
+            .fold((0.0, 0.0), |s, v| (s.0 + v.0, s.1 + v.1)));
         // Top-k of the device's logits (ties: the lower id) and the renormalized softmax weights.
         for t in 0..b {
             let mut order: Vec<usize> = (0..e_n).collect();
@@ -660,17 +669,10 @@ impl Enqueue<'_> {
         let route = m.route.as_ref().ok_or_else(|| GpuError::Unsupported("unrouted layer".into()))?;
         // One expert's gate_up row: the first run's first token, against its quantized weights.
         let run = route.runs.first().ok_or_else(|| GpuError::Incorrect("no expert ran".into()))?;
-        let t0 = run.tokens[0];
         let vals = m.host.gate_up_values(self.cfg, &shape, run.expert)?;
         let gu = self.s.clone_dtoh(&run.gu)?;
-        let xt = &x[t0 * d..(t0 + 1) * d];
-        let (mut err, mut norm) = (0.0f64, 0.0f64);
-        for (r, w) in vals.chunks_exact(d).enumerate() {
-            let want = inv_rms[t0] * xt.iter().zip(w).map(|(a, b)| a * f64::from(*b)).sum::<f64>();
-            err += (h(gu[r]) - want).powi(2);
-            norm += want * want;
-        }
-        let expert_rel_error = (err / norm.max(1e-300)).sqrt();
+        // Row 0 of the run's outputs is its first token's.
+        let expert_rel_error = rel(normed_rows(run.tokens[0], &vals, &gu[..2 * shape.expert_intermediate]));
         // The combine: x_after = x + shared + sum_j w_j out_j.
         let after = self.s.clone_dtoh(&a.x)?;
         let outs: Vec<Vec<u16>> = route.runs.iter().map(|r| self.s.clone_dtoh(&r.out)).collect::<Result<_, _>>()?;
