@@ -358,6 +358,7 @@ extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
           const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
           int n_rows, int k, int rtpc, int flags, float eps) {
+    pdl_trigger();
     flags = fuse_flags(flags);
     extern __shared__ float part[];  // [WARPS][rtpc * 16][MT]
     const int lane = threadIdx.x & 31;
@@ -373,6 +374,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     uint4 q[KT];
     Meta meta[KT];
     if (rt0 < rt_end) xs_load(w, scales, rt0, row_tiles, kt0, kt_total, lane, g, q, meta);
+    pdl_wait();  // the first weights are in flight; x, y and the workspace are touched only from here
 
     // B fragments of x for this warp's k-tiles: column g = row g of x block b, k = 16 s + 2 t (+1, +8, +9).
     __shared__ float fuse_inv[MT];  // read after the __syncthreads before the epilogue

@@ -361,6 +361,8 @@ impl Gpu {
             format!("-DPDL={}", u32::from(pdl)),
             format!("-DGQA={}", cfg.heads / cfg.kv_heads),
             format!("-DKV8={}", u32::from(cfg.kv == KvFormat::Fp8E4M3)),
+            // Source lines in the CUBIN for profilers (no effect on the code).
+            "--generate-line-info".into(),
         ];
         progress("compiling decode kernels (NVRTC)");
         let (cubin, _) = compile_cubin(DECODE_OPS_SOURCE, "decode_ops.cu", &opts)?;

@@ -79,12 +79,14 @@ pub enum Variant {
 }
 
 impl Variant {
-    /// The fastest variant measured on the H100 for `m` rows of x (bench/RESULTS.md): tensor cores for 4-bit
-    /// weights with FP16 activations from M = 8 (2.2-2.6x the CUDA-core kernel at M = 16), x in registers for
-    /// 4-bit weights at M <= 2, split-K on CUDA cores otherwise (at M = 1 it beats the MMA kernel by 10-40%).
+    /// The fastest variant measured on the H100 for `m` rows of x (bench/RESULTS.md): tensor cores with x
+    /// stationary for INT4 / MXFP4 / NVFP4 weights with FP16 activations from M = 3, x in registers for
+    /// 4-bit weights at M <= 2, split-K on CUDA cores otherwise.
     pub fn best(format: WoFormat, x: XDtype, m: usize) -> Variant {
-        if m >= 8 && mma::supports(format, x) {
-            Variant::Mma
+        if m >= 3 && mma::supports(format, x) {
+            // Tensor cores with x stationary from M = 3 (session 8, INT4 x14336x4096: M = 3 15.8 us vs 23.0
+            // K-walking MMA and 33.9 split-K; M = 8 21.1 vs 31.6; 16x4096x4096 14.6 vs 18.6).
+            Variant::XMma
         } else if format.bits() == 4 && m <= 2 {
             // x in registers: 4-bit M = 1 is 20-45% faster than split-K on the H100 (INT4 1x14336x4096 14.8 vs
             // 18.7 us, 1x128256x4096 107 vs 140 us); 8- and 16-bit weights gain nothing there (bench/RESULTS.md).
@@ -175,6 +177,10 @@ impl Tuning {
 
 /// Most weight rows one `XReg` CTA takes (its partial sums: warps x M x rows floats of shared memory).
 pub const XREG_MAX_RPC: u32 = 512;
+
+/// Dynamic shared memory an `XMma` CTA may use for its warps' partial sums: the default 48 KB limit covers
+/// static shared memory too (the fused norm's few floats), so 1 KB is left for it.
+const XMMA_SMEM_BYTES: u32 = 47 * 1024;
 
 /// The launch geometry of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -366,17 +372,27 @@ impl LaunchPlan {
         }
         if variant == Variant::XMma {
             let kt = (k / 64).max(1) as u32;
-            let tiles = tuning.unroll.unwrap_or(4);
+            // 4 k-tiles per warp; 2 above M = 8, where x's B fragments (8 registers per tile and 8 rows of
+            // x) would otherwise spill at 16 warps (session 8 tuning table, bench/RESULTS.md).
+            let tiles = tuning.unroll.unwrap_or(if m > 8 { 2 } else { 4 });
             let slices = kt.div_ceil(tiles);
-            let want = split_k.unwrap_or_else(|| slices.div_ceil(8)).clamp(1, slices);
+            // M <= 4: up to 16 K slices in one CTA without split-K (INT4 x14336x4096: M = 1 15.4 vs 16.6 us
+            // split in two, M = 3 15.8 vs 17.8, M = 4 16.1 vs 18.1); otherwise CTAs of 8 warps (M = 8 21.2 vs
+            // 25.3 unsplit; 1x4096x14336 16.4 vs 18.5 in 14 warps).
+            let want =
+                split_k.unwrap_or_else(|| if slices <= 16 && m <= 4 { 1 } else { slices.div_ceil(8) }).clamp(1, slices);
             let warps = slices.div_ceil(want).min(16);
             let splits = slices.div_ceil(warps);
             let row_tiles = (n as u32).div_ceil(16);
             // About 16 resident warps per SM: one wave of CTAs; row tiles per CTA in 1..=32.
             let target = sm_count * (16 / warps).max(1);
+            // The warps' partial sums ([warps][rtpc x 16][M] floats) stay within the default 48 KB of dynamic
+            // shared memory: at M = 16 and 16 warps that is 3 row tiles per CTA (more failed to launch).
+            let max_rtpc = (XMMA_SMEM_BYTES / (warps * 16 * m as u32 * 4)).max(1);
             let rtpc = tuning
                 .rows_per_cta
-                .map_or_else(|| (row_tiles * splits).div_ceil(target).clamp(1, 32), |r| r.div_ceil(16));
+                .map_or_else(|| (row_tiles * splits).div_ceil(target).clamp(1, 32), |r| r.div_ceil(16))
+                .min(max_rtpc);
             return LaunchPlan {
                 rows_per_warp: nvrtc::MMA_ROWS,
                 unroll: tiles,
@@ -392,7 +408,7 @@ impl LaunchPlan {
                 grouped: false,
                 xreg: true,
                 rows_per_cta: rtpc,
-                pdl: false,
+                pdl,
                 stages: 0,
                 fuse: false,
                 silu: false,
@@ -1418,6 +1434,19 @@ mod tests {
             assert!(p.warps <= 16, "{variant:?} {p:?}");
             let p = LaunchPlan::new(variant, WoFormat::Int4G128, 1, 4096, 14336, 132, t);
             assert!(p.warps <= 16 && p.splits * p.chunks_per_split >= 14336 / 64, "{variant:?} {p:?}");
+        }
+        // XMma's partial sums fit in 48 KB of shared memory at every M and split (M = 16 once asked for 512 KB)
+        for m in [1, 4, 8, 16] {
+            for split_k in [None, Some(1), Some(2)] {
+                for unroll in [2, 4, 8] {
+                    let t = Tuning { split_k, unroll: Some(unroll), ..Tuning::default() };
+                    for (n, k) in [(14336, 4096), (4096, 14336), (4096, 4096), (128256, 4096)] {
+                        let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, m, n, k, 132, t);
+                        assert!(p.smem_bytes <= 48 * 1024, "M={m} {n}x{k} {t:?}: {p:?}");
+                        assert!(p.blocks_n * p.rows_per_cta * 16 >= n as u32, "{p:?}");
+                    }
+                }
+            }
         }
         // small N on a big GPU splits K; large N does not
         let small = LaunchPlan::new(Variant::SplitK, WoFormat::Fp16, 1, 1000, 4096, 132, Tuning::default());
