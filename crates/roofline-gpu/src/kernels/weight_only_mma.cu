@@ -378,7 +378,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 
     // B fragments of x for this warp's k-tiles: column g = row g of x block b, k = 16 s + 2 t (+1, +8, +9).
     __shared__ float fuse_inv[MT];  // read after the __syncthreads before the epilogue
-    if (warp == 0) fuse_norm_prologue(x, k, MT, flags, eps, fuse_inv);
+    fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);  // the rows dealt out to the warps
     u32 bx[KT][NB][4][2];
 #pragma unroll
     for (int b = 0; b < NB; ++b)

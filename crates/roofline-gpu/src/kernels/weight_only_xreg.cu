@@ -286,9 +286,10 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
     pdl_wait();  // the first weights are in flight; x, y and the workspace are touched only from here
 #if FUSE
     // FUSE_NORM: without split-K the CTA's warps hold all of x in registers, and each adds its slice's
-    // squares into fuse_ss (no extra loads, no latency); with split-K warp 0 reads all of x first.
+    // squares into fuse_ss (no extra loads, no latency); with split-K the warps read all of x first (the
+    // rows dealt out to them).
     __shared__ float fuse_inv[MT], fuse_ss[WARPS][MT];  // read after the __syncthreads before the epilogue
-    if (split && warp == 0) fuse_norm_prologue(x, k, MT, flags, eps, fuse_inv);
+    if (split) fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);  // the rows dealt out to the warps
 #endif
 
     // x of this lane's chunks, as floats, for the whole row loop.
