@@ -320,7 +320,7 @@ fn tune_table() {
                     configs.push((Variant::XReg, Tuning { pdl: Some(pdl), ..Tuning::default() }));
                 }
                 if roofline_gpu::weight_only::mma::supports(wf, XDtype::F16) {
-                    // The K-walking tensor-core kernel (the default at M >= 8) for comparison.
+                    // The K-walking tensor-core kernel (the default at M >= 8 until XMma replaced it) for comparison.
                     configs.push((Variant::Mma, Tuning::default()));
                     for tiles in [2u32, 4, 8] {
                         for split_k in [None, Some(1), Some(2)] {

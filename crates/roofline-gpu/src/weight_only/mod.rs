@@ -1435,14 +1435,15 @@ mod tests {
             let p = LaunchPlan::new(variant, WoFormat::Int4G128, 1, 4096, 14336, 132, t);
             assert!(p.warps <= 16 && p.splits * p.chunks_per_split >= 14336 / 64, "{variant:?} {p:?}");
         }
-        // XMma's partial sums fit in 48 KB of shared memory at every M and split (M = 16 once asked for 512 KB)
+        // XMma's partial sums fit in 47 KB of shared memory at every M and split, leaving the rest of the
+        // default 48 KB to static shared memory (M = 16 once asked for 512 KB, and exactly 48 KB failed too)
         for m in [1, 4, 8, 16] {
             for split_k in [None, Some(1), Some(2)] {
                 for unroll in [2, 4, 8] {
                     let t = Tuning { split_k, unroll: Some(unroll), ..Tuning::default() };
                     for (n, k) in [(14336, 4096), (4096, 14336), (4096, 4096), (128256, 4096)] {
                         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, m, n, k, 132, t);
-                        assert!(p.smem_bytes <= 48 * 1024, "M={m} {n}x{k} {t:?}: {p:?}");
+                        assert!(p.smem_bytes <= 47 * 1024, "M={m} {n}x{k} {t:?}: {p:?}");
                         assert!(p.blocks_n * p.rows_per_cta * 16 >= n as u32, "{p:?}");
                     }
                 }
