@@ -135,6 +135,7 @@ fn fused_norm_and_residual_add_match_the_reference() {
         (WoFormat::Fp16, 300, 1024),
         (WoFormat::Int8, 300, 1024),
         (WoFormat::Int4G128, 300, 1024),
+        (WoFormat::Nf4, 300, 1024),
         (WoFormat::Nvfp4, 300, 1024),
         (WoFormat::Mxfp4, 300, 1024),
         (WoFormat::Int4G128, 100, 14336),

@@ -1,11 +1,12 @@
 // Weight-only GEMV / skinny GEMM on tensor cores: y[M,N] = x[M,K] . W[N,K]^T for 4-bit weights (INT4 g128,
-// MXFP4, NVFP4) and FP16 x, FP32 accumulation in mma.sync.m16n8k16.
+// NF4, MXFP4, NVFP4) and FP16 x, FP32 accumulation in mma.sync.m16n8k16.
 //
 // Why: the CUDA-core kernel (weight_only_gemv.cu) spends ~4-7 instructions per 4-bit weight (decode, f16->f32
 // conversions at 1/8 rate, one FMA per element per row of x) and stalls at 40-58% of the copy bandwidth; here
 // one MMA does 16x8x16 multiply-adds and the decode produces f16x2 pairs straight into the A fragment.
 //
-// Compiled by NVRTC with -D options: FMT (4 INT4 g128, 6 MXFP4, 7 NVFP4), MT rows of x (1..16), U k-tiles in
+// Compiled by NVRTC with -D options: FMT (4 INT4 g128, 5 NF4, 6 MXFP4, 7 NVFP4; NF4 also NF4_T0..7, the f16
+// byte tables of its codebook), MT rows of x (1..16), U k-tiles in
 // flight per lane, WARPS per CTA, PF 1 = software-pipelined (the next U tiles load while these decode).
 // No headers: wo_prims.cuh (conversions, loads, bit tricks) is prepended by the host.
 //
@@ -14,7 +15,7 @@
 //   a0, a1 = W[g][16s+2t], W[g][16s+2t+1]        a2, a3 = W[g+8][16s+2t], W[g+8][16s+2t+1]
 //   a4, a5 = W[g][16s+2t+8], W[g][16s+2t+9]      a6, a7 = W[g+8][16s+2t+8], W[g+8][16s+2t+9]
 // which is exactly the m16n8k16 A fragment of that k-step. INT4 stores a0..a7 in nibbles 0,4,1,5,2,6,3,7 (so
-// the 0x000F000F magic yields the pairs), FP4 in nibbles 0..7. Tiles are ordered [row tile][k tile]: a warp
+// the 0x000F000F magic yields the pairs), FP4 and NF4 in nibbles 0..7. Tiles are ordered [row tile][k tile]: a warp
 // walking K reads 512 contiguous bytes per load. Scales and zero points keep the CUDA-core kernel's layout.
 
 #ifndef FMT
@@ -28,15 +29,16 @@
 #endif
 
 #define NB ((MT + 7) / 8)  // n8 blocks of x rows
-// k-steps (16 K each) that share one scale: INT4 g128 -> a whole tile (4), MXFP4 32 -> 2, NVFP4 16 -> 1.
-#if FMT == 4
+// k-steps (16 K each) that share one scale: INT4 g128 and NF4 64 -> a whole tile (4), MXFP4 32 -> 2, NVFP4
+// 16 -> 1.
+#if FMT == 4 || FMT == 5
 #define FLUSH 4
 #elif FMT == 6
 #define FLUSH 2
 #elif FMT == 7
 #define FLUSH 1
 #else
-#error "the MMA kernel handles FMT 4, 6, 7"
+#error "the MMA kernel handles FMT 4 to 7"
 #endif
 
 __device__ __forceinline__ u16 f2h(float v) {
@@ -60,6 +62,26 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
     asm("sub.f16x2 %0, %0, %1;" : "+r"(a[1]) : "r"(zg8));
     asm("sub.f16x2 %0, %0, %1;" : "+r"(a[2]) : "r"(zg));
     asm("sub.f16x2 %0, %0, %1;" : "+r"(a[3]) : "r"(zg8));
+#elif FMT == 5
+    // NF4 -> f16 through byte tables (host: mma.rs `nf4_f16_tables`, `decode_nf4` is this on the CPU): the
+    // low 3 bits of a code pick a byte of codes 0-7 and of codes 8-15 (prmt over two table words each), the
+    // code's top bit selects between them (a 0x00/0xFF byte mask from prmt's sign-replicate mode), for the
+    // low and the high byte of the f16; a last prmt pair interleaves them into the f16x2 A registers.
+    const u32 sel = v & 0x77777777u;
+    const u32 v4 = v << 4;
+    const u32 mlo = prmt(v, v4, 0x9D8Cu);  // codes 8-15 among nibbles 0..3
+    const u32 mhi = prmt(v, v4, 0xBFAEu);  // nibbles 4..7
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const u32 sh = h == 0 ? sel : sel >> 16;
+        const u32 m = h == 0 ? mlo : mhi;
+        u32 lo = prmt(NF4_T0, NF4_T1, sh), lo8 = prmt(NF4_T2, NF4_T3, sh);
+        u32 hi = prmt(NF4_T4, NF4_T5, sh), hi8 = prmt(NF4_T6, NF4_T7, sh);
+        asm("lop3.b32 %0, %0, %1, %2, 0xD8;" : "+r"(lo) : "r"(lo8), "r"(m));  // (lo & ~m) | (lo8 & m)
+        asm("lop3.b32 %0, %0, %1, %2, 0xD8;" : "+r"(hi) : "r"(hi8), "r"(m));
+        a[2 * h] = prmt(lo, hi, 0x5140u);      // elements 4h, 4h + 1
+        a[2 * h + 1] = prmt(lo, hi, 0x7362u);  // elements 4h + 2, 4h + 3
+    }
 #else
     // E2M1 -> f16 by byte lookup: the f16 of every E2M1 magnitude has a zero low byte, so one prmt over an
     // 8-entry table of high bytes decodes four nibbles; a second prmt (sign-replicate mode) turns each
@@ -91,11 +113,13 @@ __device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) 
 
 // Per-tile metadata of rows g and g + 8, loaded together with the tile's codes (so its latency overlaps
 // the weight loads instead of stalling the MMAs): INT4 g128: FP16 scale + zero byte of the tile's group;
-// MXFP4: the tile's two E8M0 bytes; NVFP4: the tile's four E4M3 bytes.
+// NF4: the tile's FP16 absmax; MXFP4: the tile's two E8M0 bytes; NVFP4: the tile's four E4M3 bytes.
 struct Meta {
 #if FMT == 4
     u16 s[2];
     u8 z[2];
+#elif FMT == 5
+    u16 s[2];
 #elif FMT == 6
     u16 e[2];
 #else
@@ -113,6 +137,8 @@ __device__ __forceinline__ Meta load_meta(const u8* __restrict__ scales, const u
         const int groups = k / 128, gi = kt / 2;
         m.s[i] = __ldg((const u16*)scales + (size_t)r[i] * groups + gi);
         m.z[i] = __ldg(zeros + (size_t)r[i] * ((groups + 1) >> 1) + (gi >> 1));
+#elif FMT == 5
+        m.s[i] = __ldg((const u16*)scales + (size_t)r[i] * (k / 64) + kt);
 #elif FMT == 6
         m.e[i] = __ldg((const u16*)scales + ((size_t)r[i] * (k / 32) + 2 * kt) / 2);
 #else
@@ -134,7 +160,7 @@ __device__ __forceinline__ u32 zero_pair(const Meta& m, int i, int kt) {
 
 // Scale of row i (0: g, 1: g + 8) for the k-steps ending at k-step s of the tile.
 __device__ __forceinline__ float block_scale(const Meta& m, int i, int s) {
-#if FMT == 4
+#if FMT == 4 || FMT == 5
     return h2f(m.s[i]);
 #elif FMT == 6
     u32 e = (m.e[i] >> (8 * (s / 2))) & 0xffu;
@@ -314,7 +340,11 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
 // scale column (INT4: group of 128; MXFP4 / NVFP4: 64-K tile) instead of two or four.
 __device__ __forceinline__ Meta load_meta_xs(const u8* __restrict__ meta, int col, int rt, int row_tiles, int g) {
     Meta m;
-#if FMT == 6
+#if FMT == 5
+    const u32 v = __ldg((const u32*)meta + ((size_t)col * row_tiles + rt) * 8 + g);
+    m.s[0] = (u16)(v & 0xffffu);
+    m.s[1] = (u16)(v >> 16);
+#elif FMT == 6
     const u32 v = __ldg((const u32*)meta + ((size_t)col * row_tiles + rt) * 8 + g);
     m.e[0] = (u16)(v & 0xffffu);
     m.e[1] = (u16)(v >> 16);

@@ -6,8 +6,12 @@
 //! one 32-bit word per k-step `s` (16 K) with the eight elements of its A fragment:
 //! `a0, a1 = W[g][16s+2t..+2]`, `a2, a3 = W[g+8][16s+2t..+2]`, `a4, a5 = W[g][16s+2t+8..+2]`,
 //! `a6, a7 = W[g+8][16s+2t+8..+2]`. INT4 puts `a0..a7` in nibbles 0, 4, 1, 5, 2, 6, 3, 7 of the word (so
-//! `(word >> 4i) & 0x000F000F` gives the f16x2 pair of register `i`), FP4 in nibbles 0..7. Scales and zero
-//! points keep the layout of [`super::pack()`].
+//! `(word >> 4i) & 0x000F000F` gives the f16x2 pair of register `i`), FP4 and NF4 in nibbles 0..7. Scales and
+//! zero points keep the layout of [`super::pack()`] (the x-stationary kernel reads [`xs_meta`]).
+//!
+//! NF4 codes become f16 through byte tables ([`nf4_f16_tables`], passed to NVRTC as `-D` constants): two
+//! `prmt` lookups per byte half (codes 0-7 and 8-15) and a select on the code's top bit; [`decode_nf4`] is the
+//! same sequence on the CPU, tested against the codebook.
 
 use super::pack::{PackedWeights, WoFormat};
 use super::XDtype;
@@ -15,7 +19,68 @@ use crate::GpuError;
 
 /// Whether the tensor-core kernel runs `format` weights with `x` activations.
 pub fn supports(format: WoFormat, x: XDtype) -> bool {
-    x == XDtype::F16 && matches!(format, WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nvfp4)
+    x == XDtype::F16 && matches!(format, WoFormat::Int4G128 | WoFormat::Nf4 | WoFormat::Mxfp4 | WoFormat::Nvfp4)
+}
+
+/// The NF4 codebook as f16 bytes for the kernel's `prmt` lookups: `[lo 0-3, lo 4-7, lo 8-11, lo 12-15, hi
+/// 0-3, hi 4-7, hi 8-11, hi 12-15]`, byte `j` of word `i` holding the low (or high) byte of code `4i + j`'s f16.
+pub fn nf4_f16_tables() -> [u32; 8] {
+    let bits: Vec<u16> = roofline_quant::codec::NF4_CODE.iter().map(|&c| half::f16::from_f32(c).to_bits()).collect();
+    let word = |i: usize, hi: bool| {
+        (0..4).fold(0u32, |w, j| {
+            let b = if hi { bits[4 * i + j] >> 8 } else { bits[4 * i + j] & 0xff };
+            w | (u32::from(b) << (8 * j))
+        })
+    };
+    [
+        word(0, false),
+        word(1, false),
+        word(2, false),
+        word(3, false),
+        word(0, true),
+        word(1, true),
+        word(2, true),
+        word(3, true),
+    ]
+}
+
+/// PTX `prmt.b32 d, a, b, c` (default mode): byte `i` of the result is byte `c[4i..4i+3] & 7` of the 8 bytes
+/// `{b, a}`, or, when bit 3 of that selector nibble is set, that byte's top bit replicated over 8 bits.
+fn prmt(a: u32, b: u32, c: u32) -> u32 {
+    let bytes = (u64::from(b) << 32) | u64::from(a);
+    (0..4).fold(0u32, |r, i| {
+        let sel = (c >> (4 * i)) & 15;
+        let byte = ((bytes >> (8 * (sel & 7))) & 0xff) as u32;
+        let out = if sel & 8 == 0 {
+            byte
+        } else if byte & 0x80 != 0 {
+            0xff
+        } else {
+            0
+        };
+        r | (out << (8 * i))
+    })
+}
+
+/// `lop3.b32` with table 0xD8: `(a & !c) | (b & c)`, a byte select by mask `c`.
+fn select(a: u32, b: u32, c: u32) -> u32 {
+    (a & !c) | (b & c)
+}
+
+/// The kernel's NF4 decode (`decode` in `weight_only_mma.cu`, FMT 5) of one word of 8 codes (element `j` in
+/// nibble `j`) into four f16x2 registers (elements 0-1, 2-3, 4-5, 6-7), instruction for instruction.
+pub fn decode_nf4(v: u32, t: &[u32; 8]) -> [u32; 4] {
+    let sel = v & 0x7777_7777;
+    let v4 = v << 4;
+    let mlo = prmt(v, v4, 0x9D8C); // 0xff bytes where the code's top bit (codes 8-15) is set, nibbles 0-3
+    let mhi = prmt(v, v4, 0xBFAE); // nibbles 4-7
+    let half = |sel: u32, m: u32| {
+        let lo = select(prmt(t[0], t[1], sel), prmt(t[2], t[3], sel), m);
+        let hi = select(prmt(t[4], t[5], sel), prmt(t[6], t[7], sel), m);
+        [prmt(lo, hi, 0x5140), prmt(lo, hi, 0x7362)]
+    };
+    let (a, b) = (half(sel, mlo), half(sel >> 16, mhi));
+    [a[0], a[1], b[0], b[1]]
 }
 
 /// Rows and K positions of the eight fragment elements of lane `(g, t)` at k-step `s`, in `a0..a7` order.
@@ -77,7 +142,7 @@ pub fn repack(p: &PackedWeights) -> Result<Vec<u8>, GpuError> {
 /// Bytes of one [`xs_meta`] entry (rows g and g + 8 of a row tile for one scale column).
 pub fn xs_meta_entry(format: WoFormat) -> usize {
     match format {
-        WoFormat::Mxfp4 => 4,
+        WoFormat::Mxfp4 | WoFormat::Nf4 => 4,
         _ => 8,
     }
 }
@@ -87,14 +152,15 @@ pub fn xs_meta_entry(format: WoFormat) -> usize {
 /// serves both. Entry `((col * row_tiles + rt) * 8 + g)`: INT4 g128 (col = group of 128): FP16 scales of
 /// rows g, g + 8, then their zero points, each in the nibble of its group's parity (as the row-major zero
 /// bytes hold them), 2 bytes padding; MXFP4 (col = 64-K tile): the tile's two E8M0 bytes of row g, then of
-/// row g + 8; NVFP4 (col = 64-K tile): the tile's four E4M3 bytes of row g, then of row g + 8. Rows past N
-/// are zeros. Other formats have no tensor-core kernel (empty).
+/// row g + 8; NVFP4 (col = 64-K tile): the tile's four E4M3 bytes of row g, then of row g + 8; NF4 (col =
+/// 64-K block): the FP16 absmax of row g, then of row g + 8. Rows past N are zeros. Other formats have no
+/// tensor-core kernel (empty).
 pub fn xs_meta(p: &PackedWeights) -> Vec<u8> {
     let (n, k) = (p.n, p.k);
     let row_tiles = n.div_ceil(16);
     let (cols, es) = match p.format {
         WoFormat::Int4G128 => (k / 128, 8),
-        WoFormat::Mxfp4 | WoFormat::Nvfp4 => (k / 64, xs_meta_entry(p.format)),
+        WoFormat::Mxfp4 | WoFormat::Nvfp4 | WoFormat::Nf4 => (k / 64, xs_meta_entry(p.format)),
         _ => return Vec::new(),
     };
     let mut out = vec![0u8; cols * row_tiles * 8 * es];
@@ -115,6 +181,10 @@ pub fn xs_meta(p: &PackedWeights) -> Vec<u8> {
                         }
                         WoFormat::Mxfp4 => {
                             let src = r * (k / 32) + 2 * col;
+                            out[e + 2 * i..e + 2 * i + 2].copy_from_slice(&p.scales[src..src + 2]);
+                        }
+                        WoFormat::Nf4 => {
+                            let src = 2 * (r * (k / 64) + col);
                             out[e + 2 * i..e + 2 * i + 2].copy_from_slice(&p.scales[src..src + 2]);
                         }
                         _ => {
@@ -160,7 +230,7 @@ mod tests {
 
     #[test]
     fn repack_is_a_permutation_of_the_codes() {
-        for format in [WoFormat::Int4G128, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+        for format in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
             for (n, k) in [(16usize, 128usize), (40, 256), (1000, 384)] {
                 let k = if format == WoFormat::Int4G128 { k.div_ceil(128) * 128 } else { k };
                 let (p, _) = quantize_and_pack(format, &random_f32(n * k, 9), n, k).unwrap();
@@ -173,7 +243,7 @@ mod tests {
 
     #[test]
     fn xs_meta_holds_rows_g_and_g8_side_by_side() {
-        for format in [WoFormat::Int4G128, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+        for format in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
             let (n, k) = (37usize, 384usize);
             let (p, _) = quantize_and_pack(format, &random_f32(n * k, 4), n, k).unwrap();
             let meta = xs_meta(&p);
@@ -197,6 +267,7 @@ mod tests {
                                         s.to_vec()
                                     }
                                     WoFormat::Mxfp4 => p.scales[r * (k / 32) + 2 * kt..][..2].to_vec(),
+                                    WoFormat::Nf4 => p.scales[2 * (r * (k / 64) + kt)..][..2].to_vec(),
                                     _ => p.scales[r * (k / 16) + 4 * kt..][..4].to_vec(),
                                 }
                             };
@@ -206,6 +277,28 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn nf4_decode_gives_the_codebook_in_every_position() {
+        let t = nf4_f16_tables();
+        let want = |c: u32| u32::from(half::f16::from_f32(roofline_quant::codec::NF4_CODE[c as usize]).to_bits());
+        // Every code in every nibble, the other nibbles holding other codes.
+        for c in 0..16u32 {
+            for pos in 0..8 {
+                let v = (0..8u32).fold(0u32, |w, j| w | ((if j == pos { c } else { (c + 3 * j + 1) & 15 }) << (4 * j)));
+                let a = decode_nf4(v, &t);
+                for j in 0..8u32 {
+                    let got = (a[(j / 2) as usize] >> (16 * (j % 2))) & 0xffff;
+                    assert_eq!(got, want((v >> (4 * j)) & 15), "word {v:08x} element {j}");
+                }
+            }
+        }
+        // The f16 codebook is within f16 rounding of NF4's f32 values.
+        for (i, &c) in roofline_quant::codec::NF4_CODE.iter().enumerate() {
+            let h = half::f16::from_bits(want(i as u32) as u16).to_f32();
+            assert!((h - c).abs() <= c.abs() * 4.9e-4, "code {i}: {c} -> {h}");
         }
     }
 
@@ -226,7 +319,8 @@ mod tests {
         assert!(supports(WoFormat::Int4G128, XDtype::F16));
         assert!(supports(WoFormat::Nvfp4, XDtype::F16));
         assert!(!supports(WoFormat::Nvfp4, XDtype::Bf16));
-        assert!(!supports(WoFormat::Nf4, XDtype::F16));
+        assert!(supports(WoFormat::Nf4, XDtype::F16));
+        assert!(!supports(WoFormat::Nf4, XDtype::Bf16));
         assert!(!supports(WoFormat::Fp16, XDtype::F16));
         let (p, _) = quantize_and_pack(WoFormat::Fp8E4M3, &random_f32(16 * 64, 1), 16, 64).unwrap();
         assert!(repack(&p).is_err());

@@ -65,7 +65,7 @@ pub enum Variant {
     RowPerWarp,
     /// Four rows per warp (x converted once per four rows), K split like `SplitK`.
     Rows4,
-    /// Tensor cores (mma.sync m16n8k16, FP32 accumulate): 16 rows per warp; INT4 g128, MXFP4 and NVFP4
+    /// Tensor cores (mma.sync m16n8k16, FP32 accumulate): 16 rows per warp; INT4 g128, NF4, MXFP4 and NVFP4
     /// weights with FP16 x only (weights repacked into fragment order on upload, see `mma.rs`).
     Mma,
     /// x in registers (`kernels/weight_only_xreg.cu`): a warp owns one K slice for all the rows of its CTA,
@@ -74,16 +74,19 @@ pub enum Variant {
     XReg,
     /// Tensor cores with x stationary (`wo_mma_xs` in `kernels/weight_only_mma.cu`): a warp keeps x's B
     /// fragments for its K slice (`unroll` 64-K tiles) in registers and walks row tiles; weights in the
-    /// `Mma` fragment layout. INT4 g128, MXFP4 and NVFP4 with FP16 x (others fall back to `SplitK`).
+    /// `Mma` fragment layout. INT4 g128, NF4, MXFP4 and NVFP4 with FP16 x (others fall back to `SplitK`).
     XMma,
 }
 
 impl Variant {
     /// The fastest variant measured on the H100 for `m` rows of x (bench/RESULTS.md): tensor cores with x
     /// stationary for INT4 / MXFP4 / NVFP4 weights with FP16 activations from M = 3, x in registers for
-    /// 4-bit weights at M <= 2, split-K on CUDA cores otherwise.
+    /// 4-bit weights at M <= 2, split-K on CUDA cores otherwise (NF4 included until its tensor-core path is
+    /// measured).
     pub fn best(format: WoFormat, x: XDtype, m: usize) -> Variant {
-        if m >= 3 && mma::supports(format, x) {
+        // NF4 runs on the tensor-core kernels too (`with_variant`), but is not their default until it has been
+        // measured on a GPU (its decode is a table lookup, ~2.5 instructions per weight against INT4's ~1).
+        if m >= 3 && mma::supports(format, x) && format != WoFormat::Nf4 {
             // Tensor cores with x stationary from M = 3 (session 8, INT4 x14336x4096: M = 3 15.8 us vs 23.0
             // K-walking MMA and 33.9 split-K; M = 8 21.1 vs 31.6; 16x4096x4096 14.6 vs 18.6).
             Variant::XMma

@@ -122,6 +122,16 @@ impl KernelKey {
 
     /// NVRTC options for this key.
     pub fn options(&self) -> Vec<String> {
+        let mut opts = self.common_options();
+        // The tensor-core NF4 decode looks its codebook up in f16 byte tables (`mma::nf4_f16_tables`).
+        if self.format == WoFormat::Nf4 && self.is_mma() {
+            let tables = super::mma::nf4_f16_tables();
+            opts.extend(tables.iter().enumerate().map(|(i, t)| format!("-DNF4_T{i}=0x{t:08x}u")));
+        }
+        opts
+    }
+
+    fn common_options(&self) -> Vec<String> {
         vec![
             format!("--gpu-architecture=sm_{}", self.arch),
             "--std=c++17".into(),
