@@ -1,22 +1,27 @@
-// Weight-only GEMV / skinny GEMM on tensor cores: y[M,N] = x[M,K] . W[N,K]^T for 4-bit weights (INT4 g128,
-// NF4, MXFP4, NVFP4) and FP16 x, FP32 accumulation in mma.sync.m16n8k16.
+// Weight-only GEMV / skinny GEMM on tensor cores: y[M,N] = x[M,K] . W[N,K]^T for FP16, FP8 E4M3 (per-row
+// scale), INT8 (per-row scale) and 4-bit weights (INT4 g128, NF4, MXFP4, NVFP4) with FP16 x, FP32
+// accumulation in mma.sync.m16n8k16.
 //
 // Why: the CUDA-core kernel (weight_only_gemv.cu) spends ~4-7 instructions per 4-bit weight (decode, f16->f32
 // conversions at 1/8 rate, one FMA per element per row of x) and stalls at 40-58% of the copy bandwidth; here
-// one MMA does 16x8x16 multiply-adds and the decode produces f16x2 pairs straight into the A fragment.
+// one MMA does 16x8x16 multiply-adds and the decode produces f16x2 pairs straight into the A fragment. For
+// 8- and 16-bit weights the CUDA cores are the limit from a few rows of x (one FMA per weight and row).
 //
-// Compiled by NVRTC with -D options: FMT (4 INT4 g128, 5 NF4, 6 MXFP4, 7 NVFP4; NF4 also NF4_T0..7, the f16
-// byte tables of its codebook), MT rows of x (1..16), U k-tiles in
+// Compiled by NVRTC with -D options: FMT (0 FP16, 2 FP8 E4M3, 3 INT8, 4 INT4 g128, 5 NF4, 6 MXFP4, 7 NVFP4;
+// NF4 also NF4_T0..7, the f16 byte tables of its codebook), MT rows of x (1..16), U k-tiles in
 // flight per lane, WARPS per CTA, PF 1 = software-pipelined (the next U tiles load while these decode).
 // No headers: wo_prims.cuh (conversions, loads, bit tricks) is prepended by the host.
 //
-// Layout (host side: weight_only/mma.rs): W is cut into tiles of 16 rows x 64 K. A tile is 512 bytes: lane l
-// (g = l / 4, t = l % 4) holds 16 bytes = 4 words, word s = k-step s (16 K) of the tile, 8 nibbles a0..a7:
+// Layout (host side: weight_only/mma.rs): W is cut into tiles of 16 rows x 64 K. Lane l (g = l / 4, t = l % 4)
+// holds QV 16-byte words of a tile (QV = bits / 4: 1, 2 or 4), the A fragments of the tile's four k-steps s
+// (16 K each), eight elements a0..a7 per k-step:
 //   a0, a1 = W[g][16s+2t], W[g][16s+2t+1]        a2, a3 = W[g+8][16s+2t], W[g+8][16s+2t+1]
 //   a4, a5 = W[g][16s+2t+8], W[g][16s+2t+9]      a6, a7 = W[g+8][16s+2t+8], W[g+8][16s+2t+9]
-// which is exactly the m16n8k16 A fragment of that k-step. INT4 stores a0..a7 in nibbles 0,4,1,5,2,6,3,7 (so
-// the 0x000F000F magic yields the pairs), FP4 and NF4 in nibbles 0..7. Tiles are ordered [row tile][k tile]: a warp
-// walking K reads 512 contiguous bytes per load. Scales and zero points keep the CUDA-core kernel's layout.
+// 4-bit: word s of the lane's uint4 holds k-step s, INT4 with a0..a7 in nibbles 0,4,1,5,2,6,3,7 (so the
+// 0x000F000F magic yields the pairs), FP4 and NF4 in nibbles 0..7; 8-bit: two words per k-step, a0..a7 in
+// bytes; 16-bit: uint4 s holds k-step s's four A registers. The lane's uint4 v of a tile sits at (tile x QV
+// + v) x 512 + 16 l bytes, tiles ordered [row tile][k tile]: a warp load reads 512 contiguous bytes. Scales
+// and zero points keep the CUDA-core kernel's layout (the x-stationary kernel reads mma.rs `xs_meta`).
 
 #ifndef FMT
 #error "FMT must be defined"
@@ -31,15 +36,19 @@
 #define NB ((MT + 7) / 8)  // n8 blocks of x rows
 // k-steps (16 K each) that share one scale: INT4 g128 and NF4 64 -> a whole tile (4), MXFP4 32 -> 2, NVFP4
 // 16 -> 1.
-#if FMT == 4 || FMT == 5
+// FP16, FP8 and INT8 have no block scales (a whole tile, scale 1; FP8 and INT8 scale each row at the end).
+#if FMT == 0 || FMT == 2 || FMT == 3 || FMT == 4 || FMT == 5
 #define FLUSH 4
 #elif FMT == 6
 #define FLUSH 2
 #elif FMT == 7
 #define FLUSH 1
 #else
-#error "the MMA kernel handles FMT 4 to 7"
+#error "the MMA kernel handles FP16 (0), FP8 E4M3 (2), INT8 (3) and the 4-bit formats (4 to 7)"
 #endif
+// uint4 words per lane and tile: the A fragments of the tile's four k-steps at 16, 8 or 4 bits per element.
+#define QV (FMT == 0 ? 4 : (FMT == 2 || FMT == 3) ? 2 : 1)
+#define ROW_SCALED (FMT == 2 || FMT == 3)
 
 __device__ __forceinline__ u16 f2h(float v) {
     u16 h;
@@ -103,6 +112,34 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
 #endif
 }
 
+// The four f16x2 A registers of k-step s from this lane's QV words of a tile: 16-bit weights as stored, FP8
+// E4M3 pairs converted (exact; the low byte to the low half), INT8 through 0x64 over each byte of q + 128
+// (the f16 of 1024 + q + 128, exact) minus 1152, 4-bit words through `decode`.
+__device__ __forceinline__ void decode_step(const uint4 (&qw)[QV], int s, u32 zg, u32 zg8, u32 a[4]) {
+#if FMT == 0
+    a[0] = qw[s].x, a[1] = qw[s].y, a[2] = qw[s].z, a[3] = qw[s].w;
+#elif FMT == 2 || FMT == 3
+    const u32 w0 = word(qw[s >> 1], 2 * (s & 1)), w1 = word(qw[s >> 1], 2 * (s & 1) + 1);
+#if FMT == 2
+    asm("{ .reg .b16 l, h;\n\t"
+        "mov.b32 {l, h}, %4; cvt.rn.f16x2.e4m3x2 %0, l; cvt.rn.f16x2.e4m3x2 %1, h;\n\t"
+        "mov.b32 {l, h}, %5; cvt.rn.f16x2.e4m3x2 %2, l; cvt.rn.f16x2.e4m3x2 %3, h; }"
+        : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+        : "r"(w0), "r"(w1));
+#else
+    const u32 u0 = w0 ^ 0x80808080u, u1 = w1 ^ 0x80808080u;
+    a[0] = prmt(u0, 0x64646464u, 0x4140u);  // bytes [u0.0, 0x64, u0.1, 0x64]: elements 0, 1
+    a[1] = prmt(u0, 0x64646464u, 0x4342u);
+    a[2] = prmt(u1, 0x64646464u, 0x4140u);
+    a[3] = prmt(u1, 0x64646464u, 0x4342u);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm("sub.f16x2 %0, %0, %1;" : "+r"(a[i]) : "r"(0x64806480u));
+#endif
+#else
+    decode(word(qw[0], s), zg, zg8, a);
+#endif
+}
+
 __device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) {
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -122,8 +159,10 @@ struct Meta {
     u16 s[2];
 #elif FMT == 6
     u16 e[2];
-#else
+#elif FMT == 7
     u32 e[2];
+#else
+    u8 none;  // no block scales
 #endif
 };
 
@@ -141,8 +180,10 @@ __device__ __forceinline__ Meta load_meta(const u8* __restrict__ scales, const u
         m.s[i] = __ldg((const u16*)scales + (size_t)r[i] * (k / 64) + kt);
 #elif FMT == 6
         m.e[i] = __ldg((const u16*)scales + ((size_t)r[i] * (k / 32) + 2 * kt) / 2);
-#else
+#elif FMT == 7
         m.e[i] = __ldg((const u32*)scales + ((size_t)r[i] * (k / 16) + 4 * kt) / 4);
+#else
+        m.none = 0;
 #endif
     }
     return m;
@@ -165,14 +206,16 @@ __device__ __forceinline__ float block_scale(const Meta& m, int i, int s) {
 #elif FMT == 6
     u32 e = (m.e[i] >> (8 * (s / 2))) & 0xffu;
     return e == 0 ? as_float(0x00400000u) : as_float(e << 23);
-#else
+#elif FMT == 7
     return e4m3_to_f((m.e[i] >> (8 * s)) & 0xffu);
+#else
+    return 1.0f;
 #endif
 }
 
-// Decodes one 64-K tile (this lane's 16 bytes: four k-steps) and runs its MMAs against the x fragments bx,
-// accumulating into acc with the block scales applied every FLUSH k-steps.
-__device__ __forceinline__ void mma_tile(const uint4& qw, const Meta& meta, int kt, const u32 bx[NB][4][2],
+// Decodes one 64-K tile (this lane's QV x 16 bytes: four k-steps) and runs its MMAs against the x fragments
+// bx, accumulating into acc with the block scales applied every FLUSH k-steps.
+__device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta, int kt, const u32 bx[NB][4][2],
                                          float acc[NB][4]) {
     const u32 zg = zero_pair(meta, 0, kt);
     const u32 zg8 = zero_pair(meta, 1, kt);
@@ -186,7 +229,7 @@ __device__ __forceinline__ void mma_tile(const uint4& qw, const Meta& meta, int 
                 for (int i = 0; i < 4; ++i) part[b][i] = 0.0f;
         }
         u32 a[4];
-        decode(word(qw, s), zg, zg8, a);
+        decode_step(qw, s, zg, zg8, a);
 #pragma unroll
         for (int b = 0; b < NB; ++b) mma(part[b], a, bx[b][s][0], bx[b][s][1]);
         if (s % FLUSH == FLUSH - 1) {
@@ -206,21 +249,23 @@ __device__ __forceinline__ void mma_tile(const uint4& qw, const Meta& meta, int 
 // Loads the U tiles (and their scales) from tile kt; tiles past kt_end are zeros.
 __device__ __forceinline__ void load_set(const uint4* __restrict__ wt, const u8* __restrict__ scales,
                                          const u8* __restrict__ zeros, int rg, int rg8, int kt, int kt_end, int k,
-                                         uint4 q[U], Meta meta[U]) {
+                                         uint4 q[U][QV], Meta meta[U]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         if (kt + u < kt_end) {
-            q[u] = ld_weights(wt + (size_t)(kt + u) * 32);
+#pragma unroll
+            for (int v = 0; v < QV; ++v) q[u][v] = ld_weights(wt + ((size_t)(kt + u) * QV + v) * 32);
             meta[u] = load_meta(scales, zeros, rg, rg8, kt + u, k);
         } else {
-            q[u].x = q[u].y = q[u].z = q[u].w = 0u;
+#pragma unroll
+            for (int v = 0; v < QV; ++v) q[u][v] = make_uint4(0u, 0u, 0u, 0u);
         }
     }
 }
 
 // Decodes U loaded tiles and runs their MMAs into acc.
 __device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, int kt, int kt_end, int g, int t,
-                                            const uint4 q[U], const Meta meta[U], float acc[NB][4]) {
+                                            const uint4 q[U][QV], const Meta meta[U], float acc[NB][4]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         if (kt + u < kt_end) {
@@ -271,15 +316,15 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
     __shared__ float fuse_inv[WARPS][MT];  // each warp stores its own rows: its own slot
     fuse_norm_prologue(x, k, MT, flags, eps, fuse_inv[warp]);
     if (rt < row_tiles) {
-        const uint4* wt = w + (size_t)rt * kt_total * 32 + lane;
-        uint4 q[U];
+        const uint4* wt = w + (size_t)rt * kt_total * QV * 32 + lane;
+        uint4 q[U][QV];
         Meta meta[U];
         int kt = kt_begin;
         load_set(wt, scales, zeros, rg, rg8, kt, kt_end, k, q, meta);
         for (; kt < kt_end; kt += U) {
 #if PF
             // Software pipeline: the next U tiles are in flight while these decode.
-            uint4 qn[U];
+            uint4 qn[U][QV];
             Meta mn[U];
             load_set(wt, scales, zeros, rg, rg8, kt + U, kt_end, k, qn, mn);
 #endif
@@ -287,7 +332,8 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
 #if PF
 #pragma unroll
             for (int u = 0; u < U; ++u) {
-                q[u] = qn[u];
+#pragma unroll
+                for (int v = 0; v < QV; ++v) q[u][v] = qn[u][v];
                 meta[u] = mn[u];
             }
 #else
@@ -309,6 +355,8 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
                     float v = acc[b][i];
 #if FMT == 7
                     v *= gscale;
+#elif ROW_SCALED
+                    v *= __ldg((const float*)scales + n);
 #endif
                     if (flags & FUSE_NORM) v *= fuse_inv[warp][m];
                     const size_t o = (size_t)m * n_rows + n;
@@ -348,7 +396,7 @@ __device__ __forceinline__ Meta load_meta_xs(const u8* __restrict__ meta, int co
     const u32 v = __ldg((const u32*)meta + ((size_t)col * row_tiles + rt) * 8 + g);
     m.e[0] = (u16)(v & 0xffffu);
     m.e[1] = (u16)(v >> 16);
-#else
+#elif FMT == 4 || FMT == 7
     const uint2 v = __ldg((const uint2*)meta + ((size_t)col * row_tiles + rt) * 8 + g);
 #if FMT == 4
     m.s[0] = (u16)(v.x & 0xffffu);
@@ -359,18 +407,21 @@ __device__ __forceinline__ Meta load_meta_xs(const u8* __restrict__ meta, int co
     m.e[0] = v.x;
     m.e[1] = v.y;
 #endif
+#else
+    m.none = 0;  // FP16 / FP8 / INT8: no block scales (`meta` holds FP8 / INT8's per-row scales)
 #endif
     return m;
 }
 
 __device__ __forceinline__ void xs_load(const uint4* __restrict__ w, const u8* __restrict__ scales, int rt,
-                                        int row_tiles, int kt0, int kt_total, int lane, int g, uint4 q[KT],
+                                        int row_tiles, int kt0, int kt_total, int lane, int g, uint4 q[KT][QV],
                                         Meta meta[KT]) {
 #pragma unroll
     for (int i = 0; i < KT; ++i) {
         const int kt = kt0 + i;
         if (kt < kt_total) {
-            q[i] = ld_weights(w + ((size_t)rt * kt_total + kt) * 32 + lane);
+#pragma unroll
+            for (int v = 0; v < QV; ++v) q[i][v] = ld_weights(w + (((size_t)rt * kt_total + kt) * QV + v) * 32 + lane);
 #if FMT == 4
             // one group of 128 = two tiles: the odd tile reuses the even tile's scales
             if (i % 2 == 1 && (kt0 % 2) == 0)
@@ -379,7 +430,8 @@ __device__ __forceinline__ void xs_load(const uint4* __restrict__ w, const u8* _
 #endif
                 meta[i] = load_meta_xs(scales, FMT == 4 ? kt / 2 : kt, rt, row_tiles, g);
         } else {
-            q[i] = make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+            for (int v = 0; v < QV; ++v) q[i][v] = make_uint4(0u, 0u, 0u, 0u);
         }
     }
 }
@@ -401,7 +453,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     const int rt_end = min(row_tiles, rt0 + rtpc);
     const int rows_here = min(n_rows, rt_end * 16) - rt0 * 16;
 
-    uint4 q[KT];
+    uint4 q[KT][QV];
     Meta meta[KT];
     if (rt0 < rt_end) xs_load(w, scales, rt0, row_tiles, kt0, kt_total, lane, g, q, meta);
     pdl_wait();  // the first weights are in flight; x, y and the workspace are touched only from here
@@ -427,7 +479,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             }
 
     for (int rt = rt0; rt < rt_end; ++rt) {
-        uint4 qn[KT];
+        uint4 qn[KT][QV];
         Meta mn[KT];
         if (rt + 1 < rt_end) xs_load(w, scales, rt + 1, row_tiles, kt0, kt_total, lane, g, qn, mn);
         float acc[NB][4];
@@ -451,7 +503,8 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             }
 #pragma unroll
         for (int i = 0; i < KT; ++i) {
-            q[i] = qn[i];
+#pragma unroll
+            for (int v = 0; v < QV; ++v) q[i][v] = qn[i][v];
             meta[i] = mn[i];
         }
     }
@@ -466,6 +519,8 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
         for (int wp = 0; wp < warps_here; ++wp) v += part[((size_t)wp * rtpc * 16 + r) * MT + m];
 #if FMT == 7
         v *= gscale;
+#elif ROW_SCALED
+        v *= __ldg((const float*)scales + rt0 * 16 + r);  // FP8 / INT8: the row's scale (xs_meta passes them)
 #endif
         if (flags & FUSE_NORM) v *= fuse_inv[m];
         const size_t o = (size_t)m * n_rows + rt0 * 16 + r;

@@ -1,13 +1,16 @@
 //! Host side of the tensor-core kernel (`kernels/weight_only_mma.cu`): which formats it runs and the
-//! repacking of 4-bit codes into m16n8k16 A-fragment order.
+//! repacking of FP16, 8-bit and 4-bit codes into m16n8k16 A-fragment order.
 //!
 //! W (`N x K`, rows padded to a multiple of 16) is cut into tiles of 16 rows x 64 K, ordered
-//! `[row tile][k tile]`. A tile is 512 bytes: 32 lanes x 16 bytes; lane `l` (`g = l / 4`, `t = l % 4`) holds
-//! one 32-bit word per k-step `s` (16 K) with the eight elements of its A fragment:
+//! `[row tile][k tile]`. A tile is `bits / 4` x 512 bytes: lane `l` (`g = l / 4`, `t = l % 4`) holds
+//! [`words_per_tile`] 16-byte words, the eight elements of its A fragment for each k-step `s` (16 K):
 //! `a0, a1 = W[g][16s+2t..+2]`, `a2, a3 = W[g+8][16s+2t..+2]`, `a4, a5 = W[g][16s+2t+8..+2]`,
-//! `a6, a7 = W[g+8][16s+2t+8..+2]`. INT4 puts `a0..a7` in nibbles 0, 4, 1, 5, 2, 6, 3, 7 of the word (so
-//! `(word >> 4i) & 0x000F000F` gives the f16x2 pair of register `i`), FP4 and NF4 in nibbles 0..7. Scales and
-//! zero points keep the layout of [`super::pack()`] (the x-stationary kernel reads [`xs_meta`]).
+//! `a6, a7 = W[g+8][16s+2t+8..+2]`. 4-bit: one 32-bit word per k-step, INT4 with `a0..a7` in nibbles 0, 4,
+//! 1, 5, 2, 6, 3, 7 (so `(word >> 4i) & 0x000F000F` gives the f16x2 pair of register `i`), FP4 and NF4 in
+//! nibbles 0..7; 8-bit: two words per k-step, `a0..a7` in bytes; 16-bit: four words per k-step, the A
+//! registers themselves. The lane's 32-bit word `j` is component `j % 4` of its 16-byte word `j / 4`, which
+//! sits at `(j / 4) x 512 + 16 l` in the tile, so a warp load reads 512 contiguous bytes. Scales and zero
+//! points keep the layout of [`super::pack()`] (the x-stationary kernel reads [`xs_meta`]).
 //!
 //! NF4 codes become f16 through byte tables ([`nf4_f16_tables`], passed to NVRTC as `-D` constants): two
 //! `prmt` lookups per byte half (codes 0-7 and 8-15) and a select on the code's top bit; [`decode_nf4`] is the
@@ -17,9 +20,10 @@ use super::pack::{PackedWeights, WoFormat};
 use super::XDtype;
 use crate::GpuError;
 
-/// Whether the tensor-core kernel runs `format` weights with `x` activations.
+/// Whether the tensor-core kernel runs `format` weights with `x` activations: FP16 x (the MMA's A and B share
+/// a type) with FP16, FP8 E4M3, INT8 or 4-bit weights; BF16 weights would need BF16 x.
 pub fn supports(format: WoFormat, x: XDtype) -> bool {
-    x == XDtype::F16 && matches!(format, WoFormat::Int4G128 | WoFormat::Nf4 | WoFormat::Mxfp4 | WoFormat::Nvfp4)
+    x == XDtype::F16 && format != WoFormat::Bf16
 }
 
 /// The NF4 codebook as f16 bytes for the kernel's `prmt` lookups: `[lo 0-3, lo 4-7, lo 8-11, lo 12-15, hi
@@ -97,11 +101,32 @@ fn nibble_of(format: WoFormat, j: usize) -> usize {
     }
 }
 
-/// The codes of `p` (row-major, 4-bit LSB first) in tile order; rows past N are zero codes.
+/// uint4 words a lane holds per 16 x 64 tile: the A fragments of four k-steps at the format's width.
+pub fn words_per_tile(format: WoFormat) -> usize {
+    format.bits() / 4
+}
+
+/// Where fragment element `e` (`a0..a7`) of k-step `s` sits in a lane's words of a tile: (word index in the
+/// lane's sequence, bit shift). Word `j` is component `j % 4` of the lane's uint4 `j / 4`.
+fn slot(format: WoFormat, s: usize, e: usize) -> (usize, usize) {
+    match format.bits() {
+        4 => (s, 4 * nibble_of(format, e)),
+        8 => (2 * s + e / 4, 8 * (e % 4)),
+        _ => (4 * s + e / 2, 16 * (e % 2)),
+    }
+}
+
+/// Byte offset of word `j` of `lane` inside a tile of `qv` uint4 words per lane.
+fn word_offset(lane: usize, j: usize) -> usize {
+    ((j / 4) * 32 + lane) * 16 + 4 * (j % 4)
+}
+
+/// The codes of `p` (row-major; 4-bit LSB first, 8-bit bytes, 16-bit little-endian) in tile order; rows past
+/// N are zero codes.
 pub fn repack(p: &PackedWeights) -> Result<Vec<u8>, GpuError> {
-    if p.format.bits() != 4 {
+    if !supports(p.format, XDtype::F16) {
         return Err(GpuError::Unsupported(format!(
-            "the tensor-core kernel takes 4-bit weights, not {}",
+            "the tensor-core kernel takes FP16, FP8 E4M3, INT8 or 4-bit weights, not {}",
             p.format.format()
         )));
     }
@@ -111,27 +136,35 @@ pub fn repack(p: &PackedWeights) -> Result<Vec<u8>, GpuError> {
             p.k
         )));
     }
-    let (n, k) = (p.n, p.k);
-    let row_bytes = k / 2;
+    let (n, k, bits) = (p.n, p.k, p.format.bits());
+    let row_bytes = k * bits / 8;
     let code = |r: usize, c: usize| -> u32 {
         if r >= n {
             return 0;
         }
-        let b = p.codes[r * row_bytes + c / 2];
-        u32::from(if c % 2 == 0 { b & 15 } else { b >> 4 })
+        let at = r * row_bytes + c * bits / 8;
+        match bits {
+            4 => u32::from(if c % 2 == 0 { p.codes[at] & 15 } else { p.codes[at] >> 4 }),
+            8 => u32::from(p.codes[at]),
+            _ => u32::from(u16::from_le_bytes([p.codes[at], p.codes[at + 1]])),
+        }
     };
-    let (row_tiles, k_tiles) = (n.div_ceil(16), k / 64);
-    let mut out = Vec::with_capacity(row_tiles * k_tiles * 512);
+    let (row_tiles, k_tiles, qv) = (n.div_ceil(16), k / 64, words_per_tile(p.format));
+    let mut out = vec![0u8; row_tiles * k_tiles * qv * 512];
     for rt in 0..row_tiles {
         for kt in 0..k_tiles {
+            let tile = &mut out[(rt * k_tiles + kt) * qv * 512..][..qv * 512];
             for lane in 0..32 {
                 let (g, t) = (lane / 4, lane % 4);
+                let mut words = vec![0u32; 4 * qv];
                 for s in 0..4 {
-                    let mut word = 0u32;
-                    for (j, (r, c)) in fragment(g, t, s).into_iter().enumerate() {
-                        word |= code(rt * 16 + r, kt * 64 + c) << (4 * nibble_of(p.format, j));
+                    for (e, (r, c)) in fragment(g, t, s).into_iter().enumerate() {
+                        let (j, shift) = slot(p.format, s, e);
+                        words[j] |= code(rt * 16 + r, kt * 64 + c) << shift;
                     }
-                    out.extend_from_slice(&word.to_le_bytes());
+                }
+                for (j, w) in words.iter().enumerate() {
+                    tile[word_offset(lane, j)..][..4].copy_from_slice(&w.to_le_bytes());
                 }
             }
         }
@@ -153,15 +186,16 @@ pub fn xs_meta_entry(format: WoFormat) -> usize {
 /// rows g, g + 8, then their zero points, each in the nibble of its group's parity (as the row-major zero
 /// bytes hold them), 2 bytes padding; MXFP4 (col = 64-K tile): the tile's two E8M0 bytes of row g, then of
 /// row g + 8; NVFP4 (col = 64-K tile): the tile's four E4M3 bytes of row g, then of row g + 8; NF4 (col =
-/// 64-K block): the FP16 absmax of row g, then of row g + 8. Rows past N are zeros. Other formats have no
-/// tensor-core kernel (empty).
+/// 64-K block): the FP16 absmax of row g, then of row g + 8. Rows past N are zeros. FP8 E4M3 and INT8: their
+/// per-row FP32 scales as packed (the kernel scales each output row at the end); FP16 / BF16: none.
 pub fn xs_meta(p: &PackedWeights) -> Vec<u8> {
     let (n, k) = (p.n, p.k);
     let row_tiles = n.div_ceil(16);
     let (cols, es) = match p.format {
         WoFormat::Int4G128 => (k / 128, 8),
         WoFormat::Mxfp4 | WoFormat::Nvfp4 | WoFormat::Nf4 => (k / 64, xs_meta_entry(p.format)),
-        _ => return Vec::new(),
+        WoFormat::Fp8E4M3 | WoFormat::Int8 => return p.scales.clone(),
+        WoFormat::Fp16 | WoFormat::Bf16 => return Vec::new(),
     };
     let mut out = vec![0u8; cols * row_tiles * 8 * es];
     for col in 0..cols {
@@ -201,21 +235,30 @@ pub fn xs_meta(p: &PackedWeights) -> Vec<u8> {
 
 /// Inverse of [`repack`] (the row-major codes of `n` rows), used by the tests to prove the layout.
 pub fn unpack(format: WoFormat, tiles: &[u8], n: usize, k: usize) -> Vec<u8> {
-    let row_bytes = k / 2;
+    let (bits, qv, k_tiles) = (format.bits(), words_per_tile(format), k / 64);
+    let row_bytes = k * bits / 8;
     let mut codes = vec![0u8; n * row_bytes];
-    let k_tiles = k / 64;
-    for (i, w) in tiles.chunks_exact(4).enumerate() {
-        let word = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-        let s = i % 4;
-        let lane = (i / 4) % 32;
-        let tile = i / 128;
-        let (rt, kt) = (tile / k_tiles, tile % k_tiles);
-        let (g, t) = (lane / 4, lane % 4);
-        for (j, (r, c)) in fragment(g, t, s).into_iter().enumerate() {
-            let (row, col) = (rt * 16 + r, kt * 64 + c);
-            if row < n {
-                let v = ((word >> (4 * nibble_of(format, j))) & 15) as u8;
-                codes[row * row_bytes + col / 2] |= if col % 2 == 0 { v } else { v << 4 };
+    let mask = (1u64 << bits) as u32 - 1;
+    for (ti, tile) in tiles.chunks_exact(qv * 512).enumerate() {
+        let (rt, kt) = (ti / k_tiles, ti % k_tiles);
+        for lane in 0..32 {
+            let (g, t) = (lane / 4, lane % 4);
+            for s in 0..4 {
+                for (e, (r, c)) in fragment(g, t, s).into_iter().enumerate() {
+                    let (row, col) = (rt * 16 + r, kt * 64 + c);
+                    if row >= n {
+                        continue;
+                    }
+                    let (j, shift) = slot(format, s, e);
+                    let w = &tile[word_offset(lane, j)..][..4];
+                    let v = (u32::from_le_bytes([w[0], w[1], w[2], w[3]]) >> shift) & mask;
+                    let at = row * row_bytes + col * bits / 8;
+                    match bits {
+                        4 => codes[at] |= if col % 2 == 0 { v as u8 } else { (v as u8) << 4 },
+                        8 => codes[at] = v as u8,
+                        _ => codes[at..at + 2].copy_from_slice(&(v as u16).to_le_bytes()),
+                    }
+                }
             }
         }
     }
@@ -230,12 +273,13 @@ mod tests {
 
     #[test]
     fn repack_is_a_permutation_of_the_codes() {
-        for format in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+        let formats = [WoFormat::Fp16, WoFormat::Fp8E4M3, WoFormat::Int8, WoFormat::Int4G128, WoFormat::Nf4];
+        for format in formats.into_iter().chain([WoFormat::Mxfp4, WoFormat::Nvfp4]) {
             for (n, k) in [(16usize, 128usize), (40, 256), (1000, 384)] {
                 let k = if format == WoFormat::Int4G128 { k.div_ceil(128) * 128 } else { k };
                 let (p, _) = quantize_and_pack(format, &random_f32(n * k, 9), n, k).unwrap();
                 let tiles = repack(&p).unwrap();
-                assert_eq!(tiles.len(), n.div_ceil(16) * 16 * k / 2, "{format:?} {n}x{k}");
+                assert_eq!(tiles.len(), n.div_ceil(16) * 16 * k * format.bits() / 8, "{format:?} {n}x{k}");
                 assert_eq!(unpack(format, &tiles, n, k), p.codes, "{format:?} {n}x{k}");
             }
         }
@@ -315,14 +359,59 @@ mod tests {
     }
 
     #[test]
-    fn only_4_bit_fp16_runs_on_tensor_cores() {
-        assert!(supports(WoFormat::Int4G128, XDtype::F16));
-        assert!(supports(WoFormat::Nvfp4, XDtype::F16));
-        assert!(!supports(WoFormat::Nvfp4, XDtype::Bf16));
-        assert!(supports(WoFormat::Nf4, XDtype::F16));
-        assert!(!supports(WoFormat::Nf4, XDtype::Bf16));
-        assert!(!supports(WoFormat::Fp16, XDtype::F16));
-        let (p, _) = quantize_and_pack(WoFormat::Fp8E4M3, &random_f32(16 * 64, 1), 16, 64).unwrap();
+    fn tensor_cores_take_fp16_x_and_every_weight_format_but_bf16() {
+        for f in WoFormat::ALL {
+            assert_eq!(supports(f, XDtype::F16), f != WoFormat::Bf16, "{f:?}");
+            assert!(!supports(f, XDtype::Bf16), "{f:?}");
+        }
+        let (p, _) = quantize_and_pack(WoFormat::Bf16, &random_f32(16 * 64, 1), 16, 64).unwrap();
         assert!(repack(&p).is_err());
+        // K must be a multiple of the 64-K tile.
+        let (p, _) = quantize_and_pack(WoFormat::Fp16, &random_f32(16 * 72, 1), 16, 72).unwrap();
+        assert!(repack(&p).is_err());
+    }
+
+    #[test]
+    fn sixteen_bit_words_are_the_a_registers_and_eight_bit_words_their_bytes() {
+        // Lane 5 (g = 1, t = 1), k-step 2 of the first tile (K from 16 s + 2 t = 34): a0, a1 = W[1][34..36],
+        // a2, a3 = W[9][34..36], a4, a5 = W[1][42..44], a6, a7 = W[9][42..44].
+        let (n, k) = (16usize, 64usize);
+        for format in [WoFormat::Fp16, WoFormat::Int8] {
+            let (p, _) = quantize_and_pack(format, &random_f32(n * k, 3), n, k).unwrap();
+            let tiles = repack(&p).unwrap();
+            let bytes = format.bits() / 8;
+            let el = |r: usize, c: usize| -> u32 {
+                let at = (r * k + c) * bytes;
+                if bytes == 2 {
+                    u32::from(u16::from_le_bytes([p.codes[at], p.codes[at + 1]]))
+                } else {
+                    u32::from(p.codes[at])
+                }
+            };
+            let a = [el(1, 34), el(1, 35), el(9, 34), el(9, 35), el(1, 42), el(1, 43), el(9, 42), el(9, 43)];
+            let lane = 5;
+            let word = |j: usize| {
+                let o = word_offset(lane, j);
+                u32::from_le_bytes([tiles[o], tiles[o + 1], tiles[o + 2], tiles[o + 3]])
+            };
+            if bytes == 2 {
+                for r in 0..4 {
+                    assert_eq!(word(4 * 2 + r), a[2 * r] | (a[2 * r + 1] << 16), "FP16 register {r}");
+                }
+            } else {
+                assert_eq!(word(2 * 2), a[0] | (a[1] << 8) | (a[2] << 16) | (a[3] << 24));
+                assert_eq!(word(2 * 2 + 1), a[4] | (a[5] << 8) | (a[6] << 16) | (a[7] << 24));
+            }
+        }
+    }
+
+    #[test]
+    fn int8_magic_gives_the_exact_integers() {
+        // The kernel's INT8 decode: f16 0x64 over each byte of q + 128 is 1024 + q + 128; minus 1152 is q.
+        for q in -128i32..=127 {
+            let u = ((q as i8 as u8) ^ 0x80) as u16;
+            let v = half::f16::from_bits(0x6400 | u).to_f64() - 1152.0;
+            assert_eq!(v, f64::from(q));
+        }
     }
 }

@@ -65,8 +65,8 @@ pub enum Variant {
     RowPerWarp,
     /// Four rows per warp (x converted once per four rows), K split like `SplitK`.
     Rows4,
-    /// Tensor cores (mma.sync m16n8k16, FP32 accumulate): 16 rows per warp; INT4 g128, NF4, MXFP4 and NVFP4
-    /// weights with FP16 x only (weights repacked into fragment order on upload, see `mma.rs`).
+    /// Tensor cores (mma.sync m16n8k16, FP32 accumulate): 16 rows per warp; every weight format but BF16,
+    /// with FP16 x only (weights repacked into fragment order on upload, see `mma.rs`).
     Mma,
     /// x in registers (`kernels/weight_only_xreg.cu`): a warp owns one K slice for all the rows of its CTA,
     /// block scales transposed so a step's rows share one load. For M with `M x C x EPC <= 64` (4-bit: M <=
@@ -74,19 +74,20 @@ pub enum Variant {
     XReg,
     /// Tensor cores with x stationary (`wo_mma_xs` in `kernels/weight_only_mma.cu`): a warp keeps x's B
     /// fragments for its K slice (`unroll` 64-K tiles) in registers and walks row tiles; weights in the
-    /// `Mma` fragment layout. INT4 g128, NF4, MXFP4 and NVFP4 with FP16 x (others fall back to `SplitK`).
+    /// `Mma` fragment layout. Every weight format but BF16, with FP16 x (others fall back to `SplitK`).
     XMma,
 }
 
 impl Variant {
     /// The fastest variant measured on the H100 for `m` rows of x (bench/RESULTS.md): tensor cores with x
     /// stationary for INT4 / MXFP4 / NVFP4 weights with FP16 activations from M = 3, x in registers for
-    /// 4-bit weights at M <= 2, split-K on CUDA cores otherwise (NF4 included until its tensor-core path is
-    /// measured).
+    /// 4-bit weights at M <= 2, split-K on CUDA cores otherwise (NF4 and 8/16-bit weights included until
+    /// their tensor-core paths are measured).
     pub fn best(format: WoFormat, x: XDtype, m: usize) -> Variant {
-        // NF4 runs on the tensor-core kernels too (`with_variant`), but is not their default until it has been
-        // measured on a GPU (its decode is a table lookup, ~2.5 instructions per weight against INT4's ~1).
-        if m >= 3 && mma::supports(format, x) && format != WoFormat::Nf4 {
+        // NF4, FP16, FP8 and INT8 run on the tensor-core kernels too (`with_variant`), but are not their default
+        // until measured on a GPU (NF4's decode is a table lookup, ~2.5 instructions per weight against INT4's
+        // ~1; 8- and 16-bit tiles hold 2-4x the registers).
+        if m >= 3 && mma::supports(format, x) && format.bits() == 4 && format != WoFormat::Nf4 {
             // Tensor cores with x stationary from M = 3 (session 8, INT4 x14336x4096: M = 3 15.8 us vs 23.0
             // K-walking MMA and 33.9 split-K; M = 8 21.1 vs 31.6; 16x4096x4096 14.6 vs 18.6).
             Variant::XMma
@@ -377,7 +378,9 @@ impl LaunchPlan {
             let kt = (k / 64).max(1) as u32;
             // 4 k-tiles per warp; 2 above M = 8, where x's B fragments (8 registers per tile and 8 rows of
             // x) would otherwise spill at 16 warps (session 8 tuning table, bench/RESULTS.md).
-            let tiles = tuning.unroll.unwrap_or(if m > 8 { 2 } else { 4 });
+            // 8- and 16-bit tiles are 2 and 4 times the registers: as many bytes in flight per warp.
+            let qv = mma::words_per_tile(format) as u32;
+            let tiles = tuning.unroll.unwrap_or((if m > 8 { 2 } else { 4 } / qv).max(1));
             let slices = kt.div_ceil(tiles);
             // M <= 4: up to 16 K slices in one CTA without split-K (INT4 x14336x4096: M = 1 15.4 vs 16.6 us
             // split in two, M = 3 15.8 vs 17.8, M = 4 16.1 vs 18.1); otherwise CTAs of 8 warps (M = 8 21.2 vs
@@ -418,7 +421,8 @@ impl LaunchPlan {
             };
         }
         if variant == Variant::Mma {
-            let unroll = tuning.unroll.unwrap_or(if m <= 8 { 4 } else { 2 });
+            let qv = mma::words_per_tile(format) as u32;
+            let unroll = tuning.unroll.unwrap_or((if m <= 8 { 4 } else { 2 } / qv).max(1));
             let kt = (k / 64).max(1) as u32;
             let blocks_n = (n as u32).div_ceil(16).div_ceil(warps).max(1);
             let want = match split_k {
