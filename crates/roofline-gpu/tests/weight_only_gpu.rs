@@ -323,7 +323,8 @@ fn tune_table() {
                 if roofline_gpu::weight_only::mma::supports(wf, XDtype::F16) {
                     // The K-walking tensor-core kernel (the default at M >= 8 until XMma replaced it) for comparison.
                     configs.push((Variant::Mma, Tuning::default()));
-                    for tiles in [2u32, 4, 8] {
+                    // 1 k-tile per warp for 16-bit weights (four 16-byte words per lane and tile).
+                    for tiles in [1u32, 2, 4, 8] {
                         for split_k in [None, Some(1), Some(2)] {
                             configs.push((Variant::XMma, Tuning { unroll: Some(tiles), split_k, ..Tuning::default() }));
                         }

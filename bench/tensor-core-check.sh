@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# GPU check of the tensor-core weight-only kernels (Mma, XMma) for every format they take: correctness first,
+# then the batch-decode tables that decide their defaults. Run on a GPU machine from the repository root after
+# `cargo build --release` and `cargo test --release --no-run`, or with ROOFLINE / WO_TEST given:
+#   1. the weight-only GPU tests: every format x variant x M = 1..16 on tiny odd shapes, the variants with BF16
+#      activations and split-K, the fusions (RMSNorm, residual add, SwiGLU) for every kernel family,
+#   2. the tuning table at M = 3, 8, 16 for FP16, FP8, INT8 and NF4: split-K on CUDA cores against the
+#      K-walking (Mma) and x-stationary (XMma) tensor-core kernels (each configuration checked, then timed),
+#   3. `roofline compare --weight-only` at M = 1 and 16 (the defaults) for the M = 16 over M = 1 ratio.
+# Logs go to $OUT (default: a new temp dir). About 8 minutes on an H100.
+set -u
+B=${ROOFLINE:-target/release/roofline}
+HW=${HW:-bench/results/h100-measured.toml}
+OUT=${OUT:-$(mktemp -d)}
+newest() { ls -t target/release/deps/$1-* 2>/dev/null | grep -v '\.d$' | head -1; }
+WO=${WO_TEST:-$(newest weight_only_gpu)}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+echo "== weight-only GPU tests ($WO)"
+$WO --ignored --nocapture --test-threads=1 every_m_and_tiny variants_and_bf16 fused_norm_and_residual > $OUT/wo-tests.txt 2>&1
+grep -E "^test |test result|panicked" $OUT/wo-tests.txt
+echo "== tuning table, M = 3 / 8 / 16"
+ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_ONLY="XMma U=1|XMma U=2|XMma U=4|Mma U=0|SplitK U=0" \
+ROOFLINE_TUNE_FORMATS=FP16,FP8_E4M3,INT8,NF4 ROOFLINE_TUNE_SHAPES=3x14336x4096,8x14336x4096,16x14336x4096,16x4096x14336 \
+  $WO --ignored --nocapture --test-threads=1 tune_table > $OUT/tune-tensor-cores.txt 2>&1
+grep -E "TT-BEST|panicked|test result" $OUT/tune-tensor-cores.txt
+echo "== compare at M = 1 and 16 (defaults)"
+for m in 1 16; do
+  $B compare --weight-only --m $m --n 14336 --k 4096 -p fp16 -p fp8_e4m3 -p int8 -p int4_g128 -p nf4 -p mxfp4 -p nvfp4 --hw $HW > $OUT/compare-m$m.txt 2>&1
+  tail -12 $OUT/compare-m$m.txt
+done
+echo "logs: $OUT"
