@@ -371,36 +371,63 @@ mod tests {
         assert!(repack(&p).is_err());
     }
 
+    /// The kernels' read of one lane's k-step, transcribed from `weight_only_mma.cu`: uint4 `v` of tile
+    /// (rt, kt) at `((rt * kt_total + kt) * QV + v) * 32 + lane` (uint4 units; `xs_load`, `load_set`), then
+    /// `decode_step`'s words: 16-bit `qw[s]`'s four words, 8-bit `word(qw[s >> 1], 2 (s & 1))` and the next,
+    /// 4-bit `word(qw[0], s)`.
+    fn kernel_step_words(tiles: &[u8], qv: usize, tile: usize, lane: usize, s: usize) -> Vec<u32> {
+        let uint4 = |v: usize| {
+            let at = ((tile * qv + v) * 32 + lane) * 16;
+            let w: Vec<u32> =
+                tiles[at..at + 16].chunks_exact(4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+            w
+        };
+        match qv {
+            4 => uint4(s),
+            2 => uint4(s >> 1)[2 * (s & 1)..2 * (s & 1) + 2].to_vec(),
+            _ => vec![uint4(0)[s]],
+        }
+    }
+
     #[test]
-    fn sixteen_bit_words_are_the_a_registers_and_eight_bit_words_their_bytes() {
-        // Lane 5 (g = 1, t = 1), k-step 2 of the first tile (K from 16 s + 2 t = 34): a0, a1 = W[1][34..36],
-        // a2, a3 = W[9][34..36], a4, a5 = W[1][42..44], a6, a7 = W[9][42..44].
-        let (n, k) = (16usize, 64usize);
-        for format in [WoFormat::Fp16, WoFormat::Int8] {
-            let (p, _) = quantize_and_pack(format, &random_f32(n * k, 3), n, k).unwrap();
+    fn the_kernels_read_each_fragment_element_where_repack_put_it() {
+        let (n, k) = (40usize, 256usize);
+        for format in [WoFormat::Fp16, WoFormat::Fp8E4M3, WoFormat::Int8, WoFormat::Int4G128, WoFormat::Nf4] {
+            let (p, _) = quantize_and_pack(format, &random_f32(n * k, 11), n, k).unwrap();
             let tiles = repack(&p).unwrap();
-            let bytes = format.bits() / 8;
+            let (qv, kt_total, bits) = (words_per_tile(format), k / 64, format.bits());
             let el = |r: usize, c: usize| -> u32 {
-                let at = (r * k + c) * bytes;
-                if bytes == 2 {
-                    u32::from(u16::from_le_bytes([p.codes[at], p.codes[at + 1]]))
-                } else {
-                    u32::from(p.codes[at])
+                if r >= n {
+                    return 0;
+                }
+                let at = (r * k + c) * bits / 8;
+                match bits {
+                    16 => u32::from(u16::from_le_bytes([p.codes[at], p.codes[at + 1]])),
+                    8 => u32::from(p.codes[at]),
+                    _ => u32::from((p.codes[at] >> (4 * (c % 2))) & 15),
                 }
             };
-            let a = [el(1, 34), el(1, 35), el(9, 34), el(9, 35), el(1, 42), el(1, 43), el(9, 42), el(9, 43)];
-            let lane = 5;
-            let word = |j: usize| {
-                let o = word_offset(lane, j);
-                u32::from_le_bytes([tiles[o], tiles[o + 1], tiles[o + 2], tiles[o + 3]])
-            };
-            if bytes == 2 {
-                for r in 0..4 {
-                    assert_eq!(word(4 * 2 + r), a[2 * r] | (a[2 * r + 1] << 16), "FP16 register {r}");
+            for rt in 0..n.div_ceil(16) {
+                for kt in 0..kt_total {
+                    for lane in 0..32 {
+                        for s in 0..4 {
+                            let words = kernel_step_words(&tiles, qv, rt * kt_total + kt, lane, s);
+                            let f = fragment(lane / 4, lane % 4, s).map(|(r, c)| el(rt * 16 + r, kt * 64 + c));
+                            let got: Vec<u32> = match bits {
+                                // A register i = elements (2i, 2i + 1), low half first.
+                                16 => (0..8).map(|e| (words[e / 2] >> (16 * (e % 2))) & 0xffff).collect(),
+                                // Bytes of w0 then w1 (decode_step: cvt / prmt take them in that order).
+                                8 => (0..8).map(|e| (words[e / 4] >> (8 * (e % 4))) & 0xff).collect(),
+                                // INT4: (word >> 4i) & 0x000F000F gives elements (2i, 2i + 1); FP4 / NF4 nibble e.
+                                _ if format == WoFormat::Int4G128 => {
+                                    (0..8).map(|e| (words[0] >> (4 * (e / 2) + 16 * (e % 2))) & 15).collect()
+                                }
+                                _ => (0..8).map(|e| (words[0] >> (4 * e)) & 15).collect(),
+                            };
+                            assert_eq!(got, f.to_vec(), "{format:?} tile ({rt}, {kt}) lane {lane} k-step {s}");
+                        }
+                    }
                 }
-            } else {
-                assert_eq!(word(2 * 2), a[0] | (a[1] << 8) | (a[2] << 16) | (a[3] << 24));
-                assert_eq!(word(2 * 2 + 1), a[4] | (a[5] << 8) | (a[6] << 16) | (a[7] << 24));
             }
         }
     }
