@@ -7,14 +7,7 @@
 #   3. the headline table: Llama-3.1-8B B=1 S=1024 in every scheme, then FP16/INT4 with an FP8 KV cache,
 #   4. Mixtral-8x7B (16 of 32 layers built, scaled) in FP16 and INT4.
 # Logs go to $OUT (default: a new temp dir). About 10 minutes on an H100.
-set -u
-B=${ROOFLINE:-target/release/roofline}
-HW=${HW:-bench/results/h100-measured.toml}
-OUT=${OUT:-$(mktemp -d)}
-newest() { ls -t target/release/deps/$1-* 2>/dev/null | grep -v '\.d$' | head -1; }
-WO=${WO_TEST:-$(newest weight_only_gpu)}
-MB=${MB_TEST:-$(newest model_bench_gpu)}
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+. bench/check-env.sh
 echo "== fused GEMV test ($WO)"
 $WO --ignored --nocapture --test-threads=1 fused_norm_and_residual_add > $OUT/fused-gemv-test.txt 2>&1
 grep -E "test result|panicked" $OUT/fused-gemv-test.txt

@@ -8,13 +8,7 @@
 #      K-walking (Mma) and x-stationary (XMma) tensor-core kernels (each configuration checked, then timed),
 #   3. `roofline compare --weight-only` at M = 1 and 16 (the defaults) for the M = 16 over M = 1 ratio.
 # Logs go to $OUT (default: a new temp dir). About 8 minutes on an H100.
-set -u
-B=${ROOFLINE:-target/release/roofline}
-HW=${HW:-bench/results/h100-measured.toml}
-OUT=${OUT:-$(mktemp -d)}
-newest() { ls -t target/release/deps/$1-* 2>/dev/null | grep -v '\.d$' | head -1; }
-WO=${WO_TEST:-$(newest weight_only_gpu)}
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+. bench/check-env.sh
 echo "== weight-only GPU tests ($WO)"
 $WO --ignored --nocapture --test-threads=1 every_m_and_tiny variants_and_bf16 fused_norm_and_residual > $OUT/wo-tests.txt 2>&1
 grep -E "^test |test result|panicked" $OUT/wo-tests.txt
