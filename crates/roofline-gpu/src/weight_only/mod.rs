@@ -80,16 +80,14 @@ pub enum Variant {
 
 impl Variant {
     /// The fastest variant measured on the H100 for `m` rows of x (bench/RESULTS.md): tensor cores with x
-    /// stationary for INT4 / MXFP4 / NVFP4 weights with FP16 activations from M = 3, x in registers for
-    /// 4-bit weights at M <= 2, split-K on CUDA cores otherwise (NF4 and 8/16-bit weights included until
-    /// their tensor-core paths are measured).
+    /// stationary for every weight format they take (all but BF16) with FP16 activations from M = 3, x in
+    /// registers for 4-bit weights at M <= 2, split-K on CUDA cores otherwise.
     pub fn best(format: WoFormat, x: XDtype, m: usize) -> Variant {
-        // NF4, FP16, FP8 and INT8 run on the tensor-core kernels too (`with_variant`), but are not their default
-        // until measured on a GPU (NF4's decode is a table lookup, ~2.5 instructions per weight against INT4's
-        // ~1; 8- and 16-bit tiles hold 2-4x the registers).
-        if m >= 3 && mma::supports(format, x) && format.bits() == 4 && format != WoFormat::Nf4 {
-            // Tensor cores with x stationary from M = 3 (session 8, INT4 x14336x4096: M = 3 15.8 us vs 23.0
-            // K-walking MMA and 33.9 split-K; M = 8 21.1 vs 31.6; 16x4096x4096 14.6 vs 18.6).
+        if m >= 3 && mma::supports(format, x) {
+            // Tensor cores with x stationary from M = 3 (H100 tuning tables, x14336x4096, us, XMma vs split-K):
+            // INT4 M = 3 15.8 vs 33.9, M = 8 21.1 vs 31.6 (session 8); session 9: NF4 M = 3 19.3 vs 51.5,
+            // M = 16 41.6 vs 152; FP8 / INT8 M = 3 22.7 vs 27.6 / 30.5, M = 16 44.0 vs 112; FP16 M = 3 42.3
+            // vs 44.6, M = 16 54.5 vs 104.8.
             Variant::XMma
         } else if format.bits() == 4 && m <= 2 {
             // x in registers: 4-bit M = 1 is 20-45% faster than split-K on the H100 (INT4 1x14336x4096 14.8 vs
@@ -264,6 +262,16 @@ impl LaunchPlan {
         ((n * splits as usize).div_ceil(ctas.max(1) as usize).div_ceil(8) * 8).clamp(8, XREG_MAX_RPC as usize) as u32
     }
 
+    /// `XMma` row tiles per CTA for `units` (row tiles x K splits) over about `target` resident CTAs, at most
+    /// `cap`: one wave when it fits; when the cap (the partial sums' shared memory) forces more CTAs, whole
+    /// waves of equal CTAs instead of a full wave and a short tail (FP16 8x14336x4096: 11 tiles per CTA made
+    /// 1.24 waves, so 3 CTAs on some SMs and 2 on others).
+    pub fn balanced_tiles_per_cta(units: u32, target: u32, cap: u32) -> u32 {
+        let (target, cap) = (target.max(1), cap.max(1));
+        let waves = units.div_ceil(target * cap).max(1);
+        units.div_ceil(target * waves).clamp(1, cap)
+    }
+
     /// `XReg` with `rpc` rows per CTA (grid and shared memory follow).
     pub fn with_rows_per_cta(self, n: usize, m: usize, rpc: u32) -> LaunchPlan {
         let stage = Self::xreg_stage_bytes(self.rows_per_warp, self.unroll);
@@ -377,10 +385,11 @@ impl LaunchPlan {
         if variant == Variant::XMma {
             let kt = (k / 64).max(1) as u32;
             // 4 k-tiles per warp; 2 above M = 8, where x's B fragments (8 registers per tile and 8 rows of
-            // x) would otherwise spill at 16 warps (session 8 tuning table, bench/RESULTS.md).
-            // 8- and 16-bit tiles are 2 and 4 times the registers: as many bytes in flight per warp.
-            let qv = mma::words_per_tile(format) as u32;
-            let tiles = tuning.unroll.unwrap_or((if m > 8 { 2 } else { 4 } / qv).max(1));
+            // x) would otherwise spill at 16 warps (session 8 tuning table, bench/RESULTS.md). 8-bit weights
+            // take the same (session 9, FP8 x14336x4096: M = 3 22.7 us at 4 tiles vs 26.0 at 2, M = 16 44.0 at
+            // 2 vs 49.8 at 1); 16-bit tiles are 4 times the registers of 4-bit ones: 2 tiles at every M (FP16
+            // M = 3 42.3 vs 46.1 at 1, M = 16 54.5 vs 61.4; 4 spills).
+            let tiles = tuning.unroll.unwrap_or(if m > 8 || mma::words_per_tile(format) >= 4 { 2 } else { 4 });
             let slices = kt.div_ceil(tiles);
             // M <= 4: up to 16 K slices in one CTA without split-K (INT4 x14336x4096: M = 1 15.4 vs 16.6 us
             // split in two, M = 3 15.8 vs 17.8, M = 4 16.1 vs 18.1); otherwise CTAs of 8 warps (M = 8 21.2 vs
@@ -394,11 +403,11 @@ impl LaunchPlan {
             let target = sm_count * (16 / warps).max(1);
             // The warps' partial sums ([warps][rtpc x 16][M] floats) stay within the default 48 KB of dynamic
             // shared memory: at M = 16 and 16 warps that is 3 row tiles per CTA (more failed to launch).
-            let max_rtpc = (XMMA_SMEM_BYTES / (warps * 16 * m as u32 * 4)).max(1);
-            let rtpc = tuning
-                .rows_per_cta
-                .map_or_else(|| (row_tiles * splits).div_ceil(target).clamp(1, 32), |r| r.div_ceil(16))
-                .min(max_rtpc);
+            let max_rtpc = (XMMA_SMEM_BYTES / (warps * 16 * m as u32 * 4)).clamp(1, 32);
+            let rtpc = tuning.rows_per_cta.map_or_else(
+                || Self::balanced_tiles_per_cta(row_tiles * splits, target, max_rtpc),
+                |r| r.div_ceil(16).min(max_rtpc),
+            );
             return LaunchPlan {
                 rows_per_warp: nvrtc::MMA_ROWS,
                 unroll: tiles,
@@ -1456,6 +1465,21 @@ mod tests {
                 }
             }
         }
+        // XMma's grid: one wave when the shared-memory cap allows it, otherwise whole waves of equal CTAs
+        assert_eq!(LaunchPlan::balanced_tiles_per_cta(1792, 264, 11), 7);
+        // FP16 8x14336x4096 (896 row tiles x 4 splits, cap 11): 11 made 328 CTAs (1.24 waves); 7 makes 512
+        assert_eq!(LaunchPlan::balanced_tiles_per_cta(3584, 264, 11), 7);
+        for units in [1, 100, 1792, 3584, 9000, 128256 / 16 * 4] {
+            for cap in [1, 5, 11, 32] {
+                let r = LaunchPlan::balanced_tiles_per_cta(units, 264, cap);
+                assert!((1..=cap).contains(&r));
+                let ctas = units.div_ceil(r);
+                // never more waves than the cap forces
+                assert!(ctas.div_ceil(264) <= units.div_ceil(264 * cap).max(1), "{units} {cap}: {r}");
+            }
+        }
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Fp16, 8, 14336, 4096, 132, Tuning::default());
+        assert_eq!((p.unroll, p.splits, p.rows_per_cta), (2, 4, 7), "{p:?}");
         // small N on a big GPU splits K; large N does not
         let small = LaunchPlan::new(Variant::SplitK, WoFormat::Fp16, 1, 1000, 4096, 132, Tuning::default());
         assert!(small.splits > 1 && small.blocks_n * small.splits >= 132, "{small:?}");
