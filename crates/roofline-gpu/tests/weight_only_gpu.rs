@@ -91,34 +91,6 @@ fn variants_and_bf16_activations_match_the_reference() {
     }
 }
 
-/// The x-stationary tensor-core kernel's ring of row tiles in flight (`stages` 3 and 4): CTAs whose row
-/// tiles are fewer than, equal to and not a multiple of the ring, at M with one and two n8 blocks, split and not.
-#[test]
-#[ignore = "needs an NVIDIA GPU"]
-fn xmma_load_ring_matches_the_reference() {
-    let gpu = Gpu::open(0).unwrap();
-    // correctness only: a few runs each
-    let cfg = TimingConfig { warmup: 1, min_runs: 3, max_runs: 5, budget_ms: 20.0, ..Default::default() };
-    for wf in WoFormat::ALL {
-        let f = wf.format();
-        if !roofline_gpu::weight_only::mma::supports(wf, XDtype::F16) {
-            continue;
-        }
-        for stages in [3u32, 4] {
-            for rows_per_cta in [None, Some(16), Some(48), Some(80)] {
-                for (m, n, k, split_k) in [(1, 1000, 4096, None), (5, 777, 2048, Some(2)), (16, 4100, 1024, None)] {
-                    let tuning = Tuning { stages: Some(stages), rows_per_cta, split_k, ..Tuning::default() };
-                    let opts = WeightOnlyOptions { variant: Some(Variant::XMma), tuning, ..Default::default() };
-                    let r = gpu
-                        .measure_weight_only_with(f, m, n, k, &cfg, &opts)
-                        .unwrap_or_else(|e| panic!("{f} {tuning:?} {m}x{n}x{k}: {e}"));
-                    assert!(r.rel_error <= 1e-3, "{f} {tuning:?} {m}x{n}x{k}: {}", r.rel_error);
-                }
-            }
-        }
-    }
-}
-
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
@@ -343,19 +315,6 @@ fn tune_table() {
             let mut configs = Vec::new();
             // ROOFLINE_TUNE_SET=xreg: the x-in-registers kernel (rows per step x chunks per lane x pipelining)
             // and programmatic dependent launch on and off, against the default split-K plan.
-            // ROOFLINE_TUNE_SET=xmma: the x-stationary tensor-core kernel's k-tiles per warp x row tiles in its
-            // load ring, against the K-walking tensor-core kernel and split-K.
-            if std::env::var("ROOFLINE_TUNE_SET").is_ok_and(|v| v == "xmma")
-                && roofline_gpu::weight_only::mma::supports(wf, XDtype::F16)
-            {
-                configs.push((Variant::SplitK, Tuning::default()));
-                configs.push((Variant::Mma, Tuning::default()));
-                for tiles in [1u32, 2, 4] {
-                    for stages in [None, Some(3), Some(4)] {
-                        configs.push((Variant::XMma, Tuning { unroll: Some(tiles), stages, ..Tuning::default() }));
-                    }
-                }
-            }
             if std::env::var("ROOFLINE_TUNE_SET").is_ok_and(|v| v == "xreg") {
                 for pdl in [true, false] {
                     configs.push((Variant::SplitK, Tuning { pdl: Some(pdl), ..Tuning::default() }));
@@ -398,7 +357,7 @@ fn tune_table() {
                 }
             }
             let stages: &[bool] = if wf.block_scaled() && m <= 4 { &[false, true] } else { &[false] };
-            let full = configs.is_empty() && std::env::var("ROOFLINE_TUNE_SET").is_err();
+            let full = configs.is_empty();
             for pipeline in [false, true].into_iter().filter(|_| full) {
                 for warps in [4u32, 8] {
                     for &stage in stages {

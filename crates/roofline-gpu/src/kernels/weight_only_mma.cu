@@ -383,13 +383,6 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
 #ifndef KT
 #define KT 4
 #endif
-// Row tiles of weights per warp in the load ring (NST, the plan's `stages`; 0 = 2: one in flight while one
-// decodes).
-#if defined(NST) && NST >= 2
-#define XPD NST
-#else
-#define XPD 2
-#endif
 
 // Scales of rows g and g + 8 from the x-stationary table (host: weight_only/mma.rs `xs_meta`): one load per
 // scale column (INT4: group of 128; MXFP4 / NVFP4: 64-K tile) instead of two or four.
@@ -460,13 +453,9 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     const int rt_end = min(row_tiles, rt0 + rtpc);
     const int rows_here = min(n_rows, rt_end * 16) - rt0 * 16;
 
-    // A ring of XPD row tiles' weights: XPD - 1 in flight while one decodes (static indices: the ring's
-    // loop is unrolled XPD times, so no register moves wait on a load still in flight).
-    uint4 q[XPD][KT][QV];
-    Meta meta[XPD][KT];
-#pragma unroll
-    for (int d = 0; d < XPD - 1; ++d)
-        if (rt0 + d < rt_end) xs_load(w, scales, rt0 + d, row_tiles, kt0, kt_total, lane, g, q[d], meta[d]);
+    uint4 q[KT][QV];
+    Meta meta[KT];
+    if (rt0 < rt_end) xs_load(w, scales, rt0, row_tiles, kt0, kt_total, lane, g, q, meta);
     pdl_wait();  // the first weights are in flight; x, y and the workspace are touched only from here
 
     // B fragments of x for this warp's k-tiles: column g = row g of x block b, k = 16 s + 2 t (+1, +8, +9).
@@ -489,35 +478,34 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
                 }
             }
 
-    for (int rt_base = rt0; rt_base < rt_end; rt_base += XPD) {
+    for (int rt = rt0; rt < rt_end; ++rt) {
+        uint4 qn[KT][QV];
+        Meta mn[KT];
+        if (rt + 1 < rt_end) xs_load(w, scales, rt + 1, row_tiles, kt0, kt_total, lane, g, qn, mn);
+        float acc[NB][4];
 #pragma unroll
-        for (int d = 0; d < XPD; ++d) {
-            const int rt = rt_base + d;
-            // refill the slot the previous row tile freed with the row tile XPD - 1 ahead
-            const int ahead = rt + XPD - 1;
-            if (ahead < rt_end)
-                xs_load(w, scales, ahead, row_tiles, kt0, kt_total, lane, g, q[(d + XPD - 1) % XPD],
-                        meta[(d + XPD - 1) % XPD]);
-            if (rt >= rt_end) break;
-            float acc[NB][4];
+        for (int b = 0; b < NB; ++b)
 #pragma unroll
-            for (int b = 0; b < NB; ++b)
+            for (int i = 0; i < 4; ++i) acc[b][i] = 0.0f;
 #pragma unroll
-                for (int i = 0; i < 4; ++i) acc[b][i] = 0.0f;
+        for (int i = 0; i < KT; ++i) {
+            if (kt0 + i < kt_total) mma_tile(q[i], meta[i], kt0 + i, bx[i], acc);
+        }
+        // C fragment: c0, c1 = row g, x rows 2t, 2t+1 of block b; c2, c3 = row g + 8.
+        const int rl = (rt - rt0) * 16;
 #pragma unroll
-            for (int i = 0; i < KT; ++i) {
-                if (kt0 + i < kt_total) mma_tile(q[d][i], meta[d][i], kt0 + i, bx[i], acc);
+        for (int b = 0; b < NB; ++b)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const int m = b * 8 + 2 * t + (i & 1);
+                const int r = rl + g + (i >= 2 ? 8 : 0);
+                if (m < MT) part[((size_t)warp * rtpc * 16 + r) * MT + m] = acc[b][i];
             }
-            // C fragment: c0, c1 = row g, x rows 2t, 2t+1 of block b; c2, c3 = row g + 8.
-            const int rl = (rt - rt0) * 16;
 #pragma unroll
-            for (int b = 0; b < NB; ++b)
+        for (int i = 0; i < KT; ++i) {
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int m = b * 8 + 2 * t + (i & 1);
-                    const int r = rl + g + (i >= 2 ? 8 : 0);
-                    if (m < MT) part[((size_t)warp * rtpc * 16 + r) * MT + m] = acc[b][i];
-                }
+            for (int v = 0; v < QV; ++v) q[i][v] = qn[i][v];
+            meta[i] = mn[i];
         }
     }
     __syncthreads();

@@ -128,8 +128,7 @@ pub struct Tuning {
     /// Programmatic dependent launch on sm_90+ (CUDA-core kernels; default on).
     pub pdl: Option<bool>,
     /// `XReg`: steps of weights per warp in flight through shared memory with `cp.async` (2..=6; needs 8
-    /// rows per step), instead of loads into registers. `XMma`: row tiles in the warp's register ring of
-    /// weights (2..=6; 0 or 2 = one in flight while one decodes).
+    /// rows per step), instead of loads into registers.
     pub stages: Option<u32>,
 }
 
@@ -425,7 +424,7 @@ impl LaunchPlan {
                 xreg: true,
                 rows_per_cta: rtpc,
                 pdl,
-                stages: tuning.stages.unwrap_or(0),
+                stages: 0,
                 fuse: false,
                 silu: false,
             };
@@ -1600,12 +1599,6 @@ mod tests {
                             let other = Tuning { pipeline: Some(!default.pipeline), ..Tuning::default() };
                             plans.push(LaunchPlan::new(variant, f, m, 4096, 4096, 132, other));
                         }
-                        // XMma's ring of 3 row tiles in flight, for the 4- and 8-bit weights it would serve in
-                        // CTAs of 8 warps (M > 4; 16 warps cap the registers at 128 and 4 k-tiles spill).
-                        if variant == Variant::XMma && f.bits() <= 8 && m > 4 {
-                            let ring = Tuning { stages: Some(3), ..Tuning::default() };
-                            plans.push(LaunchPlan::new(variant, f, m, 4096, 4096, 132, ring));
-                        }
                         if variant == Variant::XReg && default.xreg {
                             let staged = Tuning { stages: Some(3), ..Tuning::default() };
                             plans.push(LaunchPlan::new(variant, f, m, 4096, 4096, 132, staged));
@@ -1633,7 +1626,7 @@ mod tests {
                 failures.push(format!("{key:?} spills:\n{}", c.log));
             }
             report.push(format!(
-                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={} NST={}{}: {} registers, {} spill bytes, {} stack bytes",
+                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={}{}: {} registers, {} spill bytes, {} stack bytes",
                 key.arch,
                 key.format.format().name(),
                 key.x.name(),
@@ -1644,7 +1637,6 @@ mod tests {
                 u8::from(key.pipeline),
                 u8::from(key.stage),
                 u8::from(key.xreg),
-                key.stages,
                 if key.silu { " FUSE+SILU" } else if key.fuse { " FUSE" } else { "" },
                 c.registers.unwrap_or(0),
                 c.spill_bytes.unwrap_or(0),
