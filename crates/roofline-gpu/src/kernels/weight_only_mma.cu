@@ -442,7 +442,10 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
           int n_rows, int k, int rtpc, int flags, float eps) {
     pdl_trigger();
     flags = fuse_flags(flags);
-    extern __shared__ float part[];  // [WARPS][rtpc * 16][MT]
+    // [WARPS][MT][rtpc * 16 + 4]: rows contiguous, so the epilogue's reads, workspace atomics and y stores run
+    // along rows (coalesced); the pad of 4 floats puts a fragment store's 4 x-columns t on different banks.
+    extern __shared__ float part[];
+    const int ps = rtpc * 16 + 4;
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -499,7 +502,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             for (int i = 0; i < 4; ++i) {
                 const int m = b * 8 + 2 * t + (i & 1);
                 const int r = rl + g + (i >= 2 ? 8 : 0);
-                if (m < MT) part[((size_t)warp * rtpc * 16 + r) * MT + m] = acc[b][i];
+                if (m < MT) part[((size_t)warp * MT + m) * ps + r] = acc[b][i];
             }
 #pragma unroll
         for (int i = 0; i < KT; ++i) {
@@ -514,9 +517,9 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     const int slices = (kt_total + KT - 1) / KT;
     const int warps_here = min(WARPS, slices - (int)blockIdx.y * WARPS);
     for (int i = threadIdx.x; i < rows_here * MT; i += blockDim.x) {
-        const int r = i / MT, m = i - r * MT;
+        const int m = i / rows_here, r = i - m * rows_here;
         float v = 0.0f;
-        for (int wp = 0; wp < warps_here; ++wp) v += part[((size_t)wp * rtpc * 16 + r) * MT + m];
+        for (int wp = 0; wp < warps_here; ++wp) v += part[((size_t)wp * MT + m) * ps + r];
 #if FMT == 7
         v *= gscale;
 #elif ROW_SCALED

@@ -107,8 +107,9 @@ __device__ __forceinline__ void splitk_finish(float* __restrict__ ws, u16* __res
     __syncthreads();
     if (is_last) {
         __threadfence();
+        // along rows for each x row: the workspace reads and y stores coalesce
         for (int i = threadIdx.x; i < rows * mt; i += blockDim.x) {
-            const int r = i / mt, m = i - r * mt;
+            const int m = i / rows, r = i - m * rows;
             const size_t o = (size_t)m * n_rows + row0 + r;
             const float v = atomicExch(ws + o, 0.0f);
             y[o] = out((flags & FUSE_ADD) ? v + io2f(y[o]) : v);

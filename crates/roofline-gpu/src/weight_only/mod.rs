@@ -401,9 +401,10 @@ impl LaunchPlan {
             let row_tiles = (n as u32).div_ceil(16);
             // About 16 resident warps per SM: one wave of CTAs; row tiles per CTA in 1..=32.
             let target = sm_count * (16 / warps).max(1);
-            // The warps' partial sums ([warps][rtpc x 16][M] floats) stay within the default 48 KB of dynamic
-            // shared memory: at M = 16 and 16 warps that is 3 row tiles per CTA (more failed to launch).
-            let max_rtpc = (XMMA_SMEM_BYTES / (warps * 16 * m as u32 * 4)).clamp(1, 32);
+            // The warps' partial sums ([warps][M][rtpc x 16 + 4] floats, `wo_mma_xs`) stay within the default
+            // 48 KB of dynamic shared memory: at M = 16 and 16 warps that is 2 row tiles per CTA (asking for
+            // more failed to launch).
+            let max_rtpc = ((XMMA_SMEM_BYTES / (warps * m as u32 * 4)).saturating_sub(4) / 16).clamp(1, 32);
             let rtpc = tuning.rows_per_cta.map_or_else(
                 || Self::balanced_tiles_per_cta(row_tiles * splits, target, max_rtpc),
                 |r| r.div_ceil(16).min(max_rtpc),
@@ -419,7 +420,7 @@ impl LaunchPlan {
                 persistent: false,
                 min_blocks,
                 stage: false,
-                smem_bytes: warps * rtpc * 16 * m as u32 * 4,
+                smem_bytes: warps * m as u32 * (rtpc * 16 + 4) * 4,
                 grouped: false,
                 xreg: true,
                 rows_per_cta: rtpc,
