@@ -71,20 +71,24 @@ fn variants_and_bf16_activations_match_the_reference() {
             (XDtype::F16, Variant::XMma, None),
             (XDtype::F16, Variant::XMma, Some(3)),
         ] {
-            // XReg also with its weights staged through shared memory (cp.async, 3 steps in flight).
+            // XReg also with its weights staged through shared memory (cp.async, 3 steps in flight); XMma also
+            // reducing its warps' sums after every row tile (with several row tiles per CTA: 48 rows).
             let stagings: &[Option<u32>] = if variant == Variant::XReg { &[None, Some(3)] } else { &[None] };
+            let reduces: &[(Option<bool>, Option<u32>)] = if variant == Variant::XMma {
+                &[(None, None), (Some(true), None), (Some(true), Some(48))]
+            } else {
+                &[(None, None)]
+            };
             for (m, n, k) in [(1, 1000, 4096), (5, 4096, 1024), (16, 777, 2048), (2, 4100, 3072)] {
                 for &stages in stagings {
-                    let opts = WeightOnlyOptions {
-                        x,
-                        variant: Some(variant),
-                        tuning: Tuning { split_k, stages, ..Tuning::default() },
-                        ..Default::default()
-                    };
-                    let r = gpu
-                        .measure_weight_only_with(f, m, n, k, &quick(), &opts)
-                        .unwrap_or_else(|e| panic!("{f} {x:?} {variant:?} {split_k:?} {stages:?} {m}x{n}x{k}: {e}"));
-                    assert!(r.rel_error <= 1e-3);
+                    for &(tile_reduce, rows_per_cta) in reduces {
+                        let tuning = Tuning { split_k, stages, tile_reduce, rows_per_cta, ..Tuning::default() };
+                        let opts = WeightOnlyOptions { x, variant: Some(variant), tuning, ..Default::default() };
+                        let r = gpu
+                            .measure_weight_only_with(f, m, n, k, &quick(), &opts)
+                            .unwrap_or_else(|e| panic!("{f} {x:?} {variant:?} {tuning:?} {m}x{n}x{k}: {e}"));
+                        assert!(r.rel_error <= 1e-3);
+                    }
                 }
             }
         }
@@ -292,8 +296,9 @@ fn tune_table() {
     let only_label = std::env::var("ROOFLINE_TUNE_ONLY").ok();
     let label_of = |variant: &Variant, t: &Tuning| {
         format!(
-            "{variant:?}{}{}{} U={} W={} PF={} P={} SX={} B={}{}",
+            "{variant:?}{}{}{}{} U={} W={} PF={} P={} SX={} B={}{}",
             if t.grouped == Some(true) { "+GRP" } else { "" },
+            if t.tile_reduce == Some(true) { " TRED" } else { "" },
             t.rows.map(|r| format!(" R={r}")).unwrap_or_default()
                 + &t.stages.map(|n| format!(" NST={n}")).unwrap_or_default(),
             if t.pdl == Some(false) { " noPDL" } else { "" },
@@ -328,6 +333,9 @@ fn tune_table() {
                         for split_k in [None, Some(1), Some(2)] {
                             configs.push((Variant::XMma, Tuning { unroll: Some(tiles), split_k, ..Tuning::default() }));
                         }
+                        // Reduced after every row tile: any row tiles per CTA, one wave (`TRED` in the label).
+                        let t = Tuning { unroll: Some(tiles), tile_reduce: Some(true), ..Tuning::default() };
+                        configs.push((Variant::XMma, t));
                     }
                 }
                 for stages in [2u32, 3, 4] {

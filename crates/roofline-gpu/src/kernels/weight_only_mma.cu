@@ -383,6 +383,9 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
 #ifndef KT
 #define KT 4
 #endif
+#ifndef TRED
+#define TRED 0
+#endif
 
 // Scales of rows g and g + 8 from the x-stationary table (host: weight_only/mma.rs `xs_meta`): one load per
 // scale column (INT4: group of 128; MXFP4 / NVFP4: 64-K tile) instead of two or four.
@@ -436,6 +439,30 @@ __device__ __forceinline__ void xs_load(const uint4* __restrict__ w, const u8* _
     }
 }
 
+// The CTA's sum over its warps of `rows` rows starting at CTA row `r0` (partial sums `part[warp][m][r0 + r]`,
+// row stride `ps`), scaled (NVFP4's global scale, FP8 / INT8's row scales, the fused norm) and stored to y or,
+// split over gridDim.y, added into the workspace. Threads walk rows for each x row: coalesced.
+__device__ __forceinline__ void xs_reduce(const float* part, int ps, int r0, int rows, int rt0, int n_rows,
+                                          int kt_total, const u8* __restrict__ scales, u16* __restrict__ y,
+                                          float* __restrict__ ws, int flags, const float* fuse_inv, float gscale) {
+    const bool split = gridDim.y > 1;
+    const int slices = (kt_total + KT - 1) / KT;
+    const int warps_here = min(WARPS, slices - (int)blockIdx.y * WARPS);
+    for (int i = threadIdx.x; i < rows * MT; i += blockDim.x) {
+        const int m = i / rows, r = r0 + i - m * rows;
+        float v = 0.0f;
+        for (int wp = 0; wp < warps_here; ++wp) v += part[((size_t)wp * MT + m) * ps + r - (TRED ? r0 : 0)];
+#if FMT == 7
+        v *= gscale;
+#elif ROW_SCALED
+        v *= __ldg((const float*)scales + rt0 * 16 + r);  // FP8 / INT8: the row's scale (xs_meta passes them)
+#endif
+        if (flags & FUSE_NORM) v *= fuse_inv[m];
+        const size_t o = (size_t)m * n_rows + rt0 * 16 + r;
+        splitk_store(ws, y, o, v, split, flags, [](float x) { return f2h(x); });
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
           const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
@@ -444,8 +471,13 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     flags = fuse_flags(flags);
     // [WARPS][MT][rtpc * 16 + 4]: rows contiguous, so the epilogue's reads, workspace atomics and y stores run
     // along rows (coalesced); the pad of 4 floats puts a fragment store's 4 x-columns t on different banks.
+    // TRED: [2][WARPS][MT][16 + 4], one row tile per slot, reduced right after the row tile.
     extern __shared__ float part[];
+#if TRED
+    const int ps = 16 + 4;
+#else
     const int ps = rtpc * 16 + 4;
+#endif
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -495,15 +527,28 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             if (kt0 + i < kt_total) mma_tile(q[i], meta[i], kt0 + i, bx[i], acc);
         }
         // C fragment: c0, c1 = row g, x rows 2t, 2t+1 of block b; c2, c3 = row g + 8.
+#if TRED
+        float* slot = part + ((rt - rt0) & 1) * (WARPS * MT * ps);
+        const int rl = 0;
+#else
+        float* slot = part;
         const int rl = (rt - rt0) * 16;
+#endif
 #pragma unroll
         for (int b = 0; b < NB; ++b)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
                 const int m = b * 8 + 2 * t + (i & 1);
                 const int r = rl + g + (i >= 2 ? 8 : 0);
-                if (m < MT) part[((size_t)warp * MT + m) * ps + r] = acc[b][i];
+                if (m < MT) slot[((size_t)warp * MT + m) * ps + r] = acc[b][i];
             }
+#if TRED
+        // The CTA adds this row tile's warp sums now (a slot is rewritten two row tiles later, after the next
+        // barrier, which every thread reaches only once its reads of it are done).
+        __syncthreads();
+        xs_reduce(slot, ps, rt * 16 - rt0 * 16, min(16, n_rows - rt * 16), rt0, n_rows, kt_total, scales, y, ws,
+                  flags, fuse_inv, gscale);
+#endif
 #pragma unroll
         for (int i = 0; i < KT; ++i) {
 #pragma unroll
@@ -511,25 +556,11 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             meta[i] = mn[i];
         }
     }
+#if !TRED
     __syncthreads();
-
-    const bool split = gridDim.y > 1;
-    const int slices = (kt_total + KT - 1) / KT;
-    const int warps_here = min(WARPS, slices - (int)blockIdx.y * WARPS);
-    for (int i = threadIdx.x; i < rows_here * MT; i += blockDim.x) {
-        const int m = i / rows_here, r = i - m * rows_here;
-        float v = 0.0f;
-        for (int wp = 0; wp < warps_here; ++wp) v += part[((size_t)wp * MT + m) * ps + r];
-#if FMT == 7
-        v *= gscale;
-#elif ROW_SCALED
-        v *= __ldg((const float*)scales + rt0 * 16 + r);  // FP8 / INT8: the row's scale (xs_meta passes them)
+    xs_reduce(part, ps, 0, rows_here, rt0, n_rows, kt_total, scales, y, ws, flags, fuse_inv, gscale);
 #endif
-        if (flags & FUSE_NORM) v *= fuse_inv[m];
-        const size_t o = (size_t)m * n_rows + rt0 * 16 + r;
-        splitk_store(ws, y, o, v, split, flags, [](float x) { return f2h(x); });
-    }
-    if (!split) return;
+    if (gridDim.y == 1) return;
 
     splitk_finish(ws, y, counters, rt0 * 16, rows_here, n_rows, MT, flags, [](float v) { return f2h(v); });
 }

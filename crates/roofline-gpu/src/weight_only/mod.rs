@@ -130,6 +130,10 @@ pub struct Tuning {
     /// `XReg`: steps of weights per warp in flight through shared memory with `cp.async` (2..=6; needs 8
     /// rows per step), instead of loads into registers.
     pub stages: Option<u32>,
+    /// `XMma`: the warps' partial sums reduced after every row tile through two row tiles of shared memory,
+    /// so a CTA may take any number of row tiles (one wave at M = 16), instead of once at the end with every
+    /// row tile's sums held (`TRED`; the shared memory then caps the row tiles per CTA).
+    pub tile_reduce: Option<bool>,
 }
 
 impl Tuning {
@@ -226,6 +230,8 @@ pub struct LaunchPlan {
     /// other fused launches ~0.7 us when compiled in (INT4 o_proj 7.5 -> 8.1 us), so only the launches that
     /// use it get it.
     pub silu: bool,
+    /// `XMma`: partial sums reduced after every row tile (see [`Tuning::tile_reduce`]).
+    pub tile_reduce: bool,
 }
 
 impl LaunchPlan {
@@ -248,6 +254,7 @@ impl LaunchPlan {
             stages: self.stages,
             fuse: self.fuse,
             silu: self.fuse && self.silu,
+            tile_reduce: self.tile_reduce,
             arch,
         }
     }
@@ -379,6 +386,7 @@ impl LaunchPlan {
                 stages,
                 fuse: false,
                 silu: false,
+                tile_reduce: false,
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
@@ -404,7 +412,13 @@ impl LaunchPlan {
             // The warps' partial sums ([warps][M][rtpc x 16 + 4] floats, `wo_mma_xs`) stay within the default
             // 48 KB of dynamic shared memory: at M = 16 and 16 warps that is 2 row tiles per CTA (asking for
             // more failed to launch).
-            let max_rtpc = ((XMMA_SMEM_BYTES / (warps * m as u32 * 4)).saturating_sub(4) / 16).clamp(1, 32);
+            // Reduced after every row tile (`tile_reduce`), they take two row tiles' worth at any count.
+            let tile_reduce = tuning.tile_reduce.unwrap_or(false);
+            let max_rtpc = if tile_reduce {
+                32
+            } else {
+                ((XMMA_SMEM_BYTES / (warps * m as u32 * 4)).saturating_sub(4) / 16).clamp(1, 32)
+            };
             let rtpc = tuning.rows_per_cta.map_or_else(
                 || Self::balanced_tiles_per_cta(row_tiles * splits, target, max_rtpc),
                 |r| r.div_ceil(16).min(max_rtpc),
@@ -420,7 +434,7 @@ impl LaunchPlan {
                 persistent: false,
                 min_blocks,
                 stage: false,
-                smem_bytes: warps * m as u32 * (rtpc * 16 + 4) * 4,
+                smem_bytes: warps * m as u32 * (if tile_reduce { 2 * (16 + 4) } else { rtpc * 16 + 4 }) * 4,
                 grouped: false,
                 xreg: true,
                 rows_per_cta: rtpc,
@@ -428,6 +442,7 @@ impl LaunchPlan {
                 stages: 0,
                 fuse: false,
                 silu: false,
+                tile_reduce,
             };
         }
         if variant == Variant::Mma {
@@ -462,6 +477,7 @@ impl LaunchPlan {
                 stages: 0,
                 fuse: false,
                 silu: false,
+                tile_reduce: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -528,6 +544,7 @@ impl LaunchPlan {
             stages: 0,
             fuse: false,
             silu: false,
+            tile_reduce: false,
         }
     }
 }
@@ -1481,6 +1498,13 @@ mod tests {
         }
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Fp16, 8, 14336, 4096, 132, Tuning::default());
         assert_eq!((p.unroll, p.splits, p.rows_per_cta), (2, 4, 7), "{p:?}");
+        // Reduced after every row tile: one wave at M = 16 (896 row tiles x 4 splits over 264 CTAs), two row
+        // tiles of partial sums in shared memory
+        let t = Tuning { tile_reduce: Some(true), ..Tuning::default() };
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 14336, 4096, 132, t);
+        assert_eq!((p.splits, p.rows_per_cta, p.blocks_n * p.splits), (4, 14, 256), "{p:?}");
+        assert_eq!(p.smem_bytes, 8 * 16 * 2 * 20 * 4);
+        assert!(p.key(WoFormat::Int4G128, XDtype::F16, 16, 90).options().contains(&"-DTRED=1".to_string()));
         // small N on a big GPU splits K; large N does not
         let small = LaunchPlan::new(Variant::SplitK, WoFormat::Fp16, 1, 1000, 4096, 132, Tuning::default());
         assert!(small.splits > 1 && small.blocks_n * small.splits >= 132, "{small:?}");
@@ -1600,6 +1624,12 @@ mod tests {
                             let other = Tuning { pipeline: Some(!default.pipeline), ..Tuning::default() };
                             plans.push(LaunchPlan::new(variant, f, m, 4096, 4096, 132, other));
                         }
+                        // XMma reducing after every row tile, plain and fused.
+                        if variant == Variant::XMma {
+                            let t = Tuning { tile_reduce: Some(true), ..Tuning::default() };
+                            let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
+                            plans.extend([p, LaunchPlan { fuse: true, ..p }]);
+                        }
                         if variant == Variant::XReg && default.xreg {
                             let staged = Tuning { stages: Some(3), ..Tuning::default() };
                             plans.push(LaunchPlan::new(variant, f, m, 4096, 4096, 132, staged));
@@ -1627,7 +1657,7 @@ mod tests {
                 failures.push(format!("{key:?} spills:\n{}", c.log));
             }
             report.push(format!(
-                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={}{}: {} registers, {} spill bytes, {} stack bytes",
+                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={}{}{}: {} registers, {} spill bytes, {} stack bytes",
                 key.arch,
                 key.format.format().name(),
                 key.x.name(),
@@ -1638,6 +1668,7 @@ mod tests {
                 u8::from(key.pipeline),
                 u8::from(key.stage),
                 u8::from(key.xreg),
+                if key.tile_reduce { " TRED" } else { "" },
                 if key.silu { " FUSE+SILU" } else if key.fuse { " FUSE" } else { "" },
                 c.registers.unwrap_or(0),
                 c.spill_bytes.unwrap_or(0),
@@ -1663,6 +1694,7 @@ mod tests {
             stages: 0,
             fuse: false,
             silu: false,
+            tile_reduce: false,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

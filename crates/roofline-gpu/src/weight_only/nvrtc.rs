@@ -97,6 +97,8 @@ pub struct KernelKey {
     pub fuse: bool,
     /// `FUSE` builds only: SwiGLU on load compiled in (`SILU`, the x-in-registers kernel).
     pub silu: bool,
+    /// `XMma`: the warps' partial sums reduced after every row tile (`TRED`).
+    pub tile_reduce: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -153,6 +155,7 @@ impl KernelKey {
             format!("-DKT={}", self.unroll),
             format!("-DFUSE={}", u32::from(self.fuse)),
             format!("-DSILU={}", u32::from(self.fuse && self.silu)),
+            format!("-DTRED={}", u32::from(self.tile_reduce)),
             // Source lines in the CUBIN for profilers (no effect on the code).
             "--generate-line-info".into(),
         ]
@@ -337,6 +340,7 @@ mod tests {
             stages: 0,
             fuse: true,
             silu: false,
+            tile_reduce: false,
             arch: 90,
         };
         let o = key.options();
