@@ -333,9 +333,13 @@ fn tune_table() {
                         for split_k in [None, Some(1), Some(2)] {
                             configs.push((Variant::XMma, Tuning { unroll: Some(tiles), split_k, ..Tuning::default() }));
                         }
-                        // Reduced after every row tile: any row tiles per CTA, one wave (`TRED` in the label).
-                        let t = Tuning { unroll: Some(tiles), tile_reduce: Some(true), ..Tuning::default() };
-                        configs.push((Variant::XMma, t));
+                        // Reduced after every row tile: any row tiles per CTA, one wave (`TRED` in the label);
+                        // also in 2 K splits (CTAs of up to 16 warps, half the workspace atomics).
+                        for split_k in [None, Some(2)] {
+                            let t =
+                                Tuning { unroll: Some(tiles), tile_reduce: Some(true), split_k, ..Tuning::default() };
+                            configs.push((Variant::XMma, t));
+                        }
                     }
                 }
                 for stages in [2u32, 3, 4] {

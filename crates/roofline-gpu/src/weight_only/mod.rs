@@ -1629,6 +1629,9 @@ mod tests {
                             let t = Tuning { tile_reduce: Some(true), ..Tuning::default() };
                             let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
                             plans.extend([p, LaunchPlan { fuse: true, ..p }]);
+                            // and in CTAs of 16 warps (2 K splits of 14336 at M = 16: the tuning table's case)
+                            let t = Tuning { split_k: Some(2), ..t };
+                            plans.push(LaunchPlan::new(variant, f, m, 4096, 14336, 132, t));
                         }
                         if variant == Variant::XReg && default.xreg {
                             let staged = Tuning { stages: Some(3), ..Tuning::default() };
