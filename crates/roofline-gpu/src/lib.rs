@@ -15,6 +15,7 @@ pub mod power;
 mod timing;
 pub mod weight_only;
 
+use rayon::prelude::*;
 use std::sync::Arc;
 
 use cudarc::driver::{sys::CUdevice_attribute, CudaContext, CudaSlice, CudaStream};
@@ -230,20 +231,83 @@ pub fn memory_latency_fit(points: &[(f64, f64)], bandwidth_gb_s: f64, launch_ove
 
 /// Uniform random values in [-1, 1) (never all zeros), deterministic per seed.
 pub fn random_f32(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s >> 12;
-            s ^= s << 25;
-            s ^= s >> 27;
-            ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
+    // Blocks of the same xorshift64 sequence filled in parallel: each block's first state is the seed's
+    // state advanced by a jump (the generator is linear over GF(2), so a jump of J steps is a 64 x 64 bit
+    // matrix, `XorShiftJump`), and the values are exactly those of the one-thread loop.
+    const BLOCK: usize = 1 << 18;
+    let s0 = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let jump = XorShiftJump::steps(BLOCK as u64);
+    let mut starts = Vec::with_capacity(n.div_ceil(BLOCK));
+    let mut s = s0;
+    for _ in 0..n.div_ceil(BLOCK) {
+        starts.push(s);
+        s = jump.apply(s);
+    }
+    let mut out = vec![0f32; n];
+    out.par_chunks_mut(BLOCK).zip(starts).for_each(|(block, mut s)| {
+        for v in block {
+            s = xorshift_step(s);
+            *v = ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0;
+        }
+    });
+    out
+}
+
+fn xorshift_step(mut s: u64) -> u64 {
+    s ^= s >> 12;
+    s ^= s << 25;
+    s ^= s >> 27;
+    s
+}
+
+/// `steps` applications of [`xorshift_step`] as a linear map over GF(2): column `i` is the image of bit `i`.
+struct XorShiftJump([u64; 64]);
+
+impl XorShiftJump {
+    fn steps(mut steps: u64) -> XorShiftJump {
+        let mut result = XorShiftJump(std::array::from_fn(|i| 1u64 << i)); // identity
+        let mut power = XorShiftJump(std::array::from_fn(|i| xorshift_step(1u64 << i))); // one step
+        while steps > 0 {
+            if steps & 1 == 1 {
+                result = power.after(&result);
+            }
+            power = power.after(&power);
+            steps >>= 1;
+        }
+        result
+    }
+
+    fn apply(&self, s: u64) -> u64 {
+        (0..64).filter(|i| s >> i & 1 == 1).fold(0, |acc, i| acc ^ self.0[i])
+    }
+
+    /// `self` applied after `first`.
+    fn after(&self, first: &XorShiftJump) -> XorShiftJump {
+        XorShiftJump(std::array::from_fn(|i| self.apply(first.0[i])))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn random_f32_is_the_one_thread_sequence() {
+        let sequential = |n: usize, seed: u64| -> Vec<f32> {
+            let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            (0..n)
+                .map(|_| {
+                    s = xorshift_step(s);
+                    ((s.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+                })
+                .collect()
+        };
+        for (n, seed) in [(0, 1), (1, 2), (1000, 3), ((1 << 18) - 1, 4), (1 << 18, 5), (3 * (1 << 18) + 17, 6)] {
+            assert_eq!(random_f32(n, seed), sequential(n, seed), "n = {n}");
+        }
+        let j = XorShiftJump::steps(5);
+        assert_eq!(j.apply(0xDEAD_BEEF), (0..5).fold(0xDEAD_BEEF, |s, _| xorshift_step(s)));
+    }
 
     #[test]
     fn no_gpu_is_an_error_not_a_panic() {

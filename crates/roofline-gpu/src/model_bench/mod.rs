@@ -20,15 +20,18 @@ use half::f16;
 
 use crate::bench_weights::{fold_columns, head_matrices, layer_matrices};
 use crate::weight_only::nvrtc::compile_cubin;
+use crate::weight_only::precompile;
 use crate::weight_only::{
-    launch_cluster_ex, launch_ex, max_active_clusters, quantize_and_pack, DeviceWeights, Fusion, Variant,
-    WeightOnlyGemv, WoFormat, XDtype,
+    launch_cluster_ex, launch_ex, max_active_clusters, quantize_pack, DeviceWeights, Fusion, Variant, WeightOnlyGemv,
+    WoFormat, XDtype,
 };
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
 use moe::{MoeActs, MoeLayer, MoeOp};
 pub use moe::{MoeCheck, MoeShape};
+use rayon::prelude::*;
 use roofline_quant::checkpoint::SourceModel;
 use roofline_quant::minifloat::E4M3;
+use std::collections::HashMap;
 
 mod moe;
 
@@ -344,8 +347,40 @@ fn cluster_ctas(
         .ok_or_else(|| GpuError::Unsupported("no cluster of the attention kernel can be scheduled on this GPU".into()))
 }
 
+/// The weight-only calls of one dense step (`m x n x k` and fusion), for compiling their kernels ahead; MoE
+/// experts and the router compile on first use.
+fn step_calls(cfg: &BenchConfig, silu_in_down: bool) -> Vec<(usize, usize, usize, Fusion)> {
+    let m = cfg.batch;
+    let [qkv, o, gate_up, down, lm_head] = cfg.linears().map(|(_, n, k)| (n, k));
+    let (norm, add) =
+        (Fusion { norm_eps: Some(NORM_EPS), ..Fusion::default() }, Fusion { add_into_y: true, ..Fusion::default() });
+    let none = Fusion::default();
+    let down_fusion = if silu_in_down { Fusion { silu_x: true, ..add } } else { add };
+    let calls = if cfg.fuse {
+        [(qkv, norm), (o, add), (gate_up, norm), (down, down_fusion), (lm_head, norm)]
+    } else {
+        [(qkv, none), (o, none), (gate_up, none), (down, none), (lm_head, none)]
+    };
+    // MoE layers have no dense FFN (entries 2 and 3)
+    let dense = |i: &usize| cfg.moe.is_none() || !matches!(i, 2 | 3);
+    calls.into_iter().enumerate().filter(|(i, _)| dense(i)).map(|(_, ((n, k), f))| (m, n, k, f)).collect()
+}
+
+/// `decode_ops.cu` compiled with `opts`, once per process (every scheme of a `--schemes` run shares it).
+fn decode_ops_cubin(opts: &[String]) -> Result<Vec<u8>, GpuError> {
+    static CACHE: std::sync::OnceLock<std::sync::Mutex<HashMap<Vec<String>, Vec<u8>>>> = std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    let lock = || cache.lock().map_err(|_| GpuError::Unsupported("decode kernel cache lock poisoned".into()));
+    if let Some(c) = lock()?.get(opts) {
+        return Ok(c.clone());
+    }
+    let (cubin, _) = compile_cubin(DECODE_OPS_SOURCE, "decode_ops.cu", opts)?;
+    lock()?.insert(opts.to_vec(), cubin.clone());
+    Ok(cubin)
+}
+
 fn f16_bits(v: &[f32]) -> Vec<u16> {
-    v.iter().map(|x| f16::from_f32(*x).to_bits()).collect()
+    v.par_iter().map(|x| f16::from_f32(*x).to_bits()).collect()
 }
 
 impl Gpu {
@@ -364,21 +399,6 @@ impl Gpu {
             // Source lines in the CUBIN for profilers (no effect on the code).
             "--generate-line-info".into(),
         ];
-        progress("compiling decode kernels (NVRTC)");
-        let (cubin, _) = compile_cubin(DECODE_OPS_SOURCE, "decode_ops.cu", &opts)?;
-        let module = self.ctx.load_module(Ptx::from_binary(cubin))?;
-        let ops = Ops {
-            add_rmsnorm: module.load_function("add_rmsnorm")?,
-            rope_append: module.load_function("rope_append")?,
-            attn_split: module.load_function("attn_split")?,
-            attn_combine: module.load_function("attn_combine")?,
-            attn_rope: module.load_function("attn_rope")?,
-            attn_cluster: if major >= 9 { Some(module.load_function("attn_cluster")?) } else { None },
-            silu_mul: module.load_function("silu_mul")?,
-            topk_route: module.load_function("topk_route")?,
-            moe_gather: module.load_function("moe_gather")?,
-            moe_combine: module.load_function("moe_combine")?,
-        };
         let gemv = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?
             .with_variant(Variant::best(cfg.weights, XDtype::F16, cfg.batch), None);
         // The MoE router stays in FP16 (the activation format), as serving engines keep it.
@@ -390,9 +410,38 @@ impl Gpu {
             None => None,
         };
         let (b, d, f) = (cfg.batch, cfg.hidden, cfg.intermediate);
-        let Built { mut layers, mut lm_head, final_norm: norm_w, x0 } = match &cfg.checkpoint {
-            None => self.random_weights(cfg, &gemv, router.as_ref(), &mut progress)?,
-            Some(dir) => self.checkpoint_weights(cfg, dir, &gemv, router.as_ref(), &mut progress)?,
+        let silu_in_down = cfg.fuse && cfg.moe.is_none() && gemv.fuses_silu(b, d, f);
+        // NVRTC compiles the step's kernels on other threads while this one quantizes and uploads the weights
+        // (checked first, so a missing NVRTC fails before minutes of quantization).
+        crate::weight_only::nvrtc_available()?;
+        progress("compiling decode kernels (NVRTC, in the background)");
+        let keys = gemv.kernel_keys(&step_calls(cfg, silu_in_down));
+        let (cubin, built) = std::thread::scope(|scope| {
+            let compiler = scope.spawn(|| {
+                precompile(&keys);
+                decode_ops_cubin(&opts)
+            });
+            let built = match &cfg.checkpoint {
+                None => self.random_weights(cfg, &gemv, router.as_ref(), &mut progress),
+                Some(dir) => self.checkpoint_weights(cfg, dir, &gemv, router.as_ref(), &mut progress),
+            };
+            let cubin =
+                compiler.join().unwrap_or_else(|_| Err(GpuError::Unsupported("the NVRTC thread panicked".into())));
+            (cubin, built)
+        });
+        let Built { mut layers, mut lm_head, final_norm: norm_w, x0 } = built?;
+        let module = self.ctx.load_module(Ptx::from_binary(cubin?))?;
+        let ops = Ops {
+            add_rmsnorm: module.load_function("add_rmsnorm")?,
+            rope_append: module.load_function("rope_append")?,
+            attn_split: module.load_function("attn_split")?,
+            attn_combine: module.load_function("attn_combine")?,
+            attn_rope: module.load_function("attn_rope")?,
+            attn_cluster: if major >= 9 { Some(module.load_function("attn_cluster")?) } else { None },
+            silu_mul: module.load_function("silu_mul")?,
+            topk_route: module.load_function("topk_route")?,
+            moe_gather: module.load_function("moe_gather")?,
+            moe_combine: module.load_function("moe_combine")?,
         };
         let (splits, chunk) = attn_splits(cfg, self.sm_count);
         let zeros = |n: usize| self.stream.alloc_zeros::<u16>(n);
@@ -443,7 +492,6 @@ impl Gpu {
             format!("attn_rope, {splits} splits of {chunk} positions")
         };
         progress(&format!("attention: {attention_kernel}"));
-        let silu_in_down = cfg.fuse && cfg.moe.is_none() && gemv.fuses_silu(b, d, f);
         let en = Enqueue {
             cfg,
             ops: &ops,
@@ -633,10 +681,13 @@ impl Gpu {
             if let Some(g) = folded {
                 fold_columns(&mut w, g);
             }
-            let (p, _) = quantize_and_pack(cfg.weights, &w, n, k)?;
+            let p = quantize_pack(cfg.weights, &w, n, k)?;
             packed.push(Some(p));
         }
-        let packed_at = |i: usize| packed[i].as_ref().ok_or_else(|| GpuError::Unsupported("no dense FFN".into()));
+        // Rearranged for the kernels once (tensor-core fragment order, scale tables), uploaded per layer.
+        let staged =
+            packed.iter().map(|p| p.as_ref().map(|p| gemv.stage(p)).transpose()).collect::<Result<Vec<_>, _>>()?;
+        let packed_at = |i: usize| staged[i].as_ref().ok_or_else(|| GpuError::Unsupported("no dense FFN".into()));
         let mut moe = match (cfg.moe, router) {
             (Some(m), Some(r)) => Some(self.random_moe(cfg, &m, gemv, r, &g_post, progress)?),
             _ => None,
@@ -649,11 +700,13 @@ impl Gpu {
             let (kc, vc) = self.kv_caches(cfg, l)?;
             let ffn = match moe.as_mut() {
                 Some(m) => Ffn::Moe(m.take_layer()?),
-                None => Ffn::Dense { gate_up: gemv.upload(packed_at(2)?)?, down: gemv.upload(packed_at(3)?)? },
+                None => {
+                    Ffn::Dense { gate_up: gemv.upload_staged(packed_at(2)?)?, down: gemv.upload_staged(packed_at(3)?)? }
+                }
             };
             layers.push(Layer {
-                qkv: gemv.upload(packed_at(0)?)?,
-                o: gemv.upload(packed_at(1)?)?,
+                qkv: gemv.upload_staged(packed_at(0)?)?,
+                o: gemv.upload_staged(packed_at(1)?)?,
                 ffn,
                 norm_in: norm_in.clone(),
                 norm_post: norm_post.clone(),
@@ -663,7 +716,7 @@ impl Gpu {
         }
         Ok(Built {
             layers,
-            lm_head: gemv.upload(packed_at(4)?)?,
+            lm_head: gemv.upload_staged(packed_at(4)?)?,
             final_norm: self.stream.clone_htod(&f16_bits(&g_final))?,
             x0: random_f32(cfg.batch * d, 3),
         })
@@ -682,8 +735,7 @@ impl Gpu {
     ) -> Result<Built, GpuError> {
         let src = SourceModel::open(dir).map_err(|e| GpuError::Weights(e.to_string()))?;
         let up = |name: &str, w: &[f32], n: usize, k: usize| -> Result<DeviceWeights, GpuError> {
-            let (p, _) =
-                quantize_and_pack(cfg.weights, w, n, k).map_err(|e| GpuError::Weights(format!("{name}: {e}")))?;
+            let p = quantize_pack(cfg.weights, w, n, k).map_err(|e| GpuError::Weights(format!("{name}: {e}")))?;
             gemv.upload(&p)
         };
         let [(_, qn, qk), (_, on, ok), (_, gn, gk), (_, dn, dk), (_, ln, lk)] = cfg.linears();
@@ -1173,6 +1225,31 @@ mod tests {
         }
         // A Mixtral-layout checkpoint (no shared experts) is read.
         BenchConfig { checkpoint: Some("x".into()), ..ok }.validate().unwrap();
+    }
+
+    #[test]
+    fn step_calls_are_the_launches_of_the_step() {
+        let c = llama8b();
+        let norm = Fusion { norm_eps: Some(NORM_EPS), ..Fusion::default() };
+        let add = Fusion { add_into_y: true, ..Fusion::default() };
+        let calls = step_calls(&c, true);
+        assert_eq!(
+            calls,
+            vec![
+                (1, 6144, 4096, norm),
+                (1, 4096, 4096, add),
+                (1, 28672, 4096, norm),
+                (1, 4096, 14336, Fusion { silu_x: true, ..add }),
+                (1, 128256, 4096, norm)
+            ]
+        );
+        assert_eq!(step_calls(&c, false)[3].3, add);
+        // unfused: plain launches; MoE: no dense FFN
+        let plain = step_calls(&BenchConfig { fuse: false, batch: 16, ..llama8b() }, false);
+        assert!(plain.iter().all(|&(m, _, _, f)| m == 16 && f == Fusion::default()));
+        let mixtral = MoeShape { experts: 8, top_k: 2, expert_intermediate: 14336, shared_intermediate: 0 };
+        let moe = step_calls(&BenchConfig { moe: Some(mixtral), ..llama8b() }, false);
+        assert_eq!(moe.iter().map(|c| c.1).collect::<Vec<_>>(), vec![6144, 4096, 128256]);
     }
 
     #[test]

@@ -23,7 +23,9 @@ use half::f16;
 
 use super::{Acts, BenchConfig, Enqueue, Ffn, FusedOp, KArgs, Layer, NORM_EPS};
 use crate::bench_weights::{expert_matrices, fold_columns, router_matrix, MoeLayout};
-use crate::weight_only::{quantize_and_pack, DeviceWeights, Fusion, PackedWeights, WeightOnlyGemv, WoFormat};
+use crate::weight_only::{
+    quantize_and_pack, quantize_pack, DeviceWeights, Fusion, PackedWeights, WeightOnlyGemv, WoFormat,
+};
 use crate::{random_f32, Gpu, GpuError};
 use roofline_quant::checkpoint::SourceModel;
 
@@ -292,20 +294,23 @@ impl Gpu {
                 let shared = expert * m.shared_intermediate / m.expert_intermediate;
                 self.check_free_memory(cfg, m.experts * expert + shared + device_bytes(&router_packed))?;
             }
+            // rearranged for the kernels once, uploaded to every layer
+            let (gu, dn) = (gemv.stage(&gu)?, gemv.stage(&dn)?);
             for l in 0..nl {
-                let ex = Expert { gate_up: gemv.upload(&gu)?, down: gemv.upload(&dn)? };
+                let ex = Expert { gate_up: gemv.upload_staged(&gu)?, down: gemv.upload_staged(&dn)? };
                 match e {
                     Some(_) => experts[l].push(ex),
                     None => shared[l] = Some(ex),
                 }
             }
         }
+        let router = router_gemv.stage(&router_packed)?;
         let layers = experts
             .into_iter()
             .zip(shared)
             .map(|(experts, shared)| {
                 Ok(MoeLayer {
-                    router: router_gemv.upload(&router_packed)?,
+                    router: router_gemv.upload_staged(&router)?,
                     experts,
                     shared,
                     route: None,
@@ -341,9 +346,9 @@ impl Gpu {
             progress(&format!("layer {}/{}: expert {}/{}", l + 1, cfg.layers_built, e + 1, m.experts));
             let (gu, dn) = expert_matrices(src, cfg, layout, l, e, norm_post)?;
             let what = |w: &str| format!("layer {l} expert {e} {w}");
-            let (gu, _) = quantize_and_pack(cfg.weights, &gu, 2 * m.expert_intermediate, d)
+            let gu = quantize_pack(cfg.weights, &gu, 2 * m.expert_intermediate, d)
                 .map_err(|err| GpuError::Weights(format!("{}: {err}", what("gate_up"))))?;
-            let (dn, _) = quantize_and_pack(cfg.weights, &dn, d, m.expert_intermediate)
+            let dn = quantize_pack(cfg.weights, &dn, d, m.expert_intermediate)
                 .map_err(|err| GpuError::Weights(format!("{}: {err}", what("down"))))?;
             if l == 0 && e == 0 {
                 let per_layer = m.experts * (device_bytes(&gu) + device_bytes(&dn)) + device_bytes(&router_packed);

@@ -52,7 +52,7 @@ use half::{bf16, f16};
 use roofline_core::{Format, Measurement};
 
 pub use nvrtc::{compile, nvrtc_available, precompile, CompiledKernel, KernelKey, XDtype};
-pub use pack::{pack, quantize_and_pack, reference_tensor, PackedWeights, WoFormat};
+pub use pack::{pack, quantize_and_pack, quantize_pack, reference_tensor, PackedWeights, WoFormat};
 
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig, TimingStats};
 
@@ -557,6 +557,17 @@ struct Loaded {
     resident: u32,
 }
 
+/// Packed weights rearranged for one engine's kernels ([`WeightOnlyGemv::stage`]), ready to upload.
+#[derive(Debug)]
+pub struct StagedWeights<'a> {
+    packed: &'a PackedWeights,
+    variant: Variant,
+    /// Codes in tensor-core fragment order (`None`: the packed order).
+    codes: Option<Vec<u8>>,
+    xscales: Vec<u8>,
+    xzeros: Vec<u8>,
+}
+
 /// Weights on the GPU, with the split-K workspace of their shape.
 pub struct DeviceWeights {
     /// Format.
@@ -644,6 +655,17 @@ impl WeightOnlyGemv {
     /// The launch plan of an `m x n x k` call before the kernel is loaded (see [`WeightOnlyGemv::launch_plan`]).
     pub fn plan(&self, m: usize, n: usize, k: usize) -> LaunchPlan {
         LaunchPlan::new(self.variant, self.format, m, n, k, self.sm_count, self.tuning)
+    }
+
+    /// The plan of an `m x n x k` call with `fusion` (the fused build of [`WeightOnlyGemv::plan`]).
+    fn fused_plan(&self, m: usize, n: usize, k: usize, fusion: Fusion) -> LaunchPlan {
+        LaunchPlan { fuse: fusion != Fusion::default(), silu: fusion.silu_x, ..self.plan(m, n, k) }
+    }
+
+    /// The kernels `calls` (`m x n x k` with a fusion each) will launch, for compiling them ahead of time
+    /// ([`nvrtc::precompile`], in parallel; the launches then find them in the process's cache).
+    pub fn kernel_keys(&self, calls: &[(usize, usize, usize, Fusion)]) -> Vec<KernelKey> {
+        calls.iter().map(|&(m, n, k, f)| self.key(m, &self.fused_plan(m, n, k, f))).collect()
     }
 
     /// Whether an `m x n x k` call can take [`Fusion::silu_x`] (see [`LaunchPlan::takes_silu`]).
@@ -735,6 +757,13 @@ impl WeightOnlyGemv {
 
     /// Uploads packed weights and allocates their split-K workspace (zeroed).
     pub fn upload(&self, p: &PackedWeights) -> Result<DeviceWeights, GpuError> {
+        self.upload_staged(&self.stage(p)?)
+    }
+
+    /// `p` in the host layout this engine's kernels read (tensor-core fragment order, transposed or paired
+    /// scale tables), to upload any number of times with [`WeightOnlyGemv::upload_staged`]: a model's layers
+    /// of one shape are rearranged once instead of once per layer.
+    pub fn stage<'a>(&self, p: &'a PackedWeights) -> Result<StagedWeights<'a>, GpuError> {
         if p.format != self.format {
             return Err(GpuError::Unsupported(format!(
                 "weights are {} but this engine runs {}",
@@ -743,6 +772,31 @@ impl WeightOnlyGemv {
             )));
         }
         p.format.check_k(p.k)?;
+        let mma_layout = matches!(self.variant, Variant::Mma | Variant::XMma);
+        let codes = if mma_layout { Some(mma::repack(p)?) } else { None };
+        // The x-in-registers kernel reads transposed scale tables; an XReg engine falls back to the split-K
+        // kernel for larger M, so it keeps both (the scales are ~3% of the weight bytes).
+        // XMma reads the scales of rows g and g + 8 side by side (`mma::xs_meta`).
+        let (xscales, xzeros) = match self.variant {
+            Variant::XReg => pack::xreg_tables(p),
+            Variant::XMma => (mma::xs_meta(p), Vec::new()),
+            _ => (Vec::new(), Vec::new()),
+        };
+        Ok(StagedWeights { packed: p, variant: self.variant, codes, xscales, xzeros })
+    }
+
+    /// Uploads weights staged by this engine ([`WeightOnlyGemv::stage`]).
+    pub fn upload_staged(&self, st: &StagedWeights) -> Result<DeviceWeights, GpuError> {
+        let p = st.packed;
+        if p.format != self.format || st.variant != self.variant {
+            return Err(GpuError::Unsupported(format!(
+                "weights were staged for {} on {:?}, this engine runs {} on {:?}",
+                p.format.format(),
+                st.variant,
+                self.format.format(),
+                self.variant
+            )));
+        }
         // Empty tables get a small dummy buffer so every kernel argument is a valid pointer.
         let up = |v: &[u8]| {
             if v.is_empty() {
@@ -751,30 +805,17 @@ impl WeightOnlyGemv {
                 self.stream.clone_htod(v)
             }
         };
-        let mma_layout = matches!(self.variant, Variant::Mma | Variant::XMma);
-        let codes = if mma_layout { mma::repack(p)? } else { p.codes.clone() };
-        // The x-in-registers kernel reads transposed scale tables; an XReg engine falls back to the split-K
-        // kernel for larger M, so it keeps both (the scales are ~3% of the weight bytes).
-        // XMma reads the scales of rows g and g + 8 side by side (`mma::xs_meta`).
-        let (xscales, xzeros) = match self.variant {
-            Variant::XReg => {
-                let (s, z) = pack::xreg_tables(p);
-                (up(&s)?, up(&z)?)
-            }
-            Variant::XMma => (up(&mma::xs_meta(p))?, up(&[])?),
-            _ => (up(&[])?, up(&[])?),
-        };
         Ok(DeviceWeights {
             format: p.format,
             n: p.n,
             k: p.k,
             bytes: p.bytes(),
-            mma_layout,
-            codes: up(&codes)?,
+            mma_layout: st.codes.is_some(),
+            codes: up(st.codes.as_deref().unwrap_or(&p.codes))?,
             scales: up(&p.scales)?,
             zeros: up(&p.zeros)?,
-            xscales,
-            xzeros,
+            xscales: up(&st.xscales)?,
+            xzeros: up(&st.xzeros)?,
             global_scale: p.global_scale,
             workspace: self.stream.alloc_zeros::<f32>(16 * p.n)?,
             counters: self.stream.alloc_zeros::<u32>(p.n.div_ceil(4) + 1)?,
@@ -865,7 +906,7 @@ impl WeightOnlyGemv {
         if n > i32::MAX as usize || k > i32::MAX as usize {
             return Err(GpuError::Unsupported(format!("N = {n} and K = {k} must fit in 32 bits")));
         }
-        let plan = LaunchPlan { fuse: fusion != Fusion::default(), silu: fusion.silu_x, ..self.plan(m, n, k) };
+        let plan = self.fused_plan(m, n, k, fusion);
         if fusion.silu_x && (!plan.takes_silu() || fusion.norm_eps.is_some()) {
             return Err(GpuError::Unsupported(format!(
                 "SwiGLU on load needs the x-in-registers kernel without a fused norm (this launch: {:?}, {m}x{n}x{k})",

@@ -20,6 +20,7 @@
 //! exactly the values the GPU uses.
 
 use half::f16;
+use rayon::prelude::*;
 use roofline_core::Format;
 use roofline_quant::codec::{FloatKind, MxElement, NF4_CODE};
 use roofline_quant::minifloat::{E2M1, E4M3};
@@ -431,6 +432,26 @@ pub fn quantize_and_pack(
     n: usize,
     k: usize,
 ) -> Result<(PackedWeights, Vec<f32>), GpuError> {
+    let (packed, q) = quantize_pack_inner(format, w, n, k)?;
+    let vals = match q {
+        None => packed.codes.par_chunks(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+        Some(q) => roofline_quant::dequantize(&reference_tensor(&q)?),
+    };
+    Ok((packed, vals))
+}
+
+/// [`quantize_and_pack`] without the dequantized values (for callers that only upload, such as the decode
+/// benchmark's random weights: the values cost as much as the quantization).
+pub fn quantize_pack(format: WoFormat, w: &[f32], n: usize, k: usize) -> Result<PackedWeights, GpuError> {
+    Ok(quantize_pack_inner(format, w, n, k)?.0)
+}
+
+fn quantize_pack_inner(
+    format: WoFormat,
+    w: &[f32],
+    n: usize,
+    k: usize,
+) -> Result<(PackedWeights, Option<QuantizedTensor>), GpuError> {
     format.check_k(k)?;
     if n == 0 || w.len() != n * k {
         return Err(GpuError::Unsupported(format!(
@@ -440,23 +461,34 @@ pub fn quantize_and_pack(
     }
     match format.codec() {
         None => {
-            let mut codes = Vec::with_capacity(2 * w.len());
-            let mut vals = Vec::with_capacity(w.len());
-            for &v in w {
-                let h = f16::from_f32(v);
-                if !h.is_finite() {
-                    return Err(GpuError::Unsupported(format!("weight {v} overflows FP16")));
-                }
-                codes.extend(h.to_le_bytes());
-                vals.push(h.to_f32());
-            }
-            Ok((PackedWeights { format, n, k, codes, scales: Vec::new(), zeros: Vec::new(), global_scale: 1.0 }, vals))
+            // FP16: a cast, in parallel blocks; the first value that overflows is reported.
+            const BLOCK: usize = 1 << 16;
+            let mut codes = vec![0u8; 2 * w.len()];
+            codes
+                .par_chunks_mut(2 * BLOCK)
+                .zip(w.par_chunks(BLOCK))
+                .enumerate()
+                .try_for_each(|(b, (out, src))| {
+                    for (i, &v) in src.iter().enumerate() {
+                        let h = f16::from_f32(v);
+                        if !h.is_finite() {
+                            return Err(b * BLOCK + i);
+                        }
+                        out[2 * i..2 * i + 2].copy_from_slice(&h.to_le_bytes());
+                    }
+                    Ok(())
+                })
+                .map_err(|_| {
+                    let i = w.iter().position(|v| !f16::from_f32(*v).is_finite()).unwrap_or(0);
+                    GpuError::Unsupported(format!("weight {} (row {}, column {}) overflows FP16", w[i], i / k, i % k))
+                })?;
+            let packed =
+                PackedWeights { format, n, k, codes, scales: Vec::new(), zeros: Vec::new(), global_scale: 1.0 };
+            Ok((packed, None))
         }
         Some(codec) => {
             let q = quantize(codec, w, n, k).map_err(|e| GpuError::Unsupported(e.to_string()))?;
-            let packed = pack(&q)?;
-            let vals = roofline_quant::dequantize(&reference_tensor(&q)?);
-            Ok((packed, vals))
+            Ok((pack(&q)?, Some(q)))
         }
     }
 }
@@ -566,6 +598,33 @@ mod tests {
         assert!(pack(&q).unwrap_err().to_string().contains("no weight-only kernel"));
         for f in WoFormat::ALL {
             assert_eq!(WoFormat::from_format(f.format()).unwrap(), f);
+        }
+        // FP16 overflow: the first offending weight, by row and column, past the parallel blocks' first one
+        let mut w = vec![0.25f32; 3 * 65536];
+        w[70000] = 1e6;
+        w[150000] = -1e6;
+        let e = quantize_pack(WoFormat::Fp16, &w, 3, 65536).unwrap_err().to_string();
+        assert!(e.contains("1000000") && e.contains("row 1, column 4464"), "{e}");
+    }
+
+    #[test]
+    fn packing_without_the_values_packs_the_same() {
+        let (n, k) = (300, 256);
+        let w = random_f32(n * k, 11);
+        for f in WoFormat::ALL {
+            let (p, vals) = quantize_and_pack(f, &w, n, k).unwrap();
+            let q = quantize_pack(f, &w, n, k).unwrap();
+            assert_eq!(
+                (&q.codes, &q.scales, &q.zeros, q.global_scale),
+                (&p.codes, &p.scales, &p.zeros, p.global_scale)
+            );
+            // the values are the packed weights decoded: close to w at the format's precision
+            let err: f64 = w.iter().zip(&vals).map(|(a, b)| f64::from(a - b).powi(2)).sum::<f64>().sqrt();
+            let norm: f64 = w.iter().map(|a| f64::from(*a).powi(2)).sum::<f64>().sqrt();
+            assert!(err / norm < 0.2, "{f:?}: {}", err / norm);
+            if f == WoFormat::Fp16 {
+                assert!(w.iter().zip(&vals).all(|(a, b)| f16::from_f32(*a).to_f32() == *b));
+            }
         }
     }
 }
