@@ -5,7 +5,8 @@
 use half::f16;
 use roofline_core::Format;
 use roofline_gpu::weight_only::{
-    quantize_and_pack, reference_error, Fusion, Tuning, Variant, WeightOnlyGemv, WeightOnlyOptions, WoFormat, XDtype,
+    precompile, quantize_and_pack, reference_error, Fusion, Tuning, Variant, WeightOnlyGemv, WeightOnlyOptions,
+    WoFormat, XDtype,
 };
 use roofline_gpu::{random_f32, Gpu, TimingConfig};
 
@@ -19,6 +20,27 @@ fn quick() -> TimingConfig {
 
 fn formats() -> Vec<Format> {
     WoFormat::ALL.iter().map(|f| f.format()).collect()
+}
+
+/// One weight-only launch of a test: weights and x, work distribution, shape, fusion.
+type Call = (WoFormat, XDtype, Variant, Tuning, usize, usize, usize, Fusion);
+
+/// Compiles the kernels of `calls` up front, in parallel: the tests would otherwise compile hundreds of
+/// kernels one at a time, most of their run time on the GPU machine. A call the engine refuses is skipped
+/// (the test itself reports it).
+fn precompile_calls(gpu: &Gpu, calls: &[Call]) {
+    let mut keys = std::collections::HashSet::new();
+    for &(wf, x, variant, tuning, m, n, k, fusion) in calls {
+        let Ok(g) = WeightOnlyGemv::new(gpu, wf, x).and_then(|g| g.with_variant(variant, None).with_tuning(tuning))
+        else {
+            continue;
+        };
+        if fusion.silu_x && !g.fuses_silu(m, n, k) {
+            continue;
+        }
+        keys.extend(g.kernel_keys(&[(m, n, k, fusion)]));
+    }
+    precompile(&keys.into_iter().collect::<Vec<_>>());
 }
 
 #[test]
@@ -57,7 +79,8 @@ fn every_format_matches_the_reference_at_the_issue_shapes() {
 #[ignore = "needs an NVIDIA GPU"]
 fn variants_and_bf16_activations_match_the_reference() {
     let gpu = Gpu::open(0).unwrap();
-    for f in formats() {
+    let mut cases: Vec<Call> = Vec::new();
+    for wf in WoFormat::ALL {
         for (x, variant, split_k) in [
             (XDtype::Bf16, Variant::SplitK, None),
             (XDtype::F16, Variant::RowPerWarp, None),
@@ -83,15 +106,20 @@ fn variants_and_bf16_activations_match_the_reference() {
                 for &stages in stagings {
                     for &(tile_reduce, rows_per_cta) in reduces {
                         let tuning = Tuning { split_k, stages, tile_reduce, rows_per_cta, ..Tuning::default() };
-                        let opts = WeightOnlyOptions { x, variant: Some(variant), tuning, ..Default::default() };
-                        let r = gpu
-                            .measure_weight_only_with(f, m, n, k, &quick(), &opts)
-                            .unwrap_or_else(|e| panic!("{f} {x:?} {variant:?} {tuning:?} {m}x{n}x{k}: {e}"));
-                        assert!(r.rel_error <= 1e-3);
+                        cases.push((wf, x, variant, tuning, m, n, k, Fusion::default()));
                     }
                 }
             }
         }
+    }
+    precompile_calls(&gpu, &cases);
+    for (wf, x, variant, tuning, m, n, k, _) in cases {
+        let f = wf.format();
+        let opts = WeightOnlyOptions { x, variant: Some(variant), tuning, ..Default::default() };
+        let r = gpu
+            .measure_weight_only_with(f, m, n, k, &quick(), &opts)
+            .unwrap_or_else(|e| panic!("{f} {x:?} {variant:?} {tuning:?} {m}x{n}x{k}: {e}"));
+        assert!(r.rel_error <= 1e-3);
     }
 }
 
@@ -99,8 +127,18 @@ fn variants_and_bf16_activations_match_the_reference() {
 #[ignore = "needs an NVIDIA GPU"]
 fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
     let gpu = Gpu::open(0).unwrap();
+    let variants = [Variant::SplitK, Variant::RowPerWarp, Variant::Mma, Variant::XReg, Variant::XMma];
+    let mut calls: Vec<Call> = Vec::new();
     for wf in WoFormat::ALL {
-        for variant in [Variant::SplitK, Variant::RowPerWarp, Variant::Mma, Variant::XReg, Variant::XMma] {
+        for variant in variants {
+            let (n, k) = (13, 3 * wf.k_multiple().max(128));
+            let t = Tuning::default();
+            calls.extend((1..=16).map(|m| (wf, XDtype::F16, variant, t, m, n, k, Fusion::default())));
+        }
+    }
+    precompile_calls(&gpu, &calls);
+    for wf in WoFormat::ALL {
+        for variant in variants {
             let gemv = WeightOnlyGemv::new(&gpu, wf, XDtype::F16).unwrap().with_variant(variant, None);
             let (n, k) = (13, 3 * wf.k_multiple().max(128));
             let (packed, wq) = quantize_and_pack(wf, &random_f32(n * k, 9), n, k).unwrap();
@@ -135,6 +173,43 @@ fn fused_norm_and_residual_add_match_the_reference() {
     let gpu = Gpu::open(0).unwrap();
     let eps = 1e-5f32;
     // K = 14336 (4-bit): the x-in-registers plan with 14 warps and no split-K at M = 1 (down_proj's).
+    let shapes = [
+        (WoFormat::Fp16, 300, 1024),
+        (WoFormat::Int8, 300, 1024),
+        (WoFormat::Int4G128, 300, 1024),
+        (WoFormat::Nf4, 300, 1024),
+        (WoFormat::Nvfp4, 300, 1024),
+        (WoFormat::Mxfp4, 300, 1024),
+        (WoFormat::Int4G128, 100, 14336),
+    ];
+    let kinds = [
+        (Variant::SplitK, XDtype::F16),
+        (Variant::SplitK, XDtype::Bf16),
+        (Variant::XReg, XDtype::F16),
+        (Variant::XReg, XDtype::Bf16),
+        (Variant::Mma, XDtype::F16),
+        (Variant::XMma, XDtype::F16),
+    ];
+    let silu = Fusion { silu_x: true, ..Fusion::default() };
+    let fusions = [
+        Fusion { norm_eps: Some(eps), ..Fusion::default() },
+        Fusion { add_into_y: true, ..Fusion::default() },
+        Fusion { norm_eps: Some(eps), add_into_y: true, ..Fusion::default() },
+        silu,
+        Fusion { add_into_y: true, ..silu },
+    ];
+    let mut calls: Vec<Call> = Vec::new();
+    for (wf, n, k) in shapes {
+        for (variant, xt) in kinds {
+            for split_k in [None, Some(2)] {
+                for m in [1usize, 3, 16] {
+                    let t = Tuning { split_k, ..Tuning::default() };
+                    calls.extend(fusions.iter().map(|&f| (wf, xt, variant, t, m, n, k, f)));
+                }
+            }
+        }
+    }
+    precompile_calls(&gpu, &calls);
     for (wf, n, k) in [
         (WoFormat::Fp16, 300, 1024),
         (WoFormat::Int8, 300, 1024),
