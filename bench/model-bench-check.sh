@@ -5,7 +5,8 @@
 #   2. model_bench_gpu: every weight format, fused and unfused steps, both attention kernels with FP16 and FP8 KV,
 #      a synthetic Hugging Face checkpoint (--checkpoint) and MoE steps (routing, experts, combine),
 #   3. the headline table: Llama-3.1-8B B=1 S=1024 in every scheme, then FP16/INT4 with an FP8 KV cache,
-#   4. Mixtral-8x7B (16 of 32 layers built, scaled) in FP16 and INT4.
+#   4. Llama-3.1-8B at B = 16 (the tensor-core GEMVs) in FP16, FP8, INT4 and NF4 (4 layers built, scaled),
+#   5. Mixtral-8x7B (16 of 32 layers built, scaled) in FP16 and INT4.
 # Logs go to $OUT (default: a new temp dir). About 10 minutes on an H100.
 . bench/check-env.sh
 echo "== fused GEMV test ($WO)"
@@ -20,6 +21,9 @@ tail -12 $OUT/model-bench-all.txt
 echo "== Llama-3.1-8B, FP8 KV cache"
 $B model-bench --config llama-3.1-8b --schemes fp16,int4 --kv fp8 --hw $HW > $OUT/model-bench-fp8-kv.txt 2>&1
 tail -7 $OUT/model-bench-fp8-kv.txt
+echo "== Llama-3.1-8B, B = 16 (tensor-core GEMVs), 4 layers built"
+$B model-bench --config llama-3.1-8b --batch 16 --layers 4 --schemes fp16,fp8,int4,nf4 --hw $HW > $OUT/model-bench-b16.txt 2>&1
+tail -7 $OUT/model-bench-b16.txt
 echo "== Mixtral-8x7B (MoE), 16 layers built"
 $B model-bench --config mixtral-8x7b --schemes fp16,int4 --layers 16 --hw $HW > $OUT/model-bench-mixtral.txt 2>&1
 grep -E "^MoE" $OUT/model-bench-mixtral.txt
