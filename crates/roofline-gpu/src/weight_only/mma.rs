@@ -19,6 +19,7 @@
 use super::pack::{PackedWeights, WoFormat};
 use super::XDtype;
 use crate::GpuError;
+use rayon::prelude::*;
 
 /// Whether the tensor-core kernel runs `format` weights with `x` activations: FP16 x (the MMA's A and B share
 /// a type) with FP16, FP8 E4M3, INT8 or 4-bit weights; BF16 weights would need BF16 x.
@@ -151,24 +152,24 @@ pub fn repack(p: &PackedWeights) -> Result<Vec<u8>, GpuError> {
     };
     let (row_tiles, k_tiles, qv) = (n.div_ceil(16), k / 64, words_per_tile(p.format));
     let mut out = vec![0u8; row_tiles * k_tiles * qv * 512];
-    for rt in 0..row_tiles {
-        for kt in 0..k_tiles {
-            let tile = &mut out[(rt * k_tiles + kt) * qv * 512..][..qv * 512];
+    // Row tiles in parallel (each is one contiguous run of the output).
+    out.par_chunks_mut(k_tiles * qv * 512).enumerate().for_each(|(rt, tiles)| {
+        for (kt, tile) in tiles.chunks_mut(qv * 512).enumerate() {
             for lane in 0..32 {
                 let (g, t) = (lane / 4, lane % 4);
-                let mut words = vec![0u32; 4 * qv];
+                let mut words = [0u32; 16];
                 for s in 0..4 {
                     for (e, (r, c)) in fragment(g, t, s).into_iter().enumerate() {
                         let (j, shift) = slot(p.format, s, e);
                         words[j] |= code(rt * 16 + r, kt * 64 + c) << shift;
                     }
                 }
-                for (j, w) in words.iter().enumerate() {
+                for (j, w) in words[..4 * qv].iter().enumerate() {
                     tile[word_offset(lane, j)..][..4].copy_from_slice(&w.to_le_bytes());
                 }
             }
         }
-    }
+    });
     Ok(out)
 }
 
