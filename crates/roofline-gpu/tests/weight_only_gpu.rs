@@ -210,24 +210,9 @@ fn fused_norm_and_residual_add_match_the_reference() {
         }
     }
     precompile_calls(&gpu, &calls);
-    for (wf, n, k) in [
-        (WoFormat::Fp16, 300, 1024),
-        (WoFormat::Int8, 300, 1024),
-        (WoFormat::Int4G128, 300, 1024),
-        (WoFormat::Nf4, 300, 1024),
-        (WoFormat::Nvfp4, 300, 1024),
-        (WoFormat::Mxfp4, 300, 1024),
-        (WoFormat::Int4G128, 100, 14336),
-    ] {
+    for (wf, n, k) in shapes {
         let (packed, wq) = quantize_and_pack(wf, &random_f32(n * k, 21), n, k).unwrap();
-        for (variant, xt) in [
-            (Variant::SplitK, XDtype::F16),
-            (Variant::SplitK, XDtype::Bf16),
-            (Variant::XReg, XDtype::F16),
-            (Variant::XReg, XDtype::Bf16),
-            (Variant::Mma, XDtype::F16),
-            (Variant::XMma, XDtype::F16),
-        ] {
+        for (variant, xt) in kinds {
             for split in [None, Some(2)] {
                 let gemv = WeightOnlyGemv::new(&gpu, wf, xt).unwrap().with_variant(variant, split);
                 let mut dw = gemv.upload(&packed).unwrap();
@@ -236,14 +221,7 @@ fn fused_norm_and_residual_add_match_the_reference() {
                     XDtype::Bf16 => (|v| half::bf16::from_f32(v).to_bits(), |b| half::bf16::from_bits(b).to_f32()),
                 };
                 for m in [1usize, 3, 16] {
-                    let silu = Fusion { silu_x: true, ..Fusion::default() };
-                    for fusion in [
-                        Fusion { norm_eps: Some(eps), ..Fusion::default() },
-                        Fusion { add_into_y: true, ..Fusion::default() },
-                        Fusion { norm_eps: Some(eps), add_into_y: true, ..Fusion::default() },
-                        silu,
-                        Fusion { add_into_y: true, ..silu },
-                    ] {
+                    for fusion in fusions {
                         // SwiGLU on load: x is a gate_up row [2K]; only the x-in-registers plans take it.
                         let xk = if fusion.silu_x { 2 * k } else { k };
                         // x far from unit RMS (the norm must matter), y0 of the output's size.
