@@ -312,6 +312,14 @@ __device__ __forceinline__ void rope_angles(int pos, float theta, float cs[4], f
         sincosf((float)pos * freq, &sn[j], &cs[j]);
     }
 }
+// rope_angles before griddepcontrol.wait: the angles depend only on the position, so they are computed while
+// the previous kernel finishes instead of between the wait and the q loads (nvdisasm of attn_cluster, sm_90:
+// the four sincosf ran after the wait, ~420 instructions before the first load of q). The empty volatile asm
+// consumes them, and volatile asm statements keep their order, so the compiler cannot sink them past the wait.
+__device__ __forceinline__ void rope_angles_early(int pos, float theta, float cs[4], float sn[4]) {
+    rope_angles(pos, theta, cs, sn);
+    asm volatile("" ::"f"(cs[0]), "f"(cs[1]), "f"(cs[2]), "f"(cs[3]), "f"(sn[0]), "f"(sn[1]), "f"(sn[2]), "f"(sn[3]));
+}
 __device__ __forceinline__ void rope_apply(const u16* __restrict__ head, const float cs[4], const float sn[4],
                                            float out[4]) {
     const int e0 = 4 * (threadIdx.x & 31);
@@ -350,10 +358,10 @@ extern "C" __global__ void __launch_bounds__(128) attn_rope(const u16* __restric
     const int p0 = blockIdx.y * chunk, p1 = min(pos, p0 + chunk);  // cached positions only
     KvRows rows;
     load_kv(kc, vc, base, p0, p1, rows);
+    float cs[4], sn[4];
+    rope_angles_early(pos, theta, cs, sn);
     pdl_wait();
 
-    float cs[4], sn[4];
-    rope_angles(pos, theta, cs, sn);
     const u16* qkv_b = qkv + (size_t)b * row;
     float qv[GQA][4];
 #pragma unroll
@@ -640,10 +648,10 @@ extern "C" __global__ void __launch_bounds__(CW * 32, CLUSTER_MIN_BLOCKS)
     const int cached = min(p1, pos);
     issue_rows(kc, vc, base, p0 + warp * ROWS, cached, 0);
     if (iters > 1) issue_rows(kc, vc, base, p0 + CW * ROWS + warp * ROWS, cached, 1);
+    float cs[4], sn[4];
+    rope_angles_early(pos, theta, cs, sn);
     pdl_wait();
 
-    float cs[4], sn[4];
-    rope_angles(pos, theta, cs, sn);
     const u16* qkv_b = qkv + (size_t)b * row;
     // q rotated and scaled by 1/sqrt(d) * log2(e) (the softmax runs in base 2) and by K's scale (the scores
     // are then those of the dequantized keys; V's scale is applied to the output).
