@@ -315,7 +315,9 @@ __device__ __forceinline__ void rope_angles(int pos, float theta, float cs[4], f
 // rope_angles before griddepcontrol.wait: the angles depend only on the position, so they are computed while
 // the previous kernel finishes instead of between the wait and the q loads (nvdisasm of attn_cluster, sm_90:
 // the four sincosf ran after the wait, ~420 instructions before the first load of q). The empty volatile asm
-// consumes them, and volatile asm statements keep their order, so the compiler cannot sink them past the wait.
+// consumes them, and volatile asm statements keep their order, so the PTX computes them before the wait;
+// ptxas still schedules a few polynomial steps after it, behind the q loads, where they overlap the loads'
+// latency (18 instructions now separate the wait from the first q load).
 __device__ __forceinline__ void rope_angles_early(int pos, float theta, float cs[4], float sn[4]) {
     rope_angles(pos, theta, cs, sn);
     asm volatile("" ::"f"(cs[0]), "f"(cs[1]), "f"(cs[2]), "f"(cs[3]), "f"(sn[0]), "f"(sn[1]), "f"(sn[2]), "f"(sn[3]));
