@@ -350,20 +350,13 @@ fn cluster_ctas(
 /// The weight-only calls of one dense step (`m x n x k` and fusion), for compiling their kernels ahead; MoE
 /// experts and the router compile on first use.
 fn step_calls(cfg: &BenchConfig, silu_in_down: bool) -> Vec<(usize, usize, usize, Fusion)> {
-    let m = cfg.batch;
-    let [qkv, o, gate_up, down, lm_head] = cfg.linears().map(|(_, n, k)| (n, k));
-    let (norm, add) =
-        (Fusion { norm_eps: Some(NORM_EPS), ..Fusion::default() }, Fusion { add_into_y: true, ..Fusion::default() });
-    let none = Fusion::default();
-    let down_fusion = if silu_in_down { Fusion { silu_x: true, ..add } } else { add };
-    let calls = if cfg.fuse {
-        [(qkv, norm), (o, add), (gate_up, norm), (down, down_fusion), (lm_head, norm)]
-    } else {
-        [(qkv, none), (o, none), (gate_up, none), (down, none), (lm_head, none)]
-    };
-    // MoE layers have no dense FFN (entries 2 and 3)
-    let dense = |i: &usize| cfg.moe.is_none() || !matches!(i, 2 | 3);
-    calls.into_iter().enumerate().filter(|(i, _)| dense(i)).map(|(_, ((n, k), f))| (m, n, k, f)).collect()
+    let dense = |l: &Lin| cfg.moe.is_none() || !matches!(l, Lin::GateUp | Lin::Down);
+    Lin::ALL
+        .into_iter()
+        .zip(cfg.linears())
+        .filter(|(l, _)| dense(l))
+        .map(|(l, (_, n, k))| (cfg.batch, n, k, l.fusion(cfg.fuse, silu_in_down)))
+        .collect()
 }
 
 /// `decode_ops.cu` compiled with `opts`, once per process (every scheme of a `--schemes` run shares it).
@@ -802,6 +795,26 @@ enum Lin {
     LmHead,
 }
 
+impl Lin {
+    /// In the order of [`BenchConfig::linears`].
+    const ALL: [Lin; 5] = [Lin::Qkv, Lin::O, Lin::GateUp, Lin::Down, Lin::LmHead];
+
+    /// What this linear's launch fuses in the fused step: the norms read the residual stream x (their
+    /// weights are folded into W); o_proj and down_proj add into it; down_proj reads the gate_up row itself
+    /// (SwiGLU on load) where its plan takes it. The unfused step fuses nothing.
+    fn fusion(self, fuse: bool, silu_in_down: bool) -> Fusion {
+        let norm = Fusion { norm_eps: Some(NORM_EPS), ..Fusion::default() };
+        let add = Fusion { add_into_y: true, ..Fusion::default() };
+        match (fuse, self) {
+            (false, _) => Fusion::default(),
+            (true, Lin::Qkv | Lin::GateUp | Lin::LmHead) => norm,
+            (true, Lin::O) => add,
+            (true, Lin::Down) if silu_in_down => Fusion { silu_x: true, ..add },
+            (true, Lin::Down) => add,
+        }
+    }
+}
+
 struct Enqueue<'a> {
     cfg: &'a BenchConfig,
     ops: &'a Ops,
@@ -893,20 +906,15 @@ impl Enqueue<'_> {
     fn linear(&self, w: &mut DeviceWeights, which: Lin, a: &mut Acts) -> Result<(), GpuError> {
         let m = self.cfg.batch;
         if self.cfg.fuse {
-            // The norms read the residual stream x (their weights are folded into W); o_proj and down_proj
-            // add into it.
-            let norm = Fusion { norm_eps: Some(NORM_EPS), ..Fusion::default() };
-            let add = Fusion { add_into_y: true, ..Fusion::default() };
-            let (x, y, f) = match which {
-                Lin::Qkv => (&a.x, &mut a.qkv, norm),
-                Lin::O => (&a.attn, &mut a.x, add),
-                Lin::GateUp => (&a.x, &mut a.gu, norm),
-                // SwiGLU on load where the kernel takes it: down_proj reads the gate_up row itself.
-                Lin::Down if self.silu_in_down => (&a.gu, &mut a.x, Fusion { silu_x: true, ..add }),
-                Lin::Down => (&a.act, &mut a.x, add),
-                Lin::LmHead => (&a.x, &mut a.logits, norm),
+            let (x, y) = match which {
+                Lin::Qkv => (&a.x, &mut a.qkv),
+                Lin::O => (&a.attn, &mut a.x),
+                Lin::GateUp => (&a.x, &mut a.gu),
+                Lin::Down if self.silu_in_down => (&a.gu, &mut a.x),
+                Lin::Down => (&a.act, &mut a.x),
+                Lin::LmHead => (&a.x, &mut a.logits),
             };
-            return self.gemv.run_fused(self.s, w, x, y, m, f);
+            return self.gemv.run_fused(self.s, w, x, y, m, which.fusion(true, self.silu_in_down));
         }
         let (x, y) = match which {
             Lin::Qkv => (&a.h, &mut a.qkv),

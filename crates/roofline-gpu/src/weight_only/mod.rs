@@ -1285,7 +1285,7 @@ impl Gpu {
         // Compile every distinct kernel first, in parallel (NVRTC is thread-safe; the cache dedups).
         let keys: Vec<KernelKey> = engines
             .iter()
-            .map(|e| e.key(m, &e.plan(m, n, k)))
+            .flat_map(|e| e.kernel_keys(&[(m, n, k, Fusion::default())]))
             .collect::<std::collections::HashSet<_>>()
             .into_iter()
             .collect();
