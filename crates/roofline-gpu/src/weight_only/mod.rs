@@ -87,7 +87,8 @@ impl Variant {
             // Tensor cores with x stationary from M = 3 (H100 tuning tables, x14336x4096, us, XMma vs split-K):
             // INT4 M = 3 15.8 vs 33.9, M = 8 21.1 vs 31.6 (session 8); session 9: NF4 M = 3 19.3 vs 51.5,
             // M = 16 41.6 vs 152; FP8 / INT8 M = 3 22.7 vs 27.6 / 30.5, M = 16 44.0 vs 112; FP16 M = 3 42.3
-            // vs 44.6, M = 16 54.5 vs 104.8.
+            // vs 44.6, M = 16 54.5 vs 104.8. Above M = 8 (16-bit: from M = 8) it reduces after every row tile
+            // (`Tuning::tile_reduce`; session 10: M = 16 INT4 30.9, FP8 34.3, FP16 44.4 us).
             Variant::XMma
         } else if format.bits() == 4 && m <= 2 {
             // x in registers: 4-bit M = 1 is 20-45% faster than split-K on the H100 (INT4 1x14336x4096 14.8 vs
@@ -399,11 +400,19 @@ impl LaunchPlan {
             // M = 3 42.3 vs 46.1 at 1, M = 16 54.5 vs 61.4; 4 spills).
             let tiles = tuning.unroll.unwrap_or(if m > 8 || mma::words_per_tile(format) >= 4 { 2 } else { 4 });
             let slices = kt.div_ceil(tiles);
+            // The warps' sums reduced after every row tile (one wave of CTAs, `tile_reduce`) above M = 8, and
+            // from M = 8 for 16-bit weights (session 10 tuning table, x14336x4096, us, TRED vs not: M = 16
+            // FP16 44.4 vs 49.4, FP8 34.3 vs 38.1, INT4 30.9 vs 35.4, NF4 34.4 vs 40.4; M = 8 FP16 43.4 vs
+            // 45.1, 4- and 8-bit weights gain nothing at M = 8). Then CTAs of 16 warps (INT4 M = 16 30.9 vs
+            // 33.7 us in 8).
+            let tile_reduce = tuning.tile_reduce.unwrap_or(m > 8 || (m == 8 && mma::words_per_tile(format) >= 4));
+            let per_cta = if tile_reduce && m > 8 { 16 } else { 8 };
             // M <= 4: up to 16 K slices in one CTA without split-K (INT4 x14336x4096: M = 1 15.4 vs 16.6 us
             // split in two, M = 3 15.8 vs 17.8, M = 4 16.1 vs 18.1); otherwise CTAs of 8 warps (M = 8 21.2 vs
             // 25.3 unsplit; 1x4096x14336 16.4 vs 18.5 in 14 warps).
-            let want =
-                split_k.unwrap_or_else(|| if slices <= 16 && m <= 4 { 1 } else { slices.div_ceil(8) }).clamp(1, slices);
+            let want = split_k
+                .unwrap_or_else(|| if slices <= 16 && m <= 4 { 1 } else { slices.div_ceil(per_cta) })
+                .clamp(1, slices);
             let warps = slices.div_ceil(want).min(16);
             let splits = slices.div_ceil(warps);
             let row_tiles = (n as u32).div_ceil(16);
@@ -413,7 +422,6 @@ impl LaunchPlan {
             // 48 KB of dynamic shared memory: at M = 16 and 16 warps that is 2 row tiles per CTA (asking for
             // more failed to launch).
             // Reduced after every row tile (`tile_reduce`), they take two row tiles' worth at any count.
-            let tile_reduce = tuning.tile_reduce.unwrap_or(false);
             let max_rtpc = if tile_reduce {
                 32
             } else {
@@ -1537,15 +1545,32 @@ mod tests {
                 assert!(ctas.div_ceil(264) <= units.div_ceil(264 * cap).max(1), "{units} {cap}: {r}");
             }
         }
-        let p = LaunchPlan::new(Variant::XMma, WoFormat::Fp16, 8, 14336, 4096, 132, Tuning::default());
+        let t = Tuning { tile_reduce: Some(false), ..Tuning::default() };
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Fp16, 8, 14336, 4096, 132, t);
         assert_eq!((p.unroll, p.splits, p.rows_per_cta), (2, 4, 7), "{p:?}");
         // Reduced after every row tile: one wave at M = 16 (896 row tiles x 4 splits over 264 CTAs), two row
         // tiles of partial sums in shared memory
-        let t = Tuning { tile_reduce: Some(true), ..Tuning::default() };
+        let t = Tuning { tile_reduce: Some(true), split_k: Some(4), ..Tuning::default() };
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 14336, 4096, 132, t);
         assert_eq!((p.splits, p.rows_per_cta, p.blocks_n * p.splits), (4, 14, 256), "{p:?}");
         assert_eq!(p.smem_bytes, 8 * 16 * 2 * 20 * 4);
         assert!(p.key(WoFormat::Int4G128, XDtype::F16, 16, 90).options().contains(&"-DTRED=1".to_string()));
+        // The defaults (session 10 tuning table): reduced after every row tile above M = 8 in CTAs of 16 warps
+        // (x14336x4096: 2 K splits, 128 CTAs of 14 row tiles), from M = 8 for 16-bit weights; not at M <= 8
+        // for 4- and 8-bit weights.
+        for f in [WoFormat::Fp16, WoFormat::Fp8E4M3, WoFormat::Int4G128, WoFormat::Nf4] {
+            let p = LaunchPlan::new(Variant::XMma, f, 16, 14336, 4096, 132, Tuning::default());
+            assert!(p.tile_reduce, "{f:?} {p:?}");
+            assert_eq!((p.unroll, p.warps, p.splits, p.rows_per_cta, p.blocks_n), (2, 16, 2, 14, 64), "{f:?} {p:?}");
+            let p = LaunchPlan::new(Variant::XMma, f, 8, 14336, 4096, 132, Tuning::default());
+            assert_eq!(p.tile_reduce, f == WoFormat::Fp16, "{f:?} {p:?}");
+            assert_eq!(p.warps, 8, "{f:?} {p:?}");
+            let p = LaunchPlan::new(Variant::XMma, f, 3, 14336, 4096, 132, Tuning::default());
+            assert!(!p.tile_reduce, "{f:?} {p:?}");
+        }
+        // K = 14336 at M = 16: 7 K splits of 16 warps (the tuning table's 2-split configuration)
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 4096, 14336, 132, Tuning::default());
+        assert_eq!((p.warps, p.splits), (16, 7), "{p:?}");
         // small N on a big GPU splits K; large N does not
         let small = LaunchPlan::new(Variant::SplitK, WoFormat::Fp16, 1, 1000, 4096, 132, Tuning::default());
         assert!(small.splits > 1 && small.blocks_n * small.splits >= 132, "{small:?}");
