@@ -248,6 +248,7 @@ mod tests {
             kv: crate::model_bench::KvFormat::F16,
             checkpoint: None,
             moe: None,
+            gemv: Default::default(),
         }
     }
 

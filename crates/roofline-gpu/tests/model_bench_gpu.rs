@@ -30,6 +30,7 @@ fn with_attention(weights: WoFormat, batch: usize, seq: usize, fuse: bool, atten
         kv: KvFormat::F16,
         checkpoint: None,
         moe: None,
+        gemv: Default::default(),
     }
 }
 

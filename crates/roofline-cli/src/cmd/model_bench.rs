@@ -9,7 +9,7 @@ use roofline_core::model::{
 use roofline_core::recommend::Phase;
 use roofline_core::Format;
 use roofline_gpu::model_bench::{AttnKernel, BenchConfig, KvFormat, MoeShape, OpTime, StepResult, HEAD_DIM};
-use roofline_gpu::weight_only::WoFormat;
+use roofline_gpu::weight_only::{GemvOverride, WoFormat};
 use roofline_gpu::Gpu;
 
 use super::parse_format;
@@ -88,6 +88,13 @@ pub struct ModelBenchArgs {
     /// attention kernel: fused step, sm_90+). The prediction reads the KV in the same format.
     #[arg(long, value_enum, default_value_t = KvArg::Fp16)]
     pub kv: KvArg,
+    /// Run every weight-only GEMV of the step (not the MoE router) with this kernel variant and launch plan
+    /// instead of the measured defaults: `key=value` pairs separated by commas, as the tuning tables print
+    /// them. Keys: variant (splitk, rowperwarp, rows4, mma, xreg, xmma), split_k, unroll, warps, pipeline,
+    /// persistent, min_blocks, stage, grouped, rows, rows_per_cta, pdl, stages, tile_reduce. Example:
+    /// --gemv variant=xreg,stages=4 (weights through shared memory, 3 steps ahead).
+    #[arg(long, value_name = "KEY=VALUE,...", default_value = "")]
+    pub gemv: GemvOverride,
     /// GPU index.
     #[arg(long, default_value = "0")]
     pub device: usize,
@@ -217,6 +224,7 @@ fn bench_config(cfg: &ModelConfig, a: &ModelBenchArgs, f: Format) -> Result<Benc
         kv: a.kv.kernel(),
         checkpoint: a.checkpoint.clone(),
         moe,
+        gemv: a.gemv,
     };
     b.validate()?;
     Ok(b)
@@ -291,6 +299,9 @@ pub fn run(a: ModelBenchArgs) -> Result<()> {
     }
     if a.json {
         return print_json(&rows);
+    }
+    if a.gemv != GemvOverride::default() {
+        println!("weight-only GEMVs: --gemv {} (instead of the measured defaults)", a.gemv);
     }
     for r in &rows {
         print_row(&cfg, &hw, a.batch, r);

@@ -22,8 +22,8 @@ use crate::bench_weights::{fold_columns, head_matrices, layer_matrices};
 use crate::weight_only::nvrtc::compile_cubin;
 use crate::weight_only::precompile;
 use crate::weight_only::{
-    launch_cluster_ex, launch_ex, max_active_clusters, quantize_pack, DeviceWeights, Fusion, Variant, WeightOnlyGemv,
-    WoFormat, XDtype,
+    launch_cluster_ex, launch_ex, max_active_clusters, quantize_pack, DeviceWeights, Fusion, GemvOverride, Variant,
+    WeightOnlyGemv, WoFormat, XDtype,
 };
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
 use moe::{MoeActs, MoeLayer, MoeOp};
@@ -80,6 +80,9 @@ pub struct BenchConfig {
     pub checkpoint: Option<std::path::PathBuf>,
     /// Mixture-of-experts FFN in every layer (`intermediate` is then unused); `None`: a dense SwiGLU FFN.
     pub moe: Option<MoeShape>,
+    /// The step's weight-only GEMVs with another variant or launch plan (every linear but the MoE router;
+    /// default: [`Variant::best`] and the automatic plan), to time a tuning-table configuration in place.
+    pub gemv: GemvOverride,
 }
 
 /// Element format of the KV cache.
@@ -393,7 +396,8 @@ impl Gpu {
             "--generate-line-info".into(),
         ];
         let gemv = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?
-            .with_variant(Variant::best(cfg.weights, XDtype::F16, cfg.batch), None);
+            .with_variant(cfg.gemv.variant.unwrap_or(Variant::best(cfg.weights, XDtype::F16, cfg.batch)), None)
+            .with_tuning(cfg.gemv.tuning)?;
         // The MoE router stays in FP16 (the activation format), as serving engines keep it.
         let router = match cfg.moe {
             Some(_) => Some(
@@ -1209,6 +1213,7 @@ mod tests {
             kv: KvFormat::F16,
             checkpoint: None,
             moe: None,
+            gemv: GemvOverride::default(),
         }
     }
 

@@ -838,6 +838,7 @@ mod tests {
             kv: super::super::KvFormat::F16,
             checkpoint: None,
             moe: Some(MoeShape { experts: 4, top_k: 2, expert_intermediate: 128, shared_intermediate: 128 }),
+            gemv: Default::default(),
         };
         let m = cfg.moe.unwrap();
         let g = vec![1.0f32; 256];

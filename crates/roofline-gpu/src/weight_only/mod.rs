@@ -40,6 +40,7 @@ mod emulate;
 pub mod mma;
 pub mod nvrtc;
 pub mod pack;
+mod spec;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -53,6 +54,7 @@ use roofline_core::{Format, Measurement};
 
 pub use nvrtc::{compile, nvrtc_available, precompile, CompiledKernel, KernelKey, XDtype};
 pub use pack::{pack, quantize_and_pack, quantize_pack, reference_tensor, PackedWeights, WoFormat};
+pub use spec::{GemvOverride, GEMV_KEYS};
 
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig, TimingStats};
 

@@ -1,0 +1,176 @@
+//! A textual override of the weight-only GEMV's kernel choice and launch plan (`roofline model-bench
+//! --gemv variant=xreg,stages=4`): the variant and [`Tuning`] fields as `key=value` pairs, so a decode step
+//! can be timed with a configuration the tuning tables found, without rebuilding.
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::{Tuning, Variant};
+
+/// A variant and plan overrides for every GEMV of a run; the default keeps [`Variant::best`] and the
+/// automatic plan.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GemvOverride {
+    /// The work distribution instead of [`Variant::best`].
+    pub variant: Option<Variant>,
+    /// Launch-plan overrides (checked by [`Tuning::check`] when parsed).
+    pub tuning: Tuning,
+}
+
+/// The keys [`GemvOverride::from_str`] takes, with what each sets (for error messages and `--help`).
+pub const GEMV_KEYS: &[(&str, &str)] = &[
+    ("variant", "splitk | rowperwarp | rows4 | mma | xreg | xmma"),
+    ("split_k", "K splits over CTAs (1..)"),
+    ("unroll", "16-byte chunks (CUDA cores) or 64-K tiles (tensor cores) per lane in flight, 1..=8"),
+    ("warps", "warps per CTA, 4 or 8"),
+    ("pipeline", "software pipelining, true | false"),
+    ("persistent", "resident-CTA grid (CUDA cores), true | false"),
+    ("min_blocks", "CTAs per SM the registers must allow, 1..=16"),
+    ("stage", "x and scales staged in shared memory (M <= 4), true | false"),
+    ("grouped", "lanes on consecutive chunks, true | false"),
+    ("rows", "XReg rows per warp and step, 2 | 4 | 8"),
+    ("rows_per_cta", "XReg / XMma weight rows per CTA (multiple of 8, <= 512)"),
+    ("pdl", "programmatic dependent launch, true | false"),
+    ("stages", "XReg steps in flight through shared memory (cp.async), 2..=6"),
+    ("tile_reduce", "XMma: reduce after every row tile, true | false"),
+];
+
+fn parse_variant(v: &str) -> Result<Variant, String> {
+    Ok(match v.to_ascii_lowercase().replace(['-', '_'], "").as_str() {
+        "splitk" => Variant::SplitK,
+        "rowperwarp" => Variant::RowPerWarp,
+        "rows4" => Variant::Rows4,
+        "mma" => Variant::Mma,
+        "xreg" => Variant::XReg,
+        "xmma" => Variant::XMma,
+        _ => return Err(format!("unknown variant {v:?} (splitk, rowperwarp, rows4, mma, xreg, xmma)")),
+    })
+}
+
+fn parse_u32(key: &str, v: &str) -> Result<u32, String> {
+    v.parse().map_err(|_| format!("{key}={v}: expected a whole number"))
+}
+
+fn parse_bool(key: &str, v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "1" | "on" | "yes" => Ok(true),
+        "false" | "0" | "off" | "no" => Ok(false),
+        _ => Err(format!("{key}={v}: expected true or false")),
+    }
+}
+
+impl FromStr for GemvOverride {
+    type Err = String;
+
+    /// `key=value` pairs separated by commas (see [`GEMV_KEYS`]); an empty string is the default.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let mut o = GemvOverride::default();
+        let t = &mut o.tuning;
+        for pair in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, v) = pair.split_once('=').ok_or_else(|| format!("{pair:?}: expected key=value"))?;
+            let (key, v) = (key.trim(), v.trim());
+            match key {
+                "variant" => o.variant = Some(parse_variant(v)?),
+                "split_k" => t.split_k = Some(parse_u32(key, v)?),
+                "unroll" => t.unroll = Some(parse_u32(key, v)?),
+                "warps" => t.warps = Some(parse_u32(key, v)?),
+                "pipeline" => t.pipeline = Some(parse_bool(key, v)?),
+                "persistent" => t.persistent = Some(parse_bool(key, v)?),
+                "min_blocks" => t.min_blocks = Some(parse_u32(key, v)?),
+                "stage" => t.stage = Some(parse_bool(key, v)?),
+                "grouped" => t.grouped = Some(parse_bool(key, v)?),
+                "rows" => t.rows = Some(parse_u32(key, v)?),
+                "rows_per_cta" => t.rows_per_cta = Some(parse_u32(key, v)?),
+                "pdl" => t.pdl = Some(parse_bool(key, v)?),
+                "stages" => t.stages = Some(parse_u32(key, v)?),
+                "tile_reduce" => t.tile_reduce = Some(parse_bool(key, v)?),
+                _ => {
+                    let keys: Vec<&str> = GEMV_KEYS.iter().map(|(k, _)| *k).collect();
+                    return Err(format!("unknown key {key:?} (keys: {})", keys.join(", ")));
+                }
+            }
+        }
+        o.tuning.check().map_err(|e| e.to_string())?;
+        Ok(o)
+    }
+}
+
+impl fmt::Display for GemvOverride {
+    /// The same `key=value` form [`GemvOverride::from_str`] reads ("default" when nothing is overridden).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let t = &self.tuning;
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(v) = self.variant {
+            parts.push(format!("variant={}", format!("{v:?}").to_ascii_lowercase()));
+        }
+        let mut num = |k: &str, v: Option<u32>| {
+            if let Some(v) = v {
+                parts.push(format!("{k}={v}"));
+            }
+        };
+        num("split_k", t.split_k);
+        num("unroll", t.unroll);
+        num("warps", t.warps);
+        num("min_blocks", t.min_blocks);
+        num("rows", t.rows);
+        num("rows_per_cta", t.rows_per_cta);
+        num("stages", t.stages);
+        for (k, v) in [
+            ("pipeline", t.pipeline),
+            ("persistent", t.persistent),
+            ("stage", t.stage),
+            ("grouped", t.grouped),
+            ("pdl", t.pdl),
+            ("tile_reduce", t.tile_reduce),
+        ] {
+            if let Some(v) = v {
+                parts.push(format!("{k}={v}"));
+            }
+        }
+        if parts.is_empty() {
+            f.write_str("default")
+        } else {
+            f.write_str(&parts.join(","))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_key_and_prints_it_back() {
+        let s = "variant=xreg,split_k=2,unroll=2,warps=8,min_blocks=2,rows=8,rows_per_cta=64,stages=4,\
+                 pipeline=true,persistent=false,stage=false,grouped=false,pdl=true,tile_reduce=true";
+        let o: GemvOverride = s.parse().unwrap();
+        assert_eq!(o.variant, Some(Variant::XReg));
+        let t = o.tuning;
+        assert_eq!((t.split_k, t.unroll, t.warps, t.min_blocks), (Some(2), Some(2), Some(8), Some(2)));
+        assert_eq!((t.rows, t.rows_per_cta, t.stages), (Some(8), Some(64), Some(4)));
+        assert_eq!((t.pipeline, t.persistent, t.pdl, t.tile_reduce), (Some(true), Some(false), Some(true), Some(true)));
+        assert_eq!(o.to_string().parse::<GemvOverride>().unwrap(), o);
+        assert_eq!(" variant = XMma , ".parse::<GemvOverride>().unwrap().variant, Some(Variant::XMma));
+        assert_eq!("".parse::<GemvOverride>().unwrap(), GemvOverride::default());
+        assert_eq!(GemvOverride::default().to_string(), "default");
+        assert_eq!(GEMV_KEYS.len(), 14);
+    }
+
+    #[test]
+    fn bad_specs_are_errors_that_say_why() {
+        for (bad, why) in [
+            ("stages", "key=value"),
+            ("colour=red", "unknown key"),
+            ("variant=gpu", "unknown variant"),
+            ("unroll=two", "whole number"),
+            ("pdl=maybe", "true or false"),
+            ("unroll=9", "unroll must be 1..=8"),
+            ("warps=5", "4 or 8"),
+            ("rows=3", "2, 4 or 8"),
+            ("split_k=0", "at least 1"),
+        ] {
+            let e = bad.parse::<GemvOverride>().unwrap_err();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+}
