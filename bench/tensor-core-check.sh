@@ -20,7 +20,7 @@ grep -E "^test |test result|panicked" $OUT/wo-tests.txt
 fi
 if part tune; then
 echo "== tuning table, M = 3 / 8 / 16"
-ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_ONLY="XMma U=1|XMma U=2|XMma U=4|XMma TRED|Mma U=0|SplitK U=0" \
+ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_ONLY="XMma U=1|XMma U=2|XMma U=4|XMma TRED|XMma ARED|Mma U=0|SplitK U=0" \
 ROOFLINE_TUNE_FORMATS=FP16,FP8_E4M3,INT4_G128,NF4 ROOFLINE_TUNE_SHAPES=3x14336x4096,8x14336x4096,16x14336x4096,16x4096x14336 \
   $WO --ignored --nocapture --test-threads=1 tune_table > $OUT/tune-tensor-cores.txt 2>&1
 grep -E "TT-BEST|panicked|test result" $OUT/tune-tensor-cores.txt

@@ -94,18 +94,28 @@ fn variants_and_bf16_activations_match_the_reference() {
             (XDtype::F16, Variant::XMma, None),
             (XDtype::F16, Variant::XMma, Some(3)),
         ] {
-            // XReg also with its weights staged through shared memory (cp.async, 3 steps in flight); XMma also
-            // reducing its warps' sums after every row tile (with several row tiles per CTA: 48 rows).
+            // XReg also with its weights staged through shared memory (cp.async, 3 steps in flight); XMma with
+            // its warps' sums reduced at the end, after every row tile, and added with shared-memory atomics
+            // (also with several row tiles per CTA: 48 rows).
             let stagings: &[Option<u32>] = if variant == Variant::XReg { &[None, Some(3)] } else { &[None] };
-            let reduces: &[(Option<bool>, Option<u32>)] = if variant == Variant::XMma {
-                &[(None, None), (Some(true), None), (Some(true), Some(48))]
+            type Reduce = (Option<bool>, Option<bool>, Option<u32>);
+            let reduces: &[Reduce] = if variant == Variant::XMma {
+                &[
+                    (None, None, None),
+                    (Some(false), None, None),
+                    (Some(true), None, None),
+                    (Some(true), None, Some(48)),
+                    (None, Some(true), None),
+                    (None, Some(true), Some(48)),
+                ]
             } else {
-                &[(None, None)]
+                &[(None, None, None)]
             };
             for (m, n, k) in [(1, 1000, 4096), (5, 4096, 1024), (16, 777, 2048), (2, 4100, 3072)] {
                 for &stages in stagings {
-                    for &(tile_reduce, rows_per_cta) in reduces {
-                        let tuning = Tuning { split_k, stages, tile_reduce, rows_per_cta, ..Tuning::default() };
+                    for &(tile_reduce, atomic_reduce, rows_per_cta) in reduces {
+                        let tuning =
+                            Tuning { split_k, stages, tile_reduce, atomic_reduce, rows_per_cta, ..Tuning::default() };
                         cases.push((wf, x, variant, tuning, m, n, k, Fusion::default()));
                     }
                 }
@@ -351,7 +361,13 @@ fn tune_table() {
         format!(
             "{variant:?}{}{}{}{} U={} W={} PF={} P={} SX={} B={}{}",
             if t.grouped == Some(true) { "+GRP" } else { "" },
-            if t.tile_reduce == Some(true) { " TRED" } else { "" },
+            if t.atomic_reduce == Some(true) {
+                " ARED"
+            } else if t.tile_reduce == Some(true) {
+                " TRED"
+            } else {
+                ""
+            },
             t.rows.map(|r| format!(" R={r}")).unwrap_or_default()
                 + &t.stages.map(|n| format!(" NST={n}")).unwrap_or_default(),
             if t.pdl == Some(false) { " noPDL" } else { "" },
@@ -392,6 +408,8 @@ fn tune_table() {
                             let t =
                                 Tuning { unroll: Some(tiles), tile_reduce: Some(true), split_k, ..Tuning::default() };
                             configs.push((Variant::XMma, t));
+                            // The same sums added with shared-memory atomics, one barrier per CTA (`ARED`).
+                            configs.push((Variant::XMma, Tuning { atomic_reduce: Some(true), ..t }));
                         }
                     }
                 }

@@ -383,6 +383,9 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
 #ifndef KT
 #define KT 4
 #endif
+// TRED 1: the warps' sums reduced after every row tile through two row-tile slots (a barrier per row tile).
+// TRED 2: every warp adds its row tile's sums into one [MT][rows] table with shared-memory atomics, reduced
+// once at the end (one barrier per CTA; any number of row tiles up to the table's shared memory).
 #ifndef TRED
 #define TRED 0
 #endif
@@ -447,11 +450,11 @@ __device__ __forceinline__ void xs_reduce(const float* part, int ps, int r0, int
                                           float* __restrict__ ws, int flags, const float* fuse_inv, float gscale) {
     const bool split = gridDim.y > 1;
     const int slices = (kt_total + KT - 1) / KT;
-    const int warps_here = min(WARPS, slices - (int)blockIdx.y * WARPS);
+    const int warps_here = TRED == 2 ? 1 : min(WARPS, slices - (int)blockIdx.y * WARPS);
     for (int i = threadIdx.x; i < rows * MT; i += blockDim.x) {
         const int m = i / rows, r = r0 + i - m * rows;
         float v = 0.0f;
-        for (int wp = 0; wp < warps_here; ++wp) v += part[((size_t)wp * MT + m) * ps + r - (TRED ? r0 : 0)];
+        for (int wp = 0; wp < warps_here; ++wp) v += part[((size_t)wp * MT + m) * ps + r - (TRED == 1 ? r0 : 0)];
 #if FMT == 7
         v *= gscale;
 #elif ROW_SCALED
@@ -471,9 +474,10 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     flags = fuse_flags(flags);
     // [WARPS][MT][rtpc * 16 + 4]: rows contiguous, so the epilogue's reads, workspace atomics and y stores run
     // along rows (coalesced); the pad of 4 floats puts a fragment store's 4 x-columns t on different banks.
-    // TRED: [2][WARPS][MT][16 + 4], one row tile per slot, reduced right after the row tile.
+    // TRED 1: [2][WARPS][MT][16 + 4], one row tile per slot, reduced right after the row tile. TRED 2:
+    // [MT][rtpc * 16 + 4], the warps' sums added in with atomics (zeroed first).
     extern __shared__ float part[];
-#if TRED
+#if TRED == 1
     const int ps = 16 + 4;
 #else
     const int ps = rtpc * 16 + 4;
@@ -491,6 +495,10 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     uint4 q[KT][QV];
     Meta meta[KT];
     if (rt0 < rt_end) xs_load(w, scales, rt0, row_tiles, kt0, kt_total, lane, g, q, meta);
+#if TRED == 2
+    for (int i = threadIdx.x; i < MT * ps; i += blockDim.x) part[i] = 0.0f;
+    __syncthreads();
+#endif
     pdl_wait();  // the first weights are in flight; x, y and the workspace are touched only from here
 
     // B fragments of x for this warp's k-tiles: column g = row g of x block b, k = 16 s + 2 t (+1, +8, +9).
@@ -527,7 +535,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             if (kt0 + i < kt_total) mma_tile(q[i], meta[i], kt0 + i, bx[i], acc);
         }
         // C fragment: c0, c1 = row g, x rows 2t, 2t+1 of block b; c2, c3 = row g + 8.
-#if TRED
+#if TRED == 1
         float* slot = part + ((rt - rt0) & 1) * (WARPS * MT * ps);
         const int rl = 0;
 #else
@@ -540,9 +548,14 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             for (int i = 0; i < 4; ++i) {
                 const int m = b * 8 + 2 * t + (i & 1);
                 const int r = rl + g + (i >= 2 ? 8 : 0);
+#if TRED == 2
+                // [m][r]: with ps = 4 mod 32 the lanes (g, t) of one (b, i) hit 32 different banks
+                if (m < MT) atomicAdd(&slot[(size_t)m * ps + r], acc[b][i]);
+#else
                 if (m < MT) slot[((size_t)warp * MT + m) * ps + r] = acc[b][i];
+#endif
             }
-#if TRED
+#if TRED == 1
         // The CTA adds this row tile's warp sums now (a slot is rewritten two row tiles later, after the next
         // barrier, which every thread reaches only once its reads of it are done).
         __syncthreads();
@@ -556,7 +569,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             meta[i] = mn[i];
         }
     }
-#if !TRED
+#if TRED != 1
     __syncthreads();
     xs_reduce(part, ps, 0, rows_here, rt0, n_rows, kt_total, scales, y, ws, flags, fuse_inv, gscale);
 #endif

@@ -137,6 +137,10 @@ pub struct Tuning {
     /// so a CTA may take any number of row tiles (one wave at M = 16), instead of once at the end with every
     /// row tile's sums held (`TRED`; the shared memory then caps the row tiles per CTA).
     pub tile_reduce: Option<bool>,
+    /// `XMma`: every warp adds its row tile's sums into one `[M][rows]` table in shared memory with atomics,
+    /// reduced once at the end (one barrier per CTA instead of one per row tile; `TRED=2`). Takes precedence
+    /// over `tile_reduce`.
+    pub atomic_reduce: Option<bool>,
 }
 
 impl Tuning {
@@ -235,6 +239,8 @@ pub struct LaunchPlan {
     pub silu: bool,
     /// `XMma`: partial sums reduced after every row tile (see [`Tuning::tile_reduce`]).
     pub tile_reduce: bool,
+    /// `XMma`: partial sums added with shared-memory atomics (see [`Tuning::atomic_reduce`]).
+    pub atomic_reduce: bool,
 }
 
 impl LaunchPlan {
@@ -258,6 +264,7 @@ impl LaunchPlan {
             fuse: self.fuse,
             silu: self.fuse && self.silu,
             tile_reduce: self.tile_reduce,
+            atomic_reduce: self.atomic_reduce,
             arch,
         }
     }
@@ -390,6 +397,7 @@ impl LaunchPlan {
                 fuse: false,
                 silu: false,
                 tile_reduce: false,
+                atomic_reduce: false,
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
@@ -407,8 +415,13 @@ impl LaunchPlan {
             // FP16 44.4 vs 49.4, FP8 34.3 vs 38.1, INT4 30.9 vs 35.4, NF4 34.4 vs 40.4; M = 8 FP16 43.4 vs
             // 45.1, 4- and 8-bit weights gain nothing at M = 8). Then CTAs of 16 warps (INT4 M = 16 30.9 vs
             // 33.7 us in 8).
-            let tile_reduce = tuning.tile_reduce.unwrap_or(m > 8 || (m == 8 && mma::words_per_tile(format) >= 4));
-            let per_cta = if tile_reduce && m > 8 { 16 } else { 8 };
+            // 8-bit weights above M = 8 add the sums with shared-memory atomics instead (session 10, FP8, us,
+            // atomics vs per-tile reduction: 16x14336x4096 32.1 vs 34.1, 16x4096x14336 31.3 vs 35.0; FP16,
+            // INT4 and NF4 are as fast or faster per tile: FP16 47.8 vs 44.7, NF4 36.3 vs 34.2).
+            let atomic_reduce = tuning.atomic_reduce.unwrap_or(m > 8 && mma::words_per_tile(format) == 2);
+            let tile_reduce =
+                !atomic_reduce && tuning.tile_reduce.unwrap_or(m > 8 || (m == 8 && mma::words_per_tile(format) >= 4));
+            let per_cta = if (tile_reduce || atomic_reduce) && m > 8 { 16 } else { 8 };
             // M <= 4: up to 16 K slices in one CTA without split-K (INT4 x14336x4096: M = 1 15.4 vs 16.6 us
             // split in two, M = 3 15.8 vs 17.8, M = 4 16.1 vs 18.1); otherwise CTAs of 8 warps (M = 8 21.2 vs
             // 25.3 unsplit; 1x4096x14336 16.4 vs 18.5 in 14 warps).
@@ -426,6 +439,9 @@ impl LaunchPlan {
             // Reduced after every row tile (`tile_reduce`), they take two row tiles' worth at any count.
             let max_rtpc = if tile_reduce {
                 32
+            } else if atomic_reduce {
+                // one [M][rows + 4] table for the whole CTA
+                ((XMMA_SMEM_BYTES / (m as u32 * 4)).saturating_sub(4) / 16).clamp(1, 32)
             } else {
                 ((XMMA_SMEM_BYTES / (warps * m as u32 * 4)).saturating_sub(4) / 16).clamp(1, 32)
             };
@@ -444,7 +460,11 @@ impl LaunchPlan {
                 persistent: false,
                 min_blocks,
                 stage: false,
-                smem_bytes: warps * m as u32 * (if tile_reduce { 2 * (16 + 4) } else { rtpc * 16 + 4 }) * 4,
+                smem_bytes: if atomic_reduce {
+                    m as u32 * (rtpc * 16 + 4) * 4
+                } else {
+                    warps * m as u32 * (if tile_reduce { 2 * (16 + 4) } else { rtpc * 16 + 4 }) * 4
+                },
                 grouped: false,
                 xreg: true,
                 rows_per_cta: rtpc,
@@ -453,6 +473,7 @@ impl LaunchPlan {
                 fuse: false,
                 silu: false,
                 tile_reduce,
+                atomic_reduce,
             };
         }
         if variant == Variant::Mma {
@@ -488,6 +509,7 @@ impl LaunchPlan {
                 fuse: false,
                 silu: false,
                 tile_reduce: false,
+                atomic_reduce: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -555,6 +577,7 @@ impl LaunchPlan {
             fuse: false,
             silu: false,
             tile_reduce: false,
+            atomic_reduce: false,
         }
     }
 }
@@ -1562,13 +1585,27 @@ mod tests {
         // for 4- and 8-bit weights.
         for f in [WoFormat::Fp16, WoFormat::Fp8E4M3, WoFormat::Int4G128, WoFormat::Nf4] {
             let p = LaunchPlan::new(Variant::XMma, f, 16, 14336, 4096, 132, Tuning::default());
-            assert!(p.tile_reduce, "{f:?} {p:?}");
+            // 8-bit weights: the sums added with shared-memory atomics instead
+            let eight = f == WoFormat::Fp8E4M3;
+            assert_eq!((p.tile_reduce, p.atomic_reduce), (!eight, eight), "{f:?} {p:?}");
             assert_eq!((p.unroll, p.warps, p.splits, p.rows_per_cta, p.blocks_n), (2, 16, 2, 14, 64), "{f:?} {p:?}");
             let p = LaunchPlan::new(Variant::XMma, f, 8, 14336, 4096, 132, Tuning::default());
             assert_eq!(p.tile_reduce, f == WoFormat::Fp16, "{f:?} {p:?}");
             assert_eq!(p.warps, 8, "{f:?} {p:?}");
             let p = LaunchPlan::new(Variant::XMma, f, 3, 14336, 4096, 132, Tuning::default());
             assert!(!p.tile_reduce, "{f:?} {p:?}");
+        }
+        // Added with shared-memory atomics: one [M][rows + 4] table per CTA, within the 47 KB at every M
+        for m in [1usize, 3, 8, 16] {
+            for (n, k) in [(14336, 4096), (4096, 14336), (128256, 4096)] {
+                let t = Tuning { atomic_reduce: Some(true), ..Tuning::default() };
+                let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, m, n, k, 132, t);
+                assert!(p.atomic_reduce && !p.tile_reduce, "{p:?}");
+                assert_eq!(p.smem_bytes, m as u32 * (p.rows_per_cta * 16 + 4) * 4, "{p:?}");
+                assert!(p.smem_bytes <= 47 * 1024 && p.blocks_n * p.rows_per_cta * 16 >= n as u32, "{p:?}");
+                let opts = p.key(WoFormat::Int4G128, XDtype::F16, m, 90).options();
+                assert!(opts.contains(&"-DTRED=2".to_string()));
+            }
         }
         // K = 14336 at M = 16: 7 K splits of 16 warps (the tuning table's 2-split configuration)
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 4096, 14336, 132, Tuning::default());
@@ -1700,6 +1737,10 @@ mod tests {
                             // and in CTAs of 16 warps (2 K splits of 14336 at M = 16: the tuning table's case)
                             let t = Tuning { split_k: Some(2), ..t };
                             plans.push(LaunchPlan::new(variant, f, m, 4096, 14336, 132, t));
+                            // the sums added with shared-memory atomics, plain and fused
+                            let t = Tuning { atomic_reduce: Some(true), ..Tuning::default() };
+                            let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
+                            plans.extend([p, LaunchPlan { fuse: true, ..p }]);
                         }
                         if variant == Variant::XReg && default.xreg {
                             let staged = Tuning { stages: Some(3), ..Tuning::default() };
@@ -1766,6 +1807,7 @@ mod tests {
             fuse: false,
             silu: false,
             tile_reduce: false,
+            atomic_reduce: false,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

@@ -99,6 +99,8 @@ pub struct KernelKey {
     pub silu: bool,
     /// `XMma`: the warps' partial sums reduced after every row tile (`TRED`).
     pub tile_reduce: bool,
+    /// `XMma`: partial sums added with shared-memory atomics (`TRED=2`, over `tile_reduce`).
+    pub atomic_reduce: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -155,7 +157,7 @@ impl KernelKey {
             format!("-DKT={}", self.unroll),
             format!("-DFUSE={}", u32::from(self.fuse)),
             format!("-DSILU={}", u32::from(self.fuse && self.silu)),
-            format!("-DTRED={}", u32::from(self.tile_reduce)),
+            format!("-DTRED={}", if self.atomic_reduce { 2 } else { u32::from(self.tile_reduce) }),
             // Source lines in the CUBIN for profilers (no effect on the code).
             "--generate-line-info".into(),
         ]
@@ -341,6 +343,7 @@ mod tests {
             fuse: true,
             silu: false,
             tile_reduce: false,
+            atomic_reduce: false,
             arch: 90,
         };
         let o = key.options();

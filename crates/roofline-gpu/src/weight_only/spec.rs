@@ -33,6 +33,7 @@ pub const GEMV_KEYS: &[(&str, &str)] = &[
     ("pdl", "programmatic dependent launch, true | false"),
     ("stages", "XReg steps in flight through shared memory (cp.async), 2..=6"),
     ("tile_reduce", "XMma: reduce after every row tile, true | false"),
+    ("atomic_reduce", "XMma: sums added with shared-memory atomics, reduced once per CTA, true | false"),
 ];
 
 fn parse_variant(v: &str) -> Result<Variant, String> {
@@ -84,6 +85,7 @@ impl FromStr for GemvOverride {
                 "pdl" => t.pdl = Some(parse_bool(key, v)?),
                 "stages" => t.stages = Some(parse_u32(key, v)?),
                 "tile_reduce" => t.tile_reduce = Some(parse_bool(key, v)?),
+                "atomic_reduce" => t.atomic_reduce = Some(parse_bool(key, v)?),
                 _ => {
                     let keys: Vec<&str> = GEMV_KEYS.iter().map(|(k, _)| *k).collect();
                     return Err(format!("unknown key {key:?} (keys: {})", keys.join(", ")));
@@ -122,6 +124,7 @@ impl fmt::Display for GemvOverride {
             ("grouped", t.grouped),
             ("pdl", t.pdl),
             ("tile_reduce", t.tile_reduce),
+            ("atomic_reduce", t.atomic_reduce),
         ] {
             if let Some(v) = v {
                 parts.push(format!("{k}={v}"));
@@ -142,18 +145,19 @@ mod tests {
     #[test]
     fn parses_every_key_and_prints_it_back() {
         let s = "variant=xreg,split_k=2,unroll=2,warps=8,min_blocks=2,rows=8,rows_per_cta=64,stages=4,\
-                 pipeline=true,persistent=false,stage=false,grouped=false,pdl=true,tile_reduce=true";
+                 pipeline=true,persistent=false,stage=false,grouped=false,pdl=true,tile_reduce=true,atomic_reduce=false";
         let o: GemvOverride = s.parse().unwrap();
         assert_eq!(o.variant, Some(Variant::XReg));
         let t = o.tuning;
         assert_eq!((t.split_k, t.unroll, t.warps, t.min_blocks), (Some(2), Some(2), Some(8), Some(2)));
         assert_eq!((t.rows, t.rows_per_cta, t.stages), (Some(8), Some(64), Some(4)));
         assert_eq!((t.pipeline, t.persistent, t.pdl, t.tile_reduce), (Some(true), Some(false), Some(true), Some(true)));
+        assert_eq!(t.atomic_reduce, Some(false));
         assert_eq!(o.to_string().parse::<GemvOverride>().unwrap(), o);
         assert_eq!(" variant = XMma , ".parse::<GemvOverride>().unwrap().variant, Some(Variant::XMma));
         assert_eq!("".parse::<GemvOverride>().unwrap(), GemvOverride::default());
         assert_eq!(GemvOverride::default().to_string(), "default");
-        assert_eq!(GEMV_KEYS.len(), 14);
+        assert_eq!(GEMV_KEYS.len(), 15);
     }
 
     #[test]
