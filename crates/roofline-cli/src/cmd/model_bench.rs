@@ -45,7 +45,8 @@ Examples:
   roofline model-bench --config ./config.json --scheme int4 --batch 8 --seq 4096 --json
   roofline model-bench --config llama-3.1-8b --schemes fp16,int4 --kv fp8 --seq 8192
   roofline model-bench --checkpoint ./Llama-3.2-1B --schemes fp16,int4
-  roofline model-bench --config mixtral-8x7b --schemes fp16,int4 --layers 16")]
+  roofline model-bench --config mixtral-8x7b --schemes fp16,int4 --layers 16
+  roofline model-bench --config llama-3.1-8b --scheme int4 --layers 8 --gemv variant=xreg,stages=3")]
 pub struct ModelBenchArgs {
     /// Model preset (`roofline model list`) or a config.json (Llama-family or Mixtral/Qwen-MoE, head_dim 128). Default
     /// with --checkpoint: its config.json.
@@ -91,7 +92,8 @@ pub struct ModelBenchArgs {
     /// Run every weight-only GEMV of the step (not the MoE router) with this kernel variant and launch plan
     /// instead of the measured defaults: `key=value` pairs separated by commas, as the tuning tables print
     /// them. Keys: variant (splitk, rowperwarp, rows4, mma, xreg, xmma), split_k, unroll, warps, pipeline,
-    /// persistent, min_blocks, stage, grouped, rows, rows_per_cta, pdl, stages, tile_reduce. Example:
+    /// persistent, min_blocks, stage, grouped, rows, rows_per_cta, pdl, stages, tile_reduce,
+    /// atomic_reduce. Example:
     /// --gemv variant=xreg,stages=4 (weights through shared memory, 3 steps ahead).
     #[arg(long, value_name = "KEY=VALUE,...", default_value = "")]
     pub gemv: GemvOverride,
