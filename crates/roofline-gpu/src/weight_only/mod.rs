@@ -90,7 +90,8 @@ impl Variant {
             // INT4 M = 3 15.8 vs 33.9, M = 8 21.1 vs 31.6 (session 8); session 9: NF4 M = 3 19.3 vs 51.5,
             // M = 16 41.6 vs 152; FP8 / INT8 M = 3 22.7 vs 27.6 / 30.5, M = 16 44.0 vs 112; FP16 M = 3 42.3
             // vs 44.6, M = 16 54.5 vs 104.8. Above M = 8 (16-bit: from M = 8) it reduces after every row tile
-            // (`Tuning::tile_reduce`; session 10: M = 16 INT4 30.9, FP8 34.3, FP16 44.4 us).
+            // (`Tuning::tile_reduce`; session 10: M = 16 INT4 30.9, FP16 44.4 us), 8-bit weights through
+            // shared-memory atomics (`Tuning::atomic_reduce`: FP8 32.3, INT8 33.0 us).
             Variant::XMma
         } else if format.bits() == 4 && m <= 2 {
             // x in registers: 4-bit M = 1 is 20-45% faster than split-K on the H100 (INT4 1x14336x4096 14.8 vs
