@@ -9,7 +9,7 @@ use roofline_core::model::{
 use roofline_core::recommend::Phase;
 use roofline_core::Format;
 use roofline_gpu::model_bench::{AttnKernel, BenchConfig, KvFormat, MoeShape, OpTime, StepResult, HEAD_DIM};
-use roofline_gpu::weight_only::{GemvOverride, WoFormat};
+use roofline_gpu::weight_only::{GemvOverride, WoFormat, GEMV_KEYS};
 use roofline_gpu::Gpu;
 
 use super::parse_format;
@@ -89,13 +89,9 @@ pub struct ModelBenchArgs {
     /// attention kernel: fused step, sm_90+). The prediction reads the KV in the same format.
     #[arg(long, value_enum, default_value_t = KvArg::Fp16)]
     pub kv: KvArg,
-    /// Run every weight-only GEMV of the step (not the MoE router) with this kernel variant and launch plan
-    /// instead of the measured defaults: `key=value` pairs separated by commas, as the tuning tables print
-    /// them. Keys: variant (splitk, rowperwarp, rows4, mma, xreg, xmma), split_k, unroll, warps, pipeline,
-    /// persistent, min_blocks, stage, grouped, rows, rows_per_cta, pdl, stages, tile_reduce,
-    /// atomic_reduce. Example:
-    /// --gemv variant=xreg,stages=4 (weights through shared memory, 3 steps ahead).
-    #[arg(long, value_name = "KEY=VALUE,...", default_value = "")]
+    /// Run every weight-only GEMV of the step with this kernel variant and launch plan instead of the
+    /// measured defaults (`key=value` pairs; --help lists the keys).
+    #[arg(long, value_name = "KEY=VALUE,...", default_value = "", long_help = gemv_help())]
     pub gemv: GemvOverride,
     /// GPU index.
     #[arg(long, default_value = "0")]
@@ -105,6 +101,17 @@ pub struct ModelBenchArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--gemv`'s long help, its keys from the parser's own table (`GEMV_KEYS`).
+fn gemv_help() -> String {
+    let keys: Vec<String> = GEMV_KEYS.iter().map(|(k, what)| format!("  {k}: {what}")).collect();
+    format!(
+        "Run every weight-only GEMV of the step (not the MoE router) with this kernel variant and launch plan \
+         instead of the measured defaults: `key=value` pairs separated by commas, as the tuning tables print \
+         them. Example: --gemv variant=xreg,stages=4 (weights through shared memory, 3 steps ahead). Keys:\n{}",
+        keys.join("\n")
+    )
 }
 
 /// `--kv` values.

@@ -158,6 +158,11 @@ mod tests {
         assert_eq!("".parse::<GemvOverride>().unwrap(), GemvOverride::default());
         assert_eq!(GemvOverride::default().to_string(), "default");
         assert_eq!(GEMV_KEYS.len(), 15);
+        // the table --help prints is the parser's: every key listed is one it reads
+        for (key, _) in GEMV_KEYS {
+            let e = format!("{key}=?").parse::<GemvOverride>().unwrap_err();
+            assert!(!e.contains("unknown key"), "{key}: {e}");
+        }
     }
 
     #[test]
