@@ -96,26 +96,38 @@ fn variants_and_bf16_activations_match_the_reference() {
         ] {
             // XReg also with its weights staged through shared memory (cp.async, 3 steps in flight); XMma with
             // its warps' sums reduced at the end, after every row tile, and added with shared-memory atomics
-            // (also with several row tiles per CTA: 48 rows).
+            // (also with several row tiles per CTA: 48 rows), and with x in shared memory, row tiles streamed
+            // along K (one row tile per warp, several, and 2 tiles in flight: the ring wraps mid row tile).
             let stagings: &[Option<u32>] = if variant == Variant::XReg { &[None, Some(3)] } else { &[None] };
-            type Reduce = (Option<bool>, Option<bool>, Option<u32>);
+            type Reduce = (Option<bool>, Option<bool>, Option<u32>, Option<bool>, Option<u32>);
             let reduces: &[Reduce] = if variant == Variant::XMma {
                 &[
-                    (None, None, None),
-                    (Some(false), None, None),
-                    (Some(true), None, None),
-                    (Some(true), None, Some(48)),
-                    (None, Some(true), None),
-                    (None, Some(true), Some(48)),
+                    (None, None, None, None, None),
+                    (Some(false), None, None, None, None),
+                    (Some(true), None, None, None, None),
+                    (Some(true), None, Some(48), None, None),
+                    (None, Some(true), None, None, None),
+                    (None, Some(true), Some(48), None, None),
+                    (None, None, None, Some(true), None),
+                    (None, None, Some(48), Some(true), None),
+                    (None, None, Some(400), Some(true), Some(2)),
                 ]
             } else {
-                &[(None, None, None)]
+                &[(None, None, None, None, None)]
             };
             for (m, n, k) in [(1, 1000, 4096), (5, 4096, 1024), (16, 777, 2048), (2, 4100, 3072)] {
                 for &stages in stagings {
-                    for &(tile_reduce, atomic_reduce, rows_per_cta) in reduces {
-                        let tuning =
-                            Tuning { split_k, stages, tile_reduce, atomic_reduce, rows_per_cta, ..Tuning::default() };
+                    for &(tile_reduce, atomic_reduce, rows_per_cta, x_smem, tiles) in reduces {
+                        let tuning = Tuning {
+                            split_k,
+                            stages,
+                            tile_reduce,
+                            atomic_reduce,
+                            rows_per_cta,
+                            x_smem,
+                            unroll: tiles,
+                            ..Tuning::default()
+                        };
                         cases.push((wf, x, variant, tuning, m, n, k, Fusion::default()));
                     }
                 }
@@ -361,7 +373,9 @@ fn tune_table() {
         format!(
             "{variant:?}{}{}{}{} U={} W={} PF={} P={} SX={} B={}{}",
             if t.grouped == Some(true) { "+GRP" } else { "" },
-            if t.atomic_reduce == Some(true) {
+            if t.x_smem == Some(true) {
+                " XSM"
+            } else if t.atomic_reduce == Some(true) {
                 " ARED"
             } else if t.tile_reduce == Some(true) {
                 " TRED"
@@ -398,6 +412,21 @@ fn tune_table() {
                     // The K-walking tensor-core kernel (the default at M >= 8 until XMma replaced it) for comparison.
                     configs.push((Variant::Mma, Tuning::default()));
                     // 1 k-tile per warp for 16-bit weights (four 16-byte words per lane and tile).
+                    // x in shared memory, row tiles streamed along K (`XSM`): tiles in flight x warps x splits.
+                    for tiles in [2u32, 4, 8] {
+                        for warps in [4u32, 8, 16] {
+                            for split_k in [None, Some(1), Some(4), Some(8)] {
+                                let t = Tuning {
+                                    x_smem: Some(true),
+                                    unroll: Some(tiles),
+                                    warps: Some(warps),
+                                    split_k,
+                                    ..Tuning::default()
+                                };
+                                configs.push((Variant::XMma, t));
+                            }
+                        }
+                    }
                     for tiles in [1u32, 2, 4, 8] {
                         for split_k in [None, Some(1), Some(2)] {
                             configs.push((Variant::XMma, Tuning { unroll: Some(tiles), split_k, ..Tuning::default() }));

@@ -392,18 +392,19 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
 
 // Scales of rows g and g + 8 from the x-stationary table (host: weight_only/mma.rs `xs_meta`): one load per
 // scale column (INT4: group of 128; MXFP4 / NVFP4: 64-K tile) instead of two or four.
-__device__ __forceinline__ Meta load_meta_xs(const u8* __restrict__ meta, int col, int rt, int row_tiles, int g) {
+// Entry ((rt * cols + col) * 8 + g), cols = K / 128 (INT4) or K / 64 (the other block-scaled formats).
+__device__ __forceinline__ Meta load_meta_xs(const u8* __restrict__ meta, int col, int rt, int cols, int g) {
     Meta m;
 #if FMT == 5
-    const u32 v = __ldg((const u32*)meta + ((size_t)col * row_tiles + rt) * 8 + g);
+    const u32 v = __ldg((const u32*)meta + ((size_t)rt * cols + col) * 8 + g);
     m.s[0] = (u16)(v & 0xffffu);
     m.s[1] = (u16)(v >> 16);
 #elif FMT == 6
-    const u32 v = __ldg((const u32*)meta + ((size_t)col * row_tiles + rt) * 8 + g);
+    const u32 v = __ldg((const u32*)meta + ((size_t)rt * cols + col) * 8 + g);
     m.e[0] = (u16)(v & 0xffffu);
     m.e[1] = (u16)(v >> 16);
 #elif FMT == 4 || FMT == 7
-    const uint2 v = __ldg((const uint2*)meta + ((size_t)col * row_tiles + rt) * 8 + g);
+    const uint2 v = __ldg((const uint2*)meta + ((size_t)rt * cols + col) * 8 + g);
 #if FMT == 4
     m.s[0] = (u16)(v.x & 0xffffu);
     m.s[1] = (u16)(v.x >> 16);
@@ -434,7 +435,7 @@ __device__ __forceinline__ void xs_load(const uint4* __restrict__ w, const u8* _
                 meta[i] = meta[i - 1];
             else
 #endif
-                meta[i] = load_meta_xs(scales, FMT == 4 ? kt / 2 : kt, rt, row_tiles, g);
+                meta[i] = load_meta_xs(scales, FMT == 4 ? kt / 2 : kt, rt, FMT == 4 ? kt_total / 2 : kt_total, g);
         } else {
 #pragma unroll
             for (int v = 0; v < QV; ++v) q[i][v] = make_uint4(0u, 0u, 0u, 0u);
@@ -466,6 +467,7 @@ __device__ __forceinline__ void xs_reduce(const float* part, int ps, int r0, int
     }
 }
 
+#if XS == 1
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
           const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
@@ -577,4 +579,184 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 
     splitk_finish(ws, y, counters, rt0 * 16, rows_here, n_rows, MT, flags, [](float v) { return f2h(v); });
 }
+#endif  // XS == 1
+
+#if XS == 2
+// x in shared memory, weights streamed along K (XS=2, entry wo_mma_xk), for the decode batches where the
+// x-stationary kernel above is latency-bound (M = 16, session 11: ncu on INT4 16x14336x4096 showed 26% of the
+// warps' stalls at its per-row-tile barrier and 32% waiting on weights with one row tile in flight per warp).
+// Here the accumulators stay put instead of x: CTA (bx, by) copies x's columns of K split `by` (tiles_per_split
+// 64-K tiles, every row of x, rows up to the n8 blocks zero-filled) into shared memory once, and each warp walks
+// whole row tiles along that K range (rows rt0 + warp, rt0 + warp + WARPS, ... of the CTA's rtpc), keeping U
+// 64-K weight tiles in flight in a register ring (a slot is refilled as soon as its tile is decoded, across row
+// tile ends), reading x's B fragments with ldmatrix (one ldmatrix.x4 per k-step at M > 8, per two k-steps up to
+// M = 8). A row tile's sums leave the warp once, when its K range is done: to y, or with K split over gridDim.y
+// into the workspace (splitk_finish as above). No barrier after the staging one. Weights and scales in the
+// x-stationary layout (`mma.rs`: fragment order, `xs_meta`); dynamic shared memory NB x 8 x (tiles_per_split x
+// 64 + 8) halfs (the pad of 8 puts ldmatrix's eight rows on different banks).
+
+__device__ __forceinline__ void ldsm_x4(u32 addr, u32& d0, u32& d1, u32& d2, u32& d3) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
+                 : "r"(addr));
+}
+
+// One 64-K weight tile (this lane's QV words) and its scales into a ring slot.
+__device__ __forceinline__ void xk_load(const uint4* __restrict__ w, const u8* __restrict__ scales, int rt, int kt,
+                                        int row_tiles, int kt_total, int lane, int g, uint4 (&q)[QV], Meta& meta) {
+#pragma unroll
+    for (int v = 0; v < QV; ++v) q[v] = ld_weights(w + (((size_t)rt * kt_total + kt) * QV + v) * 32 + lane);
+    meta = load_meta_xs(scales, FMT == 4 ? kt / 2 : kt, rt, FMT == 4 ? kt_total / 2 : kt_total, g);
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
+wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
+          const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+          int n_rows, int k, int rtpc, int flags, float eps) {
+    pdl_trigger();
+    flags = fuse_flags(flags);
+    extern __shared__ __align__(16) u16 xsm[];
+    __shared__ float fuse_inv[MT];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int row_tiles = (n_rows + 15) / 16;
+    const int kt_total = k / 64;
+    const int tps = (kt_total + gridDim.y - 1) / gridDim.y;  // 64-K tiles per split (the host's split count
+    const int kb = blockIdx.y * tps;                        // leaves no split empty)
+    const int ke = min(kt_total, kb + tps);
+    const int span = ke - kb;
+    const int ld = tps * 64 + 8;  // shared-memory row stride of x, halfs
+    const int rt0 = blockIdx.x * rtpc;
+    const int rt_end = min(row_tiles, rt0 + rtpc);
+    const int mine = rt0 + warp < rt_end ? (rt_end - rt0 - warp + WARPS - 1) / WARPS : 0;
+    const int tiles = mine * span;  // tiles this warp decodes
+
+    // The ring: U tiles in flight before the wait (weights and scales only: no earlier kernel writes them).
+    uint4 q[U][QV];
+    Meta meta[U];
+    int lrt = rt0 + warp, lkt = kb;  // the next tile to load
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        if (u < tiles) {
+            xk_load(w, scales, lrt, lkt, row_tiles, kt_total, lane, g, q[u], meta[u]);
+            if (++lkt == ke) lkt = kb, lrt += WARPS;
+        }
+    }
+    pdl_wait();
+
+    // x's columns [kb, ke) x 64 of rows 0 .. NB x 8 (zeros past MT), 16 bytes per cp.async, all of them in
+    // flight at once (a load-then-store loop waited one L2 round trip per 16 bytes and thread: 8 to 32 of
+    // them before the first MMA). The fused norm's row sums run while they land.
+    const int cpr = span * 8;  // 16-byte chunks per row
+    const u32 xs_base = (u32)__cvta_generic_to_shared(xsm);
+    for (int i = threadIdx.x; i < NB * 8 * cpr; i += blockDim.x) {
+        const int m = i / cpr, c = i - m * cpr;
+        const u32 dst = xs_base + (u32)(m * ld + c * 8) * 2u;
+        const u16* src = x + (size_t)(m < MT ? m : 0) * k + (size_t)kb * 64 + c * 8;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(m < MT ? 16 : 0));
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);  // the rows dealt out to the warps
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+
+    // ldmatrix row addresses: lane l gives row l % 8 of matrix l / 8. M > 8: matrices (block 0, k 0-7),
+    // (block 0, k 8-15), (block 1, k 0-7), (block 1, k 8-15) of a k-step; up to M = 8: k 0-7, 8-15 of k-step
+    // s, then of k-step s + 1.
+#if NB == 2
+    const int lrow = (lane >> 4) * 8 + (lane & 7), lcol = ((lane >> 3) & 1) * 8;
+#else
+    const int lrow = lane & 7, lcol = ((lane >> 3) & 1) * 8 + (lane >> 4) * 16;
+#endif
+    const u32 xaddr = xs_base + (u32)(lrow * ld + lcol) * 2u;
+
+    float acc[NB][4];
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[b][i] = 0.0f;
+    const bool split = gridDim.y > 1;
+    int crt = rt0 + warp, ckt = kb;  // the tile being decoded
+    for (int j0 = 0; j0 < tiles; j0 += U) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (j0 + u < tiles) {
+                u32 bx[NB][4][2];
+                const u32 a = xaddr + (u32)(ckt - kb) * 128u;  // 64 halfs per tile
+#if NB == 2
+#pragma unroll
+                for (int s = 0; s < 4; ++s) ldsm_x4(a + 32u * s, bx[0][s][0], bx[0][s][1], bx[1][s][0], bx[1][s][1]);
+#else
+#pragma unroll
+                for (int s = 0; s < 4; s += 2)
+                    ldsm_x4(a + 32u * s, bx[0][s][0], bx[0][s][1], bx[0][s + 1][0], bx[0][s + 1][1]);
+#endif
+#if EXP_LOADONLY
+                // Profiling experiment (ROOFLINE_NVRTC_EXTRA=-DEXP_LOADONLY=1, wrong results): the weights and
+                // scales consumed without decode or MMA.
+                {
+                    u32 xv = bx[0][0][0];
+#pragma unroll
+                    for (int v = 0; v < QV; ++v) xv ^= q[u][v].x ^ q[u][v].y ^ q[u][v].z ^ q[u][v].w;
+                    acc[0][0] += as_float((xv & 0x007fffffu) | 0x3f800000u) + block_scale(meta[u], 0, 3);
+                }
+#elif EXP_NODECODE
+                // Profiling experiment: MMAs on the raw words (finite f16 bit patterns), no decode.
+                {
+                    float part[NB][4] = {};
+#pragma unroll
+                    for (int s = 0; s < 4; ++s) {
+                        const u32 wv = word(q[u][0], s) & 0x3bff3bffu;
+                        const u32 a[4] = {wv, wv ^ 0x00010001u, wv ^ 0x00020002u, wv ^ 0x00030003u};
+#pragma unroll
+                        for (int b = 0; b < NB; ++b) mma(part[b], a, bx[b][s][0], bx[b][s][1]);
+                    }
+#pragma unroll
+                    for (int b = 0; b < NB; ++b)
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) acc[b][i] += part[b][i] * block_scale(meta[u], 0, 3);
+                }
+#else
+                mma_tile(q[u], meta[u], ckt, bx, acc);
+#endif
+                // Refill the slot (the tile U ahead, maybe of the warp's next row tile).
+                if (j0 + u + U < tiles) {
+                    xk_load(w, scales, lrt, lkt, row_tiles, kt_total, lane, g, q[u], meta[u]);
+                    if (++lkt == ke) lkt = kb, lrt += WARPS;
+                }
+                if (++ckt == ke) {
+                    // The row tile's K range is done. C fragment: c0, c1 = row g, x rows 2t, 2t + 1 of
+                    // block b; c2, c3 = row g + 8.
+#pragma unroll
+                    for (int b = 0; b < NB; ++b)
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) {
+                            const int m = b * 8 + 2 * t + (i & 1);
+                            const int n = crt * 16 + g + (i >= 2 ? 8 : 0);
+                            if (m < MT && n < n_rows) {
+                                float v = acc[b][i];
+#if FMT == 7
+                                v *= gscale;
+#elif ROW_SCALED
+                                v *= __ldg((const float*)scales + n);  // FP8 / INT8: the row's scale
+#endif
+                                if (flags & FUSE_NORM) v *= fuse_inv[m];
+                                splitk_store(ws, y, (size_t)m * n_rows + n, v, split, flags,
+                                             [](float x) { return f2h(x); });
+                            }
+                            acc[b][i] = 0.0f;
+                        }
+                    ckt = kb;
+                    crt += WARPS;
+                }
+            }
+        }
+    }
+    if (!split) return;
+
+    splitk_finish(ws, y, counters, rt0 * 16, min(n_rows, rt_end * 16) - rt0 * 16, n_rows, MT, flags,
+                  [](float v) { return f2h(v); });
+}
+#endif  // XS == 2
 #endif

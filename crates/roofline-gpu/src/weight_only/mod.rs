@@ -142,6 +142,11 @@ pub struct Tuning {
     /// reduced once at the end (one barrier per CTA instead of one per row tile; `TRED=2`). Takes precedence
     /// over `tile_reduce`.
     pub atomic_reduce: Option<bool>,
+    /// `XMma`: x's columns of the CTA's K split staged in shared memory once and read with `ldmatrix`, each
+    /// warp streaming whole row tiles along K with `unroll` weight tiles in flight and its sums in registers
+    /// (`wo_mma_xk`, `XS=2`): no reduction across warps, no barrier per row tile. Takes precedence over the
+    /// reductions above.
+    pub x_smem: Option<bool>,
 }
 
 impl Tuning {
@@ -153,8 +158,8 @@ impl Tuning {
             }
         }
         if let Some(w) = self.warps {
-            if w != 4 && w != 8 {
-                return Err(GpuError::Unsupported(format!("warps per CTA must be 4 or 8, got {w}")));
+            if ![4, 8, 16].contains(&w) {
+                return Err(GpuError::Unsupported(format!("warps per CTA must be 4, 8 or 16, got {w}")));
             }
         }
         if let Some(b) = self.min_blocks {
@@ -195,6 +200,10 @@ pub const XREG_MAX_RPC: u32 = 512;
 /// Dynamic shared memory an `XMma` CTA may use for its warps' partial sums: the default 48 KB limit covers
 /// static shared memory too (the fused norm's few floats), so 1 KB is left for it.
 const XMMA_SMEM_BYTES: u32 = 47 * 1024;
+
+/// Most dynamic shared memory an `XMma` CTA with x in shared memory ([`Tuning::x_smem`]) stages x in: two
+/// such CTAs fit an SM (228 KB on Hopper), and the kernel opts in to this much whatever the call's K.
+pub const XK_SMEM_BYTES: u32 = 96 * 1024;
 
 /// The launch geometry of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,6 +251,8 @@ pub struct LaunchPlan {
     pub tile_reduce: bool,
     /// `XMma`: partial sums added with shared-memory atomics (see [`Tuning::atomic_reduce`]).
     pub atomic_reduce: bool,
+    /// `XMma`: x in shared memory, row tiles streamed along K (see [`Tuning::x_smem`]).
+    pub x_smem: bool,
 }
 
 impl LaunchPlan {
@@ -266,6 +277,7 @@ impl LaunchPlan {
             silu: self.fuse && self.silu,
             tile_reduce: self.tile_reduce,
             atomic_reduce: self.atomic_reduce,
+            x_smem: self.x_smem,
             arch,
         }
     }
@@ -288,6 +300,14 @@ impl LaunchPlan {
         let (target, cap) = (target.max(1), cap.max(1));
         let waves = units.div_ceil(target * cap).max(1);
         units.div_ceil(target * waves).clamp(1, cap)
+    }
+
+    /// [`LaunchPlan::balanced_tiles_per_cta`] for a grid of `ceil(row_tiles / tiles) x splits` CTAs: the
+    /// row tiles of each K split dealt over `target / splits` CTAs, so the rounding per split cannot spill a
+    /// few CTAs into a second wave (INT4 16x4096x14336, 7 splits: 14 tiles each made 19 x 7 = 133 CTAs for 132
+    /// SMs; session 11).
+    pub fn split_tiles_per_cta(row_tiles: u32, splits: u32, target: u32, cap: u32) -> u32 {
+        Self::balanced_tiles_per_cta(row_tiles, (target / splits.max(1)).max(1), cap)
     }
 
     /// `XReg` with `rpc` rows per CTA (grid and shared memory follow).
@@ -324,6 +344,59 @@ impl LaunchPlan {
     /// Shared memory of one `XReg` stage per warp (weights, scales, zero points: `STAGE_BYTES` in the kernel).
     pub fn xreg_stage_bytes(rows: u32, chunks: u32) -> u32 {
         rows * chunks * 512 + chunks * 512 + chunks * 128
+    }
+
+    /// `XMma` with x in shared memory ([`Tuning::x_smem`]): K split so that x's columns of a split (every
+    /// row, up to the n8 blocks) fit [`XK_SMEM_BYTES`], CTAs of 8 warps (two per SM), about one wave of them
+    /// with the row tiles dealt out evenly, `unroll` 64-K tiles in flight per warp (4-bit weights 8, 8-bit 4,
+    /// 16-bit 2: 32 registers of weights each).
+    #[allow(clippy::too_many_arguments)]
+    fn x_smem_plan(
+        format: WoFormat,
+        m: usize,
+        n: usize,
+        k: usize,
+        sm_count: u32,
+        tuning: Tuning,
+        pdl: bool,
+        min_blocks: u32,
+    ) -> LaunchPlan {
+        let kt = (k / 64).max(1) as u32;
+        let rows_x = (m as u32).div_ceil(8) * 8;
+        let most = ((XK_SMEM_BYTES / (rows_x * 2)).saturating_sub(8) / 64).max(1);
+        let want = tuning.split_k.unwrap_or_else(|| kt.div_ceil(most)).clamp(kt.div_ceil(most), kt);
+        let per_split = kt.div_ceil(want);
+        let splits = kt.div_ceil(per_split);
+        let warps = tuning.warps.unwrap_or(8);
+        let tiles = tuning.unroll.unwrap_or(8 / mma::words_per_tile(format) as u32);
+        let row_tiles = (n as u32).div_ceil(16);
+        let target = sm_count * (16 / warps).max(1);
+        let rtpc = tuning
+            .rows_per_cta
+            .map_or_else(|| Self::split_tiles_per_cta(row_tiles, splits, target, 64), |r| r.div_ceil(16).max(1));
+        LaunchPlan {
+            rows_per_warp: nvrtc::MMA_ROWS,
+            unroll: tiles,
+            warps,
+            blocks_n: row_tiles.div_ceil(rtpc),
+            splits,
+            chunks_per_split: per_split,
+            pipeline: true,
+            persistent: false,
+            min_blocks,
+            stage: false,
+            smem_bytes: rows_x * (per_split * 64 + 8) * 2,
+            grouped: false,
+            xreg: true,
+            rows_per_cta: rtpc,
+            pdl,
+            stages: 0,
+            fuse: false,
+            silu: false,
+            tile_reduce: false,
+            atomic_reduce: false,
+            x_smem: true,
+        }
     }
 
     /// The plan for `m x n x k` in `format` on a GPU with `sm_count` SMs; `tuning` overrides its choices.
@@ -399,8 +472,12 @@ impl LaunchPlan {
                 silu: false,
                 tile_reduce: false,
                 atomic_reduce: false,
+                x_smem: false,
             };
             return plan.with_rows_per_cta(n, m, rpc);
+        }
+        if variant == Variant::XMma && tuning.x_smem == Some(true) {
+            return Self::x_smem_plan(format, m, n, k, sm_count, tuning, pdl, min_blocks);
         }
         if variant == Variant::XMma {
             let kt = (k / 64).max(1) as u32;
@@ -447,7 +524,7 @@ impl LaunchPlan {
                 ((XMMA_SMEM_BYTES / (warps * m as u32 * 4)).saturating_sub(4) / 16).clamp(1, 32)
             };
             let rtpc = tuning.rows_per_cta.map_or_else(
-                || Self::balanced_tiles_per_cta(row_tiles * splits, target, max_rtpc),
+                || Self::split_tiles_per_cta(row_tiles, splits, target, max_rtpc),
                 |r| r.div_ceil(16).min(max_rtpc),
             );
             return LaunchPlan {
@@ -475,6 +552,7 @@ impl LaunchPlan {
                 silu: false,
                 tile_reduce,
                 atomic_reduce,
+                x_smem: false,
             };
         }
         if variant == Variant::Mma {
@@ -511,6 +589,7 @@ impl LaunchPlan {
                 silu: false,
                 tile_reduce: false,
                 atomic_reduce: false,
+                x_smem: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -579,6 +658,7 @@ impl LaunchPlan {
             silu: false,
             tile_reduce: false,
             atomic_reduce: false,
+            x_smem: false,
         }
     }
 }
@@ -755,7 +835,13 @@ impl WeightOnlyGemv {
         let compiled = compile(&key)?;
         let module = self.ctx.load_module(Ptx::from_binary(compiled.cubin.clone()))?;
         let function = module.load_function(key.entry())?;
-        if plan.smem_bytes > 48 * 1024 {
+        if plan.x_smem {
+            // The staged x grows with K per split: opt in to the most any call of this kernel stages.
+            function.set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                XK_SMEM_BYTES as i32,
+            )?;
+        } else if plan.smem_bytes > 48 * 1024 {
             // Above 48 KB of dynamic shared memory a kernel must opt in (staged XReg: 2 CTAs of 76 KB per SM).
             let stage = LaunchPlan::xreg_stage_bytes(key.rows_per_warp, key.unroll);
             let most = (key.warps * key.m * XREG_MAX_RPC * 4 + key.warps * key.stages * stage).max(plan.smem_bytes);
@@ -1558,6 +1644,67 @@ mod tests {
                 }
             }
         }
+        // XMma with x in shared memory: the staged columns of a split fit the opted-in shared memory, the
+        // splits cover K with none empty (the kernel derives the split from gridDim.y the same way), every
+        // row tile has a CTA, and the counters buffer holds one per CTA along N
+        for f in WoFormat::ALL {
+            for m in [1, 3, 8, 9, 16] {
+                for split_k in [None, Some(1), Some(2), Some(7)] {
+                    let t = Tuning { x_smem: Some(true), split_k, ..Tuning::default() };
+                    for (n, k) in [(14336, 4096), (4096, 14336), (13, 384), (128256, 4096), (1000, 8192)] {
+                        let p = LaunchPlan::new(Variant::XMma, f, m, n, k, 132, t);
+                        let kt = (k / 64) as u32;
+                        assert!(p.x_smem && p.xreg && p.rows_per_warp == nvrtc::MMA_ROWS, "{p:?}");
+                        assert!(p.smem_bytes <= XK_SMEM_BYTES, "{f:?} M={m} {n}x{k}: {p:?}");
+                        let rows_x = m.div_ceil(8) as u32 * 8;
+                        assert_eq!(p.smem_bytes, rows_x * (p.chunks_per_split * 64 + 8) * 2);
+                        assert_eq!(p.chunks_per_split, kt.div_ceil(p.splits), "{p:?}");
+                        assert!((p.splits - 1) * p.chunks_per_split < kt, "{p:?}");
+                        assert!(p.blocks_n * p.rows_per_cta * 16 >= n as u32, "{p:?}");
+                        assert!(p.blocks_n as usize <= n.div_ceil(4) + 1);
+                        let words = mma::words_per_tile(f) as u32;
+                        assert_eq!(p.unroll * words, 8, "{f:?}: 32 registers of weights in flight");
+                    }
+                }
+            }
+        }
+        // M = 16 at K = 4096 stages two splits of 2048 columns (66 KB), M = 8 all of K in one
+        let p = LaunchPlan::new(
+            Variant::XMma,
+            WoFormat::Int4G128,
+            16,
+            14336,
+            4096,
+            132,
+            Tuning { x_smem: Some(true), ..Tuning::default() },
+        );
+        assert_eq!((p.splits, p.chunks_per_split, p.warps), (2, 32, 8));
+        let p = LaunchPlan::new(
+            Variant::XMma,
+            WoFormat::Int4G128,
+            8,
+            14336,
+            4096,
+            132,
+            Tuning { x_smem: Some(true), ..Tuning::default() },
+        );
+        assert_eq!(p.splits, 1);
+        // XMma's grid (both kernels): at most one wave of CTAs over all the K splits when the caps allow it
+        for m in [3, 8, 16] {
+            for (n, k) in [(14336, 4096), (4096, 14336), (6144, 4096), (28672, 4096), (128256, 4096)] {
+                for x_smem in [None, Some(true)] {
+                    let t = Tuning { x_smem, ..Tuning::default() };
+                    let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, m, n, k, 132, t);
+                    let target = 132 * (16 / p.warps).max(1);
+                    let row_tiles = (n as u32).div_ceil(16);
+                    if row_tiles.div_ceil((target / p.splits).max(1)) <= p.rows_per_cta {
+                        assert!(p.blocks_n * p.splits <= target, "M={m} {n}x{k} {x_smem:?}: {p:?}");
+                    }
+                }
+            }
+        }
+        assert_eq!(LaunchPlan::split_tiles_per_cta(256, 7, 132, 32), 15);
+        assert!(256u32.div_ceil(LaunchPlan::split_tiles_per_cta(256, 7, 132, 32)) * 7 <= 132);
         // XMma's grid: one wave when the shared-memory cap allows it, otherwise whole waves of equal CTAs
         assert_eq!(LaunchPlan::balanced_tiles_per_cta(1792, 264, 11), 7);
         // FP16 8x14336x4096 (896 row tiles x 4 splits, cap 11): 11 made 328 CTAs (1.24 waves); 7 makes 512
@@ -1742,6 +1889,10 @@ mod tests {
                             let t = Tuning { atomic_reduce: Some(true), ..Tuning::default() };
                             let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
                             plans.extend([p, LaunchPlan { fuse: true, ..p }]);
+                            // x in shared memory, row tiles streamed along K, plain and fused
+                            let t = Tuning { x_smem: Some(true), ..Tuning::default() };
+                            let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
+                            plans.extend([p, LaunchPlan { fuse: true, ..p }]);
                         }
                         if variant == Variant::XReg && default.xreg {
                             let staged = Tuning { stages: Some(3), ..Tuning::default() };
@@ -1809,6 +1960,7 @@ mod tests {
             silu: false,
             tile_reduce: false,
             atomic_reduce: false,
+            x_smem: false,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

@@ -101,6 +101,8 @@ pub struct KernelKey {
     pub tile_reduce: bool,
     /// `XMma`: partial sums added with shared-memory atomics (`TRED=2`, over `tile_reduce`).
     pub atomic_reduce: bool,
+    /// `XMma`: x in shared memory, row tiles streamed along K (`XS=2`, entry `wo_mma_xk`).
+    pub x_smem: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -113,7 +115,9 @@ impl KernelKey {
 
     /// The kernel's entry point.
     pub fn entry(&self) -> &'static str {
-        if self.is_mma() && self.xreg {
+        if self.is_mma() && self.xreg && self.x_smem {
+            "wo_mma_xk"
+        } else if self.is_mma() && self.xreg {
             "wo_mma_xs"
         } else if self.is_mma() {
             "wo_mma"
@@ -153,7 +157,7 @@ impl KernelKey {
             format!("-DC={}", self.unroll),
             format!("-DPDL={}", u32::from(self.pdl && self.arch >= 90)),
             format!("-DNST={}", self.stages),
-            format!("-DXS={}", u32::from(self.xreg && self.is_mma())),
+            format!("-DXS={}", if self.xreg && self.is_mma() { 1 + u32::from(self.x_smem) } else { 0 }),
             format!("-DKT={}", self.unroll),
             format!("-DFUSE={}", u32::from(self.fuse)),
             format!("-DSILU={}", u32::from(self.fuse && self.silu)),
@@ -344,6 +348,7 @@ mod tests {
             silu: false,
             tile_reduce: false,
             atomic_reduce: false,
+            x_smem: false,
             arch: 90,
         };
         let o = key.options();
