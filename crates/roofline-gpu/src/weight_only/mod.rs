@@ -91,7 +91,9 @@ impl Variant {
             // M = 16 41.6 vs 152; FP8 / INT8 M = 3 22.7 vs 27.6 / 30.5, M = 16 44.0 vs 112; FP16 M = 3 42.3
             // vs 44.6, M = 16 54.5 vs 104.8. Above M = 8 (16-bit: from M = 8) it reduces after every row tile
             // (`Tuning::tile_reduce`; session 10: M = 16 INT4 30.9, FP16 44.4 us), 8-bit weights through
-            // shared-memory atomics (`Tuning::atomic_reduce`: FP8 32.3, INT8 33.0 us).
+            // shared-memory atomics (`Tuning::atomic_reduce`: FP8 32.3, INT8 33.0 us). Session 11: above M = 8
+            // INT4, MXFP4 and NF4 (and 8-bit weights and NVFP4 from K = 8192) stage x in shared memory and
+            // stream row tiles along K instead (`Tuning::x_smem`, `LaunchPlan::x_smem_default`).
             Variant::XMma
         } else if format.bits() == 4 && m <= 2 {
             // x in registers: 4-bit M = 1 is 20-45% faster than split-K on the H100 (INT4 1x14336x4096 14.8 vs
@@ -346,10 +348,27 @@ impl LaunchPlan {
         rows * chunks * 512 + chunks * 512 + chunks * 128
     }
 
-    /// `XMma` with x in shared memory ([`Tuning::x_smem`]): K split so that x's columns of a split (every
-    /// row, up to the n8 blocks) fit [`XK_SMEM_BYTES`], CTAs of 8 warps (two per SM), about one wave of them
-    /// with the row tiles dealt out evenly, `unroll` 64-K tiles in flight per warp (4-bit weights 8, 8-bit 4,
-    /// 16-bit 2: 32 registers of weights each).
+    /// Whether `XMma` stages x in shared memory by default ([`Tuning::x_smem`]): above M = 8 for INT4, MXFP4
+    /// and NF4, and for FP8, INT8 and NVFP4 from K = 8192 (H100 tuning table, session 11, M = 16, us, x in
+    /// shared memory vs the tile-reduced / atomic default: INT4 14336x4096 27.0 vs 29.4, 4096x14336 24.4 vs
+    /// 31.3, 6144x4096 14.2 vs 16.1, 28672x4096 48.3 vs 53.9; MXFP4 28.1 vs 32.3, 25.7 vs 33.6; NF4 30.7 vs
+    /// 33.7, 28.8 vs 34.9; FP8 4096x14336 30.5 vs 31.9, INT8 30.5 vs 33.0, NVFP4 30.8 vs 34.1; at K = 4096 FP8,
+    /// INT8 and NVFP4 are as fast or faster reduced (FP8 31.4 vs 32.1, NVFP4 32.7 vs 34.7), FP16 always is).
+    pub fn x_smem_default(format: WoFormat, m: usize, k: usize) -> bool {
+        m > 8
+            && match format {
+                WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nf4 => true,
+                WoFormat::Fp8E4M3 | WoFormat::Int8 | WoFormat::Nvfp4 => k >= 8192,
+                WoFormat::Fp16 | WoFormat::Bf16 => false,
+            }
+    }
+
+    /// `XMma` with x in shared memory ([`Tuning::x_smem`]): CTAs of 16 warps (one per SM), `unroll` 64-K
+    /// tiles in flight per warp (INT4, MXFP4, NF4 8; FP8, INT8, NVFP4 4; FP16 2), K split into about one
+    /// row-tile task per warp of the GPU (16 per SM) but at least what x's columns of a split need to fit
+    /// [`XK_SMEM_BYTES`] and at most one split per 16 tiles (session 11, M = 16, us: INT4 6144x4096 14.2 in 4
+    /// splits vs 23.3 in 2, FP8 4096x14336 30.5 in 8 vs 35.5 in 5, INT4 28672x4096 48.3 in 2 vs 52.0 in 4);
+    /// about one wave of CTAs with the row tiles dealt out evenly.
     #[allow(clippy::too_many_arguments)]
     fn x_smem_plan(
         format: WoFormat,
@@ -364,12 +383,18 @@ impl LaunchPlan {
         let kt = (k / 64).max(1) as u32;
         let rows_x = (m as u32).div_ceil(8) * 8;
         let most = ((XK_SMEM_BYTES / (rows_x * 2)).saturating_sub(8) / 64).max(1);
-        let want = tuning.split_k.unwrap_or_else(|| kt.div_ceil(most)).clamp(kt.div_ceil(most), kt);
+        let fewest = kt.div_ceil(most);
+        let row_tiles = (n as u32).div_ceil(16);
+        let auto = (sm_count * 16).div_ceil(row_tiles).clamp(fewest, (kt / 16).max(fewest));
+        let want = tuning.split_k.unwrap_or(auto).clamp(fewest, kt);
         let per_split = kt.div_ceil(want);
         let splits = kt.div_ceil(per_split);
-        let warps = tuning.warps.unwrap_or(8);
-        let tiles = tuning.unroll.unwrap_or(8 / mma::words_per_tile(format) as u32);
-        let row_tiles = (n as u32).div_ceil(16);
+        let warps = tuning.warps.unwrap_or(16);
+        let tiles = tuning.unroll.unwrap_or(match format {
+            WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nf4 => 8,
+            WoFormat::Fp16 | WoFormat::Bf16 => 2,
+            _ => 4,
+        });
         let target = sm_count * (16 / warps).max(1);
         let rtpc = tuning
             .rows_per_cta
@@ -476,7 +501,7 @@ impl LaunchPlan {
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
-        if variant == Variant::XMma && tuning.x_smem == Some(true) {
+        if variant == Variant::XMma && tuning.x_smem.unwrap_or_else(|| Self::x_smem_default(format, m, k)) {
             return Self::x_smem_plan(format, m, n, k, sm_count, tuning, pdl, min_blocks);
         }
         if variant == Variant::XMma {
@@ -1635,7 +1660,7 @@ mod tests {
         for m in [1, 4, 8, 16] {
             for split_k in [None, Some(1), Some(2)] {
                 for unroll in [2, 4, 8] {
-                    let t = Tuning { split_k, unroll: Some(unroll), ..Tuning::default() };
+                    let t = Tuning { split_k, unroll: Some(unroll), x_smem: Some(false), ..Tuning::default() };
                     for (n, k) in [(14336, 4096), (4096, 14336), (4096, 4096), (128256, 4096)] {
                         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, m, n, k, 132, t);
                         assert!(p.smem_bytes <= 47 * 1024, "M={m} {n}x{k} {t:?}: {p:?}");
@@ -1663,12 +1688,13 @@ mod tests {
                         assert!(p.blocks_n * p.rows_per_cta * 16 >= n as u32, "{p:?}");
                         assert!(p.blocks_n as usize <= n.div_ceil(4) + 1);
                         let words = mma::words_per_tile(f) as u32;
-                        assert_eq!(p.unroll * words, 8, "{f:?}: 32 registers of weights in flight");
+                        assert!(p.unroll * words <= 8, "{f:?}: at most 32 registers of weights in flight");
                     }
                 }
             }
         }
-        // M = 16 at K = 4096 stages two splits of 2048 columns (66 KB), M = 8 all of K in one
+        // M = 16 at K = 4096: about one row-tile task per warp of the GPU, 3 splits of 22 tiles (45 KB); at
+        // K = 14336 9 splits (5 of 47 tiles would fit); M = 8 all of K = 4096 in one
         let p = LaunchPlan::new(
             Variant::XMma,
             WoFormat::Int4G128,
@@ -1678,7 +1704,25 @@ mod tests {
             132,
             Tuning { x_smem: Some(true), ..Tuning::default() },
         );
-        assert_eq!((p.splits, p.chunks_per_split, p.warps), (2, 32, 8));
+        assert_eq!((p.splits, p.chunks_per_split, p.warps, p.unroll), (3, 22, 16, 8));
+        let t = Tuning { x_smem: Some(true), ..Tuning::default() };
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Fp8E4M3, 16, 4096, 14336, 132, t);
+        assert_eq!((p.splits, p.unroll), (9, 4));
+        // the default: x in shared memory above M = 8 for the 4-bit formats but NVFP4, and from K = 8192 for
+        // 8-bit weights and NVFP4
+        for (f, m, k, want) in [
+            (WoFormat::Int4G128, 16, 4096, true),
+            (WoFormat::Nf4, 9, 4096, true),
+            (WoFormat::Int4G128, 8, 4096, false),
+            (WoFormat::Fp8E4M3, 16, 4096, false),
+            (WoFormat::Fp8E4M3, 16, 14336, true),
+            (WoFormat::Nvfp4, 16, 4096, false),
+            (WoFormat::Nvfp4, 12, 14336, true),
+            (WoFormat::Fp16, 16, 14336, false),
+        ] {
+            let p = LaunchPlan::new(Variant::XMma, f, m, 4096, k, 132, Tuning::default());
+            assert_eq!(p.x_smem, want, "{f:?} M={m} K={k}");
+        }
         let p = LaunchPlan::new(
             Variant::XMma,
             WoFormat::Int4G128,
@@ -1688,7 +1732,10 @@ mod tests {
             132,
             Tuning { x_smem: Some(true), ..Tuning::default() },
         );
-        assert_eq!(p.splits, 1);
+        // M = 8: all of K = 4096 would fit one split; the one-task-per-warp rule takes 3
+        assert_eq!((p.splits, p.smem_bytes), (3, 8 * (22 * 64 + 8) * 2));
+        let t = Tuning { x_smem: Some(true), split_k: Some(1), ..Tuning::default() };
+        assert_eq!(LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 8, 14336, 4096, 132, t).splits, 1);
         // XMma's grid (both kernels): at most one wave of CTAs over all the K splits when the caps allow it
         for m in [3, 8, 16] {
             for (n, k) in [(14336, 4096), (4096, 14336), (6144, 4096), (28672, 4096), (128256, 4096)] {
@@ -1723,20 +1770,28 @@ mod tests {
         assert_eq!((p.unroll, p.splits, p.rows_per_cta), (2, 4, 7), "{p:?}");
         // Reduced after every row tile: one wave at M = 16 (896 row tiles x 4 splits over 264 CTAs), two row
         // tiles of partial sums in shared memory
-        let t = Tuning { tile_reduce: Some(true), split_k: Some(4), ..Tuning::default() };
+        let t = Tuning { tile_reduce: Some(true), split_k: Some(4), x_smem: Some(false), ..Tuning::default() };
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 14336, 4096, 132, t);
         assert_eq!((p.splits, p.rows_per_cta, p.blocks_n * p.splits), (4, 14, 256), "{p:?}");
         assert_eq!(p.smem_bytes, 8 * 16 * 2 * 20 * 4);
         assert!(p.key(WoFormat::Int4G128, XDtype::F16, 16, 90).options().contains(&"-DTRED=1".to_string()));
         // The defaults (session 10 tuning table): reduced after every row tile above M = 8 in CTAs of 16 warps
         // (x14336x4096: 2 K splits, 128 CTAs of 14 row tiles), from M = 8 for 16-bit weights; not at M <= 8
-        // for 4- and 8-bit weights.
+        // for 4- and 8-bit weights. Session 11: INT4 and NF4 (and MXFP4) stage x in shared memory instead.
         for f in [WoFormat::Fp16, WoFormat::Fp8E4M3, WoFormat::Int4G128, WoFormat::Nf4] {
             let p = LaunchPlan::new(Variant::XMma, f, 16, 14336, 4096, 132, Tuning::default());
+            let four = f.bits() == 4;
+            assert_eq!(p.x_smem, four, "{f:?} {p:?}");
             // 8-bit weights: the sums added with shared-memory atomics instead
             let eight = f == WoFormat::Fp8E4M3;
-            assert_eq!((p.tile_reduce, p.atomic_reduce), (!eight, eight), "{f:?} {p:?}");
-            assert_eq!((p.unroll, p.warps, p.splits, p.rows_per_cta, p.blocks_n), (2, 16, 2, 14, 64), "{f:?} {p:?}");
+            assert_eq!((p.tile_reduce, p.atomic_reduce), (!eight && !four, eight), "{f:?} {p:?}");
+            if four {
+                assert_eq!((p.unroll, p.warps, p.splits), (8, 16, 3), "{f:?} {p:?}");
+                assert!(p.blocks_n * p.splits <= 132, "{f:?} {p:?}");
+            } else {
+                let g = (p.unroll, p.warps, p.splits, p.rows_per_cta, p.blocks_n);
+                assert_eq!(g, (2, 16, 2, 14, 64), "{f:?} {p:?}");
+            }
             let p = LaunchPlan::new(Variant::XMma, f, 8, 14336, 4096, 132, Tuning::default());
             assert_eq!(p.tile_reduce, f == WoFormat::Fp16, "{f:?} {p:?}");
             assert_eq!(p.warps, 8, "{f:?} {p:?}");
@@ -1746,7 +1801,7 @@ mod tests {
         // Added with shared-memory atomics: one [M][rows + 4] table per CTA, within the 47 KB at every M
         for m in [1usize, 3, 8, 16] {
             for (n, k) in [(14336, 4096), (4096, 14336), (128256, 4096)] {
-                let t = Tuning { atomic_reduce: Some(true), ..Tuning::default() };
+                let t = Tuning { atomic_reduce: Some(true), x_smem: Some(false), ..Tuning::default() };
                 let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, m, n, k, 132, t);
                 assert!(p.atomic_reduce && !p.tile_reduce, "{p:?}");
                 assert_eq!(p.smem_bytes, m as u32 * (p.rows_per_cta * 16 + 4) * 4, "{p:?}");
@@ -1755,9 +1810,13 @@ mod tests {
                 assert!(opts.contains(&"-DTRED=2".to_string()));
             }
         }
-        // K = 14336 at M = 16: 7 K splits of 16 warps (the tuning table's 2-split configuration)
-        let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 4096, 14336, 132, Tuning::default());
+        // K = 14336 at M = 16: 7 K splits of 16 warps reducing per row tile (the tuning table's 2-split
+        // configuration); with x in shared memory (INT4's default) 9 splits of 25 tiles
+        let t = Tuning { x_smem: Some(false), ..Tuning::default() };
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 4096, 14336, 132, t);
         assert_eq!((p.warps, p.splits), (16, 7), "{p:?}");
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 4096, 14336, 132, Tuning::default());
+        assert_eq!((p.warps, p.splits, p.chunks_per_split, p.x_smem), (16, 9, 25, true), "{p:?}");
         // small N on a big GPU splits K; large N does not
         let small = LaunchPlan::new(Variant::SplitK, WoFormat::Fp16, 1, 1000, 4096, 132, Tuning::default());
         assert!(small.splits > 1 && small.blocks_n * small.splits >= 132, "{small:?}");
