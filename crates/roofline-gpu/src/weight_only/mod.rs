@@ -364,11 +364,12 @@ impl LaunchPlan {
     }
 
     /// `XMma` with x in shared memory ([`Tuning::x_smem`]): CTAs of 16 warps (one per SM), `unroll` 64-K
-    /// tiles in flight per warp (INT4, MXFP4, NF4 8; FP8, INT8, NVFP4 4; FP16 2), K split into about one
-    /// row-tile task per warp of the GPU (16 per SM) but at least what x's columns of a split need to fit
-    /// [`XK_SMEM_BYTES`] and at most one split per 16 tiles (session 11, M = 16, us: INT4 6144x4096 14.2 in 4
-    /// splits vs 23.3 in 2, FP8 4096x14336 30.5 in 8 vs 35.5 in 5, INT4 28672x4096 48.3 in 2 vs 52.0 in 4);
-    /// about one wave of CTAs with the row tiles dealt out evenly.
+    /// tiles in flight per warp (INT4, MXFP4, NF4 8; FP8, INT8, NVFP4 4; FP16 2), one wave of CTAs. A warp
+    /// takes every 16th row tile of its CTA over the CTA's K split, so its time is (row tiles per CTA / 16,
+    /// rounded up) x (tiles per split): the split count minimizes that over one wave, the fewest splits on a
+    /// tie, but never fewer than x's columns need to fit [`XK_SMEM_BYTES`] nor splits under 8 tiles (session
+    /// 11, M = 16, us: INT4 6144x4096 14.2 in 4 splits vs 23.3 in 2; FP8 4096x14336 30.5 in 8 vs 35.5 in 5 and
+    /// 40.6 in 9, where 3 of 16 warps took two row tiles).
     #[allow(clippy::too_many_arguments)]
     fn x_smem_plan(
         format: WoFormat,
@@ -385,20 +386,21 @@ impl LaunchPlan {
         let most = ((XK_SMEM_BYTES / (rows_x * 2)).saturating_sub(8) / 64).max(1);
         let fewest = kt.div_ceil(most);
         let row_tiles = (n as u32).div_ceil(16);
-        let auto = (sm_count * 16).div_ceil(row_tiles).clamp(fewest, (kt / 16).max(fewest));
+        let warps = tuning.warps.unwrap_or(16);
+        let target = sm_count * (16 / warps).max(1);
+        // row tiles per CTA when `s` splits share the wave
+        let per_cta = |s: u32| row_tiles.div_ceil((target / s).max(1));
+        let critical = |s: u32| per_cta(s).div_ceil(warps) * kt.div_ceil(s);
+        let auto = (fewest..=(kt / 8).max(fewest)).min_by_key(|&s| (critical(s), s)).unwrap_or(fewest);
         let want = tuning.split_k.unwrap_or(auto).clamp(fewest, kt);
         let per_split = kt.div_ceil(want);
         let splits = kt.div_ceil(per_split);
-        let warps = tuning.warps.unwrap_or(16);
         let tiles = tuning.unroll.unwrap_or(match format {
             WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nf4 => 8,
             WoFormat::Fp16 | WoFormat::Bf16 => 2,
             _ => 4,
         });
-        let target = sm_count * (16 / warps).max(1);
-        let rtpc = tuning
-            .rows_per_cta
-            .map_or_else(|| Self::split_tiles_per_cta(row_tiles, splits, target, 64), |r| r.div_ceil(16).max(1));
+        let rtpc = tuning.rows_per_cta.map_or_else(|| per_cta(splits), |r| r.div_ceil(16).max(1));
         LaunchPlan {
             rows_per_warp: nvrtc::MMA_ROWS,
             unroll: tiles,
@@ -1693,8 +1695,8 @@ mod tests {
                 }
             }
         }
-        // M = 16 at K = 4096: about one row-tile task per warp of the GPU, 3 splits of 22 tiles (45 KB); at
-        // K = 14336 9 splits (5 of 47 tiles would fit); M = 8 all of K = 4096 in one
+        // M = 16 at K = 4096: 2 splits of 32 tiles (66 KB), 14 row tiles per CTA (one each for 14 of the 16
+        // warps); at K = 14336 8 splits (5 of 47 tiles would fit, 9 would give 3 warps two row tiles)
         let p = LaunchPlan::new(
             Variant::XMma,
             WoFormat::Int4G128,
@@ -1704,10 +1706,13 @@ mod tests {
             132,
             Tuning { x_smem: Some(true), ..Tuning::default() },
         );
-        assert_eq!((p.splits, p.chunks_per_split, p.warps, p.unroll), (3, 22, 16, 8));
+        assert_eq!((p.splits, p.chunks_per_split, p.warps, p.unroll, p.rows_per_cta), (2, 32, 16, 8, 14));
         let t = Tuning { x_smem: Some(true), ..Tuning::default() };
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Fp8E4M3, 16, 4096, 14336, 132, t);
-        assert_eq!((p.splits, p.unroll), (9, 4));
+        assert_eq!((p.splits, p.unroll, p.rows_per_cta), (8, 4, 16));
+        // 6144 rows: 5 splits of 13 tiles, 15 row tiles per CTA (2 splits would leave 10 of 16 warps idle)
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 6144, 4096, 132, t);
+        assert_eq!((p.splits, p.rows_per_cta), (5, 15));
         // the default: x in shared memory above M = 8 for the 4-bit formats but NVFP4, and from K = 8192 for
         // 8-bit weights and NVFP4
         for (f, m, k, want) in [
@@ -1732,8 +1737,8 @@ mod tests {
             132,
             Tuning { x_smem: Some(true), ..Tuning::default() },
         );
-        // M = 8: all of K = 4096 would fit one split; the one-task-per-warp rule takes 3
-        assert_eq!((p.splits, p.smem_bytes), (3, 8 * (22 * 64 + 8) * 2));
+        // M = 8: all of K = 4096 would fit one split (7 row tiles per CTA); two splits halve the warps' time
+        assert_eq!((p.splits, p.smem_bytes), (2, 8 * (32 * 64 + 8) * 2));
         let t = Tuning { x_smem: Some(true), split_k: Some(1), ..Tuning::default() };
         assert_eq!(LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 8, 14336, 4096, 132, t).splits, 1);
         // XMma's grid (both kernels): at most one wave of CTAs over all the K splits when the caps allow it
@@ -1786,7 +1791,7 @@ mod tests {
             let eight = f == WoFormat::Fp8E4M3;
             assert_eq!((p.tile_reduce, p.atomic_reduce), (!eight && !four, eight), "{f:?} {p:?}");
             if four {
-                assert_eq!((p.unroll, p.warps, p.splits), (8, 16, 3), "{f:?} {p:?}");
+                assert_eq!((p.unroll, p.warps, p.splits), (8, 16, 2), "{f:?} {p:?}");
                 assert!(p.blocks_n * p.splits <= 132, "{f:?} {p:?}");
             } else {
                 let g = (p.unroll, p.warps, p.splits, p.rows_per_cta, p.blocks_n);
@@ -1811,12 +1816,12 @@ mod tests {
             }
         }
         // K = 14336 at M = 16: 7 K splits of 16 warps reducing per row tile (the tuning table's 2-split
-        // configuration); with x in shared memory (INT4's default) 9 splits of 25 tiles
+        // configuration); with x in shared memory (INT4's default) 8 splits of 28 tiles
         let t = Tuning { x_smem: Some(false), ..Tuning::default() };
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 4096, 14336, 132, t);
         assert_eq!((p.warps, p.splits), (16, 7), "{p:?}");
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 4096, 14336, 132, Tuning::default());
-        assert_eq!((p.warps, p.splits, p.chunks_per_split, p.x_smem), (16, 9, 25, true), "{p:?}");
+        assert_eq!((p.warps, p.splits, p.chunks_per_split, p.x_smem), (16, 8, 28, true), "{p:?}");
         // small N on a big GPU splits K; large N does not
         let small = LaunchPlan::new(Variant::SplitK, WoFormat::Fp16, 1, 1000, 4096, 132, Tuning::default());
         assert!(small.splits > 1 && small.blocks_n * small.splits >= 132, "{small:?}");
