@@ -595,17 +595,29 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 // x-stationary layout (`mma.rs`: fragment order, `xs_meta`); dynamic shared memory NB x 8 x (tiles_per_split x
 // 64 + 8) halfs (the pad of 8 puts ldmatrix's eight rows on different banks).
 
+// Ring slots refilled together: 4 (or all U when fewer) consecutive 512-byte pieces of a warp's weights
+// requested back to back. Session 11, M = 16 (us, 4 vs 1 at a time): the loads alone (EXP_LOADONLY) INT4
+// 16x14336x4096 17.3 vs 21.0; the kernel INT4 26.3 vs 27.3, FP8 30.1 vs 32.8, INT4 16x4096x14336 23.8 vs
+// 24.3. Each refill right after its tile scattered a warp's requests in time and the DRAM pages with them.
+#ifndef XKG
+#define XKG (U % 4 == 0 ? 4 : U % 2 == 0 ? 2 : 1)
+#endif
+#if U % XKG != 0
+#error "XKG must divide U"
+#endif
+
 __device__ __forceinline__ void ldsm_x4(u32 addr, u32& d0, u32& d1, u32& d2, u32& d3) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
                  : "r"(addr));
 }
 
-// One 64-K weight tile (this lane's QV words) and its scales into a ring slot.
-__device__ __forceinline__ void xk_load(const uint4* __restrict__ w, const u8* __restrict__ scales, int rt, int kt,
-                                        int row_tiles, int kt_total, int lane, int g, uint4 (&q)[QV], Meta& meta) {
+// One 64-K weight tile (this lane's QV words at `wl`, the lane's place in the tile) and its scales into a
+// ring slot.
+__device__ __forceinline__ void xk_load(const uint4* __restrict__ wl, const u8* __restrict__ scales, int rt, int kt,
+                                        int kt_total, int g, uint4 (&q)[QV], Meta& meta) {
 #pragma unroll
-    for (int v = 0; v < QV; ++v) q[v] = ld_weights(w + (((size_t)rt * kt_total + kt) * QV + v) * 32 + lane);
+    for (int v = 0; v < QV; ++v) q[v] = ld_weights(wl + v * 32);
     meta = load_meta_xs(scales, FMT == 4 ? kt / 2 : kt, rt, FMT == 4 ? kt_total / 2 : kt_total, g);
 }
 
@@ -635,12 +647,16 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     // The ring: U tiles in flight before the wait (weights and scales only: no earlier kernel writes them).
     uint4 q[U][QV];
     Meta meta[U];
-    int lrt = rt0 + warp, lkt = kb;  // the next tile to load
+    int lrt = rt0 + warp, lkt = kb;  // the next tile to load, and this lane's 16 bytes of it:
+    const uint4* wl = w + ((size_t)lrt * kt_total + lkt) * QV * 32 + lane;
+    // a tile is QV x 32 uint4 after the previous one; the next row tile's first starts WARPS row tiles on
+    const size_t row_jump = ((size_t)WARPS * kt_total - span) * QV * 32;
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         if (u < tiles) {
-            xk_load(w, scales, lrt, lkt, row_tiles, kt_total, lane, g, q[u], meta[u]);
-            if (++lkt == ke) lkt = kb, lrt += WARPS;
+            xk_load(wl, scales, lrt, lkt, kt_total, g, q[u], meta[u]);
+            wl += QV * 32;
+            if (++lkt == ke) lkt = kb, lrt += WARPS, wl += row_jump;
         }
     }
     pdl_wait();
@@ -669,7 +685,10 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 #else
     const int lrow = lane & 7, lcol = ((lane >> 3) & 1) * 8 + (lane >> 4) * 16;
 #endif
-    const u32 xaddr = xs_base + (u32)(lrow * ld + lcol) * 2u;
+    u32 xaddr = xs_base + (u32)(lrow * ld + lcol) * 2u;
+    // Opaque to the compiler: under the ring's register pressure ptxas otherwise rebuilt this address from
+    // the thread index and the shared window (S2R, S2UR and ~12 integer instructions) for every tile.
+    asm volatile("mov.b32 %0, %0;" : "+r"(xaddr));
 
     float acc[NB][4];
 #pragma unroll
@@ -720,10 +739,17 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 #else
                 mma_tile(q[u], meta[u], ckt, bx, acc);
 #endif
-                // Refill the slot (the tile U ahead, maybe of the warp's next row tile).
-                if (j0 + u + U < tiles) {
-                    xk_load(w, scales, lrt, lkt, row_tiles, kt_total, lane, g, q[u], meta[u]);
-                    if (++lkt == ke) lkt = kb, lrt += WARPS;
+                // Refill the slots XKG at a time (the tiles U ahead, maybe of the warp's next row tile): XKG
+                // consecutive 512-byte pieces requested back to back.
+                if ((u + 1) % XKG == 0) {
+#pragma unroll
+                    for (int v = u + 1 - XKG; v <= u; ++v) {
+                        if (j0 + v + U < tiles) {
+                            xk_load(wl, scales, lrt, lkt, kt_total, g, q[v], meta[v]);
+                            wl += QV * 32;
+                            if (++lkt == ke) lkt = kb, lrt += WARPS, wl += row_jump;
+                        }
+                    }
                 }
                 if (++ckt == ke) {
                     // The row tile's K range is done. C fragment: c0, c1 = row g, x rows 2t, 2t + 1 of
