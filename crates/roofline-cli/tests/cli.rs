@@ -135,9 +135,25 @@ fn bad_input_fails_with_one_clear_message() {
         (&["predict", "--hw", "seed-gb10", "--peak", "FP16=-1"], "must be a finite number > 0"),
         (&["predict", "--hw", "seed-gb10", "--peak", "FP9=1"], "FP9"),
         (&["hardware", "show", "nope"], "unknown hardware"),
+        // --gemv sets the weight-only kernel: refused (before any GPU is opened) without it, bad keys named
+        (&["compare", "--hw", "seed-gb10", "--gemv", "x_smem=true"], "needs --weight-only"),
+        (&["measure", "--hw", "seed-gb10", "--gemv", "unroll=2"], "needs --weights"),
+        (&["compare", "--weight-only", "--gemv", "colour=red"], "unknown key"),
+        (&["measure", "--weights", "int4", "--gemv", "warps=5"], "4, 8 or 16"),
     ];
     for (args, needle) in cases {
         roofline().args(*args).assert().failure().stderr(predicate::str::contains(*needle));
+    }
+}
+
+#[test]
+fn gemv_help_lists_every_key_of_the_parser() {
+    for cmd in ["measure", "compare", "model-bench"] {
+        let out = roofline().args([cmd, "--help"]).output().expect("runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        for (key, _) in roofline_gpu::weight_only::GEMV_KEYS {
+            assert!(text.contains(&format!("  {key}: ")), "{cmd} --help lacks {key}");
+        }
     }
 }
 

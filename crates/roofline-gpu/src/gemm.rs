@@ -10,7 +10,7 @@ use roofline_quant::minifloat::{E4M3, E5M2};
 
 use crate::lt::{LtPlan, LtTypes};
 use crate::power::{measure_power, PowerMeter};
-use crate::weight_only::{WeightOnlyOptions, WoFormat, XDtype};
+use crate::weight_only::{GemvOverride, WeightOnlyOptions, WoFormat, XDtype};
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
 
 /// Which kernel family measures a scheme.
@@ -132,6 +132,19 @@ impl Gpu {
         cfg: &TimingConfig,
         meter: Option<&mut dyn PowerMeter>,
     ) -> Result<Measurement, GpuError> {
+        self.measure_with(gemm, kind, cfg, meter, &GemvOverride::default())
+    }
+
+    /// [`Gpu::measure`] with the weight-only kernel's variant and launch plan overridden by `gemv` (the
+    /// tuning tables' configurations, `--gemv` on the command line); dense GEMMs ignore it.
+    pub fn measure_with(
+        &self,
+        gemm: &Gemm,
+        kind: Option<KernelKind>,
+        cfg: &TimingConfig,
+        meter: Option<&mut dyn PowerMeter>,
+        gemv: &GemvOverride,
+    ) -> Result<Measurement, GpuError> {
         if gemm.batch != 1 {
             return Err(GpuError::Unsupported(format!("batched GEMMs (batch {}) are not measured", gemm.batch)));
         }
@@ -144,7 +157,9 @@ impl Gpu {
             }
             Some(KernelKind::WeightOnly) if matches!(s.activations, Format::FP16 | Format::BF16) => {
                 let x = if s.activations == Format::BF16 { XDtype::Bf16 } else { XDtype::F16 };
-                let opts = WeightOnlyOptions { x, ..WeightOnlyOptions::default() };
+                gemv.tuning.check()?;
+                let opts =
+                    WeightOnlyOptions { x, variant: gemv.variant, tuning: gemv.tuning, ..WeightOnlyOptions::default() };
                 let wo = self.measure_weight_only_with(s.weights, m, n, k, cfg, &opts)?;
                 let cost = gemm.cost().map_err(|e| GpuError::Unsupported(e.to_string()))?;
                 Ok(Measurement {
@@ -162,7 +177,7 @@ impl Gpu {
                         wo.sets,
                         wo.stats.inner,
                         if meter.is_some() { "; power not sampled for weight-only kernels" } else { "" }
-                    ),
+                    ) + &if *gemv == GemvOverride::default() { String::new() } else { format!("; --gemv {gemv}") },
                     power: None,
                 })
             }

@@ -3,6 +3,7 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use roofline_core::{predict, DualPoint, Format, Gemm, Scheme};
+use roofline_gpu::weight_only::GemvOverride;
 use roofline_gpu::{gemm_scheme, Gpu, KernelKind, PowerMeter, TimingConfig, GEMM_FORMATS};
 
 use super::parse_format;
@@ -58,6 +59,14 @@ pub struct MeasureArgs {
     /// Activation (and output) format with --weights: FP16 or BF16.
     #[arg(long, default_value = "fp16", value_parser = parse_format)]
     pub activations: Format,
+    /// With --weights: the GEMV kernel variant and launch plan instead of the measured defaults
+    /// (`key=value` pairs; --help lists the keys).
+    #[arg(long, value_name = "KEY=VALUE,...", default_value = "", long_help = super::gemv_help(
+        "With --weights: run the weight-only GEMV with this kernel variant and launch plan instead of the \
+         measured defaults",
+        "--gemv variant=xmma,x_smem=true,split_k=4"
+    ))]
+    pub gemv: GemvOverride,
     /// GPU index.
     #[arg(long, default_value = "0")]
     pub device: usize,
@@ -110,6 +119,9 @@ pub fn calibrate(args: CalibrateArgs) -> Result<()> {
 /// Runs `roofline measure`.
 pub fn measure(args: MeasureArgs) -> Result<()> {
     let hw = args.hw.resolve()?;
+    if args.weights.is_none() && args.gemv != GemvOverride::default() {
+        anyhow::bail!("--gemv {} sets the weight-only GEMV kernel: it needs --weights FORMAT", args.gemv);
+    }
     let (scheme, kind) = match args.weights {
         Some(w) => (Scheme::weight_only(w, args.activations), KernelKind::WeightOnly),
         None => {
@@ -124,7 +136,8 @@ pub fn measure(args: MeasureArgs) -> Result<()> {
     let gpu = Gpu::open(args.device)?;
     let mut meter = args.power.meter(args.device)?;
     let cfg = TimingConfig { power_ms: args.power.power_ms, ..TimingConfig::default() };
-    let m = gpu.measure(&gemm, Some(kind), &cfg, meter.as_mut().map(|m| m as &mut dyn PowerMeter))?;
+    let meter_ref = meter.as_mut().map(|m| m as &mut dyn PowerMeter);
+    let m = gpu.measure_with(&gemm, Some(kind), &cfg, meter_ref, &args.gemv)?;
     let point = DualPoint { label: scheme.label(), gemm, prediction, measurement: Some(m) };
     if args.json {
         let mut v = serde_json::to_value(&point)?;

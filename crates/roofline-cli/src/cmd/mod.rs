@@ -26,6 +26,18 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     }
 }
 
+/// The long help of a `--gemv` flag: what it does (`intro`), how to write it, an example, and every key from
+/// the parser's own table (`GEMV_KEYS`), so the list cannot miss one.
+pub fn gemv_help(intro: &str, example: &str) -> String {
+    let keys: Vec<String> =
+        roofline_gpu::weight_only::GEMV_KEYS.iter().map(|(k, what)| format!("  {k}: {what}")).collect();
+    format!(
+        "{intro}: `key=value` pairs separated by commas, as the tuning tables print them. Example: {example}. \
+         Keys:\n{}",
+        keys.join("\n")
+    )
+}
+
 /// Parses a format name (canonical or alias), listing the known ones on error.
 pub fn parse_format(s: &str) -> Result<roofline_core::Format, String> {
     s.parse().map_err(|e: roofline_core::CoreError| e.to_string())

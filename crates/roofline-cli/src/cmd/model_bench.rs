@@ -9,7 +9,7 @@ use roofline_core::model::{
 use roofline_core::recommend::Phase;
 use roofline_core::Format;
 use roofline_gpu::model_bench::{AttnKernel, BenchConfig, KvFormat, MoeShape, OpTime, StepResult, HEAD_DIM};
-use roofline_gpu::weight_only::{GemvOverride, WoFormat, GEMV_KEYS};
+use roofline_gpu::weight_only::{GemvOverride, WoFormat};
 use roofline_gpu::Gpu;
 
 use super::parse_format;
@@ -103,14 +103,12 @@ pub struct ModelBenchArgs {
     pub json: bool,
 }
 
-/// `--gemv`'s long help, its keys from the parser's own table (`GEMV_KEYS`).
+/// `--gemv`'s long help for model-bench.
 fn gemv_help() -> String {
-    let keys: Vec<String> = GEMV_KEYS.iter().map(|(k, what)| format!("  {k}: {what}")).collect();
-    format!(
+    super::gemv_help(
         "Run every weight-only GEMV of the step (not the MoE router) with this kernel variant and launch plan \
-         instead of the measured defaults: `key=value` pairs separated by commas, as the tuning tables print \
-         them. Example: --gemv variant=xreg,stages=4 (weights through shared memory, 3 steps ahead). Keys:\n{}",
-        keys.join("\n")
+         instead of the measured defaults",
+        "--gemv variant=xreg,stages=4 (weights through shared memory, 3 steps ahead)",
     )
 }
 

@@ -7,6 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use roofline_core::{predict, DualPoint, Format, Gemm, HardwareProfile, Scheme};
+use roofline_gpu::weight_only::GemvOverride;
 use roofline_gpu::{gemm_scheme, Gpu, GpuError, KernelKind, PowerMeter, TimingConfig, GEMM_FORMATS};
 use roofline_report::{write_csv, write_json};
 
@@ -78,6 +79,14 @@ pub struct CompareArgs {
     /// decode table (FP16, FP8, INT8, NVFP4, INT4, MXFP4, NF4 by default).
     #[arg(long)]
     pub weight_only: bool,
+    /// With --weight-only: every format's GEMV with this kernel variant and launch plan instead of the
+    /// measured defaults (`key=value` pairs; --help lists the keys).
+    #[arg(long, value_name = "KEY=VALUE,...", default_value = "", long_help = super::gemv_help(
+        "With --weight-only: run every format's GEMV with this kernel variant and launch plan instead of the \
+         measured defaults (a configuration a variant does not take falls back as in the tuning tables)",
+        "--gemv variant=xmma,x_smem=true,split_k=4"
+    ))]
+    pub gemv: GemvOverride,
 }
 
 fn shapes(spec: &str) -> Result<Vec<(u64, u64, u64)>> {
@@ -117,6 +126,8 @@ struct Bench<'a> {
     gpu: &'a Gpu,
     meter: Option<super::telemetry::NvmlMeter>,
     cfg: TimingConfig,
+    /// Weight-only kernel and plan overrides (`--gemv`).
+    gemv: GemvOverride,
 }
 
 /// The scheme a precision is swept as: the dense cuBLASLt scheme where there is one, else (or always with
@@ -151,7 +162,7 @@ fn points(
                 bar.set_message(format!("{p} {m}x{n}x{k}"));
                 let meter = b.meter.as_mut().map(|m| m as &mut dyn PowerMeter);
                 let kind = weight_only.then_some(KernelKind::WeightOnly);
-                let r = b.gpu.measure(&gemm, kind, &b.cfg, meter);
+                let r = b.gpu.measure_with(&gemm, kind, &b.cfg, meter, &b.gemv);
                 bar.inc(1);
                 match r {
                     Ok(meas) => Some(meas),
@@ -287,6 +298,7 @@ pub fn sweep(args: SweepArgs) -> Result<()> {
             gpu,
             meter: args.power.meter(args.device)?,
             cfg: TimingConfig { budget_ms: 500.0, power_ms: args.power.power_ms, ..TimingConfig::default() },
+            gemv: GemvOverride::default(),
         }),
         None => None,
     };
@@ -305,16 +317,23 @@ pub fn sweep(args: SweepArgs) -> Result<()> {
 /// Runs `roofline compare`: the seed-style table for one shape, measured on this GPU.
 pub fn compare(args: CompareArgs) -> Result<()> {
     let hw = args.hw.resolve()?;
+    if !args.weight_only && args.gemv != GemvOverride::default() {
+        bail!("--gemv {} sets the weight-only GEMV kernel: it needs --weight-only", args.gemv);
+    }
     let gpu = Gpu::open(args.device)?;
     let s = args.shape;
     let bench = Bench {
         gpu: &gpu,
         meter: args.power.meter(args.device)?,
         cfg: TimingConfig { power_ms: args.power.power_ms, ..TimingConfig::default() },
+        gemv: args.gemv,
     };
     let precisions = default_precisions(&args.precisions, args.weight_only);
     let pts = points(&hw, &[(s.m, s.n, s.k)], &precisions, args.weight_only, Some(bench))?;
     println!("{}x{}x{} on {} (prediction: {} [{}])", s.m, s.n, s.k, gpu.name, hw.name, hw.source);
+    if args.gemv != GemvOverride::default() {
+        println!("weight-only GEMVs: --gemv {} (instead of the measured defaults)", args.gemv);
+    }
     print_points(&pts);
     Ok(())
 }
