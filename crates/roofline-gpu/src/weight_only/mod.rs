@@ -402,27 +402,46 @@ impl LaunchPlan {
         });
         let rtpc = tuning.rows_per_cta.map_or_else(|| per_cta(splits), |r| r.div_ceil(16).max(1));
         LaunchPlan {
-            rows_per_warp: nvrtc::MMA_ROWS,
-            unroll: tiles,
-            warps,
-            blocks_n: row_tiles.div_ceil(rtpc),
-            splits,
             chunks_per_split: per_split,
+            smem_bytes: rows_x * (per_split * 64 + 8) * 2,
+            x_smem: true,
+            ..Self::xmma_plan(tiles, warps, splits, row_tiles, rtpc, min_blocks, pdl)
+        }
+    }
+
+    /// The fields both `XMma` kernels share: `rows_per_cta` row tiles per CTA (the kernels' last argument)
+    /// in `splits` K splits, `unroll` tiles per warp; reductions off, no shared memory yet.
+    fn xmma_plan(
+        unroll: u32,
+        warps: u32,
+        splits: u32,
+        row_tiles: u32,
+        rows_per_cta: u32,
+        min_blocks: u32,
+        pdl: bool,
+    ) -> LaunchPlan {
+        LaunchPlan {
+            rows_per_warp: nvrtc::MMA_ROWS,
+            unroll,
+            warps,
+            blocks_n: row_tiles.div_ceil(rows_per_cta),
+            splits,
+            chunks_per_split: warps * unroll,
             pipeline: true,
             persistent: false,
             min_blocks,
             stage: false,
-            smem_bytes: rows_x * (per_split * 64 + 8) * 2,
+            smem_bytes: 0,
             grouped: false,
             xreg: true,
-            rows_per_cta: rtpc,
+            rows_per_cta,
             pdl,
             stages: 0,
             fuse: false,
             silu: false,
             tile_reduce: false,
             atomic_reduce: false,
-            x_smem: true,
+            x_smem: false,
         }
     }
 
@@ -555,31 +574,14 @@ impl LaunchPlan {
                 |r| r.div_ceil(16).min(max_rtpc),
             );
             return LaunchPlan {
-                rows_per_warp: nvrtc::MMA_ROWS,
-                unroll: tiles,
-                warps,
-                blocks_n: row_tiles.div_ceil(rtpc),
-                splits,
-                chunks_per_split: warps * tiles,
-                pipeline: true,
-                persistent: false,
-                min_blocks,
-                stage: false,
                 smem_bytes: if atomic_reduce {
                     m as u32 * (rtpc * 16 + 4) * 4
                 } else {
                     warps * m as u32 * (if tile_reduce { 2 * (16 + 4) } else { rtpc * 16 + 4 }) * 4
                 },
-                grouped: false,
-                xreg: true,
-                rows_per_cta: rtpc,
-                pdl,
-                stages: 0,
-                fuse: false,
-                silu: false,
                 tile_reduce,
                 atomic_reduce,
-                x_smem: false,
+                ..Self::xmma_plan(tiles, warps, splits, row_tiles, rtpc, min_blocks, pdl)
             };
         }
         if variant == Variant::Mma {
