@@ -429,9 +429,8 @@ __device__ __forceinline__ Meta load_meta_xs(const u8* __restrict__ meta, int co
     return m;
 }
 
-__device__ __forceinline__ void xs_load(const uint4* __restrict__ w, const u8* __restrict__ scales, int rt,
-                                        int row_tiles, int kt0, int kt_total, int lane, int g, uint4 q[KT][QV],
-                                        Meta meta[KT]) {
+__device__ __forceinline__ void xs_load(const uint4* __restrict__ w, const u8* __restrict__ scales, int rt, int kt0,
+                                        int kt_total, int lane, int g, uint4 q[KT][QV], Meta meta[KT]) {
 #pragma unroll
     for (int i = 0; i < KT; ++i) {
         const int kt = kt0 + i;
@@ -505,7 +504,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 
     uint4 q[KT][QV];
     Meta meta[KT];
-    if (rt0 < rt_end) xs_load(w, scales, rt0, row_tiles, kt0, kt_total, lane, g, q, meta);
+    if (rt0 < rt_end) xs_load(w, scales, rt0, kt0, kt_total, lane, g, q, meta);
 #if TRED == 2
     for (int i = threadIdx.x; i < MT * ps; i += blockDim.x) part[i] = 0.0f;
     __syncthreads();
@@ -535,7 +534,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     for (int rt = rt0; rt < rt_end; ++rt) {
         uint4 qn[KT][QV];
         Meta mn[KT];
-        if (rt + 1 < rt_end) xs_load(w, scales, rt + 1, row_tiles, kt0, kt_total, lane, g, qn, mn);
+        if (rt + 1 < rt_end) xs_load(w, scales, rt + 1, kt0, kt_total, lane, g, qn, mn);
         float acc[NB][4];
 #pragma unroll
         for (int b = 0; b < NB; ++b)
@@ -597,8 +596,8 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 // Here the accumulators stay put instead of x: CTA (bx, by) copies x's columns of K split `by` (tiles_per_split
 // 64-K tiles, every row of x, rows up to the n8 blocks zero-filled) into shared memory once, and each warp walks
 // whole row tiles along that K range (rows rt0 + warp, rt0 + warp + WARPS, ... of the CTA's rtpc), keeping U
-// 64-K weight tiles in flight in a register ring (a slot is refilled as soon as its tile is decoded, across row
-// tile ends), reading x's B fragments with ldmatrix (one ldmatrix.x4 per k-step at M > 8, per two k-steps up to
+// 64-K weight tiles in flight in a register ring (slots refilled XKG at a time as their tiles are decoded, across
+// row tile ends), reading x's B fragments with ldmatrix (one ldmatrix.x4 per k-step at M > 8, per two k-steps up to
 // M = 8). A row tile's sums leave the warp once, when its K range is done: to y, or with K split over gridDim.y
 // into the workspace (splitk_finish as above). No barrier after the staging one. Weights and scales in the
 // x-stationary layout (`mma.rs`: fragment order, `xs_meta`); dynamic shared memory NB x 8 x (tiles_per_split x
