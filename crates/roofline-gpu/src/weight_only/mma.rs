@@ -330,6 +330,30 @@ mod tests {
         }
     }
 
+    /// The tensor-core INT4 decode (`decode` and `zero_pair` in kernels/weight_only_mma.cu) on the CPU: rows
+    /// g take (1024 + q) - (1024 + z), rows g + 8 are masked in place as 1024 + 16 q and brought down with one
+    /// f16 FMA, x 1/16 + (-(64 + z)); every code and zero point must come out exactly q - z.
+    #[test]
+    fn int4_decode_constants_are_exact() {
+        use half::f16;
+        let h = |bits: u16| f16::from_bits(bits).to_f32();
+        assert_eq!(h(0x2c00), 1.0 / 16.0);
+        for z in 0..16u16 {
+            assert_eq!(h(0x6400 | z), 1024.0 + f32::from(z));
+            assert_eq!(h(0xd400 | (z << 4)), -(64.0 + f32::from(z)));
+            for q in 0..16u16 {
+                let want = f32::from(q) - f32::from(z);
+                // row g: lop3(v, 0x000f000f, 0x64006400) then sub.f16x2 with 1024 + z
+                assert_eq!(f16::from_f32(h(0x6400 | q) - h(0x6400 | z)).to_f32(), want);
+                // row g + 8: lop3(v, 0x00f000f0, 0x64006400) then fma.rn.f16x2 with 1/16 and -(64 + z) (one
+                // rounding, like f32 mul_add rounded once to f16 here: every value is a small integer)
+                let hi = h(0x6400 | (q << 4));
+                assert_eq!(hi, 1024.0 + 16.0 * f32::from(q));
+                assert_eq!(f16::from_f32(hi.mul_add(h(0x2c00), h(0xd400 | (z << 4)))).to_f32(), want);
+            }
+        }
+    }
+
     #[test]
     fn nf4_decode_gives_the_codebook_in_every_position() {
         let t = nf4_f16_tables();
