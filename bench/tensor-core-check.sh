@@ -6,7 +6,8 @@
 #      activations and split-K, the fusions (RMSNorm, residual add, SwiGLU) for every kernel family,
 #   2. the tuning table at M = 3, 8, 16 for FP16, FP8, INT4 and NF4: split-K on CUDA cores against the
 #      K-walking (Mma) and x-stationary (XMma) tensor-core kernels, XMma also reducing after every row tile
-#      (TRED: one wave at M = 16); each configuration checked, then timed,
+#      (TRED: one wave at M = 16), with shared-memory atomics (ARED) and with x in shared memory (XSM: the
+#      default above M = 8 for 4-bit weights); each configuration checked, then timed,
 #   3. `roofline compare --weight-only` at M = 1, 3, 8 and 16 (the defaults): how far each M is from M = 1.
 # Logs go to $OUT (default: a new temp dir). About 12 minutes on an H100 (the tests 7, the table 3-4): under a
 # 10-minute limit run the parts separately, `bash bench/tensor-core-check.sh tests`, then `tune,compare`.
@@ -20,7 +21,7 @@ grep -E "^test |test result|panicked" $OUT/wo-tests.txt
 fi
 if part tune; then
 echo "== tuning table, M = 3 / 8 / 16"
-ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_ONLY="XMma U=1|XMma U=2|XMma U=4|XMma TRED|XMma ARED|Mma U=0|SplitK U=0" \
+ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_ONLY="XMma U=1|XMma U=2|XMma U=4|XMma TRED|XMma ARED|XMma XSM U=8 W=16|XMma XSM U=4 W=16|Mma U=0|SplitK U=0" \
 ROOFLINE_TUNE_FORMATS=FP16,FP8_E4M3,INT4_G128,NF4 ROOFLINE_TUNE_SHAPES=3x14336x4096,8x14336x4096,16x14336x4096,16x4096x14336 \
   $WO --ignored --nocapture --test-threads=1 tune_table > $OUT/tune-tensor-cores.txt 2>&1
 grep -E "TT-BEST|panicked|test result" $OUT/tune-tensor-cores.txt
