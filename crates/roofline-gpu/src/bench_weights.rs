@@ -249,6 +249,7 @@ mod tests {
             checkpoint: None,
             moe: None,
             gemv: Default::default(),
+            ffn: Default::default(),
         }
     }
 

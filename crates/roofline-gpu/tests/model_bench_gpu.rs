@@ -31,6 +31,7 @@ fn with_attention(weights: WoFormat, batch: usize, seq: usize, fuse: bool, atten
         checkpoint: None,
         moe: None,
         gemv: Default::default(),
+        ffn: Default::default(),
     }
 }
 

@@ -8,7 +8,7 @@ use roofline_core::model::{
 };
 use roofline_core::recommend::Phase;
 use roofline_core::Format;
-use roofline_gpu::model_bench::{AttnKernel, BenchConfig, KvFormat, MoeShape, OpTime, StepResult, HEAD_DIM};
+use roofline_gpu::model_bench::{AttnKernel, BenchConfig, FfnKernel, KvFormat, MoeShape, OpTime, StepResult, HEAD_DIM};
 use roofline_gpu::weight_only::{GemvOverride, WoFormat};
 use roofline_gpu::Gpu;
 
@@ -28,7 +28,9 @@ By default the step is fused as serving engines run it: RMSNorms inside the next
 adds inside the linear before, RoPE and the KV append inside the attention launch, and, where the
 down_proj kernel holds x in registers (4-bit weights, batch <= 2), SwiGLU inside down_proj. The
 prediction then counts a fused op's bytes but not the launch and start-up cost a kernel of its own
-would pay. --no-fuse runs one kernel per op. On sm_90+ the fused attention runs on thread-block
+would pay. With INT4 weights at batch 1 the whole dense FFN (norm, gate_up, SwiGLU, down, residual
+add) is one kernel (--ffn): each CTA owns a slice of the intermediate dimension, so the two GEMVs
+share one ramp and one drain; its time shows on gate_up_proj. --no-fuse runs one kernel per op. On sm_90+ the fused attention runs on thread-block
 clusters (--attention cluster); --attention splits runs the kernel every GPU has.
 
 MoE models (Mixtral, Qwen-MoE): an FP16 router GEMV, a top-k kernel writing each token's experts
@@ -46,7 +48,8 @@ Examples:
   roofline model-bench --config llama-3.1-8b --schemes fp16,int4 --kv fp8 --seq 8192
   roofline model-bench --checkpoint ./Llama-3.2-1B --schemes fp16,int4
   roofline model-bench --config mixtral-8x7b --schemes fp16,int4 --layers 16
-  roofline model-bench --config llama-3.1-8b --scheme int4 --layers 8 --gemv variant=xreg,stages=3")]
+  roofline model-bench --config llama-3.1-8b --scheme int4 --layers 8 --gemv variant=xreg,stages=3
+  roofline model-bench --config llama-3.1-8b --schemes int4 --ffn gemv   # the FFN as two GEMVs")]
 pub struct ModelBenchArgs {
     /// Model preset (`roofline model list`) or a config.json (Llama-family or Mixtral/Qwen-MoE, head_dim 128). Default
     /// with --checkpoint: its config.json.
@@ -89,6 +92,11 @@ pub struct ModelBenchArgs {
     /// attention kernel: fused step, sm_90+). The prediction reads the KV in the same format.
     #[arg(long, value_enum, default_value_t = KvArg::Fp16)]
     pub kv: KvArg,
+    /// How the fused step runs a dense FFN: `fused` (one kernel: RMSNorm, gate_up, SwiGLU, down and the
+    /// residual add; INT4 g128 weights, batch 1, hidden a multiple of 1024 up to 6144), `gemv` (gate_up
+    /// and down as two GEMVs) or `auto` (fused where it applies).
+    #[arg(long, value_enum, default_value_t = FfnArg::Auto)]
+    pub ffn: FfnArg,
     /// Run every weight-only GEMV of the step with this kernel variant and launch plan instead of the
     /// measured defaults (`key=value` pairs; --help lists the keys).
     #[arg(long, value_name = "KEY=VALUE,...", default_value = "", long_help = gemv_help())]
@@ -133,6 +141,27 @@ impl KvArg {
         match self {
             KvArg::Fp16 => Format::FP16,
             KvArg::Fp8 => Format::FP8_E4M3,
+        }
+    }
+}
+
+/// `--ffn` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FfnArg {
+    /// Fused where the kernel applies, two GEMVs elsewhere.
+    Auto,
+    /// One fused kernel (an error where it does not apply).
+    Fused,
+    /// Two GEMVs.
+    Gemv,
+}
+
+impl From<FfnArg> for FfnKernel {
+    fn from(a: FfnArg) -> Self {
+        match a {
+            FfnArg::Auto => FfnKernel::Auto,
+            FfnArg::Fused => FfnKernel::Fused,
+            FfnArg::Gemv => FfnKernel::Gemv,
         }
     }
 }
@@ -232,6 +261,7 @@ fn bench_config(cfg: &ModelConfig, a: &ModelBenchArgs, f: Format) -> Result<Benc
         checkpoint: a.checkpoint.clone(),
         moe,
         gemv: a.gemv,
+        ffn: a.ffn.into(),
     };
     b.validate()?;
     Ok(b)

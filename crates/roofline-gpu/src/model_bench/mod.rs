@@ -19,6 +19,7 @@ use cudarc::nvrtc::Ptx;
 use half::f16;
 
 use crate::bench_weights::{fold_columns, head_matrices, layer_matrices};
+use crate::weight_only::ffn::{self, FfnWeights, FusedFfn};
 use crate::weight_only::nvrtc::compile_cubin;
 use crate::weight_only::precompile;
 use crate::weight_only::{
@@ -83,6 +84,22 @@ pub struct BenchConfig {
     /// The step's weight-only GEMVs with another variant or launch plan (every linear but the MoE router;
     /// default: [`Variant::best`] and the automatic plan), to time a tuning-table configuration in place.
     pub gemv: GemvOverride,
+    /// How the fused step runs a dense FFN: one fused kernel (norm, gate_up, SiLU-and-mul, down and the
+    /// residual add) where it supports the shape, or two GEMVs.
+    pub ffn: FfnKernel,
+}
+
+/// The kernels of a dense FFN in the fused step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FfnKernel {
+    /// `Fused` where [`ffn::unsupported`] allows it (INT4 g128, batch 1, a dense FFN of a supported size),
+    /// else `Gemv`.
+    #[default]
+    Auto,
+    /// One launch for the whole FFN (`weight_only::ffn`); an error where it does not apply.
+    Fused,
+    /// gate_up and down as two weight-only GEMVs (SwiGLU inside down where its plan takes it).
+    Gemv,
 }
 
 /// Element format of the KV cache.
@@ -152,6 +169,11 @@ impl BenchConfig {
         } else if self.intermediate == 0 {
             return bad("a dense FFN needs intermediate > 0".into());
         }
+        if self.ffn == FfnKernel::Fused {
+            if let Some(why) = self.fused_ffn_unsupported() {
+                return bad(format!("--ffn fused: {why}"));
+            }
+        }
         if self.seq + 1 > 16 * 1024 {
             return bad(format!(
                 "--seq {} > 16383 (model-bench builds contexts up to 16K positions: a random FP16 KV cache per layer)",
@@ -159,6 +181,25 @@ impl BenchConfig {
             ));
         }
         Ok(())
+    }
+
+    /// Why this step cannot run its FFN as one fused kernel (`None`: it can).
+    pub fn fused_ffn_unsupported(&self) -> Option<String> {
+        if !self.fuse {
+            return Some("the unfused step runs one kernel per op".into());
+        }
+        if self.moe.is_some() {
+            return Some("MoE layers run their experts as GEMVs".into());
+        }
+        ffn::unsupported(self.weights, XDtype::F16, self.batch, self.hidden, self.intermediate)
+    }
+
+    /// Whether the step runs its FFN as one fused kernel.
+    pub fn fused_ffn(&self) -> bool {
+        match self.ffn {
+            FfnKernel::Gemv => false,
+            FfnKernel::Auto | FfnKernel::Fused => self.fused_ffn_unsupported().is_none(),
+        }
     }
 
     /// Fused q, k, v rows.
@@ -260,6 +301,8 @@ enum Ffn {
     Dense { gate_up: DeviceWeights, down: DeviceWeights },
     /// Router, experts and their routing (see `moe`).
     Moe(MoeLayer),
+    /// SwiGLU as one fused kernel (`weight_only::ffn`).
+    Fused(FfnWeights),
 }
 
 struct Layer {
@@ -353,7 +396,7 @@ fn cluster_ctas(
 /// The weight-only calls of one dense step (`m x n x k` and fusion), for compiling their kernels ahead; MoE
 /// experts and the router compile on first use.
 fn step_calls(cfg: &BenchConfig, silu_in_down: bool) -> Vec<(usize, usize, usize, Fusion)> {
-    let dense = |l: &Lin| cfg.moe.is_none() || !matches!(l, Lin::GateUp | Lin::Down);
+    let dense = |l: &Lin| (cfg.moe.is_none() && !cfg.fused_ffn()) || !matches!(l, Lin::GateUp | Lin::Down);
     Lin::ALL
         .into_iter()
         .zip(cfg.linears())
@@ -407,7 +450,8 @@ impl Gpu {
             None => None,
         };
         let (b, d, f) = (cfg.batch, cfg.hidden, cfg.intermediate);
-        let silu_in_down = cfg.fuse && cfg.moe.is_none() && gemv.fuses_silu(b, d, f);
+        let fused_ffn = if cfg.fused_ffn() { Some(FusedFfn::new(self, d, f)?) } else { None };
+        let silu_in_down = cfg.fuse && cfg.moe.is_none() && fused_ffn.is_none() && gemv.fuses_silu(b, d, f);
         // NVRTC compiles the step's kernels on other threads while this one quantizes and uploads the weights
         // (checked first, so a missing NVRTC fails before minutes of quantization).
         crate::weight_only::nvrtc_available()?;
@@ -419,8 +463,10 @@ impl Gpu {
                 decode_ops_cubin(&opts)
             });
             let built = match &cfg.checkpoint {
-                None => self.random_weights(cfg, &gemv, router.as_ref(), &mut progress),
-                Some(dir) => self.checkpoint_weights(cfg, dir, &gemv, router.as_ref(), &mut progress),
+                None => self.random_weights(cfg, &gemv, router.as_ref(), fused_ffn.as_ref(), &mut progress),
+                Some(dir) => {
+                    self.checkpoint_weights(cfg, dir, &gemv, router.as_ref(), fused_ffn.as_ref(), &mut progress)
+                }
             };
             let cubin =
                 compiler.join().unwrap_or_else(|_| Err(GpuError::Unsupported("the NVRTC thread panicked".into())));
@@ -489,11 +535,19 @@ impl Gpu {
             format!("attn_rope, {splits} splits of {chunk} positions")
         };
         progress(&format!("attention: {attention_kernel}"));
+        if let Some(ffn) = &fused_ffn {
+            progress(&format!(
+                "FFN: one fused kernel (norm, gate_up, SiLU-and-mul, down, residual add), {} CTAs, {} registers",
+                ffn.ctas,
+                ffn.registers.map_or("?".into(), |r| r.to_string())
+            ));
+        }
         let en = Enqueue {
             cfg,
             ops: &ops,
             gemv: &gemv,
             router: router.as_ref(),
+            ffn: fused_ffn.as_ref(),
             s: &s,
             splits,
             chunk,
@@ -555,7 +609,9 @@ impl Gpu {
                 let moe_op = |layers: &mut Vec<Layer>, i: usize, a: &mut Acts, op: MoeOp| match &mut layers[i % nl].ffn
                 {
                     Ffn::Moe(ml) => en.moe_op(ml, a, op),
-                    Ffn::Dense { .. } => Err(GpuError::Unsupported("a dense layer in a MoE model".into())),
+                    Ffn::Dense { .. } | Ffn::Fused(_) => {
+                        Err(GpuError::Unsupported("a dense layer in a MoE model".into()))
+                    }
                 };
                 let mut ops_list = vec![
                     ("router_gate", "linear", MoeOp::Router),
@@ -577,6 +633,12 @@ impl Gpu {
                 for (name, kind, op) in ops_list {
                     time_op(name, kind, per_layer, &mut |i| moe_op(layers_ptr, i, a, op))?;
                 }
+            } else if let Some(ffn) = en.ffn {
+                // The whole FFN in one kernel: timed as gate_up_proj, the ops inside it marked fused.
+                time_op("gate_up_proj", "linear", per_layer, &mut |i| match &mut layers_ptr[i % nl].ffn {
+                    Ffn::Fused(w) => ffn.run(en.s, w, &mut a.x, NORM_EPS, en.pdl),
+                    _ => Err(GpuError::Unsupported("a layer without the fused FFN's weights".into())),
+                })?;
             } else {
                 time_op("gate_up_proj", "linear", per_layer, &mut |i| {
                     let (gate_up, _) = layers_ptr[i % nl].dense()?;
@@ -620,7 +682,7 @@ impl Gpu {
             ops: op_times,
             fused: match cfg.moe {
                 Some(_) => en.moe_fused_ops(&layers),
-                None => fused_ops(cfg.fuse, silu_in_down),
+                None => fused_ops(cfg.fuse, silu_in_down, fused_ffn.is_some()),
             },
             attention_rel_error,
             attention_kernel,
@@ -651,6 +713,7 @@ impl Gpu {
         cfg: &BenchConfig,
         gemv: &WeightOnlyGemv,
         router: Option<&WeightOnlyGemv>,
+        fused_ffn: Option<&FusedFfn>,
         progress: &mut impl FnMut(&str),
     ) -> Result<Built, GpuError> {
         let d = cfg.hidden;
@@ -684,6 +747,10 @@ impl Gpu {
         // Rearranged for the kernels once (tensor-core fragment order, scale tables), uploaded per layer.
         let staged =
             packed.iter().map(|p| p.as_ref().map(|p| gemv.stage(p)).transpose()).collect::<Result<Vec<_>, _>>()?;
+        let ffn_staged = match (fused_ffn, &packed[2], &packed[3]) {
+            (Some(ffn), Some(gu), Some(dn)) => Some((ffn, ffn.stage(gu, dn)?)),
+            _ => None,
+        };
         let packed_at = |i: usize| staged[i].as_ref().ok_or_else(|| GpuError::Unsupported("no dense FFN".into()));
         let mut moe = match (cfg.moe, router) {
             (Some(m), Some(r)) => Some(self.random_moe(cfg, &m, gemv, r, &g_post, progress)?),
@@ -695,9 +762,10 @@ impl Gpu {
         for l in 0..cfg.layers_built {
             progress(&format!("uploading layer {}/{}", l + 1, cfg.layers_built));
             let (kc, vc) = self.kv_caches(cfg, l)?;
-            let ffn = match moe.as_mut() {
-                Some(m) => Ffn::Moe(m.take_layer()?),
-                None => {
+            let ffn = match (moe.as_mut(), &ffn_staged) {
+                (Some(m), _) => Ffn::Moe(m.take_layer()?),
+                (None, Some((ffn, st))) => Ffn::Fused(ffn.upload(st)?),
+                (None, None) => {
                     Ffn::Dense { gate_up: gemv.upload_staged(packed_at(2)?)?, down: gemv.upload_staged(packed_at(3)?)? }
                 }
             };
@@ -728,6 +796,7 @@ impl Gpu {
         dir: &std::path::Path,
         gemv: &WeightOnlyGemv,
         router: Option<&WeightOnlyGemv>,
+        fused_ffn: Option<&FusedFfn>,
         progress: &mut impl FnMut(&str),
     ) -> Result<Built, GpuError> {
         let src = SourceModel::open(dir).map_err(|e| GpuError::Weights(e.to_string()))?;
@@ -749,12 +818,21 @@ impl Gpu {
             layers.push(Layer {
                 qkv: up(&format!("layer {l} qkv"), &m.qkv, qn, qk)?,
                 o: up(&format!("layer {l} o_proj"), &m.o, on, ok)?,
-                ffn: match router {
-                    Some(r) => {
+                ffn: match (router, fused_ffn) {
+                    (Some(r), _) => {
                         // The norm as folded into the router and experts: the fused step's (MoE needs it).
                         Ffn::Moe(self.checkpoint_moe_layer(cfg, &src, dir, l, &m.norm_post, gemv, r, progress)?)
                     }
-                    None => Ffn::Dense {
+                    (None, Some(ffn)) => {
+                        let pack = |name: &str, w: &[f32], n: usize, k: usize| {
+                            quantize_pack(cfg.weights, w, n, k)
+                                .map_err(|e| GpuError::Weights(format!("layer {l} {name}: {e}")))
+                        };
+                        let gate_up = pack("gate_up", &m.gate_up, gn, gk)?;
+                        let down = pack("down_proj", &m.down, dn, dk)?;
+                        Ffn::Fused(ffn.upload(&ffn.stage(&gate_up, &down)?)?)
+                    }
+                    (None, None) => Ffn::Dense {
                         gate_up: up(&format!("layer {l} gate_up"), &m.gate_up, gn, gk)?,
                         down: up(&format!("layer {l} down_proj"), &m.down, dn, dk)?,
                     },
@@ -825,6 +903,8 @@ struct Enqueue<'a> {
     gemv: &'a WeightOnlyGemv,
     /// The FP16 engine of the MoE router (MoE models only).
     router: Option<&'a WeightOnlyGemv>,
+    /// The fused FFN kernel, when the step runs its dense FFNs through it.
+    ffn: Option<&'a FusedFfn>,
     s: &'a Arc<CudaStream>,
     splits: u32,
     chunk: i32,
@@ -855,6 +935,7 @@ impl Enqueue<'_> {
                         self.linear(down, Lin::Down, a)?;
                     }
                     Ffn::Moe(m) => self.moe_ffn(m, a)?,
+                    Ffn::Fused(w) => self.fused_ffn(w, a)?,
                 }
             }
             return Ok(());
@@ -1004,6 +1085,12 @@ impl Enqueue<'_> {
         unsafe { self.launch(&self.ops.attn_combine, (groups, 1, 1), (128, 1, 1), k) }
     }
 
+    /// x += down(silu(gate) * up) of rmsnorm(x), one launch.
+    fn fused_ffn(&self, w: &mut FfnWeights, a: &mut Acts) -> Result<(), GpuError> {
+        let ffn = self.ffn.ok_or_else(|| GpuError::Unsupported("fused FFN weights without its kernel".into()))?;
+        ffn.run(self.s, w, &mut a.x, NORM_EPS, self.pdl)
+    }
+
     fn silu(&self, a: &mut Acts) -> Result<(), GpuError> {
         self.silu_rows(&a.gu, &a.act, self.cfg.batch, self.cfg.intermediate)
     }
@@ -1028,12 +1115,25 @@ impl Layer {
         match &mut self.ffn {
             Ffn::Dense { gate_up, down } => Ok((gate_up, down)),
             Ffn::Moe(_) => Err(GpuError::Unsupported("the unfused step runs dense FFNs only".into())),
+            Ffn::Fused(_) => Err(GpuError::Unsupported("this layer's FFN runs as one fused kernel".into())),
         }
     }
 }
 
 /// Which of `roofline model`'s ops the step runs inside another kernel.
-fn fused_ops(fuse: bool, silu_in_down: bool) -> Vec<FusedOp> {
+fn fused_ops(fuse: bool, silu_in_down: bool, fused_ffn: bool) -> Vec<FusedOp> {
+    if fuse && fused_ffn {
+        let pairs = [
+            ("input_layernorm", "qkv_proj"),
+            ("rotary_emb", "attention"),
+            ("residual_add", "o_proj, gate_up_proj"),
+            ("post_attention_layernorm", "gate_up_proj"),
+            ("silu_and_mul", "gate_up_proj"),
+            ("down_proj", "gate_up_proj"),
+            ("final_norm", "lm_head"),
+        ];
+        return pairs.iter().map(|(n, i)| FusedOp { name: (*n).into(), into: (*i).into(), after: None }).collect();
+    }
     let pairs: &[(&str, &str)] = if fuse {
         &[
             ("input_layernorm", "qkv_proj"),
@@ -1214,6 +1314,7 @@ mod tests {
             checkpoint: None,
             moe: None,
             gemv: GemvOverride::default(),
+            ffn: FfnKernel::default(),
         }
     }
 

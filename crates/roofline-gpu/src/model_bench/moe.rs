@@ -405,7 +405,7 @@ impl Enqueue<'_> {
     pub(super) fn experts_need_silu(&self, layers: &[Layer]) -> bool {
         layers.iter().any(|l| match &l.ffn {
             Ffn::Moe(m) => m.needs_silu_kernel(),
-            Ffn::Dense { .. } => false,
+            Ffn::Dense { .. } | Ffn::Fused(_) => false,
         })
     }
 
@@ -839,6 +839,7 @@ mod tests {
             checkpoint: None,
             moe: Some(MoeShape { experts: 4, top_k: 2, expert_intermediate: 128, shared_intermediate: 128 }),
             gemv: Default::default(),
+            ffn: Default::default(),
         };
         let m = cfg.moe.unwrap();
         let g = vec![1.0f32; 256];

@@ -37,6 +37,7 @@
 
 #[cfg(test)]
 mod emulate;
+pub mod ffn;
 pub mod mma;
 pub mod nvrtc;
 pub mod pack;

@@ -1,0 +1,393 @@
+//! The fused SwiGLU FFN of a batch-1 decode step (`kernels/ffn_fused.cu`): RMSNorm, gate_up, SiLU-and-mul,
+//! down and the residual add in one launch, INT4 g128 weights, FP16 activations. The intermediate dimension
+//! is split over the CTAs (each computes its gate and up rows, then multiplies the resulting h into the
+//! matching columns of W_down for every output row), so the two GEMVs share one ramp and one drain; a grid
+//! barrier at the end sums the CTAs' partial outputs into the residual stream.
+//!
+//! Layouts: gate_up as the x-in-registers kernel reads it (codes row-major, `pack::xreg_tables`); W_down's
+//! codes piece-major (`[F/16][D][8 bytes]`, see [`down_pieces`]) with its scale tables transposed
+//! (`pack::xreg_tables`).
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::nvrtc::Ptx;
+
+use super::nvrtc::{compile_cubin, parse_ptxas, KernelKey, WEIGHT_ONLY_XREG_SOURCE};
+use super::pack::{xreg_tables, PackedWeights, WoFormat};
+use super::{launch_ex, nvrtc_available, XDtype};
+use crate::{Gpu, GpuError};
+
+/// The fused FFN kernel (appended to the x-in-registers source, whose INT4 loads and decode it reuses).
+pub const FFN_SOURCE: &str = include_str!("../kernels/ffn_fused.cu");
+
+/// Threads per CTA (`FFN_THREADS` in the kernel).
+const THREADS: u32 = 512;
+
+/// Intermediate values per piece: one piece of a W_down row is 16 codes, 8 bytes.
+const PIECE: usize = 16;
+
+/// Most output rows a CTA sums in the final reduction (`red[][64]` in the kernel).
+const MAX_REDUCE_ROWS: usize = 64;
+
+/// Why the fused FFN cannot run a step's FFN, or `None` when it can: INT4 g128 weights, FP16 x, one token,
+/// a hidden size that is a multiple of 1024 (at most 6144: registers) and an intermediate size that is a multiple of
+/// 128 (one INT4 group of W_down).
+pub fn unsupported(format: WoFormat, x: XDtype, batch: usize, hidden: usize, intermediate: usize) -> Option<String> {
+    if format != WoFormat::Int4G128 {
+        return Some(format!("the fused FFN kernel takes INT4 g128 weights, not {}", format.format()));
+    }
+    if x != XDtype::F16 {
+        return Some("the fused FFN kernel takes FP16 activations".into());
+    }
+    if batch != 1 {
+        return Some(format!("the fused FFN kernel decodes one token at a time, not a batch of {batch}"));
+    }
+    if hidden == 0 || hidden % 1024 != 0 || hidden > 6144 {
+        return Some(format!(
+            "the fused FFN kernel needs a hidden size that is a multiple of 1024 up to 6144 (registers), not {hidden}"
+        ));
+    }
+    if intermediate == 0 || intermediate % 128 != 0 {
+        return Some(format!(
+            "the fused FFN kernel needs an intermediate size that is a multiple of 128, not {intermediate}"
+        ));
+    }
+    None
+}
+
+/// CTAs of the fused FFN for `pieces` pieces of 16 intermediate values on `sm_count` SMs: the fewest that
+/// keep the most pieces any CTA takes as low as one wave allows (Llama-3.1-8B on 132 SMs: 896 pieces, 7 per
+/// CTA, 128 CTAs), and the pieces of the largest CTA share.
+pub fn grid(pieces: usize, sm_count: u32) -> (u32, usize) {
+    let per = pieces.div_ceil(sm_count.max(1) as usize).max(1);
+    (pieces.div_ceil(per) as u32, per)
+}
+
+/// W_down's codes (`d` rows of `f` INT4 codes, row-major, two per byte, low nibble first) rearranged
+/// piece-major: `[f / 16][d][8 bytes]`, so the 8 bytes of piece `p` of row `r` sit at `(p * d + r) * 8`.
+pub fn down_pieces(codes: &[u8], d: usize, f: usize) -> Vec<u8> {
+    let (row_bytes, pb) = (f / 2, PIECE / 2);
+    let mut out = vec![0u8; codes.len()];
+    for (p, dst) in out.chunks_mut(d * pb).enumerate() {
+        for (r, piece) in dst.chunks_mut(pb).enumerate() {
+            let src = r * row_bytes + p * pb;
+            piece.copy_from_slice(&codes[src..src + pb]);
+        }
+    }
+    out
+}
+
+/// The FFN's weights in the fused kernel's host layout, ready to upload (once per shape; any number of
+/// layers).
+#[derive(Debug, Clone)]
+pub struct StagedFfn {
+    gu_codes: Vec<u8>,
+    gu_scales: Vec<u8>,
+    gu_zeros: Vec<u8>,
+    dn_codes: Vec<u8>,
+    dn_scales: Vec<u8>,
+    dn_zeros: Vec<u8>,
+    /// Bytes the kernel reads for the weights (both matrices' codes, scales and zero points).
+    pub bytes: usize,
+}
+
+/// One layer's FFN weights on the GPU, with the kernel's partial-sum buffer and grid-barrier words.
+pub struct FfnWeights {
+    gu_codes: CudaSlice<u8>,
+    gu_scales: CudaSlice<u8>,
+    gu_zeros: CudaSlice<u8>,
+    dn_codes: CudaSlice<u8>,
+    dn_scales: CudaSlice<u8>,
+    dn_zeros: CudaSlice<u8>,
+    part: CudaSlice<f32>,
+    bar: CudaSlice<u32>,
+    /// Bytes the kernel reads for the weights.
+    pub bytes: usize,
+}
+
+/// The fused FFN for one model shape on one GPU (compiled for it by NVRTC).
+pub struct FusedFfn {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    function: CudaFunction,
+    /// Hidden size.
+    pub hidden: usize,
+    /// Intermediate size.
+    pub intermediate: usize,
+    /// CTAs per launch (at most one per SM).
+    pub ctas: u32,
+    smem_bytes: u32,
+    /// Registers per thread (ptxas).
+    pub registers: Option<u32>,
+    /// Spill bytes (ptxas); the build is refused when non-zero.
+    pub spill_bytes: Option<u32>,
+}
+
+impl FusedFfn {
+    /// Compiles the kernel for `hidden x intermediate` on `gpu` and checks that every CTA can be resident
+    /// at once (the grid barrier needs it).
+    pub fn new(gpu: &Gpu, hidden: usize, intermediate: usize) -> Result<FusedFfn, GpuError> {
+        if let Some(why) = unsupported(WoFormat::Int4G128, XDtype::F16, 1, hidden, intermediate) {
+            return Err(GpuError::Unsupported(why));
+        }
+        let (major, minor) = gpu.compute_capability;
+        let arch = (major * 10 + minor) as u32;
+        if arch < WoFormat::Int4G128.min_arch() {
+            return Err(GpuError::Unsupported(format!("the fused FFN kernel needs sm_80 or newer, this is sm_{arch}")));
+        }
+        nvrtc_available()?;
+        let (ctas, per) = grid(intermediate / PIECE, gpu.sm_count);
+        if hidden.div_ceil(ctas as usize) > MAX_REDUCE_ROWS {
+            return Err(GpuError::Unsupported(format!(
+                "the fused FFN's {ctas} CTAs would each sum more than {MAX_REDUCE_ROWS} of {hidden} output rows"
+            )));
+        }
+        let (cubin, log) = compile_cubin(&ffn_source(), "ffn_fused.cu", &ffn_options(arch, hidden, intermediate))?;
+        let (registers, spill_bytes, _) = parse_ptxas(&log);
+        if spill_bytes.is_some_and(|s| s > 0) {
+            return Err(GpuError::Unsupported(format!("the fused FFN kernel spills registers:\n{log}")));
+        }
+        let module = gpu.ctx.load_module(Ptx::from_binary(cubin))?;
+        let function = module.load_function("wo_ffn")?;
+        let fs = per * PIECE;
+        let slices = hidden / 1024;
+        let smem_bytes = ((slices * 2 * fs + fs + fs / PIECE) * 4) as u32;
+        let resident = function.occupancy_max_active_blocks_per_multiprocessor(THREADS, smem_bytes as usize, None)?;
+        if resident == 0 || ctas > resident * gpu.sm_count {
+            return Err(GpuError::Unsupported(format!(
+                "the fused FFN needs its {ctas} CTAs resident at once; {resident} per SM fit on {} SMs",
+                gpu.sm_count
+            )));
+        }
+        Ok(FusedFfn {
+            ctx: gpu.ctx.clone(),
+            stream: gpu.stream.clone(),
+            function,
+            hidden,
+            intermediate,
+            ctas,
+            smem_bytes,
+            registers,
+            spill_bytes,
+        })
+    }
+
+    /// Rearranges packed gate_up (`2F x D`, gate rows then up rows, the post-attention norm folded in) and
+    /// down (`D x F`) for the kernel.
+    pub fn stage(&self, gate_up: &PackedWeights, down: &PackedWeights) -> Result<StagedFfn, GpuError> {
+        let (d, f) = (self.hidden, self.intermediate);
+        for (name, p, n, k) in [("gate_up", gate_up, 2 * f, d), ("down", down, d, f)] {
+            if p.format != WoFormat::Int4G128 || p.n != n || p.k != k {
+                return Err(GpuError::Unsupported(format!(
+                    "fused FFN {name}: expected INT4 g128 {n}x{k}, got {} {}x{}",
+                    p.format.format(),
+                    p.n,
+                    p.k
+                )));
+            }
+        }
+        let (gu_scales, gu_zeros) = xreg_tables(gate_up);
+        let (dn_scales, dn_zeros) = xreg_tables(down);
+        Ok(StagedFfn {
+            gu_codes: gate_up.codes.clone(),
+            gu_scales,
+            gu_zeros,
+            dn_codes: down_pieces(&down.codes, d, f),
+            dn_scales,
+            dn_zeros,
+            bytes: gate_up.bytes() + down.bytes(),
+        })
+    }
+
+    /// The GPU's default stream (what [`FusedFfn::upload`] copies on; any stream of its context runs it).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Uploads staged weights with their partial-sum buffer and barrier (zeroed).
+    pub fn upload(&self, st: &StagedFfn) -> Result<FfnWeights, GpuError> {
+        let stream = &self.stream;
+        Ok(FfnWeights {
+            gu_codes: stream.clone_htod(&st.gu_codes)?,
+            gu_scales: stream.clone_htod(&st.gu_scales)?,
+            gu_zeros: stream.clone_htod(&st.gu_zeros)?,
+            dn_codes: stream.clone_htod(&st.dn_codes)?,
+            dn_scales: stream.clone_htod(&st.dn_scales)?,
+            dn_zeros: stream.clone_htod(&st.dn_zeros)?,
+            part: stream.alloc_zeros::<f32>(self.ctas as usize * self.hidden)?,
+            bar: stream.alloc_zeros::<u32>(2)?,
+            bytes: st.bytes,
+        })
+    }
+
+    /// x += down(silu(gate) * up) with gate and up of rmsnorm(x) (eps `eps`), in place on the residual
+    /// stream `x` (hidden FP16 values), on `stream`; `pdl`: launched with programmatic dependent launch
+    /// (sm_90+). Launches on one `FfnWeights` must not overlap (its partial sums and barrier are shared).
+    pub fn run(
+        &self,
+        stream: &Arc<CudaStream>,
+        w: &mut FfnWeights,
+        x: &mut CudaSlice<u16>,
+        eps: f32,
+        pdl: bool,
+    ) -> Result<(), GpuError> {
+        if !(eps.is_finite() && eps > 0.0) {
+            return Err(GpuError::Unsupported(format!("the fused FFN's RMSNorm needs eps > 0, got {eps}")));
+        }
+        if x.len() < self.hidden {
+            return Err(GpuError::Unsupported(format!("x holds {} values, the FFN needs {}", x.len(), self.hidden)));
+        }
+        if stream.context().cu_ctx() != self.ctx.cu_ctx() {
+            return Err(GpuError::Unsupported("the fused FFN runs on a stream of the context it was built in".into()));
+        }
+        let (mut gu, _g0) = w.gu_codes.device_ptr(stream);
+        let (mut gs, _g1) = w.gu_scales.device_ptr(stream);
+        let (mut gz, _g2) = w.gu_zeros.device_ptr(stream);
+        let (mut dn, _g3) = w.dn_codes.device_ptr(stream);
+        let (mut ds, _g4) = w.dn_scales.device_ptr(stream);
+        let (mut dz, _g5) = w.dn_zeros.device_ptr(stream);
+        let (mut xp, _g6) = x.device_ptr_mut(stream);
+        let (mut pp, _g7) = w.part.device_ptr_mut(stream);
+        let (mut bp, _g8) = w.bar.device_ptr_mut(stream);
+        let mut e = eps;
+        let mut params: [*mut c_void; 10] = [
+            (&raw mut gu).cast(),
+            (&raw mut gs).cast(),
+            (&raw mut gz).cast(),
+            (&raw mut dn).cast(),
+            (&raw mut ds).cast(),
+            (&raw mut dz).cast(),
+            (&raw mut xp).cast(),
+            (&raw mut pp).cast(),
+            (&raw mut bp).cast(),
+            (&raw mut e).cast(),
+        ];
+        // SAFETY: the parameters match wo_ffn(const uint4* gu, const u8* gu_s, const u8* gu_z, const uint4*
+        // dn, const u8* dn_s, const u8* dn_z, u16* x, float* part, u32* bar, float eps) in order and type,
+        // each pointing at a local that lives through the launch; the buffers were staged for this kernel's
+        // FD x FF (checked in `stage`), x holds FD values (checked above), part ctas x FD floats and bar two
+        // words whose count is zero between launches; `new` checked that all `ctas` CTAs fit on the GPU at
+        // once (the kernel's grid barrier). PDL: the kernel reads only gate_up's weights before its
+        // `griddepcontrol.wait`.
+        unsafe {
+            launch_ex(stream, &self.function, (self.ctas, 1, 1), (THREADS, 1, 1), self.smem_bytes, pdl, &mut params)
+        }
+    }
+}
+
+/// The kernel's source: the x-in-registers kernel's (its INT4 loads and decode), then the fused FFN.
+fn ffn_source() -> String {
+    format!("{WEIGHT_ONLY_XREG_SOURCE}\n{FFN_SOURCE}")
+}
+
+/// NVRTC options: those of the INT4 g128, M = 1, 8-row, one-chunk fused x-in-registers build (its defines
+/// select `load_step`'s shape), plus the model's sizes.
+fn ffn_options(arch: u32, hidden: usize, intermediate: usize) -> Vec<String> {
+    let key = KernelKey {
+        format: WoFormat::Int4G128,
+        x: XDtype::F16,
+        m: 1,
+        rows_per_warp: 8,
+        unroll: 1,
+        warps: 4,
+        pipeline: false,
+        min_blocks: 1,
+        stage: false,
+        grouped: false,
+        xreg: true,
+        pdl: arch >= 90,
+        stages: 0,
+        fuse: true,
+        silu: false,
+        tile_reduce: false,
+        atomic_reduce: false,
+        x_smem: false,
+        arch,
+    };
+    let mut opts = key.options();
+    opts.push(format!("-DFD={hidden}"));
+    opts.push(format!("-DFF={intermediate}"));
+    opts
+}
+
+/// The fused FFN on the CPU in f64 from the packed weights' values (what the GPU multiplies): x + W_down
+/// (silu(g) * u), (g, u) = rsqrt(mean(x^2) + eps) W_gate_up x. Returns every output.
+pub fn reference(x: &[f32], gate_up: &PackedWeights, down: &PackedWeights, eps: f64) -> Vec<f64> {
+    let (d, f) = (down.n, down.k);
+    let wg = gate_up.dequantize();
+    let inv = 1.0 / (x.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>() / d as f64 + eps).sqrt();
+    let dot = |row: &[f32]| -> f64 { row.iter().zip(x).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum::<f64>() };
+    let h: Vec<f64> = (0..f)
+        .map(|i| {
+            let g = inv * dot(&wg[i * d..(i + 1) * d]);
+            let u = inv * dot(&wg[(f + i) * d..(f + i + 1) * d]);
+            g / (1.0 + (-g).exp()) * u
+        })
+        .collect();
+    let wd = down.dequantize();
+    (0..d)
+        .map(|r| f64::from(x[r]) + wd[r * f..(r + 1) * f].iter().zip(&h).map(|(a, b)| f64::from(*a) * b).sum::<f64>())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grid_keeps_the_largest_share_and_uses_the_fewest_ctas() {
+        // Llama-3.1-8B on an H100: 896 pieces, 7 per CTA.
+        assert_eq!(grid(896, 132), (128, 7));
+        // Llama-3.2-1B: 512 pieces, 4 per CTA.
+        assert_eq!(grid(512, 132), (128, 4));
+        assert_eq!(grid(96, 132), (96, 1));
+        assert_eq!(grid(1792, 132), (128, 14));
+        for (pieces, sms) in [(520usize, 132u32), (1184, 132), (7, 4), (1, 1)] {
+            let (ctas, per) = grid(pieces, sms);
+            assert!(ctas <= sms && ctas as usize * per >= pieces && (ctas as usize - 1) * per < pieces);
+        }
+    }
+
+    #[test]
+    fn down_pieces_put_each_rows_piece_in_place() {
+        let (d, f) = (3usize, 256usize);
+        let codes: Vec<u8> = (0..d * f / 2).map(|i| (i * 7 % 251) as u8).collect();
+        let out = down_pieces(&codes, d, f);
+        for r in 0..d {
+            for p in 0..f / PIECE {
+                for b in 0..8 {
+                    assert_eq!(out[(p * d + r) * 8 + b], codes[r * f / 2 + p * 8 + b]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn unsupported_shapes_and_formats_say_why() {
+        assert!(unsupported(WoFormat::Int4G128, XDtype::F16, 1, 4096, 14336).is_none());
+        assert!(unsupported(WoFormat::Fp16, XDtype::F16, 1, 4096, 14336).unwrap().contains("INT4"));
+        assert!(unsupported(WoFormat::Int4G128, XDtype::Bf16, 1, 4096, 14336).unwrap().contains("FP16"));
+        assert!(unsupported(WoFormat::Int4G128, XDtype::F16, 2, 4096, 14336).unwrap().contains("batch of 2"));
+        assert!(unsupported(WoFormat::Int4G128, XDtype::F16, 1, 4000, 14336).unwrap().contains("1024"));
+        assert!(unsupported(WoFormat::Int4G128, XDtype::F16, 1, 4096, 14300).unwrap().contains("128"));
+    }
+
+    /// The kernel compiles for sm_90 without spills for the shapes the GPU tests run (skipped without NVRTC).
+    #[test]
+    fn ffn_kernel_compiles_without_spills() {
+        if let Err(e) = nvrtc_available() {
+            eprintln!("SKIPPED ffn_kernel_compiles_without_spills: {e}");
+            return;
+        }
+        for (d, f) in [(4096usize, 14336usize), (3072, 8320), (1024, 28672), (2048, 1536), (5120, 13824), (6144, 16384)]
+        {
+            let (_, log) = compile_cubin(&ffn_source(), "ffn_fused.cu", &ffn_options(90, d, f))
+                .unwrap_or_else(|e| panic!("{d}x{f}: {e}"));
+            let (regs, spills, _) = parse_ptxas(&log);
+            eprintln!("fused FFN {d}x{f}: {regs:?} registers, {spills:?} spill bytes");
+            assert_eq!(spills, Some(0), "{d}x{f} spills:\n{log}");
+        }
+    }
+}
