@@ -28,9 +28,9 @@ By default the step is fused as serving engines run it: RMSNorms inside the next
 adds inside the linear before, RoPE and the KV append inside the attention launch, and, where the
 down_proj kernel holds x in registers (4-bit weights, batch <= 2), SwiGLU inside down_proj. The
 prediction then counts a fused op's bytes but not the launch and start-up cost a kernel of its own
-would pay. With INT4 weights at batch 1 the whole dense FFN (norm, gate_up, SwiGLU, down, residual
-add) is one kernel (--ffn): each CTA owns a slice of the intermediate dimension, so the two GEMVs
-share one ramp and one drain; its time shows on gate_up_proj. --no-fuse runs one kernel per op. On sm_90+ the fused attention runs on thread-block
+would pay. --ffn fused runs the whole dense FFN (norm, gate_up, SwiGLU, down, residual add) as one
+kernel (INT4 weights, batch 1): each CTA owns a slice of the intermediate dimension, so the two
+GEMVs share one ramp and one drain; its time shows on gate_up_proj. --no-fuse runs one kernel per op. On sm_90+ the fused attention runs on thread-block
 clusters (--attention cluster); --attention splits runs the kernel every GPU has.
 
 MoE models (Mixtral, Qwen-MoE): an FP16 router GEMV, a top-k kernel writing each token's experts
@@ -49,7 +49,7 @@ Examples:
   roofline model-bench --checkpoint ./Llama-3.2-1B --schemes fp16,int4
   roofline model-bench --config mixtral-8x7b --schemes fp16,int4 --layers 16
   roofline model-bench --config llama-3.1-8b --scheme int4 --layers 8 --gemv variant=xreg,stages=3
-  roofline model-bench --config llama-3.1-8b --schemes int4 --ffn gemv   # the FFN as two GEMVs")]
+  roofline model-bench --config llama-3.1-8b --schemes int4 --ffn fused   # the FFN as one kernel")]
 pub struct ModelBenchArgs {
     /// Model preset (`roofline model list`) or a config.json (Llama-family or Mixtral/Qwen-MoE, head_dim 128). Default
     /// with --checkpoint: its config.json.
@@ -94,8 +94,8 @@ pub struct ModelBenchArgs {
     pub kv: KvArg,
     /// How the fused step runs a dense FFN: `fused` (one kernel: RMSNorm, gate_up, SwiGLU, down and the
     /// residual add; INT4 g128 weights, batch 1, hidden a multiple of 1024 up to 6144), `gemv` (gate_up
-    /// and down as two GEMVs) or `auto` (fused where it applies).
-    #[arg(long, value_enum, default_value_t = FfnArg::Auto)]
+    /// and down as two GEMVs; the default) or `auto` (fused where it applies).
+    #[arg(long, value_enum, default_value_t = FfnArg::Gemv)]
     pub ffn: FfnArg,
     /// Run every weight-only GEMV of the step with this kernel variant and launch plan instead of the
     /// measured defaults (`key=value` pairs; --help lists the keys).
