@@ -22,8 +22,17 @@ use crate::{Gpu, GpuError};
 /// The fused FFN kernel (appended to the x-in-registers source, whose INT4 loads and decode it reuses).
 pub const FFN_SOURCE: &str = include_str!("../kernels/ffn_fused.cu");
 
-/// Threads per CTA (`FFN_THREADS` in the kernel).
-const THREADS: u32 = 512;
+/// Bytes of the kernel's shared-memory ring of weight stages (`RING_BYTES` in the kernel).
+const RING_BYTES: usize = 176 * 1024;
+
+/// The kernel's geometry for hidden size `d` (mirrors its macros): consumer warps (K slices of 1024 times
+/// row groups, at most 16), threads per CTA (one producer warp more), bytes per stage and stages in the ring.
+fn geometry(d: usize) -> (u32, u32, usize, usize) {
+    let slices = d / 1024;
+    let warps = (slices * (16 / slices)) as u32;
+    let stage = 4 * d;
+    (warps, warps * 32 + 32, stage, (RING_BYTES / stage).min(16))
+}
 
 /// Intermediate values per piece: one piece of a W_down row is 16 codes, 8 bytes.
 const PIECE: usize = 16;
@@ -118,6 +127,7 @@ pub struct FusedFfn {
     pub intermediate: usize,
     /// CTAs per launch (at most one per SM).
     pub ctas: u32,
+    threads: u32,
     smem_bytes: u32,
     /// Registers per thread (ptxas).
     pub registers: Option<u32>,
@@ -134,8 +144,10 @@ impl FusedFfn {
         }
         let (major, minor) = gpu.compute_capability;
         let arch = (major * 10 + minor) as u32;
-        if arch < WoFormat::Int4G128.min_arch() {
-            return Err(GpuError::Unsupported(format!("the fused FFN kernel needs sm_80 or newer, this is sm_{arch}")));
+        if arch < 90 {
+            return Err(GpuError::Unsupported(format!(
+                "the fused FFN kernel streams its weights with Hopper bulk copies (sm_90+), this is sm_{arch}"
+            )));
         }
         nvrtc_available()?;
         let (ctas, per) = grid(intermediate / PIECE, gpu.sm_count);
@@ -153,8 +165,13 @@ impl FusedFfn {
         let function = module.load_function("wo_ffn")?;
         let fs = per * PIECE;
         let slices = hidden / 1024;
-        let smem_bytes = ((slices * 2 * fs + fs + fs / PIECE) * 4) as u32;
-        let resident = function.occupancy_max_active_blocks_per_multiprocessor(THREADS, smem_bytes as usize, None)?;
+        let (_, threads, stage, stages) = geometry(hidden);
+        let smem_bytes = (stages * stage + (slices * 2 * fs + fs + fs / PIECE) * 4) as u32;
+        function.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem_bytes as i32,
+        )?;
+        let resident = function.occupancy_max_active_blocks_per_multiprocessor(threads, smem_bytes as usize, None)?;
         if resident == 0 || ctas > resident * gpu.sm_count {
             return Err(GpuError::Unsupported(format!(
                 "the fused FFN needs its {ctas} CTAs resident at once; {resident} per SM fit on {} SMs",
@@ -168,6 +185,7 @@ impl FusedFfn {
             hidden,
             intermediate,
             ctas,
+            threads,
             smem_bytes,
             registers,
             spill_bytes,
@@ -272,7 +290,7 @@ impl FusedFfn {
         // once (the kernel's grid barrier). PDL: the kernel reads only gate_up's weights before its
         // `griddepcontrol.wait`.
         unsafe {
-            launch_ex(stream, &self.function, (self.ctas, 1, 1), (THREADS, 1, 1), self.smem_bytes, pdl, &mut params)
+            launch_ex(stream, &self.function, (self.ctas, 1, 1), (self.threads, 1, 1), self.smem_bytes, pdl, &mut params)
         }
     }
 }
