@@ -53,6 +53,10 @@
 #define RING_BYTES (176 * 1024)
 #define NST_FIT (RING_BYTES / STAGE)
 #define NST (NST_FIT > 16 ? 16 : NST_FIT)    // stages in the ring
+// FFN_EARLY 1 (default): the producer streams weights from the CTA's start, before griddepcontrol.wait.
+#ifndef FFN_EARLY
+#define FFN_EARLY 1
+#endif
 
 __device__ __forceinline__ u32 ld_acquire_u32(const u32* p) {
     u32 v;
@@ -190,6 +194,9 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
     if (warp == NACT) {
         // ---- Producer: every stage of the CTA's three regions, in the order the consumers take them ----
         if (lane == 0) {
+#if !FFN_EARLY
+            pdl_wait();  // profiling experiment: no weight streaming while the previous kernel runs
+#endif
             for (int s = 0; s < stages; ++s) {
                 const int slot = s % NST;
                 if (s >= NST) mbar_wait(empty_s + 8 * slot, (u32)((s / NST - 1) & 1));

@@ -327,6 +327,10 @@ fn ffn_options(arch: u32, hidden: usize, intermediate: usize) -> Vec<String> {
     let mut opts = key.options();
     opts.push(format!("-DFD={hidden}"));
     opts.push(format!("-DFF={intermediate}"));
+    // The weight-only kernels' developer hook for profiling experiments (e.g. "-DFFN_EARLY=0").
+    if let Ok(extra) = std::env::var("ROOFLINE_NVRTC_EXTRA") {
+        opts.extend(extra.split_whitespace().map(String::from));
+    }
     opts
 }
 
