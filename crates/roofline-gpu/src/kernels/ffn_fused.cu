@@ -53,6 +53,15 @@
 #define RING_BYTES (176 * 1024)
 #define NST_FIT (RING_BYTES / STAGE)
 #define NST (NST_FIT > 16 ? 16 : NST_FIT)    // stages in the ring
+// Profiling experiments (results wrong by design): EXP_FFN_LOADONLY 1: the consumers wait for each stage and
+// release it without decoding; EXP_FFN_NOLOAD 1: no weights are copied, the consumers decode whatever the ring
+// holds without waiting.
+#ifndef EXP_FFN_LOADONLY
+#define EXP_FFN_LOADONLY 0
+#endif
+#ifndef EXP_FFN_NOLOAD
+#define EXP_FFN_NOLOAD 0
+#endif
 // FFN_EARLY 1 (default): the producer streams weights from the CTA's start, before griddepcontrol.wait.
 #ifndef FFN_EARLY
 #define FFN_EARLY 1
@@ -193,7 +202,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
 
     if (warp == NACT) {
         // ---- Producer: every stage of the CTA's three regions, in the order the consumers take them ----
-        if (lane == 0) {
+        if (lane == 0 && !EXP_FFN_NOLOAD) {
 #if !FFN_EARLY
             pdl_wait();  // profiling experiment: no weight streaming while the previous kernel runs
 #endif
@@ -270,11 +279,15 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
             Meta meta[R][C];
             unpack_meta(sw, zw, meta, 0);
             const int slot = st % NST;
-            mbar_wait(full_s + 8 * slot, (u32)((st / NST) & 1));
+            if (!EXP_FFN_NOLOAD) mbar_wait(full_s + 8 * slot, (u32)((st / NST) & 1));
             const u8* sp = smem + slot * STAGE + cbase * 16;
             float acc[R];
 #pragma unroll
             for (int u = 0; u < R; ++u) {
+                if (EXP_FFN_LOADONLY) {
+                    acc[u] = 0.0f;
+                    continue;
+                }
                 const uint4 q = *(const uint4*)(sp + u * (FD / 2));
                 u32 ae = 0u, ao = 0u;
 #pragma unroll
@@ -365,12 +378,12 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
             for (int hb = 0; hb < 2; ++hb) {
                 const int s = steps_a + 2 * (p - p0) + hb;
                 const int slot = s % NST;
-                mbar_wait(full_s + 8 * slot, (u32)((s / NST) & 1));
+                if (!EXP_FFN_NOLOAD) mbar_wait(full_s + 8 * slot, (u32)((s / NST) & 1));
                 const uint4* sp = (const uint4*)(smem + slot * STAGE);
 #pragma unroll
                 for (int i = 0; i < NPS; ++i) {
                     const int ql = threadIdx.x + i * NC;
-                    if (ql < QPAIRS) {
+                    if (ql < QPAIRS && !EXP_FFN_LOADONLY) {
                         const uint4 q = sp[ql];
                         u32 e0 = 0u, o0 = 0u, e1 = 0u, o1 = 0u;
                         dot8h(q.x, h[0], e0, o0);  // row 2 pr
