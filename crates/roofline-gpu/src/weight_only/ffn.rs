@@ -290,7 +290,15 @@ impl FusedFfn {
         // once (the kernel's grid barrier). PDL: the kernel reads only gate_up's weights before its
         // `griddepcontrol.wait`.
         unsafe {
-            launch_ex(stream, &self.function, (self.ctas, 1, 1), (self.threads, 1, 1), self.smem_bytes, pdl, &mut params)
+            launch_ex(
+                stream,
+                &self.function,
+                (self.ctas, 1, 1),
+                (self.threads, 1, 1),
+                self.smem_bytes,
+                pdl,
+                &mut params,
+            )
         }
     }
 }
