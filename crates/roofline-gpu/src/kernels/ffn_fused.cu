@@ -43,7 +43,10 @@
 #error "FF must be a multiple of 128"
 #endif
 #define KSL (FD / 1024)                      // K slices of 1024 values (32 lanes x one 32-value chunk)
-#define RGS (16 / KSL)                       // row groups: the KSL warps of a group share a row step
+#ifndef FFN_MAXW
+#define FFN_MAXW 16                          // most consumer warps
+#endif
+#define RGS (FFN_MAXW / KSL > 0 ? FFN_MAXW / KSL : 1)  // row groups: the KSL warps of a group share a row step
 #define NACT (KSL * RGS)                     // consumer warps
 #define NC (NACT * 32)                       // consumer threads
 #define FFN_THREADS (NC + 32)                // + the producer warp

@@ -25,11 +25,17 @@ pub const FFN_SOURCE: &str = include_str!("../kernels/ffn_fused.cu");
 /// Bytes of the kernel's shared-memory ring of weight stages (`RING_BYTES` in the kernel).
 const RING_BYTES: usize = 176 * 1024;
 
+/// Most consumer warps per CTA (`FFN_MAXW`); `ROOFLINE_FFN_WARPS` overrides it for tuning experiments.
+fn max_consumer_warps() -> usize {
+    std::env::var("ROOFLINE_FFN_WARPS").ok().and_then(|v| v.parse().ok()).filter(|w| (1..=31).contains(w)).unwrap_or(16)
+}
+
 /// The kernel's geometry for hidden size `d` (mirrors its macros): consumer warps (K slices of 1024 times
-/// row groups, at most 16), threads per CTA (one producer warp more), bytes per stage and stages in the ring.
+/// row groups, at most [`max_consumer_warps`]), threads per CTA (one producer warp more), bytes per stage and
+/// stages in the ring.
 fn geometry(d: usize) -> (u32, u32, usize, usize) {
     let slices = d / 1024;
-    let warps = (slices * (16 / slices)) as u32;
+    let warps = (slices * (max_consumer_warps() / slices).max(1)) as u32;
     let stage = 4 * d;
     (warps, warps * 32 + 32, stage, (RING_BYTES / stage).min(16))
 }
@@ -335,6 +341,7 @@ fn ffn_options(arch: u32, hidden: usize, intermediate: usize) -> Vec<String> {
     let mut opts = key.options();
     opts.push(format!("-DFD={hidden}"));
     opts.push(format!("-DFF={intermediate}"));
+    opts.push(format!("-DFFN_MAXW={}", max_consumer_warps()));
     // The weight-only kernels' developer hook for profiling experiments (e.g. "-DFFN_EARLY=0").
     if let Ok(extra) = std::env::var("ROOFLINE_NVRTC_EXTRA") {
         opts.extend(extra.split_whitespace().map(String::from));
