@@ -55,12 +55,26 @@
 #define NPS ((QPAIRS + NC - 1) / NC)         // row pairs per consumer thread and stage
 #define RING_BYTES (176 * 1024)
 #define NST_FIT (RING_BYTES / STAGE)
-#define NST (NST_FIT > 16 ? 16 : NST_FIT)    // stages in the ring
+// Stages in the ring: a multiple of RGS, so that every slot of phase A belongs to one row group. A consumer
+// waits on a slot's `full` barrier by phase parity, which is only sound if the slot's previous stage has
+// landed; that stage is then the group's own, already decoded. (With a slot shared by groups, a group
+// running ahead could wait on a slot whose previous stage, another group's, was still in flight: the parity
+// test then passes one phase early. EXP_FFN_LOADONLY, whose consumers race, crashed on it in session 12.)
+#define NST_CAP (NST_FIT > 16 ? 16 : NST_FIT)
+#define NST (NST_CAP / RGS * RGS)
+#if NST < RGS
+#error "the ring holds fewer stages than there are row groups"
+#endif
 // Profiling experiment (results wrong by design): EXP_FFN_NOLOAD 1: no weights are copied, the consumers
 // decode whatever the ring holds without waiting (the kernel's compute alone: 26.6 us of its 42 us at
 // Llama-3.1-8B's shape on the H100, session 12).
 #ifndef EXP_FFN_NOLOAD
 #define EXP_FFN_NOLOAD 0
+#endif
+// EXP_FFN_LOADONLY 1: the weights stream through the ring as usual, the consumers release each stage
+// without decoding it and every partial output is zero (x comes out unchanged): the kernel's streaming alone.
+#ifndef EXP_FFN_LOADONLY
+#define EXP_FFN_LOADONLY 0
 #endif
 // FFN_EARLY 1 (default): the producer streams weights from the CTA's start, before griddepcontrol.wait.
 #ifndef FFN_EARLY
@@ -284,6 +298,10 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
             float acc[R];
 #pragma unroll
             for (int u = 0; u < R; ++u) {
+                if (EXP_FFN_LOADONLY) {
+                    acc[u] = 0.0f;
+                    continue;
+                }
                 const uint4 q = *(const uint4*)(sp + u * (FD / 2));
                 u32 ae = 0u, ao = 0u;
 #pragma unroll
@@ -379,7 +397,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
 #pragma unroll
                 for (int i = 0; i < NPS; ++i) {
                     const int ql = threadIdx.x + i * NC;
-                    if (ql < QPAIRS) {
+                    if (ql < QPAIRS && !EXP_FFN_LOADONLY) {
                         const uint4 q = sp[ql];
                         u32 e0 = 0u, o0 = 0u, e1 = 0u, o1 = 0u;
                         dot8h(q.x, h[0], e0, o0);  // row 2 pr

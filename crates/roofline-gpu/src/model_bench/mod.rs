@@ -429,7 +429,7 @@ impl Gpu {
         cfg.validate()?;
         let (major, minor) = self.compute_capability;
         let pdl = major >= 9;
-        let opts = vec![
+        let mut opts = vec![
             format!("--gpu-architecture=sm_{major}{minor}"),
             "--std=c++17".into(),
             format!("-DHD={HEAD_DIM}"),
@@ -439,6 +439,10 @@ impl Gpu {
             // Source lines in the CUBIN for profilers (no effect on the code).
             "--generate-line-info".into(),
         ];
+        // The kernels' developer hook for profiling experiments (as the weight-only kernels').
+        if let Ok(extra) = std::env::var("ROOFLINE_NVRTC_EXTRA") {
+            opts.extend(extra.split_whitespace().map(String::from));
+        }
         let gemv = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?
             .with_variant(cfg.gemv.variant.unwrap_or(Variant::best(cfg.weights, XDtype::F16, cfg.batch)), None)
             .with_tuning(cfg.gemv.tuning)?;

@@ -32,12 +32,13 @@ fn max_consumer_warps() -> usize {
 
 /// The kernel's geometry for hidden size `d` (mirrors its macros): consumer warps (K slices of 1024 times
 /// row groups, at most [`max_consumer_warps`]), threads per CTA (one producer warp more), bytes per stage and
-/// stages in the ring.
+/// stages in the ring (at most 16, a multiple of the row groups: each ring slot belongs to one group).
 fn geometry(d: usize) -> (u32, u32, usize, usize) {
     let slices = d / 1024;
-    let warps = (slices * (max_consumer_warps() / slices).max(1)) as u32;
+    let groups = (max_consumer_warps() / slices).max(1);
+    let warps = (slices * groups) as u32;
     let stage = 4 * d;
-    (warps, warps * 32 + 32, stage, (RING_BYTES / stage).min(16))
+    (warps, warps * 32 + 32, stage, (RING_BYTES / stage).min(16) / groups * groups)
 }
 
 /// Intermediate values per piece: one piece of a W_down row is 16 codes, 8 bytes.
@@ -384,6 +385,19 @@ mod tests {
         for (pieces, sms) in [(520usize, 132u32), (1184, 132), (7, 4), (1, 1)] {
             let (ctas, per) = grid(pieces, sms);
             assert!(ctas <= sms && ctas as usize * per >= pieces && (ctas as usize - 1) * per < pieces);
+        }
+    }
+
+    #[test]
+    fn every_ring_slot_belongs_to_one_row_group() {
+        // Llama-3.1-8B: 4 K slices x 4 row groups, 16 KB stages; 11 would fit, 8 are used.
+        assert_eq!(geometry(4096), (16, 544, 16384, 8));
+        for d in (1024..=6144).step_by(1024) {
+            let (warps, threads, stage, stages) = geometry(d);
+            let groups = warps as usize / (d / 1024);
+            assert_eq!(threads, warps * 32 + 32);
+            assert!(stages >= groups && stages % groups == 0, "hidden {d}: {stages} stages, {groups} groups");
+            assert!(stages * stage <= RING_BYTES && stages <= 16, "hidden {d}");
         }
     }
 
