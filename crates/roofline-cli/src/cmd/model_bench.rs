@@ -93,9 +93,9 @@ pub struct ModelBenchArgs {
     #[arg(long, value_enum, default_value_t = KvArg::Fp16)]
     pub kv: KvArg,
     /// How the fused step runs a dense FFN: `fused` (one kernel: RMSNorm, gate_up, SwiGLU, down and the
-    /// residual add; INT4 g128 weights, batch 1, hidden a multiple of 1024 up to 6144), `gemv` (gate_up
-    /// and down as two GEMVs; the default) or `auto` (fused where it applies).
-    #[arg(long, value_enum, default_value_t = FfnArg::Gemv)]
+    /// residual add; INT4 g128 weights, batch 1, hidden a multiple of 1024 up to 6144; an error elsewhere),
+    /// `gemv` (gate_up and down as two GEMVs) or `auto` (fused where it applies, else two GEMVs; the default).
+    #[arg(long, value_enum, default_value_t = FfnArg::Auto)]
     pub ffn: FfnArg,
     /// Run every weight-only GEMV of the step with this kernel variant and launch plan instead of the
     /// measured defaults (`key=value` pairs; --help lists the keys).

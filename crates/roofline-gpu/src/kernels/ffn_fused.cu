@@ -53,7 +53,9 @@
 #define STAGE (4 * FD)                       // bytes: 8 rows of W_gate_up, or FD / 2 rows of a W_down piece
 #define QPAIRS (FD / 4)                      // W_down row pairs per stage
 #define NPS ((QPAIRS + NC - 1) / NC)         // row pairs per consumer thread and stage
-#define RING_BYTES (176 * 1024)
+#ifndef RING_BYTES
+#define RING_BYTES (176 * 1024)              // the host passes its value
+#endif
 #define NST_FIT (RING_BYTES / STAGE)
 // Stages in the ring: a multiple of RGS, so that every slot of phase A belongs to one row group. A consumer
 // waits on a slot's `full` barrier by phase parity, which is only sound if the slot's previous stage has

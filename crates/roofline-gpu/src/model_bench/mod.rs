@@ -93,13 +93,13 @@ pub struct BenchConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FfnKernel {
     /// `Fused` where [`ffn::unsupported`] allows it (INT4 g128, batch 1, a dense FFN of a supported size),
-    /// else `Gemv`.
+    /// else `Gemv`. The default: on the H100 the fused kernel takes 41.4 us per Llama-3.1-8B layer against
+    /// 26.9 + 17.2 for the two GEMVs (bench/RESULTS.md, sessions 12 and 13).
+    #[default]
     Auto,
     /// One launch for the whole FFN (`weight_only::ffn`); an error where it does not apply.
     Fused,
-    /// gate_up and down as two weight-only GEMVs (SwiGLU inside down where its plan takes it). The default:
-    /// the fused kernel measured no faster on the H100 (Llama-3.1-8B INT4: 43.7 us against 26.9 + 17.2).
-    #[default]
+    /// gate_up and down as two weight-only GEMVs (SwiGLU inside down where its plan takes it).
     Gemv,
 }
 
@@ -195,11 +195,14 @@ impl BenchConfig {
         ffn::unsupported(self.weights, XDtype::F16, self.batch, self.hidden, self.intermediate)
     }
 
-    /// Whether the step runs its FFN as one fused kernel.
-    pub fn fused_ffn(&self) -> bool {
+    /// Whether the step runs its FFN as one fused kernel on a GPU of compute capability `major`.x: `Auto`
+    /// only where the kernel runs (sm_90+: bulk copies); `Fused` always where the shape allows (an older GPU
+    /// then refuses it with the reason).
+    pub fn fused_ffn(&self, major: i32) -> bool {
         match self.ffn {
             FfnKernel::Gemv => false,
-            FfnKernel::Auto | FfnKernel::Fused => self.fused_ffn_unsupported().is_none(),
+            FfnKernel::Auto => major >= 9 && self.fused_ffn_unsupported().is_none(),
+            FfnKernel::Fused => self.fused_ffn_unsupported().is_none(),
         }
     }
 
@@ -396,8 +399,8 @@ fn cluster_ctas(
 
 /// The weight-only calls of one dense step (`m x n x k` and fusion), for compiling their kernels ahead; MoE
 /// experts and the router compile on first use.
-fn step_calls(cfg: &BenchConfig, silu_in_down: bool) -> Vec<(usize, usize, usize, Fusion)> {
-    let dense = |l: &Lin| (cfg.moe.is_none() && !cfg.fused_ffn()) || !matches!(l, Lin::GateUp | Lin::Down);
+fn step_calls(cfg: &BenchConfig, silu_in_down: bool, fused_ffn: bool) -> Vec<(usize, usize, usize, Fusion)> {
+    let dense = |l: &Lin| (cfg.moe.is_none() && !fused_ffn) || !matches!(l, Lin::GateUp | Lin::Down);
     Lin::ALL
         .into_iter()
         .zip(cfg.linears())
@@ -455,13 +458,13 @@ impl Gpu {
             None => None,
         };
         let (b, d, f) = (cfg.batch, cfg.hidden, cfg.intermediate);
-        let fused_ffn = if cfg.fused_ffn() { Some(FusedFfn::new(self, d, f)?) } else { None };
+        let fused_ffn = if cfg.fused_ffn(major) { Some(FusedFfn::new(self, d, f)?) } else { None };
         let silu_in_down = cfg.fuse && cfg.moe.is_none() && fused_ffn.is_none() && gemv.fuses_silu(b, d, f);
         // NVRTC compiles the step's kernels on other threads while this one quantizes and uploads the weights
         // (checked first, so a missing NVRTC fails before minutes of quantization).
         crate::weight_only::nvrtc_available()?;
         progress("compiling decode kernels (NVRTC, in the background)");
-        let keys = gemv.kernel_keys(&step_calls(cfg, silu_in_down));
+        let keys = gemv.kernel_keys(&step_calls(cfg, silu_in_down, fused_ffn.is_some()));
         let (cubin, built) = std::thread::scope(|scope| {
             let compiler = scope.spawn(|| {
                 precompile(&keys);
@@ -1351,7 +1354,7 @@ mod tests {
         let c = llama8b();
         let norm = Fusion { norm_eps: Some(NORM_EPS), ..Fusion::default() };
         let add = Fusion { add_into_y: true, ..Fusion::default() };
-        let calls = step_calls(&c, true);
+        let calls = step_calls(&c, true, false);
         assert_eq!(
             calls,
             vec![
@@ -1362,12 +1365,15 @@ mod tests {
                 (1, 128256, 4096, norm)
             ]
         );
-        assert_eq!(step_calls(&c, false)[3].3, add);
+        assert_eq!(step_calls(&c, false, false)[3].3, add);
+        // the fused FFN: no gate_up or down GEMV
+        let fused: Vec<usize> = step_calls(&c, false, true).iter().map(|c| c.1).collect();
+        assert_eq!(fused, vec![6144, 4096, 128256]);
         // unfused: plain launches; MoE: no dense FFN
-        let plain = step_calls(&BenchConfig { fuse: false, batch: 16, ..llama8b() }, false);
+        let plain = step_calls(&BenchConfig { fuse: false, batch: 16, ..llama8b() }, false, false);
         assert!(plain.iter().all(|&(m, _, _, f)| m == 16 && f == Fusion::default()));
         let mixtral = MoeShape { experts: 8, top_k: 2, expert_intermediate: 14336, shared_intermediate: 0 };
-        let moe = step_calls(&BenchConfig { moe: Some(mixtral), ..llama8b() }, false);
+        let moe = step_calls(&BenchConfig { moe: Some(mixtral), ..llama8b() }, false, false);
         assert_eq!(moe.iter().map(|c| c.1).collect::<Vec<_>>(), vec![6144, 4096, 128256]);
     }
 

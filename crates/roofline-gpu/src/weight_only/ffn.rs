@@ -22,8 +22,18 @@ use crate::{Gpu, GpuError};
 /// The fused FFN kernel (appended to the x-in-registers source, whose INT4 loads and decode it reuses).
 pub const FFN_SOURCE: &str = include_str!("../kernels/ffn_fused.cu");
 
-/// Bytes of the kernel's shared-memory ring of weight stages (`RING_BYTES` in the kernel).
+/// Bytes of the kernel's shared-memory ring of weight stages (`RING_BYTES` in the kernel), at most: the
+/// stages used are a multiple of the row groups (see [`geometry`]).
 const RING_BYTES: usize = 176 * 1024;
+
+/// The ring's bytes: [`RING_BYTES`], or `ROOFLINE_FFN_RING_KB` (64 to 200) for tuning experiments.
+fn ring_bytes() -> usize {
+    std::env::var("ROOFLINE_FFN_RING_KB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|k| (64..=200).contains(k))
+        .map_or(RING_BYTES, |k| k * 1024)
+}
 
 /// Most consumer warps per CTA (`FFN_MAXW`); `ROOFLINE_FFN_WARPS` overrides it for tuning experiments.
 fn max_consumer_warps() -> usize {
@@ -38,7 +48,7 @@ fn geometry(d: usize) -> (u32, u32, usize, usize) {
     let groups = (max_consumer_warps() / slices).max(1);
     let warps = (slices * groups) as u32;
     let stage = 4 * d;
-    (warps, warps * 32 + 32, stage, (RING_BYTES / stage).min(16) / groups * groups)
+    (warps, warps * 32 + 32, stage, (ring_bytes() / stage).min(16) / groups * groups)
 }
 
 /// Intermediate values per piece: one piece of a W_down row is 16 codes, 8 bytes.
@@ -343,6 +353,7 @@ fn ffn_options(arch: u32, hidden: usize, intermediate: usize) -> Vec<String> {
     opts.push(format!("-DFD={hidden}"));
     opts.push(format!("-DFF={intermediate}"));
     opts.push(format!("-DFFN_MAXW={}", max_consumer_warps()));
+    opts.push(format!("-DRING_BYTES={}", ring_bytes()));
     // The weight-only kernels' developer hook for profiling experiments (e.g. "-DFFN_EARLY=0").
     if let Ok(extra) = std::env::var("ROOFLINE_NVRTC_EXTRA") {
         opts.extend(extra.split_whitespace().map(String::from));
