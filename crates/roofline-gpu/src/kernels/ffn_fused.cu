@@ -25,7 +25,7 @@
 //   dn              W_down's codes piece-major: [FF/16][FD][8 bytes] (16 nibbles of one row)
 //   dn_s, dn_z      W_down's scales / zero points transposed: [FF/128][FD] f16, [FF/128][FD/2] (row 2i low)
 //   part            [gridDim.x][FD] floats, the CTAs' partial outputs
-//   bar             2 words: arrival count, generation (zero-initialised once; the kernel leaves count 0)
+//   bar             one 64-bit arrival count (zero-initialised once; launch k leaves k x gridDim.x)
 
 #ifndef FD
 #error "FD (hidden size) must be defined"
@@ -78,16 +78,14 @@
 #ifndef EXP_FFN_LOADONLY
 #define EXP_FFN_LOADONLY 0
 #endif
+// EXP_FFN_NOTAIL 1: no grid barrier and no reduction (x comes out unchanged): what the tail costs.
+#ifndef EXP_FFN_NOTAIL
+#define EXP_FFN_NOTAIL 0
+#endif
 // FFN_EARLY 1 (default): the producer streams weights from the CTA's start, before griddepcontrol.wait.
 #ifndef FFN_EARLY
 #define FFN_EARLY 1
 #endif
-
-__device__ __forceinline__ u32 ld_acquire_u32(const u32* p) {
-    u32 v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
 
 __device__ __forceinline__ void mbar_init(u32 a, u32 count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(count) : "memory");
@@ -166,27 +164,62 @@ __device__ __forceinline__ float hsum4(u32 e, u32 o) {
 }
 
 // W_down's scales (both rows of a pair, f16x2) and zero points (one byte per pair) of group g, for this
-// thread's row pairs of both halves of a piece.
-__device__ __forceinline__ void load_group(const u8* __restrict__ dn_s, const u8* __restrict__ dn_z, int g,
-                                           u32 sc[2][NPS], u32 zb[2][NPS]) {
+// thread's row pairs of both halves of a piece: from `s` / `z` (one group's FD scales and FD / 2 zero bytes,
+// in shared memory for the CTA's first two groups, else global).
+__device__ __forceinline__ void load_group(const u8* s, const u8* z, u32 sc[2][NPS], u32 zb[2][NPS]) {
 #pragma unroll
     for (int hb = 0; hb < 2; ++hb)
 #pragma unroll
         for (int i = 0; i < NPS; ++i) {
             const int ql = threadIdx.x + i * NC;
             const int pr = hb * QPAIRS + ql;
-            sc[hb][i] = ql < QPAIRS ? __ldg((const u32*)(dn_s + ((size_t)g * FD + 2 * pr) * 2)) : 0u;
-            zb[hb][i] = ql < QPAIRS ? __ldg(dn_z + (size_t)g * (FD / 2) + pr) : 0u;
+            sc[hb][i] = ql < QPAIRS ? *(const u32*)(s + 4 * pr) : 0u;
+            zb[hb][i] = ql < QPAIRS ? z[pr] : 0u;
         }
+}
+
+// The CTA's scales and zero points into shared memory with cp.async, issued by the consumers before the
+// producer's first weight copy (a load issued behind the ring's bulk copies waits for the DRAM queue they
+// fill, several microseconds; ncu put 27% of the kernel's stall samples on such a scale load, session 13):
+//   ma_s [FD/128][2 fs] f16   gate_up's scales of the CTA's rows (gate rows, then up rows) per K group
+//   ma_z [FD/128][fs] bytes   their zero points (two rows a byte)
+//   mb_s [2][FD] f16          W_down's scales of the CTA's first two INT4 groups (g0, g0 + 1)
+//   mb_z [2][FD/2] bytes      their zero points
+__device__ __forceinline__ void stage_meta(const u8* __restrict__ gu_s, const u8* __restrict__ gu_z,
+                                           const u8* __restrict__ dn_s, const u8* __restrict__ dn_z, int p0,
+                                           int fs, int groups_b, u8* ma_s, u8* ma_z, u8* mb_s, u8* mb_z) {
+    const int ncol = FD / 128, q = fs / 8;  // q: 16-byte chunks of a run of fs scales, 4-byte ones of its zeros
+    const size_t n_pad = 2 * FF;
+    for (int t = threadIdx.x; t < ncol * 2 * q; t += NC) {
+        const int c = t / (2 * q), half = (t / q) & 1, j = t % q;  // half 0: gate rows, 1: up rows
+        const size_t row0 = (size_t)half * FF + (size_t)p0 * 16;
+        cp_async<16>(smem_addr(ma_s + ((size_t)c * 2 * fs + (size_t)half * fs) * 2 + 16 * j),
+                     gu_s + (c * n_pad + row0) * 2 + 16 * j, true);
+        cp_async<4>(smem_addr(ma_z + (size_t)c * fs + (size_t)half * (fs / 2) + 4 * j),
+                    gu_z + c * (n_pad / 2) + row0 / 2 + 4 * j, true);
+    }
+    const int g0 = p0 >> 3;
+    for (int t = threadIdx.x; t < groups_b * (FD / 8 + FD / 32); t += NC) {
+        const int gi = t / (FD / 8 + FD / 32), j = t % (FD / 8 + FD / 32);
+        if (j < FD / 8) {
+            cp_async<16>(smem_addr(mb_s + (size_t)gi * FD * 2 + 16 * j), dn_s + (size_t)(g0 + gi) * FD * 2 + 16 * j,
+                         true);
+        } else {
+            const int k = j - FD / 8;
+            cp_async<16>(smem_addr(mb_z + (size_t)gi * (FD / 2) + 16 * k),
+                         dn_z + (size_t)(g0 + gi) * (FD / 2) + 16 * k, true);
+        }
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
 extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
 wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __restrict__ gu_z,
        const uint4* __restrict__ dn, const u8* __restrict__ dn_s, const u8* __restrict__ dn_z, u16* x,
-       float* __restrict__ part, u32* bar, float eps) {
+       float* __restrict__ part, unsigned long long* bar, float eps) {
     pdl_trigger();
-    // Dynamic shared memory: the ring (NST stages), then psum [KSL][2 fs] (phase A's sums per K slice),
-    // h [fs] and hs [fs / 16] (h summed per piece).
+    // Dynamic shared memory: the ring (NST stages), the scales (`stage_meta`: mb_s, mb_z, ma_s, ma_z), then
+    // psum [KSL][2 fs] (phase A's sums per K slice), h [fs] and hs [fs / 16] (h summed per piece).
     extern __shared__ __align__(128) u8 smem[];
     __shared__ __align__(8) unsigned long long full[NST], empty[NST];
     __shared__ float ss_sh[KSL];
@@ -198,7 +231,13 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
     const int fs = (p1 - p0) * 16;
     const int steps_a = 2 * fs / R;           // phase A stages: 8 rows each
     const int stages = steps_a + 2 * (p1 - p0);  // + two per W_down piece
-    float* psum = (float*)(smem + NST * STAGE);
+    u8* mb_s = smem + NST * STAGE;
+    u8* mb_z = mb_s + 2 * FD * 2;
+    u8* ma_s = mb_z + FD;
+    u8* ma_z = ma_s + (FD / 128) * 2 * fs * 2;
+    float* psum = (float*)(ma_z + (FD / 128) * fs);
+    const int g0 = p0 >> 3;
+    const int groups_b = ((p1 - 1) >> 3) > g0 ? 2 : 1;  // W_down groups staged in shared memory
     float* hsh = psum + KSL * 2 * fs;
     float* hs = hsh + fs;
     const u32 ring_s = smem_addr(smem);
@@ -214,6 +253,8 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
+    // The scales go out first (no kernel writes them), ahead of the weights in the DRAM queue.
+    if (warp < NACT) stage_meta(gu_s, gu_z, dn_s, dn_z, p0, fs, groups_b, ma_s, ma_z, mb_s, mb_z);
     __syncthreads();
 
     if (warp == NACT) {
@@ -241,13 +282,6 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
         const int ks = warp % KSL, rg = warp / KSL;
         const int cbase = ks * 32 + lane;  // the lane's 32-value chunk of every row
         const size_t col = (size_t)(cbase >> 2);  // its INT4 group
-        const int n_pad = 2 * FF;
-        // The step's scales and zero points, loaded one step ahead.
-        u32 sw[4], zw = 0u, swn[4], zwn = 0u;
-        if (rg < steps_a) {
-            ldg_bytes<16>(gu_s + (col * n_pad + grow(rg * R)) * 2, sw);
-            ldg_bytes<4>(gu_z + col * (n_pad / 2) + grow(rg * R) / 2, &zw);
-        }
         pdl_wait();  // x is read only from here (the producer has been streaming since the start)
 
         float xr[EPC], ss = 0.0f;
@@ -269,6 +303,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
             for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(FULL, ss, o);
             if (lane == 0) ss_sh[ks] = ss;
         }
+        asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
         consumers_sync();
         // x normalized (rms 1) before the f16x2 products keeps them and their sums far from f16's range.
         float inv;
@@ -288,9 +323,12 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
         for (int e = 0; e < EPC; ++e) xsum += xr[e] * inv;
 
         for (int st = rg; st < steps_a; st += RGS) {
-            if (st + RGS < steps_a) {
-                ldg_bytes<16>(gu_s + (col * n_pad + grow((st + RGS) * R)) * 2, swn);
-                ldg_bytes<4>(gu_z + col * (n_pad / 2) + grow((st + RGS) * R) / 2, &zwn);
+            // The step's 8 rows' scales and zero points at the lane's K group.
+            u32 sw[4], zw;
+            {
+                const uint4 v = *(const uint4*)(ma_s + (col * 2 * fs + st * R) * 2);
+                sw[0] = v.x, sw[1] = v.y, sw[2] = v.z, sw[3] = v.w;
+                zw = *(const u32*)(ma_z + col * fs + st * R / 2);
             }
             Meta meta[R][C];
             unpack_meta(sw, zw, meta, 0);
@@ -330,16 +368,12 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
 #pragma unroll
             for (int o = 2; o > 0; o >>= 1) acc[0] += __shfl_xor_sync(FULL, acc[0], o);
             if ((lane & 3) == 0) psum[ks * 2 * fs + st * R + ((lane >> 2) & 7)] = acc[0];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) sw[i] = swn[i];
-            zw = zwn;
         }
 
-        // W_down's first two groups' scales go out before h is formed.
+        // W_down's first two groups' scales (staged in shared memory).
         u32 sca[2][NPS], zba[2][NPS], scb[2][NPS], zbb[2][NPS];
-        const int g0 = p0 >> 3;
-        load_group(dn_s, dn_z, g0, sca, zba);
-        if (((p1 - 1) >> 3) > g0) load_group(dn_s, dn_z, g0 + 1, scb, zbb);
+        load_group(mb_s, mb_z, sca, zba);
+        if (groups_b > 1) load_group(mb_s + FD * 2, mb_z + FD / 2, scb, zbb);
         consumers_sync();
 
         // h = silu(g) * u of the CTA's intermediate values, and its sum per piece (the INT4 zero points' term).
@@ -430,7 +464,8 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                 hsum = 0.0f;
                 ++g;
                 // A third group (more than 8 pieces per CTA): its scales are loaded when it starts.
-                if (g > g0 + 1 && p + 1 < p1) load_group(dn_s, dn_z, g, scb, zbb);
+                if (g > g0 + 1 && p + 1 < p1)
+                    load_group(dn_s + (size_t)g * FD * 2, dn_z + (size_t)g * (FD / 2), scb, zbb);
             }
         }
 #pragma unroll
@@ -445,26 +480,30 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
     }
 
     // ---- Grid barrier (all CTAs are resident: at most one per SM), then each CTA reduces a slice ----
+    if (EXP_FFN_NOTAIL) return;
+    const int r0 = (int)(((long long)blockIdx.x * FD) / gridDim.x);
+    const int r1 = (int)(((long long)(blockIdx.x + 1) * FD) / gridDim.x);
+    const int rows = r1 - r0;  // <= 64 (the host keeps gridDim.x >= FD / 64)
+    // The CTA's rows of x, read before the barrier: every CTA read all of x in phase A, and after the barrier
+    // each writes only its own rows, so these stay as they are until this CTA writes them.
+    const float x_own = threadIdx.x < rows ? io2f(x[r0 + threadIdx.x]) : 0.0f;
     __syncthreads();
     if (threadIdx.x == 0) {
-        const u32 gen = ld_acquire_u32(bar + 1);  // read before arriving: it cannot move until all arrive
-        __threadfence();
-        const u32 arrived = atomicAdd(bar, 1u);
-        if (arrived == gridDim.x - 1) {
-            atomicExch(bar, 0u);
-            __threadfence();
-            atomicAdd(bar + 1, 1u);
-        } else {
-            while (ld_acquire_u32(bar + 1) == gen) __nanosleep(20);
-        }
-        __threadfence();
+        // One 64-bit arrival count that only grows (launch k of this FfnWeights ends at k x gridDim.x): one
+        // release atomic, then acquire polls until the count reaches this launch's multiple of the grid. (The
+        // previous count-and-generation barrier took three more dependent round trips to the L2; with the
+        // reduction, the tail cost 5.4 us of 40, session 13.)
+        unsigned long long old;
+        asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;" : "=l"(old) : "l"(bar) : "memory");
+        const unsigned long long target = (old / gridDim.x + 1) * gridDim.x;
+        unsigned long long now;
+        do {
+            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(now) : "l"(bar) : "memory");
+        } while (now < target);
     }
     __syncthreads();
     if (warp >= NACT) return;
 
-    const int r0 = (int)(((long long)blockIdx.x * FD) / gridDim.x);
-    const int r1 = (int)(((long long)(blockIdx.x + 1) * FD) / gridDim.x);
-    const int rows = r1 - r0;  // <= 64 (the host keeps gridDim.x >= FD / 64)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
         const int r = lane + 32 * half;
@@ -490,7 +529,6 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
         float t = 0.0f;
 #pragma unroll
         for (int w = 0; w < NACT; ++w) t += red[w][threadIdx.x];
-        const int o = r0 + threadIdx.x;
-        x[o] = f2out(io2f(x[o]) + t);
+        x[r0 + threadIdx.x] = f2out(x_own + t);
     }
 }

@@ -458,7 +458,14 @@ impl Gpu {
             None => None,
         };
         let (b, d, f) = (cfg.batch, cfg.hidden, cfg.intermediate);
-        let fused_ffn = if cfg.fused_ffn(major) { Some(FusedFfn::new(self, d, f)?) } else { None };
+        // `auto` falls back to the two GEMVs where the fused kernel refuses this GPU (its CTAs must all fit).
+        let fused_ffn = match (cfg.fused_ffn(major), cfg.ffn) {
+            (false, _) => None,
+            (true, FfnKernel::Auto) => {
+                FusedFfn::new(self, d, f).map_err(|e| progress(&format!("FFN: two GEMVs (the fused kernel: {e})"))).ok()
+            }
+            (true, _) => Some(FusedFfn::new(self, d, f)?),
+        };
         let silu_in_down = cfg.fuse && cfg.moe.is_none() && fused_ffn.is_none() && gemv.fuses_silu(b, d, f);
         // NVRTC compiles the step's kernels on other threads while this one quantizes and uploads the weights
         // (checked first, so a missing NVRTC fails before minutes of quantization).

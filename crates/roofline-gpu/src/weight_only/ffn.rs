@@ -23,8 +23,12 @@ use crate::{Gpu, GpuError};
 pub const FFN_SOURCE: &str = include_str!("../kernels/ffn_fused.cu");
 
 /// Bytes of the kernel's shared-memory ring of weight stages (`RING_BYTES` in the kernel), at most: the
-/// stages used are a multiple of the row groups (see [`geometry`]).
+/// stages used are a multiple of the row groups and fit beside the rest (see [`Layout`]).
 const RING_BYTES: usize = 176 * 1024;
+
+/// Dynamic shared memory a CTA may take: the H100's 227 KB per block less the kernel's static arrays (the
+/// ring's barriers, the reduction's `red[NACT][64]` floats) and some slack.
+const SMEM_BUDGET: usize = 220 * 1024;
 
 /// The ring's bytes: [`RING_BYTES`], or `ROOFLINE_FFN_RING_KB` (64 to 200) for tuning experiments.
 fn ring_bytes() -> usize {
@@ -40,15 +44,42 @@ fn max_consumer_warps() -> usize {
     std::env::var("ROOFLINE_FFN_WARPS").ok().and_then(|v| v.parse().ok()).filter(|w| (1..=31).contains(w)).unwrap_or(16)
 }
 
-/// The kernel's geometry for hidden size `d` (mirrors its macros): consumer warps (K slices of 1024 times
-/// row groups, at most [`max_consumer_warps`]), threads per CTA (one producer warp more), bytes per stage and
-/// stages in the ring (at most 16, a multiple of the row groups: each ring slot belongs to one group).
-fn geometry(d: usize) -> (u32, u32, usize, usize) {
-    let slices = d / 1024;
-    let groups = (max_consumer_warps() / slices).max(1);
-    let warps = (slices * groups) as u32;
-    let stage = 4 * d;
-    (warps, warps * 32 + 32, stage, (ring_bytes() / stage).min(16) / groups * groups)
+/// The kernel's geometry for hidden size `d` and at most `fs` intermediate values per CTA (mirrors its
+/// macros and its shared-memory carve-up).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Layout {
+    /// Consumer warps: K slices of 1024 times row groups, at most [`max_consumer_warps`].
+    warps: u32,
+    /// Threads per CTA (one producer warp more).
+    threads: u32,
+    /// Bytes per ring stage (8 rows of W_gate_up).
+    stage: usize,
+    /// Stages in the ring: at most 16, a multiple of the row groups (each ring slot belongs to one group),
+    /// as many of [`ring_bytes`] as fit in [`SMEM_BUDGET`] beside the rest.
+    stages: usize,
+    /// Dynamic shared memory per CTA.
+    smem: usize,
+}
+
+impl Layout {
+    fn new(d: usize, fs: usize) -> Result<Layout, GpuError> {
+        let slices = d / 1024;
+        let groups = (max_consumer_warps() / slices).max(1);
+        let warps = (slices * groups) as u32;
+        let stage = 4 * d;
+        // W_down's scales of two groups (FD f16 + FD / 2 bytes each), gate_up's of the CTA's rows (FD / 128
+        // groups x 2 fs rows x (2 + 1/2) bytes), phase A's sums, h and its sums per piece.
+        let rest = 5 * d + (d / 128) * fs * 5 + (slices * 2 * fs + fs + fs / PIECE) * 4;
+        let ring = ring_bytes().min(SMEM_BUDGET.saturating_sub(rest));
+        let stages = (ring / stage).min(16) / groups * groups;
+        if stages == 0 {
+            return Err(GpuError::Unsupported(format!(
+                "the fused FFN's shared memory ({rest} bytes of scales and sums at hidden {d}, {fs} values per \
+                 CTA) leaves no room for {groups} ring stages of {stage} bytes"
+            )));
+        }
+        Ok(Layout { warps, threads: warps * 32 + 32, stage, stages, smem: stages * stage + rest })
+    }
 }
 
 /// Intermediate values per piece: one piece of a W_down row is 16 codes, 8 bytes.
@@ -119,7 +150,7 @@ pub struct StagedFfn {
     pub bytes: usize,
 }
 
-/// One layer's FFN weights on the GPU, with the kernel's partial-sum buffer and grid-barrier words.
+/// One layer's FFN weights on the GPU, with the kernel's partial-sum buffer and grid-barrier count.
 pub struct FfnWeights {
     gu_codes: CudaSlice<u8>,
     gu_scales: CudaSlice<u8>,
@@ -128,7 +159,7 @@ pub struct FfnWeights {
     dn_scales: CudaSlice<u8>,
     dn_zeros: CudaSlice<u8>,
     part: CudaSlice<f32>,
-    bar: CudaSlice<u32>,
+    bar: CudaSlice<u64>,
     /// Bytes the kernel reads for the weights.
     pub bytes: usize,
 }
@@ -173,17 +204,16 @@ impl FusedFfn {
                 "the fused FFN's {ctas} CTAs would each sum more than {MAX_REDUCE_ROWS} of {hidden} output rows"
             )));
         }
-        let (cubin, log) = compile_cubin(&ffn_source(), "ffn_fused.cu", &ffn_options(arch, hidden, intermediate))?;
+        let layout = Layout::new(hidden, per * PIECE)?;
+        let (cubin, log) =
+            compile_cubin(&ffn_source(), "ffn_fused.cu", &ffn_options(arch, hidden, intermediate, &layout))?;
         let (registers, spill_bytes, _) = parse_ptxas(&log);
         if spill_bytes.is_some_and(|s| s > 0) {
             return Err(GpuError::Unsupported(format!("the fused FFN kernel spills registers:\n{log}")));
         }
         let module = gpu.ctx.load_module(Ptx::from_binary(cubin))?;
         let function = module.load_function("wo_ffn")?;
-        let fs = per * PIECE;
-        let slices = hidden / 1024;
-        let (_, threads, stage, stages) = geometry(hidden);
-        let smem_bytes = (stages * stage + (slices * 2 * fs + fs + fs / PIECE) * 4) as u32;
+        let (threads, smem_bytes) = (layout.threads, layout.smem as u32);
         function.set_attribute(
             cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             smem_bytes as i32,
@@ -252,7 +282,7 @@ impl FusedFfn {
             dn_scales: stream.clone_htod(&st.dn_scales)?,
             dn_zeros: stream.clone_htod(&st.dn_zeros)?,
             part: stream.alloc_zeros::<f32>(self.ctas as usize * self.hidden)?,
-            bar: stream.alloc_zeros::<u32>(2)?,
+            bar: stream.alloc_zeros::<u64>(1)?,
             bytes: st.bytes,
         })
     }
@@ -300,11 +330,11 @@ impl FusedFfn {
             (&raw mut e).cast(),
         ];
         // SAFETY: the parameters match wo_ffn(const uint4* gu, const u8* gu_s, const u8* gu_z, const uint4*
-        // dn, const u8* dn_s, const u8* dn_z, u16* x, float* part, u32* bar, float eps) in order and type,
-        // each pointing at a local that lives through the launch; the buffers were staged for this kernel's
-        // FD x FF (checked in `stage`), x holds FD values (checked above), part ctas x FD floats and bar two
-        // words whose count is zero between launches; `new` checked that all `ctas` CTAs fit on the GPU at
-        // once (the kernel's grid barrier). PDL: the kernel reads only gate_up's weights before its
+        // dn, const u8* dn_s, const u8* dn_z, u16* x, float* part, unsigned long long* bar, float eps) in
+        // order and type, each pointing at a local that lives through the launch; the buffers were staged for
+        // this kernel's FD x FF (checked in `stage`), x holds FD values (checked above), part ctas x FD floats
+        // and bar one 64-bit count that only this kernel (always `ctas` CTAs) adds to, a multiple of `ctas`
+        // between launches; `new` checked that all `ctas` CTAs fit on the GPU at once (the grid barrier). PDL: the kernel reads only gate_up's weights before its
         // `griddepcontrol.wait`.
         unsafe {
             launch_ex(
@@ -327,7 +357,7 @@ fn ffn_source() -> String {
 
 /// NVRTC options: those of the INT4 g128, M = 1, 8-row, one-chunk fused x-in-registers build (its defines
 /// select `load_step`'s shape), plus the model's sizes.
-fn ffn_options(arch: u32, hidden: usize, intermediate: usize) -> Vec<String> {
+fn ffn_options(arch: u32, hidden: usize, intermediate: usize, layout: &Layout) -> Vec<String> {
     let key = KernelKey {
         format: WoFormat::Int4G128,
         x: XDtype::F16,
@@ -353,7 +383,7 @@ fn ffn_options(arch: u32, hidden: usize, intermediate: usize) -> Vec<String> {
     opts.push(format!("-DFD={hidden}"));
     opts.push(format!("-DFF={intermediate}"));
     opts.push(format!("-DFFN_MAXW={}", max_consumer_warps()));
-    opts.push(format!("-DRING_BYTES={}", ring_bytes()));
+    opts.push(format!("-DRING_BYTES={}", layout.stages * layout.stage));
     // The weight-only kernels' developer hook for profiling experiments (e.g. "-DFFN_EARLY=0").
     if let Ok(extra) = std::env::var("ROOFLINE_NVRTC_EXTRA") {
         opts.extend(extra.split_whitespace().map(String::from));
@@ -400,15 +430,29 @@ mod tests {
     }
 
     #[test]
-    fn every_ring_slot_belongs_to_one_row_group() {
-        // Llama-3.1-8B: 4 K slices x 4 row groups, 16 KB stages; 11 would fit, 8 are used.
-        assert_eq!(geometry(4096), (16, 544, 16384, 8));
+    fn every_ring_slot_belongs_to_one_row_group_and_the_cta_fits() {
+        // Llama-3.1-8B on 132 SMs (7 pieces of 16 per CTA): 4 K slices x 4 row groups, 16 KB stages; 11 would
+        // fit in the ring's 176 KB, 8 are used.
+        let l = Layout::new(4096, 112).unwrap();
+        assert_eq!((l.warps, l.threads, l.stage, l.stages), (16, 544, 16384, 8));
+        assert_eq!(l.smem, 8 * 16384 + 5 * 4096 + 32 * 112 * 5 + (4 * 2 * 112 + 112 + 7) * 4);
         for d in (1024..=6144).step_by(1024) {
-            let (warps, threads, stage, stages) = geometry(d);
-            let groups = warps as usize / (d / 1024);
-            assert_eq!(threads, warps * 32 + 32);
-            assert!(stages >= groups && stages % groups == 0, "hidden {d}: {stages} stages, {groups} groups");
-            assert!(stages * stage <= RING_BYTES && stages <= 16, "hidden {d}");
+            for fs in [16, 112, 224, 448] {
+                let Ok(l) = Layout::new(d, fs) else {
+                    // Only wide CTAs of the widest models run out of shared memory.
+                    assert!(d * fs >= 6144 * 224, "hidden {d}, {fs} values per CTA refused");
+                    continue;
+                };
+                let groups = l.warps as usize / (d / 1024);
+                assert_eq!(l.threads, l.warps * 32 + 32);
+                assert!(
+                    l.stages >= groups && l.stages % groups == 0,
+                    "hidden {d}: {} stages, {groups} groups",
+                    l.stages
+                );
+                assert!(l.stages * l.stage <= RING_BYTES && l.stages <= 16, "hidden {d}");
+                assert!(l.smem <= SMEM_BUDGET, "hidden {d}, {fs}: {} bytes", l.smem);
+            }
         }
     }
 
@@ -445,7 +489,8 @@ mod tests {
         }
         for (d, f) in [(4096usize, 14336usize), (3072, 8320), (1024, 28672), (2048, 1536), (5120, 13824), (6144, 16384)]
         {
-            let (_, log) = compile_cubin(&ffn_source(), "ffn_fused.cu", &ffn_options(90, d, f))
+            let layout = Layout::new(d, grid(f / PIECE, 132).1 * PIECE).unwrap();
+            let (_, log) = compile_cubin(&ffn_source(), "ffn_fused.cu", &ffn_options(90, d, f, &layout))
                 .unwrap_or_else(|e| panic!("{d}x{f}: {e}"));
             let (regs, spills, _) = parse_ptxas(&log);
             eprintln!("fused FFN {d}x{f}: {regs:?} registers, {spills:?} spill bytes");
