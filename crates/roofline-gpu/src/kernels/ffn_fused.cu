@@ -353,22 +353,9 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
             }
             __syncwarp();
             if (lane == 0) mbar_arrive(empty_s + 8 * slot, RGS);  // the group's KSL warps: NACT arrivals
-            // Transposed butterfly (as wo_xreg): row (lane >> 2) & 7 summed over the warp in 3 + 2 shuffles.
-#pragma unroll
-            for (int s = 0; s < 3; ++s) {
-                const int half = R >> (s + 1);
-                const int o = 16 >> s;
-                const bool up = (lane & o) != 0;
-#pragma unroll
-                for (int i = 0; i < half; ++i) {
-                    const float send = up ? acc[i] : acc[i + half];
-                    const float keep = up ? acc[i + half] : acc[i];
-                    acc[i] = keep + __shfl_xor_sync(FULL, send, o);
-                }
-            }
-#pragma unroll
-            for (int o = 2; o > 0; o >>= 1) acc[0] += __shfl_xor_sync(FULL, acc[0], o);
-            if ((lane & 3) == 0) psum[ks * 2 * fs + st * R + ((lane >> 2) & 7)] = acc[0];
+            // Row (lane >> 2) & 7 summed over the warp in 3 + 2 shuffles (wo_xreg's butterfly, R = 8).
+            const float sum = butterfly_rows(acc);
+            if ((lane & 3) == 0) psum[ks * 2 * fs + st * R + ((lane >> 2) & 7)] = sum;
         }
 
         // W_down's first two groups' scales (staged in shared memory).

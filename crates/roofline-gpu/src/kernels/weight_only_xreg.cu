@@ -239,6 +239,29 @@ __device__ __forceinline__ void read_step(const u8* sp, int lane, uint4 q[R][C],
 }
 #endif
 
+// Transposed butterfly over a warp of R values per lane (R = 1 << LOG2U): stage s halves the rows a lane
+// carries, exchanging the other half with the lane 16 >> s away; then the remaining lanes of a row group are
+// summed. Returns, in lane l, the warp's sum of row (l >> (5 - LOG2U)) & (R - 1); v is clobbered. (The
+// fused FFN, appended to this source, reduces its row steps with it too.)
+__device__ __forceinline__ float butterfly_rows(float (&v)[R]) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int s = 0; s < LOG2U; ++s) {
+        const int half = R >> (s + 1);
+        const int o = 16 >> s;
+        const bool up = (lane & o) != 0;
+#pragma unroll
+        for (int i = 0; i < half; ++i) {
+            const float send = up ? v[i] : v[i + half];
+            const float keep = up ? v[i + half] : v[i];
+            v[i] = keep + __shfl_xor_sync(FULL, send, o);
+        }
+    }
+#pragma unroll
+    for (int o = 16 >> LOG2U; o > 0; o >>= 1) v[0] += __shfl_xor_sync(FULL, v[0], o);
+    return v[0];
+}
+
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
         const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
@@ -439,29 +462,15 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 #endif
 #endif  // INT4_FLOAT
             }
-        // Transposed butterfly: stage s halves the rows a lane carries, exchanging the other half with the
-        // lane 16 >> s away; then the remaining lanes of a row group are summed.
+        // Each row summed over the warp (the transposed butterfly).
         const int r = (lane >> (5 - LOG2U)) & (R - 1);
 #pragma unroll
         for (int m = 0; m < MT; ++m) {
             float v[R];
 #pragma unroll
             for (int u = 0; u < R; ++u) v[u] = acc[u][m];
-#pragma unroll
-            for (int s = 0; s < LOG2U; ++s) {
-                const int half = R >> (s + 1);
-                const int o = 16 >> s;
-                const bool up = (lane & o) != 0;
-#pragma unroll
-                for (int i = 0; i < half; ++i) {
-                    const float send = up ? v[i] : v[i + half];
-                    const float keep = up ? v[i + half] : v[i];
-                    v[i] = keep + __shfl_xor_sync(FULL, send, o);
-                }
-            }
-#pragma unroll
-            for (int o = 16 >> LOG2U; o > 0; o >>= 1) v[0] += __shfl_xor_sync(FULL, v[0], o);
-            if ((lane & ((32 >> LOG2U) - 1)) == 0 && st * R + r < nrow) part[(warp * MT + m) * rpc + st * R + r] = v[0];
+            const float sum = butterfly_rows(v);
+            if ((lane & ((32 >> LOG2U) - 1)) == 0 && st * R + r < nrow) part[(warp * MT + m) * rpc + st * R + r] = sum;
         }
 #if PF
         if (st + 1 < steps) {
