@@ -26,8 +26,9 @@ pub const FFN_SOURCE: &str = include_str!("../kernels/ffn_fused.cu");
 /// stages used are a multiple of the row groups and fit beside the rest (see [`Layout`]).
 const RING_BYTES: usize = 176 * 1024;
 
-/// Dynamic shared memory a CTA may take: the H100's 227 KB per block less the kernel's static arrays (the
-/// ring's barriers, the reduction's `red[NACT][64]` floats) and some slack.
+/// Dynamic shared memory a CTA may take: Hopper's (and B200's) 227 KB per block less the kernel's static
+/// arrays (the ring's barriers, the reduction's `red[NACT][64]` floats) and some slack. A GPU with less
+/// refuses the launch in `FusedFfn::new`'s occupancy check (and `--ffn auto` falls back to the GEMVs).
 const SMEM_BUDGET: usize = 220 * 1024;
 
 /// The ring's bytes: [`RING_BYTES`], or `ROOFLINE_FFN_RING_KB` (64 to 200) for tuning experiments.
@@ -334,8 +335,9 @@ impl FusedFfn {
         // order and type, each pointing at a local that lives through the launch; the buffers were staged for
         // this kernel's FD x FF (checked in `stage`), x holds FD values (checked above), part ctas x FD floats
         // and bar one 64-bit count that only this kernel (always `ctas` CTAs) adds to, a multiple of `ctas`
-        // between launches; `new` checked that all `ctas` CTAs fit on the GPU at once (the grid barrier). PDL: the kernel reads only gate_up's weights before its
-        // `griddepcontrol.wait`.
+        // between launches; `new` checked that all `ctas` CTAs fit on the GPU at once (the grid barrier).
+        // PDL: before its `griddepcontrol.wait` the kernel reads only its weights and their scale tables,
+        // which no kernel writes.
         unsafe {
             launch_ex(
                 stream,
