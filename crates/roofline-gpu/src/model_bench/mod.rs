@@ -442,10 +442,7 @@ impl Gpu {
             // Source lines in the CUBIN for profilers (no effect on the code).
             "--generate-line-info".into(),
         ];
-        // The kernels' developer hook for profiling experiments (as the weight-only kernels').
-        if let Ok(extra) = std::env::var("ROOFLINE_NVRTC_EXTRA") {
-            opts.extend(extra.split_whitespace().map(String::from));
-        }
+        opts.extend(crate::weight_only::nvrtc::extra_options());
         let gemv = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?
             .with_variant(cfg.gemv.variant.unwrap_or(Variant::best(cfg.weights, XDtype::F16, cfg.batch)), None)
             .with_tuning(cfg.gemv.tuning)?;

@@ -386,10 +386,7 @@ fn ffn_options(arch: u32, hidden: usize, intermediate: usize, layout: &Layout) -
     opts.push(format!("-DFF={intermediate}"));
     opts.push(format!("-DFFN_MAXW={}", max_consumer_warps()));
     opts.push(format!("-DRING_BYTES={}", layout.stages * layout.stage));
-    // The weight-only kernels' developer hook for profiling experiments (e.g. "-DFFN_EARLY=0").
-    if let Ok(extra) = std::env::var("ROOFLINE_NVRTC_EXTRA") {
-        opts.extend(extra.split_whitespace().map(String::from));
-    }
+    opts.extend(super::nvrtc::extra_options());
     opts
 }
 

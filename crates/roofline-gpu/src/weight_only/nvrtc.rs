@@ -281,6 +281,13 @@ fn poisoned() -> GpuError {
     GpuError::Unsupported("the kernel cache lock was poisoned by a panic in another thread".into())
 }
 
+/// Developer hook for profiling experiments (e.g. "-DEXP_NOMETA=1", "-DFFN_EARLY=0"): the extra NVRTC options
+/// in `ROOFLINE_NVRTC_EXTRA`, whitespace separated, for every kernel this process compiles (the weight-only
+/// kernels, the fused FFN and the decode kernels).
+pub(crate) fn extra_options() -> Vec<String> {
+    std::env::var("ROOFLINE_NVRTC_EXTRA").map(|e| e.split_whitespace().map(String::from).collect()).unwrap_or_default()
+}
+
 fn compile_uncached(key: &KernelKey) -> Result<CompiledKernel, GpuError> {
     nvrtc_available()?;
     if !(1..=16).contains(&key.m) {
@@ -302,11 +309,7 @@ fn compile_uncached(key: &KernelKey) -> Result<CompiledKernel, GpuError> {
         (WEIGHT_ONLY_SOURCE, "weight_only_gemv.cu")
     };
     let mut options = key.options();
-    // Developer hook for profiling experiments (e.g. "-DEXP_NOMETA=1"): extra NVRTC options, whitespace
-    // separated, applied to every weight-only kernel this process compiles.
-    if let Ok(extra) = std::env::var("ROOFLINE_NVRTC_EXTRA") {
-        options.extend(extra.split_whitespace().map(String::from));
-    }
+    options.extend(extra_options());
     let (cubin, log) = compile_cubin(text, file, &options).map_err(|e| match e {
         GpuError::Unsupported(m) => GpuError::Unsupported(format!("{m} (compiling {key:?})")),
         e => e,
