@@ -1,8 +1,8 @@
 // The whole SwiGLU FFN of one decode token in one launch (batch 1, INT4 g128 weights, FP16 x, sm_90+):
 //   x += W_down . (silu(g) * u),  (g, u) = rsqrt(mean(x^2) + eps) . W_gate_up . x
 // with the post-attention RMSNorm's weight folded into W_gate_up by the host. Appended by the host to
-// weight_only_xreg.cu's source, compiled with FMT = 4, MT = 1, R = 8, C = 1, FUSE = 1 (its `Meta`,
-// `unpack_meta`, `ldg_bytes` and INT4 decode are reused), and FD (hidden size, a multiple of 1024), FF
+// weight_only_xreg.cu's source and wo_stream.cuh (bulk copies, mbarriers, the f16x2 INT4 row step),
+// compiled with FMT = 4, MT = 1, R = 8, C = 1, FUSE = 1, FD (hidden size, a multiple of 1024) and FF
 // (intermediate size, a multiple of 128).
 //
 // Work split: the intermediate dimension is dealt out over the CTAs (at most one per SM). CTA c owns the
@@ -27,22 +27,12 @@
 //   part            [gridDim.x][FD] floats, the CTAs' partial outputs
 //   bar             one 64-bit arrival count (zero-initialised once; launch k leaves k x gridDim.x)
 
-#ifndef FD
-#error "FD (hidden size) must be defined"
-#endif
 #ifndef FF
 #error "FF (intermediate size) must be defined"
-#endif
-#if FMT != 4 || MT != 1 || R != 8 || C != 1 || !FUSE
-#error "the fused FFN is built on the INT4 g128, M = 1, R = 8, C = 1, FUSE = 1 x-in-registers source"
-#endif
-#if FD % 1024 != 0 || FD > 16384
-#error "FD must be a multiple of 1024, at most 16384"
 #endif
 #if FF % 128 != 0
 #error "FF must be a multiple of 128"
 #endif
-#define KSL (FD / 1024)                      // K slices of 1024 values (32 lanes x one 32-value chunk)
 #ifndef FFN_MAXW
 #define FFN_MAXW 16                          // most consumer warps
 #endif
@@ -67,18 +57,6 @@
 #if NST < RGS
 #error "the ring holds fewer stages than there are row groups"
 #endif
-// Profiling experiment (results wrong by design): EXP_FFN_NOLOAD 1: no weights are copied, the consumers
-// decode whatever the ring holds without waiting (the kernel's compute alone: 26.0 us of its 41.4 us at
-// Llama-3.1-8B's shape on the H100, session 13; since the scales are staged in shared memory its output can
-// be non-finite, which model-bench's step check rejects: time it with ncu on the ffn_gpu test instead).
-#ifndef EXP_FFN_NOLOAD
-#define EXP_FFN_NOLOAD 0
-#endif
-// EXP_FFN_LOADONLY 1: the weights stream through the ring as usual, the consumers release each stage
-// without decoding it and every partial output is zero (x comes out unchanged): the kernel's streaming alone.
-#ifndef EXP_FFN_LOADONLY
-#define EXP_FFN_LOADONLY 0
-#endif
 // EXP_FFN_NOTAIL 1: no grid barrier and no reduction (x comes out unchanged): what the tail costs.
 #ifndef EXP_FFN_NOTAIL
 #define EXP_FFN_NOTAIL 0
@@ -88,81 +66,8 @@
 #define FFN_EARLY 1
 #endif
 
-__device__ __forceinline__ void mbar_init(u32 a, u32 count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(a), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(u32 a, u32 count) {
-    asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0], %1; }" ::"r"(a), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_expect_tx(u32 a, u32 bytes) {
-    asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(a), "r"(bytes)
-                 : "memory");
-}
-
-// Waits until the phase of parity `parity` of the mbarrier at `a` has completed.
-__device__ __forceinline__ void mbar_wait(u32 a, u32 parity) {
-    u32 done;
-    do {
-        asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-            : "=r"(done)
-            : "r"(a), "r"(parity)
-            : "memory");
-    } while (!done);
-}
-
-// Bulk copy of `bytes` (a multiple of 16) from global `src` to shared `dst`, completing on mbarrier `bar`.
-__device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u32 bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),
-                 "l"(src), "r"(bytes), "r"(bar)
-                 : "memory");
-}
-
 // Consumer-only barrier (named barrier 1): the producer warp never waits on it.
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(NC) : "memory"); }
-
-// Packed f16x2 arithmetic.
-__device__ __forceinline__ u32 hsub2(u32 a, u32 b) {
-    u32 d;
-    asm("sub.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-    return d;
-}
-__device__ __forceinline__ u32 hfma2(u32 a, u32 b, u32 c) {
-    u32 d;
-    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
-    return d;
-}
-__device__ __forceinline__ u32 f2x2h(float lo, float hi) {
-    u32 d;
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-    return d;
-}
-
-// The 8 codes of word v (nibble i = code i) against a[k] = (v_k, v_{k+4}) as f16x2, k < 4: the codes become
-// exact f16 values q - 8 (lop3 into 1024 + q / 1024 + 16 q, then one sub / fma each pair) and are multiplied
-// in f16x2 into two accumulators (codes 0, 2, 4, 6 and 1, 3, 5, 7). About 1.6 instructions per weight against
-// 3 for the f32 decode (shift, lop3, FMA each): the FFN is issue-bound (session 12, ncu: 3.8 instructions per
-// weight, one issued every 2 cycles per scheduler).
-__device__ __forceinline__ void dot8h(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
-    const u32 t = v >> 8;
-    const u32 lo0 = hsub2(lop3_and_or(v, 0x000f000fu, 0x64006400u), 0x64086408u);  // (q0, q4) - 8
-    const u32 lo1 = hsub2(lop3_and_or(t, 0x000f000fu, 0x64006400u), 0x64086408u);  // (q2, q6) - 8
-    // (1024 + 16 q) / 16 - 72 = q - 8
-    const u32 hi0 = hfma2(lop3_and_or(v, 0x00f000f0u, 0x64006400u), 0x2c002c00u, 0xd480d480u);  // (q1, q5)
-    const u32 hi1 = hfma2(lop3_and_or(t, 0x00f000f0u, 0x64006400u), 0x2c002c00u, 0xd480d480u);  // (q3, q7)
-    acc_e = hfma2(lo1, a[2], hfma2(lo0, a[0], acc_e));
-    acc_o = hfma2(hi1, a[3], hfma2(hi0, a[1], acc_o));
-}
-
-// The two f16x2 accumulators of dot8h as one float.
-__device__ __forceinline__ float hsum4(u32 e, u32 o) {
-    float a, b, c, d;
-    h2x2f(e, a, b);
-    h2x2f(o, c, d);
-    return (a + b) + (c + d);
-}
 
 // W_down's scales (both rows of a pair, f16x2) and zero points (one byte per pair) of group g, for this
 // thread's row pairs of both halves of a piece: from `s` / `z` (one group's FD scales and FD / 2 zero bytes,
@@ -285,20 +190,8 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
         const size_t col = (size_t)(cbase >> 2);  // its INT4 group
         pdl_wait();  // x is read only from here (the producer has been streaming since the start)
 
-        float xr[EPC], ss = 0.0f;
-        {
-            const uint4* xp = (const uint4*)(x + (size_t)cbase * EPC);
-#pragma unroll
-            for (int s = 0; s < SUBS; ++s) {
-                const uint4 xv = xp[s];  // plain load: x is written by earlier kernels of the step
-                x2f(xv.x, xr[8 * s + 0], xr[8 * s + 1]);
-                x2f(xv.y, xr[8 * s + 2], xr[8 * s + 3]);
-                x2f(xv.z, xr[8 * s + 4], xr[8 * s + 5]);
-                x2f(xv.w, xr[8 * s + 6], xr[8 * s + 7]);
-            }
-#pragma unroll
-            for (int e = 0; e < EPC; ++e) ss = fmaf(xr[e], xr[e], ss);
-        }
+        float xr[EPC];
+        float ss = load_chunk(x, cbase, xr);
         if (rg == 0) {
 #pragma unroll
             for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(FULL, ss, o);
@@ -315,46 +208,15 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
             inv = rsqrtf(t / (float)FD + eps);
         }
         u32 xh[4][4];  // word wd, pair k: (x[8 wd + k], x[8 wd + k + 4])
-        float xsum = 0.0f;
-#pragma unroll
-        for (int wd = 0; wd < 4; ++wd)
-#pragma unroll
-            for (int k = 0; k < 4; ++k) xh[wd][k] = f2x2h(xr[8 * wd + k] * inv, xr[8 * wd + k + 4] * inv);
-#pragma unroll
-        for (int e = 0; e < EPC; ++e) xsum += xr[e] * inv;
+        const float xsum = pack_x(xr, inv, xh);
 
         for (int st = rg; st < steps_a; st += RGS) {
-            // The step's 8 rows' scales and zero points at the lane's K group.
-            u32 sw[4], zw;
-            {
-                const uint4 v = *(const uint4*)(ma_s + (col * 2 * fs + st * R) * 2);
-                sw[0] = v.x, sw[1] = v.y, sw[2] = v.z, sw[3] = v.w;
-                zw = *(const u32*)(ma_z + col * fs + st * R / 2);
-            }
-            Meta meta[R][C];
-            unpack_meta(sw, zw, meta, 0);
             const int slot = st % NST;
-            if (!EXP_FFN_NOLOAD) mbar_wait(full_s + 8 * slot, (u32)((st / NST) & 1));
-            const u8* sp = smem + slot * STAGE + cbase * 16;
-            float acc[R];
-#pragma unroll
-            for (int u = 0; u < R; ++u) {
-                if (EXP_FFN_LOADONLY) {
-                    acc[u] = 0.0f;
-                    continue;
-                }
-                const uint4 q = *(const uint4*)(sp + u * (FD / 2));
-                u32 ae = 0u, ao = 0u;
-#pragma unroll
-                for (int wd = 0; wd < 4; ++wd) dot8h(word(q, wd), xh[wd], ae, ao);
-                // sum (q - z) x = sum (q - 8) x + (8 - z) sum x
-                const float z8 = 8.0f - (float)(meta[u][0].zero & 15u);
-                acc[u] = meta[u][0].scale * fmaf(z8, xsum, hsum4(ae, ao));
-            }
+            const float sum = row_step(smem + slot * STAGE + cbase * 16, ma_s + (col * 2 * fs + st * R) * 2,
+                                       ma_z + col * fs + st * R / 2, full_s + 8 * slot, (u32)((st / NST) & 1),
+                                       xh, xsum);
             __syncwarp();
             if (lane == 0) mbar_arrive(empty_s + 8 * slot, RGS);  // the group's KSL warps: NACT arrivals
-            // Row (lane >> 2) & 7 summed over the warp in 3 + 2 shuffles (wo_xreg's butterfly, R = 8).
-            const float sum = butterfly_rows(acc);
             if ((lane & 3) == 0) psum[ks * 2 * fs + st * R + ((lane >> 2) & 7)] = sum;
         }
 

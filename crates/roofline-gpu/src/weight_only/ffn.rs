@@ -19,8 +19,13 @@ use super::pack::{xreg_tables, PackedWeights, WoFormat};
 use super::{launch_ex, nvrtc_available, XDtype};
 use crate::{Gpu, GpuError};
 
-/// The fused FFN kernel (appended to the x-in-registers source, whose INT4 loads and decode it reuses).
+/// The fused FFN kernel (appended to the x-in-registers source, whose INT4 loads and decode it reuses, and
+/// to [`STREAM_SOURCE`]).
 pub const FFN_SOURCE: &str = include_str!("../kernels/ffn_fused.cu");
+
+/// What the kernels streaming INT4 rows through shared memory share (bulk copies, mbarriers, the f16x2 row
+/// step): the fused FFN and the ring GEMV (`weight_only::ring`).
+pub const STREAM_SOURCE: &str = include_str!("../kernels/wo_stream.cuh");
 
 /// Bytes of the kernel's shared-memory ring of weight stages (`RING_BYTES` in the kernel), at most: the
 /// stages used are a multiple of the row groups and fit beside the rest (see [`Layout`]).
@@ -352,14 +357,15 @@ impl FusedFfn {
     }
 }
 
-/// The kernel's source: the x-in-registers kernel's (its INT4 loads and decode), then the fused FFN.
+/// The kernel's source: the x-in-registers kernel's (its INT4 loads and decode), the streaming helpers, then
+/// the fused FFN.
 fn ffn_source() -> String {
-    format!("{WEIGHT_ONLY_XREG_SOURCE}\n{FFN_SOURCE}")
+    format!("{WEIGHT_ONLY_XREG_SOURCE}\n{STREAM_SOURCE}\n{FFN_SOURCE}")
 }
 
-/// NVRTC options: those of the INT4 g128, M = 1, 8-row, one-chunk fused x-in-registers build (its defines
-/// select `load_step`'s shape), plus the model's sizes.
-fn ffn_options(arch: u32, hidden: usize, intermediate: usize, layout: &Layout) -> Vec<String> {
+/// NVRTC options of the kernels built on the INT4 g128, M = 1, 8-row, one-chunk fused x-in-registers source
+/// (its defines select `Meta`'s and the row step's shape) with rows of `k` values (`FD`).
+pub(crate) fn stream_options(arch: u32, k: usize) -> Vec<String> {
     let key = KernelKey {
         format: WoFormat::Int4G128,
         x: XDtype::F16,
@@ -382,7 +388,13 @@ fn ffn_options(arch: u32, hidden: usize, intermediate: usize, layout: &Layout) -
         arch,
     };
     let mut opts = key.options();
-    opts.push(format!("-DFD={hidden}"));
+    opts.push(format!("-DFD={k}"));
+    opts
+}
+
+/// NVRTC options: [`stream_options`] plus the model's sizes and the ring.
+fn ffn_options(arch: u32, hidden: usize, intermediate: usize, layout: &Layout) -> Vec<String> {
+    let mut opts = stream_options(arch, hidden);
     opts.push(format!("-DFF={intermediate}"));
     opts.push(format!("-DFFN_MAXW={}", max_consumer_warps()));
     opts.push(format!("-DRING_BYTES={}", layout.stages * layout.stage));

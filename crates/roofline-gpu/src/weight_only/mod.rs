@@ -41,6 +41,7 @@ pub mod ffn;
 pub mod mma;
 pub mod nvrtc;
 pub mod pack;
+pub mod ring;
 mod spec;
 
 use std::collections::HashMap;
@@ -150,6 +151,11 @@ pub struct Tuning {
     /// (`wo_mma_xk`, `XS=2`): no reduction across warps, no barrier per row tile. Takes precedence over the
     /// reductions above.
     pub x_smem: Option<bool>,
+    /// `XReg` engine, INT4 g128, M = 1, FP16 x, K a multiple of 1024, sm_90+: the ring-streaming kernel
+    /// ([`ring`]: a producer warp streams the CTA's rows with bulk copies into a shared-memory ring)
+    /// instead of the x-in-registers one (not with SwiGLU on load, nor a norm and an add together).
+    /// Default: where each CTA takes at least [`ring::AUTO_MIN_STEPS`] row steps (large N).
+    pub ring: Option<bool>,
 }
 
 impl Tuning {
@@ -751,6 +757,8 @@ pub struct WeightOnlyGemv {
     /// Overrides of the automatic launch plan.
     pub tuning: Tuning,
     functions: Mutex<HashMap<KernelKey, Loaded>>,
+    /// Ring-streaming kernels built so far, per shape and epilogue ([`Tuning::ring`]).
+    rings: Mutex<HashMap<(usize, usize, ring::Epilogue), Arc<ring::RingGemv>>>,
 }
 
 impl WeightOnlyGemv {
@@ -778,6 +786,7 @@ impl WeightOnlyGemv {
             variant: Variant::SplitK,
             tuning: Tuning::default(),
             functions: Mutex::new(HashMap::new()),
+            rings: Mutex::new(HashMap::new()),
         })
     }
 
@@ -845,6 +854,45 @@ impl WeightOnlyGemv {
             None,
         )?;
         Ok((if resident >= loaded.resident { fitted } else { plan }, loaded))
+    }
+
+    /// The ring kernel's epilogue where [`Tuning::ring`] takes this call (`None`: the other kernels).
+    fn ring_epilogue(&self, m: usize, n: usize, k: usize, fusion: Fusion) -> Option<ring::Epilogue> {
+        let wanted = match self.tuning.ring {
+            Some(r) => r,
+            None => ring::auto(n, k, self.sm_count),
+        };
+        let takes = wanted
+            && self.variant == Variant::XReg
+            && self.format == WoFormat::Int4G128
+            && self.x == XDtype::F16
+            && m == 1
+            && self.arch >= 90
+            && k % 1024 == 0
+            && !fusion.silu_x
+            && !(fusion.norm_eps.is_some() && fusion.add_into_y);
+        takes.then_some(match (fusion.norm_eps, fusion.add_into_y) {
+            (Some(_), _) => ring::Epilogue::Norm,
+            (None, true) => ring::Epilogue::Add,
+            (None, false) => ring::Epilogue::Store,
+        })
+    }
+
+    /// The ring kernel for `n x k` with `ep`, built on first use.
+    fn ring(&self, n: usize, k: usize, ep: ring::Epilogue) -> Result<Arc<ring::RingGemv>, GpuError> {
+        let mut rings =
+            self.rings.lock().map_err(|_| GpuError::Unsupported("ring kernel table lock poisoned".into()))?;
+        if let Some(r) = rings.get(&(n, k, ep)) {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(ring::RingGemv::build(&self.ctx, &self.stream, self.arch, self.sm_count, n, k, ep)?);
+        rings.insert((n, k, ep), r.clone());
+        Ok(r)
+    }
+
+    /// Programmatic dependent launch for this engine's CUDA-core kernels ([`Tuning::pdl`], default on sm_90+).
+    fn pdl(&self) -> bool {
+        self.arch >= 90 && self.tuning.pdl != Some(false)
     }
 
     fn key(&self, m: usize, plan: &LaunchPlan) -> KernelKey {
@@ -1055,6 +1103,19 @@ impl WeightOnlyGemv {
         }
         if n > i32::MAX as usize || k > i32::MAX as usize {
             return Err(GpuError::Unsupported(format!("N = {n} and K = {k} must fit in 32 bits")));
+        }
+        if let Some(ep) = self.ring_epilogue(m, n, k, fusion) {
+            let ring = self.ring(n, k, ep)?;
+            return ring.launch(
+                stream,
+                &w.codes,
+                &w.xscales,
+                &w.xzeros,
+                x,
+                y,
+                fusion.norm_eps.unwrap_or(0.0),
+                self.pdl(),
+            );
         }
         let plan = self.fused_plan(m, n, k, fusion);
         if fusion.silu_x && (!plan.takes_silu() || fusion.norm_eps.is_some()) {
@@ -1507,6 +1568,22 @@ impl Gpu {
         let bytes = (packed.bytes() + 2 * m * k + 2 * m * n) as u64;
         let plan = gemv.launch_plan(m, n, k)?;
         let grid_n = gemv.grid_n(m, &plan)?;
+        // The ring kernel where the engine ran it (its registers, not the x-in-registers build's).
+        let ring = match gemv.ring_epilogue(m, n, k, Fusion::default()) {
+            Some(ep) => Some(gemv.ring(n, k, ep)?),
+            None => None,
+        };
+        let kernel = match &ring {
+            Some(r) => format!(
+                "roofline wo_ring (rows streamed by bulk copies into a shared-memory ring) {format} W, {} x/y, FP32 accumulate, {} CTAs of {} threads, {} ring slots of 8 rows, {sets} rotating weight sets, {} launches per sample",
+                opts.x.name(),
+                r.ctas,
+                r.threads,
+                r.slots,
+                stats.inner
+            ),
+            None => describe(gemv, format, opts.x, &plan, grid_n, sets, stats.inner),
+        };
         Ok(WeightOnlyMeasurement {
             format,
             x: opts.x,
@@ -1518,39 +1595,52 @@ impl Gpu {
             bandwidth_gb_s: bytes as f64 / (stats.median_us * 1e3),
             rel_error,
             plan,
-            registers: compiled.registers,
-            spill_bytes: compiled.spill_bytes,
+            registers: ring.as_ref().map_or(compiled.registers, |r| r.registers),
+            spill_bytes: if ring.is_some() { Some(0) } else { compiled.spill_bytes },
             sets,
-            kernel: format!(
-                "roofline {} {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}{}), {sets} rotating weight sets, {} launches per sample",
-                if gemv.variant == Variant::Mma {
-                    "wo_mma (tensor cores)"
-                } else if gemv.variant == Variant::XMma {
-                    "wo_mma_xs (tensor cores, x stationary)"
-                } else if plan.xreg {
-                    "wo_xreg (x in registers)"
-                } else {
-                    "wo_gemv"
-                },
-                opts.x.name(),
-                gemv.variant,
-                plan.rows_per_warp,
-                plan.unroll,
-                plan.warps,
-                grid_n,
-                plan.splits,
-                match (plan.pipeline, grid_n < plan.blocks_n) {
-                    (true, true) => ", pipelined, persistent",
-                    (true, false) => ", pipelined",
-                    (false, true) => ", persistent",
-                    (false, false) => "",
-                },
-                stats.inner
-            ),
+            kernel,
         })
     }
 }
 
+/// The measured kernel in words (the x-in-registers, split-K and tensor-core builds).
+#[allow(clippy::too_many_arguments)]
+fn describe(
+    gemv: &WeightOnlyGemv,
+    format: roofline_core::Format,
+    x: XDtype,
+    plan: &LaunchPlan,
+    grid_n: u32,
+    sets: usize,
+    inner: u32,
+) -> String {
+    format!(
+            "roofline {} {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}{}), {sets} rotating weight sets, {} launches per sample",
+            if gemv.variant == Variant::Mma {
+                "wo_mma (tensor cores)"
+            } else if gemv.variant == Variant::XMma {
+                "wo_mma_xs (tensor cores, x stationary)"
+            } else if plan.xreg {
+                "wo_xreg (x in registers)"
+            } else {
+                "wo_gemv"
+            },
+            x.name(),
+            gemv.variant,
+            plan.rows_per_warp,
+            plan.unroll,
+            plan.warps,
+            grid_n,
+            plan.splits,
+            match (plan.pipeline, grid_n < plan.blocks_n) {
+                (true, true) => ", pipelined, persistent",
+                (true, false) => ", pipelined",
+                (false, true) => ", persistent",
+                (false, false) => "",
+            },
+            inner
+        )
+}
 /// Quantized weights, x and the rows checked, shared by the configurations of one shape.
 struct Reference<'a> {
     packed: &'a PackedWeights,

@@ -1,0 +1,156 @@
+// The ring GEMV (batch 1, INT4 g128 weights, FP16 x, sm_90+):
+//   y = W . rmsnorm(x)        (NORM 1; the norm's weight folded into W by the host)
+//   y (+)= W . x              (NORM 0; ADD 1 adds into y, the residual stream)
+// Appended by the host to weight_only_xreg.cu's source and wo_stream.cuh, compiled with FD = K (a multiple of
+// 1024), RW_GROUPS (row groups of KSL warps), RW_STEPS (ring slots, a multiple of RW_GROUPS) and RW_ROWS (the
+// most rows one CTA takes: its scale tables are staged in shared memory).
+//
+// One producer warp streams the CTA's row steps (8 rows, 4 FD bytes each) with bulk copies (`cp.async.bulk`,
+// an mbarrier per slot) into a ring of RW_STEPS slots from the CTA's first instruction, before
+// griddepcontrol.wait (the weights depend on no kernel): a CTA resident beside the previous kernel has its
+// first slots filled by the time x is ready; where the ring holds all its steps, all of them. Row step s goes
+// to slot s % RW_STEPS and row group s % RW_GROUPS (so a slot always serves one group: the parity wait on its
+// `full` barrier is then sound, as in the fused FFN).
+//
+// Layouts (host: weight_only/ring.rs): w [N][FD] codes row-major; w_s [FD/128][N] f16 scales and
+// w_z [FD/128][N/2] zero points (pack::xreg_tables). CTA c takes row steps [c S / G, (c + 1) S / G),
+// S = N / 8, G = gridDim.x.
+
+#ifndef RW_GROUPS
+#define RW_GROUPS 2
+#endif
+#if !defined(RW_STEPS) || !defined(RW_ROWS)
+#error "RW_STEPS (ring slots) and RW_ROWS (most rows per CTA) must be defined"
+#endif
+#if RW_STEPS % RW_GROUPS != 0
+#error "the ring's slots must be a multiple of the row groups"
+#endif
+#ifndef NORM
+#define NORM 0
+#endif
+#ifndef ADD
+#define ADD 0
+#endif
+#define RW_WARPS (KSL * RW_GROUPS)  // consumer warps
+#define RW_NC (RW_WARPS * 32)
+#define RW_THREADS (RW_NC + 32)  // + the producer warp
+#define RW_STAGE (4 * FD)  // bytes of one row step (8 rows)
+
+// Consumer-only barrier (named barrier 1): the producer warp has left.
+__device__ __forceinline__ void consumers_sync_rw() { asm volatile("bar.sync 1, %0;" ::"n"(RW_NC) : "memory"); }
+
+extern "C" __global__ void __launch_bounds__(RW_THREADS, 1)
+wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __restrict__ w_z, const u16* x, u16* y,
+        int n, float eps) {
+    pdl_trigger();
+    // Dynamic shared memory: RW_STEPS ring slots, then the CTA's scales [FD/128][rows] f16 and zero points
+    // [FD/128][rows / 2], then psum [KSL][rows] (each K slice's row sums).
+    extern __shared__ __align__(128) u8 smem[];
+    __shared__ __align__(8) unsigned long long full[RW_STEPS], empty[RW_STEPS];
+    __shared__ float red[RW_WARPS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int steps = n / R;
+    const int s0 = (int)(((long long)blockIdx.x * steps) / gridDim.x);
+    const int ns = (int)(((long long)(blockIdx.x + 1) * steps) / gridDim.x) - s0;
+    const int rows = ns * R;
+    u8* ms = smem + RW_STEPS * RW_STAGE;
+    u8* mz = ms + (FD / 128) * RW_ROWS * 2;
+    float* psum = (float*)(mz + (FD / 128) * RW_ROWS / 2);
+    const u32 full_s = smem_addr(full), empty_s = smem_addr(empty);
+
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < RW_STEPS; ++i) {
+            mbar_init(full_s + 8 * i, 1);
+            mbar_init(empty_s + 8 * i, KSL);  // the KSL warps of the slot's row group
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    // The scales first (no kernel writes them), ahead of the weights in the DRAM queue.
+    for (int t = threadIdx.x; warp < RW_WARPS && t < (FD / 128) * ns; t += RW_NC) {
+        const int c = t / ns, j = t % ns;  // K group c, row step j: 16 bytes of scales, 4 of zero points
+        cp_async<16>(smem_addr(ms + ((size_t)c * rows + j * R) * 2), w_s + ((size_t)c * n + (size_t)(s0 + j) * R) * 2,
+                     true);
+        cp_async<4>(smem_addr(mz + (size_t)c * (rows / 2) + j * R / 2), w_z + (size_t)c * (n / 2) + (s0 + j) * R / 2,
+                    true);
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    __syncthreads();
+    if (warp == RW_WARPS) {
+        // ---- Producer: every row step of the CTA, in order, as ring slots free up ----
+        if (lane == 0) {
+            for (int s = 0; s < ns; ++s) {
+                const int slot = s % RW_STEPS;
+                if (s >= RW_STEPS) mbar_wait(empty_s + 8 * slot, (u32)((s / RW_STEPS - 1) & 1));
+                mbar_expect_tx(full_s + 8 * slot, RW_STAGE);
+                bulk_copy(smem_addr(smem + slot * RW_STAGE), (const u8*)w + (size_t)(s0 + s) * RW_STAGE, RW_STAGE,
+                          full_s + 8 * slot);
+            }
+        }
+        return;
+    }
+
+    pdl_wait();  // x (and y, when adding) are the previous kernels' outputs
+    const int ks = warp % KSL, rg = warp / KSL;
+    const int cbase = ks * 32 + lane;          // the lane's 32-value chunk of every row
+    const size_t col = (size_t)(cbase >> 2);  // its INT4 group
+    float xr[EPC];
+    float ss = load_chunk(x, cbase, xr);
+    // NORM: the sum of squares; else the largest |x| (x is scaled by a power of two near its inverse so the
+    // f16x2 products and their sums stay far from f16's range whatever x's size; the scale is exact).
+    float m = 0.0f;
+#pragma unroll
+    for (int e = 0; e < EPC; ++e) m = fmaxf(m, fabsf(xr[e]));
+    float v = NORM ? ss : m;
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = NORM ? v + __shfl_xor_sync(FULL, v, o) : fmaxf(v, __shfl_xor_sync(FULL, v, o));
+    if (lane == 0) red[warp] = v;
+    // The residual this thread adds at the end, read now (its latency overlaps the products).
+    float yold[(RW_ROWS + RW_NC - 1) / RW_NC];
+#pragma unroll
+    for (int u = 0; u < (RW_ROWS + RW_NC - 1) / RW_NC; ++u) {
+        const int i = threadIdx.x + u * RW_NC;
+        yold[u] = ADD && i < rows ? io2f(y[(size_t)s0 * R + i]) : 0.0f;
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
+    consumers_sync_rw();
+    float inv, out_scale;
+    if (NORM) {
+        float t = 0.0f;
+#pragma unroll
+        for (int s = 0; s < KSL; ++s) t += red[s];  // the first row group's K slices
+        inv = rsqrtf(t / (float)FD + eps);
+        out_scale = 1.0f;
+    } else {
+        float mx = 0.0f;
+#pragma unroll
+        for (int s = 0; s < KSL; ++s) mx = fmaxf(mx, red[s]);
+        // 2^-e with 2^(e-1) <= mx < 2^e: x scaled into [-1, 1) (x = 0: no scaling).
+        const int e = mx > 0.0f ? ilogbf(mx) + 1 : 0;
+        inv = ldexpf(1.0f, -e);
+        out_scale = ldexpf(1.0f, e);
+    }
+    u32 xh[4][4];
+    const float xsum = pack_x(xr, inv, xh);
+
+    for (int j = rg; j < ns; j += RW_GROUPS) {
+        const int slot = j % RW_STEPS;
+        const float sum = row_step(smem + slot * RW_STAGE + cbase * 16, ms + (col * rows + j * R) * 2,
+                                   mz + col * (rows / 2) + j * R / 2, full_s + 8 * slot,
+                                   (u32)((j / RW_STEPS) & 1), xh, xsum);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);
+        if ((lane & 3) == 0) psum[ks * rows + j * R + ((lane >> 2) & 7)] = sum;
+    }
+    consumers_sync_rw();
+#pragma unroll
+    for (int u = 0; u < (RW_ROWS + RW_NC - 1) / RW_NC; ++u) {
+        const int i = threadIdx.x + u * RW_NC;
+        if (i < rows) {
+            float t = 0.0f;
+#pragma unroll
+            for (int s = 0; s < KSL; ++s) t += psum[s * rows + i];
+            y[(size_t)s0 * R + i] = f2out(yold[u] + t * out_scale);
+        }
+    }
+}

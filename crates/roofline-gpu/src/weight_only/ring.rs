@@ -1,0 +1,397 @@
+//! The ring-streaming GEMV of a batch-1 decode step (`kernels/wo_ring.cu`): y = W rmsnorm(x) or y (+)= W x,
+//! INT4 g128 weights, FP16 activations, sm_90+. A producer warp per CTA streams the CTA's rows with bulk
+//! copies into a ring in shared memory from its first instruction, before `griddepcontrol.wait` (a CTA
+//! resident beside the previous kernel of the step has its first slots, or all its rows, by the time x is
+//! ready); the consumer warps multiply them in f16x2 as in the fused FFN. The x-in-registers engine runs it
+//! for INT4 at M = 1 where each CTA takes many row steps ([`auto`]; `Tuning::ring` forces it either way):
+//! H100, us, x-in-registers vs ring (bench/RESULTS.md, session 14): 1x14336x4096 14.9 vs 13.4, 1x128256x4096
+//! 96.9 vs 94.1 (2.90 TB/s); below that the ring's start costs more than it saves: 1x4096x4096 5.40 vs 7.16,
+//! 1x6144x4096 6.75 vs 9.00, 1x4096x14336 16.4 vs 16.9.
+//!
+//! Layout: codes row-major (as packed), scale and zero-point tables transposed (`pack::xreg_tables`).
+
+use std::ffi::c_void;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::nvrtc::Ptx;
+
+use super::ffn::{stream_options, STREAM_SOURCE};
+use super::nvrtc::{compile_cubin, parse_ptxas, WEIGHT_ONLY_XREG_SOURCE};
+use super::pack::{xreg_tables, PackedWeights, WoFormat};
+use super::{launch_ex, nvrtc_available};
+use crate::{Gpu, GpuError};
+
+/// The kernel (appended to the x-in-registers source and the streaming helpers).
+pub const RING_SOURCE: &str = include_str!("../kernels/wo_ring.cu");
+
+/// Most dynamic shared memory one CTA may take (the ring, the CTA's scale tables and sums).
+pub const SMEM_BUDGET: usize = 200 * 1024;
+
+/// Most bytes of the ring: `ROOFLINE_RING_KB` (16 to 200) for tuning experiments, else all of
+/// [`SMEM_BUDGET`] that the tables leave.
+fn ring_limit() -> usize {
+    std::env::var("ROOFLINE_RING_KB")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|k| (16..=200).contains(k))
+        .map_or(SMEM_BUDGET, |k| k * 1024)
+}
+
+/// Rows per row step (one bulk copy).
+const STEP_ROWS: usize = 8;
+
+/// Row groups (of K / 1024 warps each): `ROOFLINE_RING_GROUPS` (1 to 4) for tuning experiments, else 2.
+fn row_groups() -> usize {
+    std::env::var("ROOFLINE_RING_GROUPS").ok().and_then(|v| v.parse().ok()).filter(|g| (1..=4).contains(g)).unwrap_or(2)
+}
+
+/// What the kernel computes besides W x.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Epilogue {
+    /// y = W rmsnorm(x) (eps given to [`RingGemv::run`]; the norm's weight folded into W).
+    Norm,
+    /// y = W x.
+    Store,
+    /// y += W x (the residual add).
+    Add,
+}
+
+/// Fewest row steps per CTA for which the engine picks the ring kernel by default (14 at 1x14336x4096 on
+/// 132 SMs, 6 at 1x6144x4096).
+pub const AUTO_MIN_STEPS: usize = 8;
+
+/// Whether the engine runs an `n x k` INT4 M = 1 call on the ring kernel by default: each CTA takes at
+/// least [`AUTO_MIN_STEPS`] row steps and the kernel supports the shape.
+pub fn auto(n: usize, k: usize, sm_count: u32) -> bool {
+    unsupported(WoFormat::Int4G128, 1, n, k, sm_count).is_none() && grid(n, sm_count).1 >= AUTO_MIN_STEPS
+}
+
+/// CTAs and the most row steps any of them takes for `n` rows on `sm_count` SMs: one wave, the fewest CTAs
+/// that keep the largest share as small as one wave allows.
+pub fn grid(n: usize, sm_count: u32) -> (u32, usize) {
+    let steps = n / STEP_ROWS;
+    let per = steps.div_ceil(sm_count.max(1) as usize).max(1);
+    (steps.div_ceil(per) as u32, per)
+}
+
+/// The ring's slots and the CTA's dynamic shared memory for at most `per` row steps of `k` values: the
+/// tables (scales and zero points of its rows, the per-K-slice row sums) and as many slots (up to `per`, a
+/// multiple of `groups`) as fit beside them. `None`: not even `groups` slots fit.
+fn layout(k: usize, per: usize, groups: usize) -> Option<(usize, usize)> {
+    let rows = per * STEP_ROWS;
+    let tables = (k / 128) * rows * 5 / 2 + (k / 1024) * rows * 4;
+    let stage = STEP_ROWS * k / 2;
+    let ring = ring_limit().min(SMEM_BUDGET.checked_sub(tables)?);
+    let slots = (ring / stage).min(per.div_ceil(groups) * groups) / groups * groups;
+    (slots >= groups).then_some((slots, slots * stage + tables))
+}
+
+/// Why the ring GEMV cannot run `n x k` INT4 g128 weights on `sm_count` SMs (`None`: it can).
+pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Option<String> {
+    if format != WoFormat::Int4G128 {
+        return Some(format!("the ring GEMV takes INT4 g128 weights, not {}", format.format()));
+    }
+    if batch != 1 {
+        return Some(format!("the ring GEMV multiplies one token, not a batch of {batch}"));
+    }
+    if k == 0 || k % 1024 != 0 || k > 16384 {
+        return Some(format!("the ring GEMV needs K a multiple of 1024 up to 16384, not {k}"));
+    }
+    if n == 0 || n % STEP_ROWS != 0 {
+        return Some(format!("the ring GEMV needs N a multiple of {STEP_ROWS}, not {n}"));
+    }
+    let (_, per) = grid(n, sm_count);
+    layout(k, per, row_groups()).is_none().then(|| {
+        format!(
+            "{n}x{k} on {sm_count} SMs: the scale tables of {} rows per CTA leave no room for a ring in {} KB",
+            per * STEP_ROWS,
+            SMEM_BUDGET / 1024
+        )
+    })
+}
+
+/// One matrix on the GPU in the kernel's layout.
+pub struct RingWeights {
+    codes: CudaSlice<u8>,
+    scales: CudaSlice<u8>,
+    zeros: CudaSlice<u8>,
+    /// Bytes the kernel reads for the weights.
+    pub bytes: usize,
+}
+
+/// The ring GEMV for one `n x k` shape and epilogue on one GPU (compiled for it by NVRTC).
+pub struct RingGemv {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    function: CudaFunction,
+    /// Output rows.
+    pub n: usize,
+    /// Input values.
+    pub k: usize,
+    /// What the kernel does besides W x.
+    pub epilogue: Epilogue,
+    /// CTAs per launch.
+    pub ctas: u32,
+    /// Threads per CTA (the consumer warps and the producer warp).
+    pub threads: u32,
+    /// Ring slots (8 rows each) per CTA.
+    pub slots: usize,
+    smem_bytes: u32,
+    /// Registers per thread (ptxas).
+    pub registers: Option<u32>,
+}
+
+impl RingGemv {
+    /// Compiles the kernel for `n x k` on `gpu` (refused where [`unsupported`] says so, or before sm_90).
+    pub fn new(gpu: &Gpu, n: usize, k: usize, epilogue: Epilogue) -> Result<RingGemv, GpuError> {
+        let (major, minor) = gpu.compute_capability;
+        let arch = (major * 10 + minor) as u32;
+        RingGemv::build(&gpu.ctx, &gpu.stream, arch, gpu.sm_count, n, k, epilogue)
+    }
+
+    /// [`RingGemv::new`] from the parts of a [`Gpu`] (compute capability as `arch`, e.g. 90).
+    pub(crate) fn build(
+        ctx: &Arc<CudaContext>,
+        stream: &Arc<CudaStream>,
+        arch: u32,
+        sm_count: u32,
+        n: usize,
+        k: usize,
+        epilogue: Epilogue,
+    ) -> Result<RingGemv, GpuError> {
+        if let Some(why) = unsupported(WoFormat::Int4G128, 1, n, k, sm_count) {
+            return Err(GpuError::Unsupported(why));
+        }
+        if arch < 90 {
+            return Err(GpuError::Unsupported(format!(
+                "the ring GEMV copies its weights with Hopper bulk copies (sm_90+), this is sm_{arch}"
+            )));
+        }
+        nvrtc_available()?;
+        let (ctas, per) = grid(n, sm_count);
+        let groups = row_groups();
+        let (slots, smem) = layout(k, per, groups)
+            .ok_or_else(|| GpuError::Unsupported(format!("the ring GEMV's tables for {n}x{k} do not fit")))?;
+        let (cubin, log) = compile_cubin(&source(), "wo_ring.cu", &options(arch, k, per, slots, groups, epilogue))?;
+        let (registers, spills, _) = parse_ptxas(&log);
+        if spills.is_some_and(|s| s > 0) {
+            return Err(GpuError::Unsupported(format!("the ring GEMV spills registers:\n{log}")));
+        }
+        let module = ctx.load_module(Ptx::from_binary(cubin))?;
+        let function = module.load_function("wo_ring")?;
+        let smem = smem as u32;
+        function.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            smem as i32,
+        )?;
+        let threads = (k / 1024 * groups * 32 + 32) as u32;
+        Ok(RingGemv {
+            ctx: ctx.clone(),
+            stream: stream.clone(),
+            function,
+            n,
+            k,
+            epilogue,
+            ctas,
+            threads,
+            slots,
+            smem_bytes: smem,
+            registers,
+        })
+    }
+
+    /// The GPU's default stream (what [`RingGemv::upload`] copies on; any stream of its context runs it).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Uploads packed INT4 g128 `n x k` weights (for [`Epilogue::Norm`], with the norm's weight folded in).
+    pub fn upload(&self, p: &PackedWeights) -> Result<RingWeights, GpuError> {
+        let stream = &self.stream;
+        if p.format != WoFormat::Int4G128 || p.n != self.n || p.k != self.k {
+            return Err(GpuError::Unsupported(format!(
+                "ring GEMV: expected INT4 g128 {}x{}, got {} {}x{}",
+                self.n,
+                self.k,
+                p.format.format(),
+                p.n,
+                p.k
+            )));
+        }
+        let (scales, zeros) = xreg_tables(p);
+        Ok(RingWeights {
+            codes: stream.clone_htod(&p.codes)?,
+            scales: stream.clone_htod(&scales)?,
+            zeros: stream.clone_htod(&zeros)?,
+            bytes: p.bytes(),
+        })
+    }
+
+    /// y = W rmsnorm(x) / W x / y + W x (the epilogue) on `stream`; `x` holds k values, `y` n; `eps` is the
+    /// norm's (ignored otherwise); `pdl`: launched with programmatic dependent launch.
+    pub fn run(
+        &self,
+        stream: &Arc<CudaStream>,
+        w: &RingWeights,
+        x: &CudaSlice<u16>,
+        y: &mut CudaSlice<u16>,
+        eps: f32,
+        pdl: bool,
+    ) -> Result<(), GpuError> {
+        self.launch(stream, &w.codes, &w.scales, &w.zeros, x, y, eps, pdl)
+    }
+
+    /// [`RingGemv::run`] on weights in any buffers of the kernel's layout: codes row-major (n x k / 2
+    /// bytes), scales and zero points as `pack::xreg_tables` (the x-in-registers engine's tables).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        codes: &CudaSlice<u8>,
+        scales: &CudaSlice<u8>,
+        zeros: &CudaSlice<u8>,
+        x: &CudaSlice<u16>,
+        y: &mut CudaSlice<u16>,
+        eps: f32,
+        pdl: bool,
+    ) -> Result<(), GpuError> {
+        if self.epilogue == Epilogue::Norm && !(eps.is_finite() && eps > 0.0) {
+            return Err(GpuError::Unsupported(format!("the ring GEMV's RMSNorm needs eps > 0, got {eps}")));
+        }
+        let (n, k) = (self.n, self.k);
+        if x.len() < k || y.len() < n || codes.len() < n * k / 2 || scales.len() < (k / 128) * n * 2 {
+            return Err(GpuError::Unsupported(format!(
+                "the {n}x{k} ring GEMV got x of {} values, y of {}, {} code bytes and {} scale bytes",
+                x.len(),
+                y.len(),
+                codes.len(),
+                scales.len()
+            )));
+        }
+        if stream.context().cu_ctx() != self.ctx.cu_ctx() {
+            return Err(GpuError::Unsupported("the ring GEMV runs on a stream of its own context".into()));
+        }
+        let (mut wp, _g0) = codes.device_ptr(stream);
+        let (mut sp, _g1) = scales.device_ptr(stream);
+        let (mut zp, _g2) = zeros.device_ptr(stream);
+        let (mut xp, _g3) = x.device_ptr(stream);
+        let (mut yp, _g4) = y.device_ptr_mut(stream);
+        let mut n = self.n as i32;
+        let mut e = eps;
+        let mut params: [*mut c_void; 7] = [
+            (&raw mut wp).cast(),
+            (&raw mut sp).cast(),
+            (&raw mut zp).cast(),
+            (&raw mut xp).cast(),
+            (&raw mut yp).cast(),
+            (&raw mut n).cast(),
+            (&raw mut e).cast(),
+        ];
+        // SAFETY: the parameters match wo_ring(const uint4* w, const u8* w_s, const u8* w_z, const u16* x, u16*
+        // y, int n, float eps) in order and type, each pointing at a local that lives through the launch; the
+        // codes hold n x k / 2 bytes and the tables n x k / 128 entries (checked above; the zero points half
+        // the scales' bytes, as `xreg_tables` makes them), x holds k values and y n; the grid
+        // is `grid(n)`'s, whose largest share of rows is the RW_ROWS the kernel was compiled with, and the
+        // dynamic shared memory is `layout`'s for it (attribute set in `new`). PDL: before its
+        // `griddepcontrol.wait` the kernel reads only its weights and their tables, which no kernel writes.
+        unsafe {
+            launch_ex(
+                stream,
+                &self.function,
+                (self.ctas, 1, 1),
+                (self.threads, 1, 1),
+                self.smem_bytes,
+                pdl,
+                &mut params,
+            )
+        }
+    }
+}
+
+/// The kernel's source: the x-in-registers kernel's, the streaming helpers, then `wo_ring`.
+fn source() -> String {
+    format!("{WEIGHT_ONLY_XREG_SOURCE}\n{STREAM_SOURCE}\n{RING_SOURCE}")
+}
+
+fn options(arch: u32, k: usize, per: usize, slots: usize, groups: usize, epilogue: Epilogue) -> Vec<String> {
+    let mut opts = stream_options(arch, k);
+    opts.push(format!("-DRW_STEPS={slots}"));
+    opts.push(format!("-DRW_ROWS={}", per * STEP_ROWS));
+    opts.push(format!("-DRW_GROUPS={groups}"));
+    opts.push(format!("-DNORM={}", u32::from(epilogue == Epilogue::Norm)));
+    opts.push(format!("-DADD={}", u32::from(epilogue == Epilogue::Add)));
+    opts.extend(super::nvrtc::extra_options());
+    opts
+}
+
+/// The GEMV on the CPU in f64 from the packed weights' values: W rmsnorm(x) (eps), W x, or y0 + W x.
+pub fn reference(p: &PackedWeights, x: &[f32], y0: &[f32], epilogue: Epilogue, eps: f64) -> Vec<f64> {
+    let (n, k) = (p.n, p.k);
+    let w = p.dequantize();
+    let inv = match epilogue {
+        Epilogue::Norm => 1.0 / (x.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>() / k as f64 + eps).sqrt(),
+        _ => 1.0,
+    };
+    (0..n)
+        .map(|r| {
+            let dot: f64 = w[r * k..(r + 1) * k].iter().zip(x).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
+            let base = if epilogue == Epilogue::Add { f64::from(y0[r]) } else { 0.0 };
+            base + inv * dot
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn llama_8b_qkv_and_o_fit_an_h100() {
+        // o_proj 4096 x 4096: 512 steps, 4 per CTA, 128 CTAs; qkv 6144 x 4096: 768 steps, 6 per CTA.
+        assert_eq!(grid(4096, 132), (128, 4));
+        assert_eq!(grid(6144, 132), (128, 6));
+        // o_proj: all 4 steps in the ring; 1 x 14336 x 4096: 14 steps, 10 slots fit beside the tables.
+        assert_eq!(layout(4096, 4, 2), Some((4, 4 * 16384 + 32 * 32 * 5 / 2 + 4 * 32 * 4)));
+        let (slots, smem) = layout(4096, 14, 2).unwrap();
+        assert_eq!(slots, 10);
+        assert!(smem <= SMEM_BUDGET && slots % 2 == 0);
+        assert!(unsupported(WoFormat::Int4G128, 1, 4096, 4096, 132).is_none());
+        assert!(unsupported(WoFormat::Int4G128, 1, 14336, 4096, 132).is_none());
+        // The LM head's 976 rows per CTA: their tables (78 KB) still leave a ring.
+        assert!(unsupported(WoFormat::Int4G128, 1, 128256, 4096, 132).is_none());
+        // Tables too large for any ring; other formats, batches or shapes.
+        assert!(unsupported(WoFormat::Int4G128, 1, 1 << 20, 8192, 132).unwrap().contains("no room"));
+        assert!(unsupported(WoFormat::Fp16, 1, 4096, 4096, 132).unwrap().contains("INT4"));
+        assert!(unsupported(WoFormat::Int4G128, 2, 4096, 4096, 132).unwrap().contains("batch"));
+        assert!(unsupported(WoFormat::Int4G128, 1, 4096, 4000, 132).unwrap().contains("1024"));
+        assert!(unsupported(WoFormat::Int4G128, 1, 4092, 4096, 132).unwrap().contains("multiple of 8"));
+        // The engine's default: large N only.
+        assert!(auto(14336, 4096, 132) && auto(128256, 4096, 132) && auto(28672, 4096, 132));
+        assert!(!auto(4096, 4096, 132) && !auto(6144, 4096, 132) && !auto(4096, 14336, 132));
+        for (n, sms) in [(4096usize, 132u32), (6144, 132), (1000, 7), (8, 132), (2056, 100)] {
+            let (ctas, per) = grid(n, sms);
+            let steps = n / 8;
+            assert!(ctas <= sms && ctas as usize * per >= steps && (ctas as usize - 1) * per < steps);
+        }
+    }
+
+    /// The kernel compiles for sm_90 without spills in every epilogue (skipped without NVRTC).
+    #[test]
+    fn rows_kernel_compiles_without_spills() {
+        if let Err(e) = nvrtc_available() {
+            eprintln!("SKIPPED rows_kernel_compiles_without_spills: {e}");
+            return;
+        }
+        for (k, per) in [(4096usize, 4usize), (4096, 14), (2048, 3), (8192, 1), (14336, 4), (4096, 122)] {
+            let (slots, _) = layout(k, per, 2).unwrap();
+            for ep in [Epilogue::Norm, Epilogue::Store, Epilogue::Add] {
+                let (_, log) = compile_cubin(&source(), "wo_ring.cu", &options(90, k, per, slots, 2, ep))
+                    .unwrap_or_else(|e| panic!("{k} {per} {ep:?}: {e}"));
+                let (regs, spills, _) = parse_ptxas(&log);
+                eprintln!("ring GEMV k {k}, {per} steps, {ep:?}: {regs:?} registers");
+                assert_eq!(spills, Some(0), "{k} {per} {ep:?} spills:\n{log}");
+            }
+        }
+    }
+}
