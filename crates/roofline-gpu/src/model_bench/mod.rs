@@ -550,8 +550,7 @@ impl Gpu {
         if let Some(ffn) = &fused_ffn {
             progress(&format!(
                 "FFN: one fused kernel (norm, gate_up, SiLU-and-mul, down, residual add), {} CTAs, {} registers",
-                ffn.ctas,
-                ffn.registers.map_or("?".into(), |r| r.to_string())
+                ffn.ctas, ffn.registers
             ));
         }
         let en = Enqueue {

@@ -12,9 +12,8 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use cudarc::nvrtc::Ptx;
 
-use super::nvrtc::{compile_cubin, parse_ptxas, KernelKey, WEIGHT_ONLY_XREG_SOURCE};
+use super::nvrtc::{compile_cubin, load_checked, KernelKey, WEIGHT_ONLY_XREG_SOURCE};
 use super::pack::{xreg_tables, PackedWeights, WoFormat};
 use super::{launch_ex, nvrtc_available, XDtype};
 use crate::{Gpu, GpuError};
@@ -183,10 +182,8 @@ pub struct FusedFfn {
     pub ctas: u32,
     threads: u32,
     smem_bytes: u32,
-    /// Registers per thread (ptxas).
-    pub registers: Option<u32>,
-    /// Spill bytes (ptxas); the build is refused when non-zero.
-    pub spill_bytes: Option<u32>,
+    /// Registers per thread (from the driver; a build that spills is refused).
+    pub registers: u32,
 }
 
 impl FusedFfn {
@@ -213,17 +210,8 @@ impl FusedFfn {
         let layout = Layout::new(hidden, per * PIECE)?;
         let (cubin, log) =
             compile_cubin(&ffn_source(), "ffn_fused.cu", &ffn_options(arch, hidden, intermediate, &layout))?;
-        let (registers, spill_bytes, _) = parse_ptxas(&log);
-        if spill_bytes.is_some_and(|s| s > 0) {
-            return Err(GpuError::Unsupported(format!("the fused FFN kernel spills registers:\n{log}")));
-        }
-        let module = gpu.ctx.load_module(Ptx::from_binary(cubin))?;
-        let function = module.load_function("wo_ffn")?;
         let (threads, smem_bytes) = (layout.threads, layout.smem as u32);
-        function.set_attribute(
-            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            smem_bytes as i32,
-        )?;
+        let (function, registers) = load_checked(&gpu.ctx, cubin, &log, "wo_ffn", "the fused FFN kernel", smem_bytes)?;
         let resident = function.occupancy_max_active_blocks_per_multiprocessor(threads, smem_bytes as usize, None)?;
         if resident == 0 || ctas > resident * gpu.sm_count {
             return Err(GpuError::Unsupported(format!(
@@ -241,7 +229,6 @@ impl FusedFfn {
             threads,
             smem_bytes,
             registers,
-            spill_bytes,
         })
     }
 
@@ -424,6 +411,7 @@ pub fn reference(x: &[f32], gate_up: &PackedWeights, down: &PackedWeights, eps: 
 
 #[cfg(test)]
 mod tests {
+    use super::super::nvrtc::parse_ptxas;
     use super::*;
 
     #[test]

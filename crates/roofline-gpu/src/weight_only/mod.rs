@@ -1595,7 +1595,7 @@ impl Gpu {
             bandwidth_gb_s: bytes as f64 / (stats.median_us * 1e3),
             rel_error,
             plan,
-            registers: ring.as_ref().map_or(compiled.registers, |r| r.registers),
+            registers: ring.as_ref().map_or(compiled.registers, |r| Some(r.registers)),
             spill_bytes: if ring.is_some() { Some(0) } else { compiled.spill_bytes },
             sets,
             kernel,

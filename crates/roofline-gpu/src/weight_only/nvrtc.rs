@@ -247,6 +247,36 @@ pub fn precompile(keys: &[KernelKey]) {
     });
 }
 
+/// Loads the CUBIN of one kernel built by [`compile_cubin`] (with its ptxas `log`) into `ctx` and returns its
+/// entry `entry` with its registers per thread, allowing `smem` bytes of dynamic shared memory. Refused when
+/// it spills: the spill bytes come from the log, or, where the log says nothing of them (NVRTC does not
+/// always return the ptxas statistics), from the local memory per thread the driver reports; registers come
+/// from the driver. `what` names the kernel in errors.
+pub(crate) fn load_checked(
+    ctx: &std::sync::Arc<cudarc::driver::CudaContext>,
+    cubin: Vec<u8>,
+    log: &str,
+    entry: &str,
+    what: &str,
+    smem: u32,
+) -> Result<(cudarc::driver::CudaFunction, u32), GpuError> {
+    use cudarc::driver::sys::CUfunction_attribute as A;
+    let module = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin))?;
+    let function = module.load_function(entry)?;
+    let spills = match parse_ptxas(log).1 {
+        Some(s) => s,
+        None => u32::try_from(function.local_size_bytes()?).unwrap_or(u32::MAX),
+    };
+    if spills > 0 {
+        return Err(GpuError::Unsupported(format!(
+            "{what} spills registers ({spills} bytes of local memory per thread):\n{log}"
+        )));
+    }
+    function.set_attribute(A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
+    let registers = u32::try_from(function.num_regs()?).unwrap_or(0);
+    Ok((function, registers))
+}
+
 /// Compiles CUDA `source` (named `file` in messages) with NVRTC `options` straight to CUBIN; returns the
 /// image and the compiler log (ptxas statistics with `--ptxas-options=-v`).
 pub fn compile_cubin(source: &str, file: &str, options: &[String]) -> Result<(Vec<u8>, String), GpuError> {

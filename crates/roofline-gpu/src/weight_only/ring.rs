@@ -14,10 +14,9 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
-use cudarc::nvrtc::Ptx;
 
 use super::ffn::{stream_options, STREAM_SOURCE};
-use super::nvrtc::{compile_cubin, parse_ptxas, WEIGHT_ONLY_XREG_SOURCE};
+use super::nvrtc::{compile_cubin, load_checked, WEIGHT_ONLY_XREG_SOURCE};
 use super::pack::{xreg_tables, PackedWeights, WoFormat};
 use super::{launch_ex, nvrtc_available};
 use crate::{Gpu, GpuError};
@@ -138,8 +137,8 @@ pub struct RingGemv {
     /// Ring slots (8 rows each) per CTA.
     pub slots: usize,
     smem_bytes: u32,
-    /// Registers per thread (ptxas).
-    pub registers: Option<u32>,
+    /// Registers per thread (from the driver; a build that spills is refused).
+    pub registers: u32,
 }
 
 impl RingGemv {
@@ -174,17 +173,8 @@ impl RingGemv {
         let (slots, smem) = layout(k, per, groups)
             .ok_or_else(|| GpuError::Unsupported(format!("the ring GEMV's tables for {n}x{k} do not fit")))?;
         let (cubin, log) = compile_cubin(&source(), "wo_ring.cu", &options(arch, k, per, slots, groups, epilogue))?;
-        let (registers, spills, _) = parse_ptxas(&log);
-        if spills.is_some_and(|s| s > 0) {
-            return Err(GpuError::Unsupported(format!("the ring GEMV spills registers:\n{log}")));
-        }
-        let module = ctx.load_module(Ptx::from_binary(cubin))?;
-        let function = module.load_function("wo_ring")?;
         let smem = smem as u32;
-        function.set_attribute(
-            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            smem as i32,
-        )?;
+        let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
         let threads = (k / 1024 * groups * 32 + 32) as u32;
         Ok(RingGemv {
             ctx: ctx.clone(),
@@ -344,6 +334,7 @@ pub fn reference(p: &PackedWeights, x: &[f32], y0: &[f32], epilogue: Epilogue, e
 
 #[cfg(test)]
 mod tests {
+    use super::super::nvrtc::parse_ptxas;
     use super::*;
 
     #[test]
