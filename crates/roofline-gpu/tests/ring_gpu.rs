@@ -1,5 +1,5 @@
 //! GPU test of the ring-streaming GEMV (`weight_only::ring`): y against the f64 CPU reference of the same
-//! quantized weights for each epilogue (RMSNorm in front, plain store, residual add), at Llama-3.1-8B's qkv
+//! quantized weights (INT4 g128 and MXFP4) for each epilogue (RMSNorm in front, plain store, residual add), at Llama-3.1-8B's qkv
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
 //! f16x2 sums in range), and twice in a row (same bits). Run on a GPU machine: `cargo test -p roofline-gpu
@@ -28,39 +28,41 @@ fn ring_gemv_matches_the_reference() {
         (28672, 4096, Epilogue::Norm, 1.0),
     ];
     for (n, k, ep, xs) in cases {
-        let pf = RingGemv::new(&gpu, n, k, ep).unwrap_or_else(|e| panic!("{n}x{k}: {e}"));
-        let w: Vec<f32> = random_f32(n * k, 500 + n as u64).iter().map(|v| v / (k as f32).sqrt()).collect();
-        let p = quantize_pack(WoFormat::Int4G128, &w, n, k).unwrap();
-        let round = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|x| f16::from_f32(*x).to_f32()).collect() };
-        let x = round(random_f32(k, 600 + k as u64).iter().map(|v| v * xs).collect());
-        let y0 = round(random_f32(n, 700).iter().map(|v| 4.0 * v).collect());
-        let want = reference(&p, &x, &y0, ep, 1e-5);
-        let s = pf.stream().clone();
-        let dw = pf.upload(&p).unwrap();
-        let bits = |v: &[f32]| -> Vec<u16> { v.iter().map(|x| f16::from_f32(*x).to_bits()).collect() };
-        let xd = s.clone_htod(&bits(&x)).unwrap();
-        let mut outs = Vec::new();
-        for _ in 0..2 {
-            let mut y = s.clone_htod(&bits(&y0)).unwrap();
-            pf.run(&s, &dw, &xd, &mut y, 1e-5, false).unwrap();
-            outs.push(s.clone_dtoh(&y).unwrap());
-        }
-        assert_eq!(outs[0], outs[1], "{n}x{k} {ep:?}: a second launch gave another result");
-        let got: Vec<f64> = outs[0].iter().map(|b| f64::from(f16::from_bits(*b).to_f32())).collect();
-        assert!(got.iter().all(|v| v.is_finite()), "{n}x{k} {ep:?}: non-finite output");
-        let l2 = |v: &mut dyn Iterator<Item = f64>| v.map(|e| e * e).sum::<f64>().sqrt();
-        let err = l2(&mut got.iter().zip(&want).map(|(g, w)| g - w));
-        let rel = err / l2(&mut want.iter().copied());
-        // The product alone (the residual add's y0 can hide an error in W x).
-        let prod =
-            l2(&mut want.iter().zip(&y0).map(|(w, y)| w - if ep == Epilogue::Add { f64::from(*y) } else { 0.0 }));
-        println!(
-            "ring GEMV {n}x{k} {ep:?} (|x| ~ {xs}): {} CTAs, {:?} registers, rel. error {rel:.2e} (of W x {:.2e})",
+        for f in [WoFormat::Int4G128, WoFormat::Mxfp4] {
+            let pf = RingGemv::new(&gpu, f, n, k, ep).unwrap_or_else(|e| panic!("{f:?} {n}x{k}: {e}"));
+            let w: Vec<f32> = random_f32(n * k, 500 + n as u64).iter().map(|v| v / (k as f32).sqrt()).collect();
+            let p = quantize_pack(f, &w, n, k).unwrap();
+            let round = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|x| f16::from_f32(*x).to_f32()).collect() };
+            let x = round(random_f32(k, 600 + k as u64).iter().map(|v| v * xs).collect());
+            let y0 = round(random_f32(n, 700).iter().map(|v| 4.0 * v).collect());
+            let want = reference(&p, &x, &y0, ep, 1e-5);
+            let s = pf.stream().clone();
+            let dw = pf.upload(&p).unwrap();
+            let bits = |v: &[f32]| -> Vec<u16> { v.iter().map(|x| f16::from_f32(*x).to_bits()).collect() };
+            let xd = s.clone_htod(&bits(&x)).unwrap();
+            let mut outs = Vec::new();
+            for _ in 0..2 {
+                let mut y = s.clone_htod(&bits(&y0)).unwrap();
+                pf.run(&s, &dw, &xd, &mut y, 1e-5, false).unwrap();
+                outs.push(s.clone_dtoh(&y).unwrap());
+            }
+            assert_eq!(outs[0], outs[1], "{n}x{k} {ep:?}: a second launch gave another result");
+            let got: Vec<f64> = outs[0].iter().map(|b| f64::from(f16::from_bits(*b).to_f32())).collect();
+            assert!(got.iter().all(|v| v.is_finite()), "{n}x{k} {ep:?}: non-finite output");
+            let l2 = |v: &mut dyn Iterator<Item = f64>| v.map(|e| e * e).sum::<f64>().sqrt();
+            let err = l2(&mut got.iter().zip(&want).map(|(g, w)| g - w));
+            let rel = err / l2(&mut want.iter().copied());
+            // The product alone (the residual add's y0 can hide an error in W x).
+            let prod =
+                l2(&mut want.iter().zip(&y0).map(|(w, y)| w - if ep == Epilogue::Add { f64::from(*y) } else { 0.0 }));
+            println!(
+            "ring GEMV {f:?} {n}x{k} {ep:?} (|x| ~ {xs}): {} CTAs, {:?} registers, rel. error {rel:.2e} (of W x {:.2e})",
             pf.ctas,
             pf.registers,
             err / prod
         );
-        assert!(rel <= 1e-3, "{n}x{k} {ep:?}: relative error {rel:.2e} > 1e-3");
-        assert!(err / prod <= 2e-3, "{n}x{k} {ep:?}: error {:.2e} of W x", err / prod);
+            assert!(rel <= 1e-3, "{f:?} {n}x{k} {ep:?}: relative error {rel:.2e} > 1e-3");
+            assert!(err / prod <= 2e-3, "{f:?} {n}x{k} {ep:?}: error {:.2e} of W x", err / prod);
+        }
     }
 }

@@ -30,6 +30,9 @@
 #ifndef FF
 #error "FF (intermediate size) must be defined"
 #endif
+#if FMT != 4
+#error "the fused FFN takes INT4 g128 weights"
+#endif
 #if FF % 128 != 0
 #error "FF must be a multiple of 128"
 #endif

@@ -1,4 +1,4 @@
-// The ring GEMV (batch 1, INT4 g128 weights, FP16 x, sm_90+):
+// The ring GEMV (batch 1, INT4 g128 or MXFP4 weights, FP16 x, sm_90+):
 //   y = W . rmsnorm(x)        (NORM 1; the norm's weight folded into W by the host)
 //   y (+)= W . x              (NORM 0; ADD 1 adds into y, the residual stream)
 // Appended by the host to weight_only_xreg.cu's source and wo_stream.cuh, compiled with FD = K (a multiple of
@@ -12,9 +12,9 @@
 // to slot s % RW_STEPS and row group s % RW_GROUPS (so a slot always serves one group: the parity wait on its
 // `full` barrier is then sound, as in the fused FFN).
 //
-// Layouts (host: weight_only/ring.rs): w [N][FD] codes row-major; w_s [FD/128][N] f16 scales and
-// w_z [FD/128][N/2] zero points (pack::xreg_tables). CTA c takes row steps [c S / G, (c + 1) S / G),
-// S = N / 8, G = gridDim.x.
+// Layouts (host: weight_only/ring.rs): w [N][FD] codes row-major; INT4: w_s [FD/128][N] f16 scales and
+// w_z [FD/128][N/2] zero points, MXFP4: w_s [FD/32][N] E8M0 bytes (pack::xreg_tables). CTA c takes row
+// steps [c S / G, (c + 1) S / G), S = N / 8, G = gridDim.x.
 
 #ifndef RW_GROUPS
 #define RW_GROUPS 2
@@ -43,8 +43,8 @@ extern "C" __global__ void __launch_bounds__(RW_THREADS, 1)
 wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __restrict__ w_z, const u16* x, u16* y,
         int n, float eps) {
     pdl_trigger();
-    // Dynamic shared memory: RW_STEPS ring slots, then the CTA's scales [FD/128][rows] f16 and zero points
-    // [FD/128][rows / 2], then psum [KSL][rows] (each K slice's row sums).
+    // Dynamic shared memory: RW_STEPS ring slots, then the CTA's scales [RS_COLS][rows] and zero points
+    // [RS_COLS][rows / 2] (INT4), then psum [KSL][rows] (each K slice's row sums).
     extern __shared__ __align__(128) u8 smem[];
     __shared__ __align__(8) unsigned long long full[RW_STEPS], empty[RW_STEPS];
     __shared__ float red[RW_WARPS];
@@ -54,8 +54,8 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
     const int ns = (int)(((long long)(blockIdx.x + 1) * steps) / gridDim.x) - s0;
     const int rows = ns * R;
     u8* ms = smem + RW_STEPS * RW_STAGE;
-    u8* mz = ms + (FD / 128) * RW_ROWS * 2;
-    float* psum = (float*)(mz + (FD / 128) * RW_ROWS / 2);
+    u8* mz = ms + RS_COLS * RW_ROWS * (RS_SB / R);
+    float* psum = (float*)(mz + RS_COLS * RW_ROWS * RS_ZB / R);
     const u32 full_s = smem_addr(full), empty_s = smem_addr(empty);
 
     if (threadIdx.x == 0) {
@@ -67,12 +67,14 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
     // The scales first (no kernel writes them), ahead of the weights in the DRAM queue.
-    for (int t = threadIdx.x; warp < RW_WARPS && t < (FD / 128) * ns; t += RW_NC) {
-        const int c = t / ns, j = t % ns;  // K group c, row step j: 16 bytes of scales, 4 of zero points
-        cp_async<16>(smem_addr(ms + ((size_t)c * rows + j * R) * 2), w_s + ((size_t)c * n + (size_t)(s0 + j) * R) * 2,
-                     true);
-        cp_async<4>(smem_addr(mz + (size_t)c * (rows / 2) + j * R / 2), w_z + (size_t)c * (n / 2) + (s0 + j) * R / 2,
-                    true);
+    for (int t = threadIdx.x; warp < RW_WARPS && t < RS_COLS * ns; t += RW_NC) {
+        const int c = t / ns, j = t % ns;  // scale column c, row step j: RS_SB bytes of scales, RS_ZB of zeros
+        cp_async<RS_SB>(smem_addr(ms + ((size_t)c * rows + j * R) * (RS_SB / R)),
+                        w_s + ((size_t)c * n + (size_t)(s0 + j) * R) * (RS_SB / R), true);
+#if RS_ZB > 0
+        cp_async<RS_ZB>(smem_addr(mz + (size_t)c * (rows / 2) + j * R / 2), w_z + (size_t)c * (n / 2) + (s0 + j) * R / 2,
+                        true);
+#endif
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
     __syncthreads();
@@ -93,7 +95,7 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
     pdl_wait();  // x (and y, when adding) are the previous kernels' outputs
     const int ks = warp % KSL, rg = warp / KSL;
     const int cbase = ks * 32 + lane;          // the lane's 32-value chunk of every row
-    const size_t col = (size_t)(cbase >> 2);  // its INT4 group
+    const size_t col = (size_t)RS_COL(cbase);  // its scale column
     float xr[EPC];
     float ss = load_chunk(x, cbase, xr);
     // NORM: the sum of squares; else the largest |x| (x is scaled by a power of two near its inverse so the
@@ -135,7 +137,7 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
 
     for (int j = rg; j < ns; j += RW_GROUPS) {
         const int slot = j % RW_STEPS;
-        const float sum = row_step(smem + slot * RW_STAGE + cbase * 16, ms + (col * rows + j * R) * 2,
+        const float sum = row_step(smem + slot * RW_STAGE + cbase * 16, ms + (col * rows + j * R) * (RS_SB / R),
                                    mz + col * (rows / 2) + j * R / 2, full_s + 8 * slot,
                                    (u32)((j / RW_STEPS) & 1), xh, xsum);
         __syncwarp();

@@ -6,8 +6,21 @@
 #ifndef FD
 #error "FD (the row length K) must be defined"
 #endif
-#if FMT != 4 || MT != 1 || R != 8 || C != 1 || !FUSE
-#error "the streaming kernels are built on the INT4 g128, M = 1, R = 8, C = 1, FUSE = 1 x-in-registers source"
+#if (FMT != 4 && FMT != 6) || MT != 1 || R != 8 || C != 1 || !FUSE
+#error "the streaming kernels are built on the INT4 g128 or MXFP4, M = 1, R = 8, C = 1, FUSE = 1 x-in-registers source"
+#endif
+// The scale tables (pack::xreg_tables, [column][row]) per row step of 8 rows: RS_COLS columns, RS_SB bytes of
+// scales and RS_ZB of zero points per column; RS_COL(c): the column of the lane's 32-value chunk c.
+#if FMT == 4
+#define RS_COLS (FD / 128)
+#define RS_SB 16  // 8 FP16 scales
+#define RS_ZB 4   // 8 4-bit zero points
+#define RS_COL(c) ((c) >> 2)
+#else
+#define RS_COLS (FD / 32)
+#define RS_SB 8  // 8 E8M0 scales
+#define RS_ZB 0
+#define RS_COL(c) (c)
 #endif
 #if FD % 1024 != 0 || FD > 16384
 #error "FD must be a multiple of 1024, at most 16384"
@@ -92,6 +105,23 @@ __device__ __forceinline__ void dot8h(u32 v, const u32 a[4], u32& acc_e, u32& ac
     acc_o = hfma2(hi1, a[3], hfma2(hi0, a[1], acc_o));
 }
 
+// dot8h for MXFP4: the 8 E2M1 codes of word v (nibble i = code i: sign bit 3, exponent bits 2-1, mantissa
+// bit 0) against a[k] = (v_k, v_{k+4}). A code's low three bits placed at f16 bits 11-9 make an f16 equal to
+// its magnitude times 2^-14 (exponent field e: 2^(e-15) (1 + m/2); e = 0: m 2^-15, the subnormal 0.5), its
+// sign goes to bit 15; one f16x2 multiply by 2^14 makes the exact E2M1 value, one FMA takes it into the sum.
+__device__ __forceinline__ void dot8f4(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const u32 t = v >> (4 * k);  // codes k and k + 4 at bits 3-0 and 19-16
+        const u32 d = ((t << 9) & 0x0e000e00u) | ((t << 12) & 0x80008000u);
+        const u32 e = hfma2(d, 0x74007400u, 0u);  // x 2^14
+        if (k & 1)
+            acc_o = hfma2(e, a[k], acc_o);
+        else
+            acc_e = hfma2(e, a[k], acc_e);
+    }
+}
+
 // The two f16x2 accumulators of dot8h as one float.
 __device__ __forceinline__ float hsum4(u32 e, u32 o) {
     float a, b, c, d;
@@ -136,12 +166,19 @@ __device__ __forceinline__ float pack_x(const float xr[EPC], float inv, u32 xh[4
 // product summed over the warp (in the lanes with lane & 3 == 0).
 __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
                                           const u32 xh[4][4], float xsum) {
-    u32 sw[4], zw;
+    u32 sw[4], zw = 0u;
+#if FMT == 4
     {
         const uint4 v = *(const uint4*)sc;
         sw[0] = v.x, sw[1] = v.y, sw[2] = v.z, sw[3] = v.w;
         zw = *(const u32*)zc;
     }
+#else
+    {
+        const uint2 v = *(const uint2*)sc;
+        sw[0] = v.x, sw[1] = v.y, sw[2] = 0u, sw[3] = 0u;
+    }
+#endif
     Meta meta[R][C];
     unpack_meta(sw, zw, meta, 0);
     if (!EXP_FFN_NOLOAD) mbar_wait(fb, par);
@@ -154,11 +191,17 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
         }
         const uint4 q = *(const uint4*)(sp + u * (FD / 2));
         u32 ae = 0u, ao = 0u;
+#if FMT == 4
 #pragma unroll
         for (int wd = 0; wd < 4; ++wd) dot8h(word(q, wd), xh[wd], ae, ao);
         // sum (q - z) x = sum (q - 8) x + (8 - z) sum x
         const float z8 = 8.0f - (float)(meta[u][0].zero & 15u);
         acc[u] = meta[u][0].scale * fmaf(z8, xsum, hsum4(ae, ao));
+#else
+#pragma unroll
+        for (int wd = 0; wd < 4; ++wd) dot8f4(word(q, wd), xh[wd], ae, ao);
+        acc[u] = meta[u][0].scale * hsum4(ae, ao);
+#endif
     }
     // Row (lane >> 2) & 7 summed over the warp in 3 + 2 shuffles (wo_xreg's butterfly, R = 8).
     return butterfly_rows(acc);

@@ -350,11 +350,11 @@ fn ffn_source() -> String {
     format!("{WEIGHT_ONLY_XREG_SOURCE}\n{STREAM_SOURCE}\n{FFN_SOURCE}")
 }
 
-/// NVRTC options of the kernels built on the INT4 g128, M = 1, 8-row, one-chunk fused x-in-registers source
-/// (its defines select `Meta`'s and the row step's shape) with rows of `k` values (`FD`).
-pub(crate) fn stream_options(arch: u32, k: usize) -> Vec<String> {
+/// NVRTC options of the kernels built on the `format` (INT4 g128 or MXFP4), M = 1, 8-row, one-chunk fused
+/// x-in-registers source (its defines select `Meta`'s and the row step's shape) with rows of `k` values (`FD`).
+pub(crate) fn stream_options(arch: u32, format: WoFormat, k: usize) -> Vec<String> {
     let key = KernelKey {
-        format: WoFormat::Int4G128,
+        format,
         x: XDtype::F16,
         m: 1,
         rows_per_warp: 8,
@@ -381,7 +381,7 @@ pub(crate) fn stream_options(arch: u32, k: usize) -> Vec<String> {
 
 /// NVRTC options: [`stream_options`] plus the model's sizes and the ring.
 fn ffn_options(arch: u32, hidden: usize, intermediate: usize, layout: &Layout) -> Vec<String> {
-    let mut opts = stream_options(arch, hidden);
+    let mut opts = stream_options(arch, WoFormat::Int4G128, hidden);
     opts.push(format!("-DFF={intermediate}"));
     opts.push(format!("-DFFN_MAXW={}", max_consumer_warps()));
     opts.push(format!("-DRING_BYTES={}", layout.stages * layout.stage));

@@ -151,10 +151,11 @@ pub struct Tuning {
     /// (`wo_mma_xk`, `XS=2`): no reduction across warps, no barrier per row tile. Takes precedence over the
     /// reductions above.
     pub x_smem: Option<bool>,
-    /// `XReg` engine, INT4 g128, M = 1, FP16 x, K a multiple of 1024, sm_90+: the ring-streaming kernel
+    /// `XReg` engine, INT4 g128 or MXFP4, M = 1, FP16 x, K a multiple of 1024, sm_90+: the ring-streaming kernel
     /// ([`ring`]: a producer warp streams the CTA's rows with bulk copies into a shared-memory ring)
     /// instead of the x-in-registers one (not with SwiGLU on load, nor a norm and an add together).
-    /// Default: where each CTA takes at least [`ring::AUTO_MIN_STEPS`] row steps (large N).
+    /// Default: where each CTA takes at least [`ring::AUTO_MIN_STEPS`] row steps with a deep enough ring
+    /// ([`ring::auto`]: large N).
     pub ring: Option<bool>,
 }
 
@@ -860,11 +861,11 @@ impl WeightOnlyGemv {
     fn ring_epilogue(&self, m: usize, n: usize, k: usize, fusion: Fusion) -> Option<ring::Epilogue> {
         let wanted = match self.tuning.ring {
             Some(r) => r,
-            None => ring::auto(n, k, self.sm_count),
+            None => ring::auto(self.format, n, k, self.sm_count),
         };
         let takes = wanted
             && self.variant == Variant::XReg
-            && self.format == WoFormat::Int4G128
+            && matches!(self.format, WoFormat::Int4G128 | WoFormat::Mxfp4)
             && self.x == XDtype::F16
             && m == 1
             && self.arch >= 90
@@ -885,7 +886,8 @@ impl WeightOnlyGemv {
         if let Some(r) = rings.get(&(n, k, ep)) {
             return Ok(r.clone());
         }
-        let r = Arc::new(ring::RingGemv::build(&self.ctx, &self.stream, self.arch, self.sm_count, n, k, ep)?);
+        let r =
+            Arc::new(ring::RingGemv::build(&self.ctx, &self.stream, self.arch, self.sm_count, self.format, n, k, ep)?);
         rings.insert((n, k, ep), r.clone());
         Ok(r)
     }

@@ -2,11 +2,13 @@
 //! INT4 g128 weights, FP16 activations, sm_90+. A producer warp per CTA streams the CTA's rows with bulk
 //! copies into a ring in shared memory from its first instruction, before `griddepcontrol.wait` (a CTA
 //! resident beside the previous kernel of the step has its first slots, or all its rows, by the time x is
-//! ready); the consumer warps multiply them in f16x2 as in the fused FFN. The x-in-registers engine runs it
-//! for INT4 at M = 1 where each CTA takes many row steps ([`auto`]; `Tuning::ring` forces it either way):
-//! H100, us, x-in-registers vs ring (bench/RESULTS.md, session 14): 1x14336x4096 14.9 vs 13.4, 1x128256x4096
-//! 96.9 vs 94.1 (2.90 TB/s); below that the ring's start costs more than it saves: 1x4096x4096 5.40 vs 7.16,
-//! 1x6144x4096 6.75 vs 9.00, 1x4096x14336 16.4 vs 16.9.
+//! ready); the consumer warps multiply them in f16x2 as in the fused FFN (INT4 g128, and MXFP4 through an
+//! exact f16 E2M1 decode). The x-in-registers engine runs it at M = 1 where each CTA takes many row steps and
+//! its ring stays deep ([`auto`]; `Tuning::ring` forces it either way). H100, us, x-in-registers vs ring
+//! (bench/RESULTS.md, session 14): INT4 1x14336x4096 14.9 vs 13.4, 1x128256x4096 96.9 vs 94.1 (2.90 TB/s);
+//! MXFP4 1x14336x4096 16.6 vs 15.3, 1x28672x4096 28.8 vs 24.8, 1x128256x4096 109 vs 123 (2 ring slots); with
+//! few row steps per CTA the ring's start costs more than it saves (INT4 1x4096x4096 5.40 vs 7.16,
+//! 1x6144x4096 6.75 vs 9.00, 1x4096x14336 16.4 vs 16.9).
 //!
 //! Layout: codes row-major (as packed), scale and zero-point tables transposed (`pack::xreg_tables`).
 
@@ -60,10 +62,25 @@ pub enum Epilogue {
 /// 132 SMs, 6 at 1x6144x4096).
 pub const AUTO_MIN_STEPS: usize = 8;
 
-/// Whether the engine runs an `n x k` INT4 M = 1 call on the ring kernel by default: each CTA takes at
-/// least [`AUTO_MIN_STEPS`] row steps and the kernel supports the shape.
-pub fn auto(n: usize, k: usize, sm_count: u32) -> bool {
-    unsupported(WoFormat::Int4G128, 1, n, k, sm_count).is_none() && grid(n, sm_count).1 >= AUTO_MIN_STEPS
+/// Fewest ring slots beside the scale tables for the default (MXFP4's LM head, 976 rows per CTA with 128
+/// scale columns each, leaves 2: 123 us against the x-in-registers kernel's 109; INT4's leaves 6: 94 vs 97).
+pub const AUTO_MIN_SLOTS: usize = 6;
+
+/// Whether the engine runs an `n x k` M = 1 call of `format` on the ring kernel by default: each CTA takes at
+/// least [`AUTO_MIN_STEPS`] row steps and at least [`AUTO_MIN_SLOTS`] of them fit in its ring.
+pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
+    let (_, per) = grid(n, sm_count);
+    unsupported(format, 1, n, k, sm_count).is_none()
+        && per >= AUTO_MIN_STEPS
+        && layout(format, k, per, row_groups()).is_some_and(|(slots, _)| slots >= AUTO_MIN_SLOTS)
+}
+
+/// Bytes of the scale tables (and INT4 zero points) per row of `k` values.
+fn table_bytes_per_row(format: WoFormat, k: usize) -> usize {
+    match format {
+        WoFormat::Mxfp4 => k / 32,
+        _ => (k / 128) * 5 / 2,
+    }
 }
 
 /// CTAs and the most row steps any of them takes for `n` rows on `sm_count` SMs: one wave, the fewest CTAs
@@ -77,9 +94,9 @@ pub fn grid(n: usize, sm_count: u32) -> (u32, usize) {
 /// The ring's slots and the CTA's dynamic shared memory for at most `per` row steps of `k` values: the
 /// tables (scales and zero points of its rows, the per-K-slice row sums) and as many slots (up to `per`, a
 /// multiple of `groups`) as fit beside them. `None`: not even `groups` slots fit.
-fn layout(k: usize, per: usize, groups: usize) -> Option<(usize, usize)> {
+fn layout(format: WoFormat, k: usize, per: usize, groups: usize) -> Option<(usize, usize)> {
     let rows = per * STEP_ROWS;
-    let tables = (k / 128) * rows * 5 / 2 + (k / 1024) * rows * 4;
+    let tables = table_bytes_per_row(format, k) * rows + (k / 1024) * rows * 4;
     let stage = STEP_ROWS * k / 2;
     let ring = ring_limit().min(SMEM_BUDGET.checked_sub(tables)?);
     let slots = (ring / stage).min(per.div_ceil(groups) * groups) / groups * groups;
@@ -88,8 +105,8 @@ fn layout(k: usize, per: usize, groups: usize) -> Option<(usize, usize)> {
 
 /// Why the ring GEMV cannot run `n x k` INT4 g128 weights on `sm_count` SMs (`None`: it can).
 pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Option<String> {
-    if format != WoFormat::Int4G128 {
-        return Some(format!("the ring GEMV takes INT4 g128 weights, not {}", format.format()));
+    if !matches!(format, WoFormat::Int4G128 | WoFormat::Mxfp4) {
+        return Some(format!("the ring GEMV takes INT4 g128 or MXFP4 weights, not {}", format.format()));
     }
     if batch != 1 {
         return Some(format!("the ring GEMV multiplies one token, not a batch of {batch}"));
@@ -101,7 +118,7 @@ pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count:
         return Some(format!("the ring GEMV needs N a multiple of {STEP_ROWS}, not {n}"));
     }
     let (_, per) = grid(n, sm_count);
-    layout(k, per, row_groups()).is_none().then(|| {
+    layout(format, k, per, row_groups()).is_none().then(|| {
         format!(
             "{n}x{k} on {sm_count} SMs: the scale tables of {} rows per CTA leave no room for a ring in {} KB",
             per * STEP_ROWS,
@@ -124,6 +141,8 @@ pub struct RingGemv {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     function: CudaFunction,
+    /// Weight format (INT4 g128 or MXFP4).
+    pub format: WoFormat,
     /// Output rows.
     pub n: usize,
     /// Input values.
@@ -143,23 +162,25 @@ pub struct RingGemv {
 
 impl RingGemv {
     /// Compiles the kernel for `n x k` on `gpu` (refused where [`unsupported`] says so, or before sm_90).
-    pub fn new(gpu: &Gpu, n: usize, k: usize, epilogue: Epilogue) -> Result<RingGemv, GpuError> {
+    pub fn new(gpu: &Gpu, format: WoFormat, n: usize, k: usize, epilogue: Epilogue) -> Result<RingGemv, GpuError> {
         let (major, minor) = gpu.compute_capability;
         let arch = (major * 10 + minor) as u32;
-        RingGemv::build(&gpu.ctx, &gpu.stream, arch, gpu.sm_count, n, k, epilogue)
+        RingGemv::build(&gpu.ctx, &gpu.stream, arch, gpu.sm_count, format, n, k, epilogue)
     }
 
     /// [`RingGemv::new`] from the parts of a [`Gpu`] (compute capability as `arch`, e.g. 90).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn build(
         ctx: &Arc<CudaContext>,
         stream: &Arc<CudaStream>,
         arch: u32,
         sm_count: u32,
+        format: WoFormat,
         n: usize,
         k: usize,
         epilogue: Epilogue,
     ) -> Result<RingGemv, GpuError> {
-        if let Some(why) = unsupported(WoFormat::Int4G128, 1, n, k, sm_count) {
+        if let Some(why) = unsupported(format, 1, n, k, sm_count) {
             return Err(GpuError::Unsupported(why));
         }
         if arch < 90 {
@@ -170,9 +191,10 @@ impl RingGemv {
         nvrtc_available()?;
         let (ctas, per) = grid(n, sm_count);
         let groups = row_groups();
-        let (slots, smem) = layout(k, per, groups)
+        let (slots, smem) = layout(format, k, per, groups)
             .ok_or_else(|| GpuError::Unsupported(format!("the ring GEMV's tables for {n}x{k} do not fit")))?;
-        let (cubin, log) = compile_cubin(&source(), "wo_ring.cu", &options(arch, k, per, slots, groups, epilogue))?;
+        let (cubin, log) =
+            compile_cubin(&source(), "wo_ring.cu", &options(arch, format, k, per, slots, groups, epilogue))?;
         let smem = smem as u32;
         let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
         let threads = (k / 1024 * groups * 32 + 32) as u32;
@@ -180,6 +202,7 @@ impl RingGemv {
             ctx: ctx.clone(),
             stream: stream.clone(),
             function,
+            format,
             n,
             k,
             epilogue,
@@ -199,9 +222,10 @@ impl RingGemv {
     /// Uploads packed INT4 g128 `n x k` weights (for [`Epilogue::Norm`], with the norm's weight folded in).
     pub fn upload(&self, p: &PackedWeights) -> Result<RingWeights, GpuError> {
         let stream = &self.stream;
-        if p.format != WoFormat::Int4G128 || p.n != self.n || p.k != self.k {
+        if p.format != self.format || p.n != self.n || p.k != self.k {
             return Err(GpuError::Unsupported(format!(
-                "ring GEMV: expected INT4 g128 {}x{}, got {} {}x{}",
+                "ring GEMV: expected {} {}x{}, got {} {}x{}",
+                self.format.format(),
                 self.n,
                 self.k,
                 p.format.format(),
@@ -250,7 +274,8 @@ impl RingGemv {
             return Err(GpuError::Unsupported(format!("the ring GEMV's RMSNorm needs eps > 0, got {eps}")));
         }
         let (n, k) = (self.n, self.k);
-        if x.len() < k || y.len() < n || codes.len() < n * k / 2 || scales.len() < (k / 128) * n * 2 {
+        let scale_bytes = if self.format == WoFormat::Mxfp4 { k / 32 } else { (k / 128) * 2 } * n;
+        if x.len() < k || y.len() < n || codes.len() < n * k / 2 || scales.len() < scale_bytes {
             return Err(GpuError::Unsupported(format!(
                 "the {n}x{k} ring GEMV got x of {} values, y of {}, {} code bytes and {} scale bytes",
                 x.len(),
@@ -304,8 +329,16 @@ fn source() -> String {
     format!("{WEIGHT_ONLY_XREG_SOURCE}\n{STREAM_SOURCE}\n{RING_SOURCE}")
 }
 
-fn options(arch: u32, k: usize, per: usize, slots: usize, groups: usize, epilogue: Epilogue) -> Vec<String> {
-    let mut opts = stream_options(arch, k);
+fn options(
+    arch: u32,
+    format: WoFormat,
+    k: usize,
+    per: usize,
+    slots: usize,
+    groups: usize,
+    epilogue: Epilogue,
+) -> Vec<String> {
+    let mut opts = stream_options(arch, format, k);
     opts.push(format!("-DRW_STEPS={slots}"));
     opts.push(format!("-DRW_ROWS={}", per * STEP_ROWS));
     opts.push(format!("-DRW_GROUPS={groups}"));
@@ -343,8 +376,8 @@ mod tests {
         assert_eq!(grid(4096, 132), (128, 4));
         assert_eq!(grid(6144, 132), (128, 6));
         // o_proj: all 4 steps in the ring; 1 x 14336 x 4096: 14 steps, 10 slots fit beside the tables.
-        assert_eq!(layout(4096, 4, 2), Some((4, 4 * 16384 + 32 * 32 * 5 / 2 + 4 * 32 * 4)));
-        let (slots, smem) = layout(4096, 14, 2).unwrap();
+        assert_eq!(layout(WoFormat::Int4G128, 4096, 4, 2), Some((4, 4 * 16384 + 32 * 32 * 5 / 2 + 4 * 32 * 4)));
+        let (slots, smem) = layout(WoFormat::Int4G128, 4096, 14, 2).unwrap();
         assert_eq!(slots, 10);
         assert!(smem <= SMEM_BUDGET && slots % 2 == 0);
         assert!(unsupported(WoFormat::Int4G128, 1, 4096, 4096, 132).is_none());
@@ -358,8 +391,13 @@ mod tests {
         assert!(unsupported(WoFormat::Int4G128, 1, 4096, 4000, 132).unwrap().contains("1024"));
         assert!(unsupported(WoFormat::Int4G128, 1, 4092, 4096, 132).unwrap().contains("multiple of 8"));
         // The engine's default: large N only.
-        assert!(auto(14336, 4096, 132) && auto(128256, 4096, 132) && auto(28672, 4096, 132));
-        assert!(!auto(4096, 4096, 132) && !auto(6144, 4096, 132) && !auto(4096, 14336, 132));
+        let i4 = WoFormat::Int4G128;
+        assert!(auto(i4, 14336, 4096, 132) && auto(i4, 128256, 4096, 132) && auto(i4, 28672, 4096, 132));
+        assert!(!auto(i4, 4096, 4096, 132) && !auto(i4, 6144, 4096, 132) && !auto(i4, 4096, 14336, 132));
+        assert!(unsupported(WoFormat::Mxfp4, 1, 14336, 4096, 132).is_none());
+        let mx = WoFormat::Mxfp4;
+        assert!(auto(mx, 14336, 4096, 132) && auto(mx, 28672, 4096, 132) && !auto(mx, 128256, 4096, 132));
+        assert!(unsupported(WoFormat::Nf4, 1, 14336, 4096, 132).unwrap().contains("MXFP4"));
         for (n, sms) in [(4096usize, 132u32), (6144, 132), (1000, 7), (8, 132), (2056, 100)] {
             let (ctas, per) = grid(n, sms);
             let steps = n / 8;
@@ -375,13 +413,15 @@ mod tests {
             return;
         }
         for (k, per) in [(4096usize, 4usize), (4096, 14), (2048, 3), (8192, 1), (14336, 4), (4096, 122)] {
-            let (slots, _) = layout(k, per, 2).unwrap();
-            for ep in [Epilogue::Norm, Epilogue::Store, Epilogue::Add] {
-                let (_, log) = compile_cubin(&source(), "wo_ring.cu", &options(90, k, per, slots, 2, ep))
-                    .unwrap_or_else(|e| panic!("{k} {per} {ep:?}: {e}"));
-                let (regs, spills, _) = parse_ptxas(&log);
-                eprintln!("ring GEMV k {k}, {per} steps, {ep:?}: {regs:?} registers");
-                assert_eq!(spills, Some(0), "{k} {per} {ep:?} spills:\n{log}");
+            for f in [WoFormat::Int4G128, WoFormat::Mxfp4] {
+                let (slots, _) = layout(f, k, per, 2).unwrap();
+                for ep in [Epilogue::Norm, Epilogue::Store, Epilogue::Add] {
+                    let (_, log) = compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, slots, 2, ep))
+                        .unwrap_or_else(|e| panic!("{f:?} {k} {per} {ep:?}: {e}"));
+                    let (regs, spills, _) = parse_ptxas(&log);
+                    eprintln!("ring GEMV {f:?} k {k}, {per} steps, {ep:?}: {regs:?} registers");
+                    assert_eq!(spills, Some(0), "{f:?} {k} {per} {ep:?} spills:\n{log}");
+                }
             }
         }
     }
