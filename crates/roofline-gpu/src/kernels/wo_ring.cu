@@ -1,4 +1,4 @@
-// The ring GEMV (batch 1, INT4 g128 or MXFP4 weights, FP16 x, sm_90+):
+// The ring GEMV (batch 1, INT4 g128, MXFP4 or NVFP4 weights, FP16 x, sm_90+):
 //   y = W . rmsnorm(x)        (NORM 1; the norm's weight folded into W by the host)
 //   y (+)= W . x              (NORM 0; ADD 1 adds into y, the residual stream)
 // Appended by the host to weight_only_xreg.cu's source and wo_stream.cuh, compiled with FD = K (a multiple of
@@ -13,8 +13,9 @@
 // `full` barrier is then sound, as in the fused FFN).
 //
 // Layouts (host: weight_only/ring.rs): w [N][FD] codes row-major; INT4: w_s [FD/128][N] f16 scales and
-// w_z [FD/128][N/2] zero points, MXFP4: w_s [FD/32][N] E8M0 bytes (pack::xreg_tables). CTA c takes row
-// steps [c S / G, (c + 1) S / G), S = N / 8, G = gridDim.x.
+// w_z [FD/128][N/2] zero points, MXFP4: w_s [FD/32][N] E8M0 bytes, NVFP4: w_s [FD/32][N][2] E4M3 bytes and
+// the FP32 tensor scale `gscale` (1 for the others; pack::xreg_tables). CTA c takes row steps
+// [c S / G, (c + 1) S / G), S = N / 8, G = gridDim.x.
 
 #ifndef RW_GROUPS
 #define RW_GROUPS 2
@@ -41,7 +42,7 @@ __device__ __forceinline__ void consumers_sync_rw() { asm volatile("bar.sync 1, 
 
 extern "C" __global__ void __launch_bounds__(RW_THREADS, 1)
 wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __restrict__ w_z, const u16* x, u16* y,
-        int n, float eps) {
+        int n, float eps, float gscale) {
     pdl_trigger();
     // Dynamic shared memory: RW_STEPS ring slots, then the CTA's scales [RS_COLS][rows] and zero points
     // [RS_COLS][rows / 2] (INT4), then psum [KSL][rows] (each K slice's row sums).
@@ -122,7 +123,7 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
 #pragma unroll
         for (int s = 0; s < KSL; ++s) t += red[s];  // the first row group's K slices
         inv = rsqrtf(t / (float)FD + eps);
-        out_scale = 1.0f;
+        out_scale = gscale;
     } else {
         float mx = 0.0f;
 #pragma unroll
@@ -130,7 +131,7 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
         // 2^-e with 2^(e-1) <= mx < 2^e: x scaled into [-1, 1) (x = 0: no scaling).
         const int e = mx > 0.0f ? ilogbf(mx) + 1 : 0;
         inv = ldexpf(1.0f, -e);
-        out_scale = ldexpf(1.0f, e);
+        out_scale = ldexpf(gscale, e);
     }
     u32 xh[4][4];
     const float xsum = pack_x(xr, inv, xh);

@@ -6,8 +6,8 @@
 #ifndef FD
 #error "FD (the row length K) must be defined"
 #endif
-#if (FMT != 4 && FMT != 6) || MT != 1 || R != 8 || C != 1 || !FUSE
-#error "the streaming kernels are built on the INT4 g128 or MXFP4, M = 1, R = 8, C = 1, FUSE = 1 x-in-registers source"
+#if (FMT != 4 && FMT != 6 && FMT != 7) || MT != 1 || R != 8 || C != 1 || !FUSE
+#error "the streaming kernels are built on the INT4 g128, MXFP4 or NVFP4, M = 1, R = 8, C = 1, FUSE = 1 x-in-registers source"
 #endif
 // The scale tables (pack::xreg_tables, [column][row]) per row step of 8 rows: RS_COLS columns, RS_SB bytes of
 // scales and RS_ZB of zero points per column; RS_COL(c): the column of the lane's 32-value chunk c.
@@ -16,9 +16,14 @@
 #define RS_SB 16  // 8 FP16 scales
 #define RS_ZB 4   // 8 4-bit zero points
 #define RS_COL(c) ((c) >> 2)
-#else
+#elif FMT == 6
 #define RS_COLS (FD / 32)
 #define RS_SB 8  // 8 E8M0 scales
+#define RS_ZB 0
+#define RS_COL(c) (c)
+#else
+#define RS_COLS (FD / 32)
+#define RS_SB 16  // 8 x two E4M3 scales (one per 16 values)
 #define RS_ZB 0
 #define RS_COL(c) (c)
 #endif
@@ -167,11 +172,13 @@ __device__ __forceinline__ float pack_x(const float xr[EPC], float inv, u32 xh[4
 __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
                                           const u32 xh[4][4], float xsum) {
     u32 sw[4], zw = 0u;
-#if FMT == 4
+#if FMT == 4 || FMT == 7
     {
         const uint4 v = *(const uint4*)sc;
         sw[0] = v.x, sw[1] = v.y, sw[2] = v.z, sw[3] = v.w;
+#if FMT == 4
         zw = *(const u32*)zc;
+#endif
     }
 #else
     {
@@ -197,10 +204,18 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
         // sum (q - z) x = sum (q - 8) x + (8 - z) sum x
         const float z8 = 8.0f - (float)(meta[u][0].zero & 15u);
         acc[u] = meta[u][0].scale * fmaf(z8, xsum, hsum4(ae, ao));
-#else
+#elif FMT == 6
 #pragma unroll
         for (int wd = 0; wd < 4; ++wd) dot8f4(word(q, wd), xh[wd], ae, ao);
         acc[u] = meta[u][0].scale * hsum4(ae, ao);
+#else
+        // NVFP4: values 0-15 of the chunk (words 0, 1) under the first E4M3 scale, 16-31 under the second.
+        u32 be = 0u, bo = 0u;
+        dot8f4(word(q, 0), xh[0], ae, ao);
+        dot8f4(word(q, 1), xh[1], ae, ao);
+        dot8f4(word(q, 2), xh[2], be, bo);
+        dot8f4(word(q, 3), xh[3], be, bo);
+        acc[u] = fmaf(seg_scale(meta[u][0], 0), hsum4(ae, ao), seg_scale(meta[u][0], 1) * hsum4(be, bo));
 #endif
     }
     // Row (lane >> 2) & 7 summed over the warp in 3 + 2 shuffles (wo_xreg's butterfly, R = 8).

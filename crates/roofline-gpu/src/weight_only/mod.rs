@@ -151,7 +151,7 @@ pub struct Tuning {
     /// (`wo_mma_xk`, `XS=2`): no reduction across warps, no barrier per row tile. Takes precedence over the
     /// reductions above.
     pub x_smem: Option<bool>,
-    /// `XReg` engine, INT4 g128 or MXFP4, M = 1, FP16 x, K a multiple of 1024, sm_90+: the ring-streaming kernel
+    /// `XReg` engine, INT4 g128, MXFP4 or NVFP4, M = 1, FP16 x, K a multiple of 1024, sm_90+: the ring kernel
     /// ([`ring`]: a producer warp streams the CTA's rows with bulk copies into a shared-memory ring)
     /// instead of the x-in-registers one (not with SwiGLU on load, nor a norm and an add together).
     /// Default: where each CTA takes at least [`ring::AUTO_MIN_STEPS`] row steps with a deep enough ring
@@ -865,7 +865,7 @@ impl WeightOnlyGemv {
         };
         let takes = wanted
             && self.variant == Variant::XReg
-            && matches!(self.format, WoFormat::Int4G128 | WoFormat::Mxfp4)
+            && ring::unsupported(self.format, 1, n, k, self.sm_count).is_none()
             && self.x == XDtype::F16
             && m == 1
             && self.arch >= 90
@@ -1113,6 +1113,7 @@ impl WeightOnlyGemv {
                 &w.codes,
                 &w.xscales,
                 &w.xzeros,
+                w.global_scale,
                 x,
                 y,
                 fusion.norm_eps.unwrap_or(0.0),

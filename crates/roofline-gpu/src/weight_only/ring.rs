@@ -2,11 +2,12 @@
 //! INT4 g128 weights, FP16 activations, sm_90+. A producer warp per CTA streams the CTA's rows with bulk
 //! copies into a ring in shared memory from its first instruction, before `griddepcontrol.wait` (a CTA
 //! resident beside the previous kernel of the step has its first slots, or all its rows, by the time x is
-//! ready); the consumer warps multiply them in f16x2 as in the fused FFN (INT4 g128, and MXFP4 through an
-//! exact f16 E2M1 decode). The x-in-registers engine runs it at M = 1 where each CTA takes many row steps and
+//! ready); the consumer warps multiply them in f16x2 as in the fused FFN (INT4 g128, and MXFP4 / NVFP4
+//! through an exact f16 E2M1 decode). The x-in-registers engine runs it at M = 1 where each CTA takes many row steps and
 //! its ring stays deep ([`auto`]; `Tuning::ring` forces it either way). H100, us, x-in-registers vs ring
 //! (bench/RESULTS.md, session 14): INT4 1x14336x4096 14.9 vs 13.4, 1x128256x4096 96.9 vs 94.1 (2.90 TB/s);
-//! MXFP4 1x14336x4096 16.6 vs 15.3, 1x28672x4096 28.8 vs 24.8, 1x128256x4096 109 vs 123 (2 ring slots); with
+//! MXFP4 1x14336x4096 16.6 vs 15.3, 1x28672x4096 28.8 vs 24.8, 1x128256x4096 109 vs 123 (2 ring slots);
+//! NVFP4 1x14336x4096 18.9 vs 17.8, 1x28672x4096 32.8 vs 29.5; with
 //! few row steps per CTA the ring's start costs more than it saves (INT4 1x4096x4096 5.40 vs 7.16,
 //! 1x6144x4096 6.75 vs 9.00, 1x4096x14336 16.4 vs 16.9).
 //!
@@ -79,6 +80,7 @@ pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
 fn table_bytes_per_row(format: WoFormat, k: usize) -> usize {
     match format {
         WoFormat::Mxfp4 => k / 32,
+        WoFormat::Nvfp4 => (k / 32) * 2,
         _ => (k / 128) * 5 / 2,
     }
 }
@@ -105,8 +107,8 @@ fn layout(format: WoFormat, k: usize, per: usize, groups: usize) -> Option<(usiz
 
 /// Why the ring GEMV cannot run `n x k` INT4 g128 weights on `sm_count` SMs (`None`: it can).
 pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Option<String> {
-    if !matches!(format, WoFormat::Int4G128 | WoFormat::Mxfp4) {
-        return Some(format!("the ring GEMV takes INT4 g128 or MXFP4 weights, not {}", format.format()));
+    if !matches!(format, WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nvfp4) {
+        return Some(format!("the ring GEMV takes INT4 g128, MXFP4 or NVFP4 weights, not {}", format.format()));
     }
     if batch != 1 {
         return Some(format!("the ring GEMV multiplies one token, not a batch of {batch}"));
@@ -132,6 +134,8 @@ pub struct RingWeights {
     codes: CudaSlice<u8>,
     scales: CudaSlice<u8>,
     zeros: CudaSlice<u8>,
+    /// NVFP4's FP32 tensor scale (1 otherwise).
+    global_scale: f32,
     /// Bytes the kernel reads for the weights.
     pub bytes: usize,
 }
@@ -141,7 +145,7 @@ pub struct RingGemv {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     function: CudaFunction,
-    /// Weight format (INT4 g128 or MXFP4).
+    /// Weight format (INT4 g128, MXFP4 or NVFP4).
     pub format: WoFormat,
     /// Output rows.
     pub n: usize,
@@ -238,6 +242,7 @@ impl RingGemv {
             codes: stream.clone_htod(&p.codes)?,
             scales: stream.clone_htod(&scales)?,
             zeros: stream.clone_htod(&zeros)?,
+            global_scale: p.global_scale,
             bytes: p.bytes(),
         })
     }
@@ -253,11 +258,12 @@ impl RingGemv {
         eps: f32,
         pdl: bool,
     ) -> Result<(), GpuError> {
-        self.launch(stream, &w.codes, &w.scales, &w.zeros, x, y, eps, pdl)
+        self.launch(stream, &w.codes, &w.scales, &w.zeros, w.global_scale, x, y, eps, pdl)
     }
 
     /// [`RingGemv::run`] on weights in any buffers of the kernel's layout: codes row-major (n x k / 2
-    /// bytes), scales and zero points as `pack::xreg_tables` (the x-in-registers engine's tables).
+    /// bytes), scales and zero points as `pack::xreg_tables` (the x-in-registers engine's tables), NVFP4's
+    /// tensor scale `gscale` (1 otherwise).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch(
         &self,
@@ -265,16 +271,24 @@ impl RingGemv {
         codes: &CudaSlice<u8>,
         scales: &CudaSlice<u8>,
         zeros: &CudaSlice<u8>,
+        gscale: f32,
         x: &CudaSlice<u16>,
         y: &mut CudaSlice<u16>,
         eps: f32,
         pdl: bool,
     ) -> Result<(), GpuError> {
+        if !gscale.is_finite() {
+            return Err(GpuError::Unsupported(format!("the ring GEMV's tensor scale is {gscale}")));
+        }
         if self.epilogue == Epilogue::Norm && !(eps.is_finite() && eps > 0.0) {
             return Err(GpuError::Unsupported(format!("the ring GEMV's RMSNorm needs eps > 0, got {eps}")));
         }
         let (n, k) = (self.n, self.k);
-        let scale_bytes = if self.format == WoFormat::Mxfp4 { k / 32 } else { (k / 128) * 2 } * n;
+        let scale_bytes = match self.format {
+            WoFormat::Mxfp4 => k / 32,
+            WoFormat::Nvfp4 => (k / 32) * 2,
+            _ => (k / 128) * 2,
+        } * n;
         if x.len() < k || y.len() < n || codes.len() < n * k / 2 || scales.len() < scale_bytes {
             return Err(GpuError::Unsupported(format!(
                 "the {n}x{k} ring GEMV got x of {} values, y of {}, {} code bytes and {} scale bytes",
@@ -294,7 +308,8 @@ impl RingGemv {
         let (mut yp, _g4) = y.device_ptr_mut(stream);
         let mut n = self.n as i32;
         let mut e = eps;
-        let mut params: [*mut c_void; 7] = [
+        let mut g = gscale;
+        let mut params: [*mut c_void; 8] = [
             (&raw mut wp).cast(),
             (&raw mut sp).cast(),
             (&raw mut zp).cast(),
@@ -302,9 +317,10 @@ impl RingGemv {
             (&raw mut yp).cast(),
             (&raw mut n).cast(),
             (&raw mut e).cast(),
+            (&raw mut g).cast(),
         ];
         // SAFETY: the parameters match wo_ring(const uint4* w, const u8* w_s, const u8* w_z, const u16* x, u16*
-        // y, int n, float eps) in order and type, each pointing at a local that lives through the launch; the
+        // y, int n, float eps, float gscale) in order and type, each pointing at a local that lives through the launch; the
         // codes hold n x k / 2 bytes and the tables n x k / 128 entries (checked above; the zero points half
         // the scales' bytes, as `xreg_tables` makes them), x holds k values and y n; the grid
         // is `grid(n)`'s, whose largest share of rows is the RW_ROWS the kernel was compiled with, and the
@@ -413,8 +429,12 @@ mod tests {
             return;
         }
         for (k, per) in [(4096usize, 4usize), (4096, 14), (2048, 3), (8192, 1), (14336, 4), (4096, 122)] {
-            for f in [WoFormat::Int4G128, WoFormat::Mxfp4] {
-                let (slots, _) = layout(f, k, per, 2).unwrap();
+            for f in [WoFormat::Int4G128, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+                let Some((slots, _)) = layout(f, k, per, 2) else {
+                    // NVFP4's LM head: 976 rows x 128 columns x 2 bytes of scales leave no ring.
+                    assert!(f == WoFormat::Nvfp4 && per == 122, "{f:?} {k} {per}");
+                    continue;
+                };
                 for ep in [Epilogue::Norm, Epilogue::Store, Epilogue::Add] {
                     let (_, log) = compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, slots, 2, ep))
                         .unwrap_or_else(|e| panic!("{f:?} {k} {per} {ep:?}: {e}"));
