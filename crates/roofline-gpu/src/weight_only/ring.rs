@@ -43,9 +43,15 @@ fn ring_limit() -> usize {
 /// Rows per row step (one bulk copy).
 const STEP_ROWS: usize = 8;
 
-/// Row groups (of K / 1024 warps each): `ROOFLINE_RING_GROUPS` (1 to 4) for tuning experiments, else 2.
-fn row_groups() -> usize {
-    std::env::var("ROOFLINE_RING_GROUPS").ok().and_then(|v| v.parse().ok()).filter(|g| (1..=4).contains(g)).unwrap_or(2)
+/// Row groups (of K / 1024 warps each) for rows of `k` values: `ROOFLINE_RING_GROUPS` (1 to 4) for tuning
+/// experiments, else 2; at most what keeps the CTA (one producer warp more) within 1024 threads.
+fn row_groups(k: usize) -> usize {
+    let want = std::env::var("ROOFLINE_RING_GROUPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|g| (1..=4).contains(g))
+        .unwrap_or(2);
+    want.min(31 / (k / 1024).max(1)).max(1)
 }
 
 /// What the kernel computes besides W x.
@@ -73,7 +79,7 @@ pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
     let (_, per) = grid(n, sm_count);
     unsupported(format, 1, n, k, sm_count).is_none()
         && per >= AUTO_MIN_STEPS
-        && layout(format, k, per, row_groups()).is_some_and(|(slots, _)| slots >= AUTO_MIN_SLOTS)
+        && layout(format, k, per, row_groups(k)).is_some_and(|(slots, _)| slots >= AUTO_MIN_SLOTS)
 }
 
 /// Bytes of the scale tables (and INT4 zero points) per row of `k` values.
@@ -120,7 +126,7 @@ pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count:
         return Some(format!("the ring GEMV needs N a multiple of {STEP_ROWS}, not {n}"));
     }
     let (_, per) = grid(n, sm_count);
-    layout(format, k, per, row_groups()).is_none().then(|| {
+    layout(format, k, per, row_groups(k)).is_none().then(|| {
         format!(
             "{n}x{k} on {sm_count} SMs: the scale tables of {} rows per CTA leave no room for a ring in {} KB",
             per * STEP_ROWS,
@@ -194,7 +200,7 @@ impl RingGemv {
         }
         nvrtc_available()?;
         let (ctas, per) = grid(n, sm_count);
-        let groups = row_groups();
+        let groups = row_groups(k);
         let (slots, smem) = layout(format, k, per, groups)
             .ok_or_else(|| GpuError::Unsupported(format!("the ring GEMV's tables for {n}x{k} do not fit")))?;
         let (cubin, log) =
@@ -414,6 +420,8 @@ mod tests {
         let mx = WoFormat::Mxfp4;
         assert!(auto(mx, 14336, 4096, 132) && auto(mx, 28672, 4096, 132) && !auto(mx, 128256, 4096, 132));
         assert!(unsupported(WoFormat::Nf4, 1, 14336, 4096, 132).unwrap().contains("MXFP4"));
+        // A CTA stays within 1024 threads: K = 16384 takes one row group of 16 warps.
+        assert_eq!((row_groups(4096), row_groups(14336), row_groups(16384)), (2, 2, 1));
         for (n, sms) in [(4096usize, 132u32), (6144, 132), (1000, 7), (8, 132), (2056, 100)] {
             let (ctas, per) = grid(n, sms);
             let steps = n / 8;
