@@ -22,6 +22,8 @@ fn ring_gemv_matches_the_reference() {
         (3072, 2048, Epilogue::Store, 0.01),
         (1000, 1024, Epilogue::Norm, 50.0),
         (520, 8192, Epilogue::Store, 1.0),
+        // K = 16384: one row group of 16 warps.
+        (1024, 16384, Epilogue::Add, 1.0),
         // More row steps than ring slots: the ring wraps.
         (14336, 4096, Epilogue::Store, 1.0),
         (4096, 14336, Epilogue::Add, 1.0),

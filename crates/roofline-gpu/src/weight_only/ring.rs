@@ -436,15 +436,16 @@ mod tests {
             eprintln!("SKIPPED rows_kernel_compiles_without_spills: {e}");
             return;
         }
-        for (k, per) in [(4096usize, 4usize), (4096, 14), (2048, 3), (8192, 1), (14336, 4), (4096, 122)] {
+        for (k, per) in [(4096usize, 4usize), (4096, 14), (2048, 3), (8192, 1), (14336, 4), (4096, 122), (16384, 2)] {
+            let g = row_groups(k);
             for f in [WoFormat::Int4G128, WoFormat::Mxfp4, WoFormat::Nvfp4] {
-                let Some((slots, _)) = layout(f, k, per, 2) else {
+                let Some((slots, _)) = layout(f, k, per, g) else {
                     // NVFP4's LM head: 976 rows x 128 columns x 2 bytes of scales leave no ring.
                     assert!(f == WoFormat::Nvfp4 && per == 122, "{f:?} {k} {per}");
                     continue;
                 };
                 for ep in [Epilogue::Norm, Epilogue::Store, Epilogue::Add] {
-                    let (_, log) = compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, slots, 2, ep))
+                    let (_, log) = compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, slots, g, ep))
                         .unwrap_or_else(|e| panic!("{f:?} {k} {per} {ep:?}: {e}"));
                     let (regs, spills, _) = parse_ptxas(&log);
                     eprintln!("ring GEMV {f:?} k {k}, {per} steps, {ep:?}: {regs:?} registers");
