@@ -1,5 +1,5 @@
 //! GPU test of the ring-streaming GEMV (`weight_only::ring`): y against the f64 CPU reference of the same
-//! quantized weights (INT4 g128, MXFP4, NVFP4) for each epilogue (RMSNorm in front, plain store, residual add), at Llama-3.1-8B's qkv
+//! quantized weights (INT4 g128, NF4, MXFP4, NVFP4) for each epilogue (RMSNorm in front, plain store, residual add), at Llama-3.1-8B's qkv
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
 //! f16x2 sums in range), and twice in a row (same bits). Run on a GPU machine: `cargo test -p roofline-gpu
@@ -30,7 +30,7 @@ fn ring_gemv_matches_the_reference() {
         (28672, 4096, Epilogue::Norm, 1.0),
     ];
     for (n, k, ep, xs) in cases {
-        for f in [WoFormat::Int4G128, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+        for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
             let pf = RingGemv::new(&gpu, f, n, k, ep).unwrap_or_else(|e| panic!("{f:?} {n}x{k}: {e}"));
             let w: Vec<f32> = random_f32(n * k, 500 + n as u64).iter().map(|v| v / (k as f32).sqrt()).collect();
             let p = quantize_pack(f, &w, n, k).unwrap();

@@ -1,4 +1,4 @@
-// The ring GEMV (batch 1, INT4 g128, MXFP4 or NVFP4 weights, FP16 x, sm_90+):
+// The ring GEMV (batch 1, INT4 g128, NF4, MXFP4 or NVFP4 weights, FP16 x, sm_90+):
 //   y = W . rmsnorm(x)        (NORM 1; the norm's weight folded into W by the host)
 //   y (+)= W . x              (NORM 0; ADD 1 adds into y, the residual stream)
 // Appended by the host to weight_only_xreg.cu's source and wo_stream.cuh, compiled with FD = K (a multiple of
@@ -13,7 +13,7 @@
 // `full` barrier is then sound, as in the fused FFN).
 //
 // Layouts (host: weight_only/ring.rs): w [N][FD] codes row-major; INT4: w_s [FD/128][N] f16 scales and
-// w_z [FD/128][N/2] zero points, MXFP4: w_s [FD/32][N] E8M0 bytes, NVFP4: w_s [FD/32][N][2] E4M3 bytes and
+// w_z [FD/128][N/2] zero points, NF4: w_s [FD/64][N] f16, MXFP4: w_s [FD/32][N] E8M0 bytes, NVFP4: w_s [FD/32][N][2] E4M3 bytes and
 // the FP32 tensor scale `gscale` (1 for the others; pack::xreg_tables). CTA c takes row steps
 // [c S / G, (c + 1) S / G), S = N / 8, G = gridDim.x.
 
@@ -78,6 +78,9 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
 #endif
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
+#if FMT == 5
+    fill_nf4_pairs(RW_THREADS);
+#endif
     __syncthreads();
     if (warp == RW_WARPS) {
         // ---- Producer: every row step of the CTA, in order, as ring slots free up ----

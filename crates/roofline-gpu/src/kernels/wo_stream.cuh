@@ -6,8 +6,8 @@
 #ifndef FD
 #error "FD (the row length K) must be defined"
 #endif
-#if (FMT != 4 && FMT != 6 && FMT != 7) || MT != 1 || R != 8 || C != 1 || !FUSE
-#error "the streaming kernels are built on the INT4 g128, MXFP4 or NVFP4, M = 1, R = 8, C = 1, FUSE = 1 x-in-registers source"
+#if (FMT < 4 || FMT > 7) || MT != 1 || R != 8 || C != 1 || !FUSE
+#error "the streaming kernels are built on the INT4 g128, NF4, MXFP4 or NVFP4, M = 1, R = 8, C = 1, FUSE = 1 x-in-registers source"
 #endif
 // The scale tables (pack::xreg_tables, [column][row]) per row step of 8 rows: RS_COLS columns, RS_SB bytes of
 // scales and RS_ZB of zero points per column; RS_COL(c): the column of the lane's 32-value chunk c.
@@ -16,6 +16,11 @@
 #define RS_SB 16  // 8 FP16 scales
 #define RS_ZB 4   // 8 4-bit zero points
 #define RS_COL(c) ((c) >> 2)
+#elif FMT == 5
+#define RS_COLS (FD / 64)
+#define RS_SB 16  // 8 FP16 absmax scales (one per 64 values)
+#define RS_ZB 0
+#define RS_COL(c) ((c) >> 1)
 #elif FMT == 6
 #define RS_COLS (FD / 32)
 #define RS_SB 8  // 8 E8M0 scales
@@ -127,6 +132,23 @@ __device__ __forceinline__ void dot8f4(u32 v, const u32 a[4], u32& acc_e, u32& a
     }
 }
 
+#if FMT == 5
+// NF4 code pairs: entry b is the f16x2 (NF4[b & 15], NF4[b >> 4]) of the byte b of two codes (values rounded
+// to f16). Filled by the kernel before its first row step (`fill_nf4_pairs`).
+__shared__ u32 nf4_pairs[256];
+__device__ __forceinline__ void fill_nf4_pairs(int threads) {
+    for (int b = threadIdx.x; b < 256; b += threads) nf4_pairs[b] = f2x2h(kLut[b & 15], kLut[b >> 4]);
+}
+// dot8h for NF4: the 4 bytes of word v (codes 2 i, 2 i + 1 in byte i) looked up as f16x2 pairs against
+// a[i] = (x_{2i}, x_{2i+1}).
+__device__ __forceinline__ void dot8nf4(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
+    acc_e = hfma2(nf4_pairs[v & 0xffu], a[0], acc_e);
+    acc_o = hfma2(nf4_pairs[(v >> 8) & 0xffu], a[1], acc_o);
+    acc_e = hfma2(nf4_pairs[(v >> 16) & 0xffu], a[2], acc_e);
+    acc_o = hfma2(nf4_pairs[v >> 24], a[3], acc_o);
+}
+#endif
+
 // The two f16x2 accumulators of dot8h as one float.
 __device__ __forceinline__ float hsum4(u32 e, u32 o) {
     float a, b, c, d;
@@ -154,11 +176,14 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EP
 
 // x times `inv` as dot8h's f16x2 pairs, [word wd][k] = (x[8 wd + k], x[8 wd + k + 4]); returns the chunk's
 // sum (the zero points' term).
+// NF4 (FMT 5) pairs neighbours instead, [wd][k] = (x[8 wd + 2 k], x[8 wd + 2 k + 1]): one byte of codes.
 __device__ __forceinline__ float pack_x(const float xr[EPC], float inv, u32 xh[4][4]) {
 #pragma unroll
     for (int wd = 0; wd < 4; ++wd)
 #pragma unroll
-        for (int k = 0; k < 4; ++k) xh[wd][k] = f2x2h(xr[8 * wd + k] * inv, xr[8 * wd + k + 4] * inv);
+        for (int k = 0; k < 4; ++k)
+            xh[wd][k] = FMT == 5 ? f2x2h(xr[8 * wd + 2 * k] * inv, xr[8 * wd + 2 * k + 1] * inv)
+                                 : f2x2h(xr[8 * wd + k] * inv, xr[8 * wd + k + 4] * inv);
     float xsum = 0.0f;
 #pragma unroll
     for (int e = 0; e < EPC; ++e) xsum += xr[e] * inv;
@@ -172,7 +197,7 @@ __device__ __forceinline__ float pack_x(const float xr[EPC], float inv, u32 xh[4
 __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
                                           const u32 xh[4][4], float xsum) {
     u32 sw[4], zw = 0u;
-#if FMT == 4 || FMT == 7
+#if FMT == 4 || FMT == 5 || FMT == 7
     {
         const uint4 v = *(const uint4*)sc;
         sw[0] = v.x, sw[1] = v.y, sw[2] = v.z, sw[3] = v.w;
@@ -204,6 +229,10 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
         // sum (q - z) x = sum (q - 8) x + (8 - z) sum x
         const float z8 = 8.0f - (float)(meta[u][0].zero & 15u);
         acc[u] = meta[u][0].scale * fmaf(z8, xsum, hsum4(ae, ao));
+#elif FMT == 5
+#pragma unroll
+        for (int wd = 0; wd < 4; ++wd) dot8nf4(word(q, wd), xh[wd], ae, ao);
+        acc[u] = meta[u][0].scale * hsum4(ae, ao);
 #elif FMT == 6
 #pragma unroll
         for (int wd = 0; wd < 4; ++wd) dot8f4(word(q, wd), xh[wd], ae, ao);

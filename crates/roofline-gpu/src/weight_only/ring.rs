@@ -2,12 +2,13 @@
 //! INT4 g128 weights, FP16 activations, sm_90+. A producer warp per CTA streams the CTA's rows with bulk
 //! copies into a ring in shared memory from its first instruction, before `griddepcontrol.wait` (a CTA
 //! resident beside the previous kernel of the step has its first slots, or all its rows, by the time x is
-//! ready); the consumer warps multiply them in f16x2 as in the fused FFN (INT4 g128, and MXFP4 / NVFP4
-//! through an exact f16 E2M1 decode). The x-in-registers engine runs it at M = 1 where each CTA takes many row steps and
+//! ready); the consumer warps multiply them in f16x2 as in the fused FFN (INT4 g128; MXFP4 / NVFP4 through
+//! an exact f16 E2M1 decode; NF4 through a shared-memory table of f16x2 code pairs). The x-in-registers engine runs it at M = 1 where each CTA takes many row steps and
 //! its ring stays deep ([`auto`]; `Tuning::ring` forces it either way). H100, us, x-in-registers vs ring
 //! (bench/RESULTS.md, session 14): INT4 1x14336x4096 14.9 vs 13.4, 1x128256x4096 96.9 vs 94.1 (2.90 TB/s);
 //! MXFP4 1x14336x4096 16.6 vs 15.3, 1x28672x4096 28.8 vs 24.8, 1x128256x4096 109 vs 123 (2 ring slots);
-//! NVFP4 1x14336x4096 18.9 vs 17.8, 1x28672x4096 32.8 vs 29.5; with
+//! NVFP4 1x14336x4096 18.9 vs 17.8, 1x28672x4096 32.8 vs 29.5; NF4 (a shared-memory table of code pairs,
+//! opt-in only) 1x14336x4096 16.1 vs 21.3; with
 //! few row steps per CTA the ring's start costs more than it saves (INT4 1x4096x4096 5.40 vs 7.16,
 //! 1x6144x4096 6.75 vs 9.00, 1x4096x14336 16.4 vs 16.9).
 //!
@@ -73,11 +74,15 @@ pub const AUTO_MIN_STEPS: usize = 8;
 /// scale columns each, leaves 2: 123 us against the x-in-registers kernel's 109; INT4's leaves 6: 94 vs 97).
 pub const AUTO_MIN_SLOTS: usize = 6;
 
-/// Whether the engine runs an `n x k` M = 1 call of `format` on the ring kernel by default: each CTA takes at
-/// least [`AUTO_MIN_STEPS`] row steps and at least [`AUTO_MIN_SLOTS`] of them fit in its ring.
+/// Whether the engine runs an `n x k` M = 1 call of `format` on the ring kernel by default: INT4, MXFP4 or
+/// NVFP4, each CTA taking at least [`AUTO_MIN_STEPS`] row steps with at least [`AUTO_MIN_SLOTS`] of them in
+/// its ring.
 pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
     let (_, per) = grid(n, sm_count);
-    unsupported(format, 1, n, k, sm_count).is_none()
+    // NF4's table decode (a shared-memory lookup per code pair) makes the ring kernel slower than the
+    // x-in-registers one (1x14336x4096 21.3 vs 16.1 us): it runs only when asked for.
+    format != WoFormat::Nf4
+        && unsupported(format, 1, n, k, sm_count).is_none()
         && per >= AUTO_MIN_STEPS
         && layout(format, k, per, row_groups(k)).is_some_and(|(slots, _)| slots >= AUTO_MIN_SLOTS)
 }
@@ -85,6 +90,7 @@ pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
 /// Bytes of the scale tables (and INT4 zero points) per row of `k` values.
 fn table_bytes_per_row(format: WoFormat, k: usize) -> usize {
     match format {
+        WoFormat::Nf4 => (k / 64) * 2,
         WoFormat::Mxfp4 => k / 32,
         WoFormat::Nvfp4 => (k / 32) * 2,
         _ => (k / 128) * 5 / 2,
@@ -113,8 +119,8 @@ fn layout(format: WoFormat, k: usize, per: usize, groups: usize) -> Option<(usiz
 
 /// Why the ring GEMV cannot run `n x k` INT4 g128 weights on `sm_count` SMs (`None`: it can).
 pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Option<String> {
-    if !matches!(format, WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nvfp4) {
-        return Some(format!("the ring GEMV takes INT4 g128, MXFP4 or NVFP4 weights, not {}", format.format()));
+    if !matches!(format, WoFormat::Int4G128 | WoFormat::Nf4 | WoFormat::Mxfp4 | WoFormat::Nvfp4) {
+        return Some(format!("the ring GEMV takes INT4 g128, NF4, MXFP4 or NVFP4 weights, not {}", format.format()));
     }
     if batch != 1 {
         return Some(format!("the ring GEMV multiplies one token, not a batch of {batch}"));
@@ -151,7 +157,7 @@ pub struct RingGemv {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     function: CudaFunction,
-    /// Weight format (INT4 g128, MXFP4 or NVFP4).
+    /// Weight format (INT4 g128, NF4, MXFP4 or NVFP4).
     pub format: WoFormat,
     /// Output rows.
     pub n: usize,
@@ -291,6 +297,7 @@ impl RingGemv {
         }
         let (n, k) = (self.n, self.k);
         let scale_bytes = match self.format {
+            WoFormat::Nf4 => (k / 64) * 2,
             WoFormat::Mxfp4 => k / 32,
             WoFormat::Nvfp4 => (k / 32) * 2,
             _ => (k / 128) * 2,
@@ -419,7 +426,8 @@ mod tests {
         assert!(unsupported(WoFormat::Mxfp4, 1, 14336, 4096, 132).is_none());
         let mx = WoFormat::Mxfp4;
         assert!(auto(mx, 14336, 4096, 132) && auto(mx, 28672, 4096, 132) && !auto(mx, 128256, 4096, 132));
-        assert!(unsupported(WoFormat::Nf4, 1, 14336, 4096, 132).unwrap().contains("MXFP4"));
+        assert!(auto(WoFormat::Nvfp4, 14336, 4096, 132) && !auto(WoFormat::Nf4, 14336, 4096, 132));
+        assert!(unsupported(WoFormat::Fp8E4M3, 1, 14336, 4096, 132).unwrap().contains("NF4"));
         // A CTA stays within 1024 threads: K = 16384 takes one row group of 16 warps.
         assert_eq!((row_groups(4096), row_groups(14336), row_groups(16384)), (2, 2, 1));
         for (n, sms) in [(4096usize, 132u32), (6144, 132), (1000, 7), (8, 132), (2056, 100)] {
@@ -438,7 +446,7 @@ mod tests {
         }
         for (k, per) in [(4096usize, 4usize), (4096, 14), (2048, 3), (8192, 1), (14336, 4), (4096, 122), (16384, 2)] {
             let g = row_groups(k);
-            for f in [WoFormat::Int4G128, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+            for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
                 let Some((slots, _)) = layout(f, k, per, g) else {
                     // NVFP4's LM head: 976 rows x 128 columns x 2 bytes of scales leave no ring.
                     assert!(f == WoFormat::Nvfp4 && per == 122, "{f:?} {k} {per}");
