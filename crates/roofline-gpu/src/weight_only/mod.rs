@@ -892,11 +892,6 @@ impl WeightOnlyGemv {
         Ok(r)
     }
 
-    /// Programmatic dependent launch for this engine's CUDA-core kernels ([`Tuning::pdl`], default on sm_90+).
-    fn pdl(&self) -> bool {
-        self.arch >= 90 && self.tuning.pdl != Some(false)
-    }
-
     fn key(&self, m: usize, plan: &LaunchPlan) -> KernelKey {
         plan.key(self.format, self.x, m, self.arch)
     }
@@ -1117,7 +1112,8 @@ impl WeightOnlyGemv {
                 x,
                 y,
                 fusion.norm_eps.unwrap_or(0.0),
-                self.pdl(),
+                // Programmatic dependent launch as the plan's CUDA-core kernels take it.
+                self.plan(m, n, k).pdl && self.arch >= 90,
             );
         }
         let plan = self.fused_plan(m, n, k, fusion);
