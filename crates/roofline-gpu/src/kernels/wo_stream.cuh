@@ -1,7 +1,8 @@
-// Shared by the kernels that stream INT4 g128 weight rows into shared memory with Hopper bulk copies (sm_90+)
-// and multiply them by one FP16 x row in f16x2: the fused FFN (ffn_fused.cu) and the shared-memory GEMV
-// (wo_ring.cu). Appended to weight_only_xreg.cu's source (INT4, M = 1, R = 8, C = 1: its `Meta`,
-// `unpack_meta`, `word` and `butterfly_rows`), before the kernel's own file; FD is K (a multiple of 1024).
+// Shared by the kernels that stream 4-bit weight rows (INT4 g128; NF4, MXFP4, NVFP4 for the ring GEMV) into
+// shared memory with Hopper bulk copies (sm_90+) and multiply them by one FP16 x row in f16x2: the fused FFN
+// (ffn_fused.cu) and the ring GEMV (wo_ring.cu). Appended to weight_only_xreg.cu's source (M = 1, R = 8,
+// C = 1: its `Meta`, `unpack_meta`, `word` and `butterfly_rows`), before the kernel's own file; FD is K (a
+// multiple of 1024).
 
 #ifndef FD
 #error "FD (the row length K) must be defined"

@@ -350,7 +350,7 @@ fn ffn_source() -> String {
     format!("{WEIGHT_ONLY_XREG_SOURCE}\n{STREAM_SOURCE}\n{FFN_SOURCE}")
 }
 
-/// NVRTC options of the kernels built on the `format` (INT4 g128 or MXFP4), M = 1, 8-row, one-chunk fused
+/// NVRTC options of the kernels built on the `format` (INT4 g128, NF4, MXFP4 or NVFP4), M = 1, 8-row, one-chunk fused
 /// x-in-registers source (its defines select `Meta`'s and the row step's shape) with rows of `k` values (`FD`).
 pub(crate) fn stream_options(arch: u32, format: WoFormat, k: usize) -> Vec<String> {
     let key = KernelKey {

@@ -87,14 +87,20 @@ pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
         && layout(format, k, per, row_groups(k)).is_some_and(|(slots, _)| slots >= AUTO_MIN_SLOTS)
 }
 
-/// Bytes of the scale tables (and INT4 zero points) per row of `k` values.
-fn table_bytes_per_row(format: WoFormat, k: usize) -> usize {
+/// Bytes of the block scales per row of `k` values (`pack::xreg_tables`' entries).
+fn scale_bytes_per_row(format: WoFormat, k: usize) -> usize {
     match format {
         WoFormat::Nf4 => (k / 64) * 2,
         WoFormat::Mxfp4 => k / 32,
         WoFormat::Nvfp4 => (k / 32) * 2,
-        _ => (k / 128) * 5 / 2,
+        _ => (k / 128) * 2,
     }
+}
+
+/// Bytes of the scale tables per row of `k` values: the scales, and INT4's 4-bit zero points.
+fn table_bytes_per_row(format: WoFormat, k: usize) -> usize {
+    let zeros = if format == WoFormat::Int4G128 { k / 256 } else { 0 };
+    scale_bytes_per_row(format, k) + zeros
 }
 
 /// CTAs and the most row steps any of them takes for `n` rows on `sm_count` SMs: one wave, the fewest CTAs
@@ -296,12 +302,7 @@ impl RingGemv {
             return Err(GpuError::Unsupported(format!("the ring GEMV's RMSNorm needs eps > 0, got {eps}")));
         }
         let (n, k) = (self.n, self.k);
-        let scale_bytes = match self.format {
-            WoFormat::Nf4 => (k / 64) * 2,
-            WoFormat::Mxfp4 => k / 32,
-            WoFormat::Nvfp4 => (k / 32) * 2,
-            _ => (k / 128) * 2,
-        } * n;
+        let scale_bytes = scale_bytes_per_row(self.format, k) * n;
         if x.len() < k || y.len() < n || codes.len() < n * k / 2 || scales.len() < scale_bytes {
             return Err(GpuError::Unsupported(format!(
                 "the {n}x{k} ring GEMV got x of {} values, y of {}, {} code bytes and {} scale bytes",
