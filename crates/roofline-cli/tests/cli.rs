@@ -386,6 +386,17 @@ fn sweep_writes_csv_and_json_and_gpu_commands_fail_cleanly_without_gpu() {
         .assert()
         .failure()
         .stderr(predicate::str::contains("batch must be 1..=16"));
+    // The qkv projection inside the attention: 4-bit weights at batch 1 only, refused before the GPU is opened.
+    roofline()
+        .args(["model-bench", "--config", "llama-3.1-8b", "--scheme", "fp16", "--qkv", "fused"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("--qkv fused: the fused qkv + attention kernel takes INT4 g128"));
+    roofline()
+        .args(["model-bench", "--config", "llama-3.1-8b", "--scheme", "int4", "--batch", "2", "--qkv", "fused"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("decodes one token, not a batch of 2"));
     for args in [&["gpu", "status"][..], &["gpu", "watch", "--count", "1"], &["gpu", "status", "--json"]] {
         roofline().args(args).assert().failure().stderr(predicate::str::contains("NVML not available"));
     }

@@ -250,6 +250,7 @@ mod tests {
             moe: None,
             gemv: Default::default(),
             ffn: Default::default(),
+            qkv: Default::default(),
         }
     }
 

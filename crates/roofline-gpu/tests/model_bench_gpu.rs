@@ -4,7 +4,7 @@
 //! unfused steps.
 
 use roofline_gpu::bench_weights::{head_matrices, layer_matrices};
-use roofline_gpu::model_bench::{AttnKernel, BenchConfig, KvFormat, MoeShape};
+use roofline_gpu::model_bench::{AttnKernel, BenchConfig, KvFormat, MoeShape, QkvKernel};
 use roofline_gpu::weight_only::WoFormat;
 use roofline_gpu::Gpu;
 
@@ -32,6 +32,7 @@ fn with_attention(weights: WoFormat, batch: usize, seq: usize, fuse: bool, atten
         moe: None,
         gemv: Default::default(),
         ffn: Default::default(),
+        qkv: Default::default(),
     }
 }
 
@@ -66,6 +67,66 @@ fn small_llama_step_runs_in_every_format_and_checks_attention() {
             );
         }
     }
+}
+
+/// The qkv projection inside the cluster attention (`--qkv fused`) for the three 4-bit formats it takes,
+/// FP16 and FP8 caches, a context of one position and of 1000, and the Llama-3.1-8B head layout (32 q heads
+/// over 8 KV heads): model_bench checks its qkv rows against the GEMV's and its attention against the CPU.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn qkv_inside_the_attention_matches_the_gemv() {
+    let gpu = Gpu::open(0).unwrap();
+    if gpu.compute_capability.0 < 9 {
+        eprintln!("skipped: the fused qkv + attention kernel needs sm_90+");
+        return;
+    }
+    let mut cases = Vec::new();
+    for weights in [WoFormat::Int4G128, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+        for kv in [KvFormat::F16, KvFormat::Fp8E4M3] {
+            for seq in [1, 1000] {
+                cases.push((weights, kv, seq, 1024, 8, 2));
+            }
+        }
+    }
+    cases.push((WoFormat::Int4G128, KvFormat::F16, 700, 4096, 32, 8));
+    for (weights, kv, seq, hidden, heads, kv_heads) in cases {
+        let cfg = BenchConfig {
+            kv,
+            hidden,
+            heads,
+            kv_heads,
+            layers_built: 1,
+            qkv: QkvKernel::Fused,
+            ..small(weights, 1, seq, true)
+        };
+        let r = gpu.model_bench(&cfg, |_| {}).unwrap_or_else(|e| panic!("{weights:?} {kv:?} S={seq} D={hidden}: {e}"));
+        let q = r.qkv_rel_error.expect("the projection ran inside the attention");
+        assert!(
+            q < 1e-2 && r.attention_rel_error < 1e-2,
+            "{weights:?} {kv:?} S={seq}: qkv {q}, attention {}",
+            r.attention_rel_error
+        );
+        assert!(r.attention_kernel.starts_with("attn_qkv"), "{}", r.attention_kernel);
+        assert!(!r.ops.iter().any(|o| o.name == "qkv_proj"), "{:?}", r.ops);
+        assert!(r.fused.iter().any(|f| f.name == "qkv_proj" && f.into == "attention"), "{:?}", r.fused);
+        assert!(r.fused.iter().any(|f| f.name == "input_layernorm" && f.into == "attention"), "{:?}", r.fused);
+        println!(
+            "{weights:?} {kv:?} S={seq:>4} D={hidden}: qkv err {q:.1e}, attention err {:.1e}, attention row {:.2} us, {}",
+            r.attention_rel_error,
+            r.ops.iter().find(|o| o.name == "attention").map_or(0.0, |o| o.time_us),
+            r.attention_kernel
+        );
+        // The same step with the GEMV: no fused projection.
+        let g = gpu.model_bench(&BenchConfig { qkv: QkvKernel::Gemv, ..cfg }, |_| {}).unwrap();
+        assert!(g.qkv_rel_error.is_none() && g.ops.iter().any(|o| o.name == "qkv_proj"));
+    }
+    // Where it does not apply, `fused` is an error that says why; the default is the GEMV.
+    let fp16 = BenchConfig { qkv: QkvKernel::Fused, ..small(WoFormat::Fp16, 1, 10, true) };
+    assert!(gpu.model_bench(&fp16, |_| {}).unwrap_err().to_string().contains("--qkv fused"));
+    let batch3 = BenchConfig { qkv: QkvKernel::Fused, ..small(WoFormat::Int4G128, 3, 10, true) };
+    assert!(gpu.model_bench(&batch3, |_| {}).unwrap_err().to_string().contains("batch"));
+    let r = gpu.model_bench(&small(WoFormat::Int4G128, 1, 10, true), |_| {}).unwrap();
+    assert!(r.qkv_rel_error.is_none());
 }
 
 /// MoE steps (Mixtral-like top-2 of 8, and Qwen-MoE-like top-4 of 16 with shared experts) in a 4-bit and the

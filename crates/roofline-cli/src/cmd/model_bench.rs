@@ -8,7 +8,9 @@ use roofline_core::model::{
 };
 use roofline_core::recommend::Phase;
 use roofline_core::Format;
-use roofline_gpu::model_bench::{AttnKernel, BenchConfig, FfnKernel, KvFormat, MoeShape, OpTime, StepResult, HEAD_DIM};
+use roofline_gpu::model_bench::{
+    AttnKernel, BenchConfig, FfnKernel, KvFormat, MoeShape, OpTime, QkvKernel, StepResult, HEAD_DIM,
+};
 use roofline_gpu::weight_only::{GemvOverride, WoFormat};
 use roofline_gpu::Gpu;
 
@@ -31,7 +33,12 @@ prediction then counts a fused op's bytes but not the launch and start-up cost a
 would pay. --ffn fused runs the whole dense FFN (norm, gate_up, SwiGLU, down, residual add) as one
 kernel (INT4 weights, batch 1): each CTA owns a slice of the intermediate dimension, so the two
 GEMVs share one ramp and one drain; its time shows on gate_up_proj. --no-fuse runs one kernel per op. On sm_90+ the fused attention runs on thread-block
-clusters (--attention cluster); --attention splits runs the kernel every GPU has.
+clusters (--attention cluster); --attention splits runs the kernel every GPU has. --qkv fused (4-bit
+weights: INT4, MXFP4, NVFP4; batch 1) runs the qkv projection inside the cluster attention: each KV
+head's cluster computes its own q, k and v rows, then attends, so a cluster barrier replaces the
+kernel boundary; its time shows on the attention row. It is opt-in: on the H100 the fused kernel
+cannot start streaming before the FFN's CTAs leave (its CTAs are too large to sit beside them),
+which costs more than the boundary saves.
 
 MoE models (Mixtral, Qwen-MoE): an FP16 router GEMV, a top-k kernel writing each token's experts
 and weights on the device, each routed expert's gate_up and down GEMVs (tokens gathered per expert
@@ -49,7 +56,8 @@ Examples:
   roofline model-bench --checkpoint ./Llama-3.2-1B --schemes fp16,int4
   roofline model-bench --config mixtral-8x7b --schemes fp16,int4 --layers 16
   roofline model-bench --config llama-3.1-8b --scheme int4 --layers 8 --gemv variant=xreg,stages=3
-  roofline model-bench --config llama-3.1-8b --schemes int4 --ffn fused   # the FFN as one kernel")]
+  roofline model-bench --config llama-3.1-8b --schemes int4 --ffn fused   # the FFN as one kernel
+  roofline model-bench --config llama-3.1-8b --schemes int4 --qkv fused   # qkv inside the attention")]
 pub struct ModelBenchArgs {
     /// Model preset (`roofline model list`) or a config.json (Llama-family or Mixtral/Qwen-MoE, head_dim 128). Default
     /// with --checkpoint: its config.json.
@@ -97,6 +105,12 @@ pub struct ModelBenchArgs {
     /// `gemv` (gate_up and down as two GEMVs) or `auto` (fused where it applies, else two GEMVs; the default).
     #[arg(long, value_enum, default_value_t = FfnArg::Auto)]
     pub ffn: FfnArg,
+    /// How the fused step runs the qkv projection: `gemv` (its own GEMV; the default) or `fused` (inside the
+    /// cluster attention's launch, a cluster per KV head computing its q, k and v rows; INT4 g128, MXFP4 or
+    /// NVFP4 weights, batch 1, sm_90+, hidden 1024 to 8192, at most 8 q heads per KV head; an error
+    /// elsewhere; slower than the GEMV on the H100).
+    #[arg(long, value_enum, default_value_t = QkvArg::Gemv)]
+    pub qkv: QkvArg,
     /// Run every weight-only GEMV of the step with this kernel variant and launch plan instead of the
     /// measured defaults (`key=value` pairs; --help lists the keys).
     #[arg(long, value_name = "KEY=VALUE,...", default_value = "", long_help = gemv_help())]
@@ -162,6 +176,24 @@ impl From<FfnArg> for FfnKernel {
             FfnArg::Auto => FfnKernel::Auto,
             FfnArg::Fused => FfnKernel::Fused,
             FfnArg::Gemv => FfnKernel::Gemv,
+        }
+    }
+}
+
+/// `--qkv` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum QkvArg {
+    /// Its own GEMV.
+    Gemv,
+    /// Inside the attention (an error where it does not apply).
+    Fused,
+}
+
+impl From<QkvArg> for QkvKernel {
+    fn from(a: QkvArg) -> Self {
+        match a {
+            QkvArg::Gemv => QkvKernel::Gemv,
+            QkvArg::Fused => QkvKernel::Fused,
         }
     }
 }
@@ -262,6 +294,7 @@ fn bench_config(cfg: &ModelConfig, a: &ModelBenchArgs, f: Format) -> Result<Benc
         moe,
         gemv: a.gemv,
         ffn: a.ffn.into(),
+        qkv: a.qkv.into(),
     };
     b.validate()?;
     Ok(b)
@@ -420,6 +453,9 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
         m.attention_kernel,
         m.attention_rel_error
     );
+    if let Some(e) = m.qkv_rel_error {
+        println!("qkv projection inside the attention vs the qkv GEMV on the same x: rel. error {e:.1e}");
+    }
     if let Some(c) = &m.moe {
         let mut per_layer: Vec<String> = c.experts_per_layer.iter().take(4).map(|e| format!("{e:?}")).collect();
         if c.experts_per_layer.len() > 4 {
@@ -560,6 +596,7 @@ mod tests {
             ops: Vec::new(),
             fused: fused.iter().map(|(n, i)| FusedOp { name: (*n).into(), into: (*i).into(), after: None }).collect(),
             attention_rel_error: 0.0,
+            qkv_rel_error: None,
             attention_kernel: "test".into(),
             weights: "random".into(),
             moe: None,

@@ -50,12 +50,6 @@
 #define QV (FMT == 0 ? 4 : (FMT == 2 || FMT == 3) ? 2 : 1)
 #define ROW_SCALED (FMT == 2 || FMT == 3)
 
-__device__ __forceinline__ u16 f2h(float v) {
-    u16 h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    return h;
-}
-
 __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 s) {
     u32 d;
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));

@@ -1,5 +1,5 @@
 // Primitives shared by the weight-only kernels (the host prepends this file to weight_only_gemv.cu,
-// weight_only_xreg.cu and weight_only_mma.cu): integer types, f16 / E4M3 conversions, the 16-byte weight
+// weight_only_xreg.cu, weight_only_mma.cu and decode_ops.cu): integer types, f16 / E4M3 conversions, the 16-byte weight
 // loads, bit tricks and the programmatic-dependent-launch helpers (PDL, default 0).
 
 typedef unsigned int u32;
@@ -10,6 +10,12 @@ __device__ __forceinline__ float h2f(u16 h) {
     float f;
     asm("{ .reg .f16 t; mov.b16 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "h"(h));
     return f;
+}
+
+__device__ __forceinline__ u16 f2h(float v) {
+    u16 h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h;
 }
 
 __device__ __forceinline__ void h2x2f(u32 v, float& a, float& b) {

@@ -34,25 +34,30 @@
 #endif
 #define RW_WARPS (KSL * RW_GROUPS)  // consumer warps
 #define RW_NC (RW_WARPS * 32)
-#define RW_THREADS (RW_NC + 32)  // + the producer warp
+// RW_PRODUCER 1 (wo_ring): a producer warp refills the ring; 0 (attn_qkv, whose two CTAs per SM need the
+// registers of a warp fewer): thread 0 fills the first slots, and the first warp of a row group refills a
+// slot once the group has released it.
+#ifndef RW_PRODUCER
+#define RW_PRODUCER 1
+#endif
+#define RW_THREADS (RW_NC + 32 * RW_PRODUCER)
 #define RW_STAGE (4 * FD)  // bytes of one row step (8 rows)
 
 // Consumer-only barrier (named barrier 1): the producer warp has left.
 __device__ __forceinline__ void consumers_sync_rw() { asm volatile("bar.sync 1, %0;" ::"n"(RW_NC) : "memory"); }
 
-extern "C" __global__ void __launch_bounds__(RW_THREADS, 1)
-wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __restrict__ w_z, const u16* x, u16* y,
-        int n, float eps, float gscale) {
-    pdl_trigger();
-    // Dynamic shared memory: RW_STEPS ring slots, then the CTA's scales [RS_COLS][rows] and zero points
-    // [RS_COLS][rows / 2] (INT4), then psum [KSL][rows] (each K slice's row sums).
-    extern __shared__ __align__(128) u8 smem[];
+// The GEMV of one CTA: its `ns` row steps, step j (< ns) being row step step_of(j) of W (rows 8 step_of(j)
+// .. + 7) and of y, through the ring at `smem` (dynamic shared memory: RW_STEPS slots, the scale tables,
+// the row sums). Every thread of the CTA calls it; the producer warp (RW_PRODUCER) returns once it has
+// issued its copies, the consumers once they have written y. Used by wo_ring (contiguous steps) and attn_qkv.cu (the q, k
+// and v rows of one KV head).
+template <typename StepOf>
+__device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w, const u8* __restrict__ w_s,
+                                          const u8* __restrict__ w_z, const u16* x, u16* y, int n, int ns,
+                                          StepOf step_of, float eps, float gscale) {
     __shared__ __align__(8) unsigned long long full[RW_STEPS], empty[RW_STEPS];
     __shared__ float red[RW_WARPS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int steps = n / R;
-    const int s0 = (int)(((long long)blockIdx.x * steps) / gridDim.x);
-    const int ns = (int)(((long long)(blockIdx.x + 1) * steps) / gridDim.x) - s0;
     const int rows = ns * R;
     u8* ms = smem + RW_STEPS * RW_STAGE;
     u8* mz = ms + RS_COLS * RW_ROWS * (RS_SB / R);
@@ -66,14 +71,21 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#if !RW_PRODUCER
+        for (int s = 0; s < ns && s < RW_STEPS; ++s) {
+            mbar_expect_tx(full_s + 8 * s, RW_STAGE);
+            bulk_copy(smem_addr(smem + s * RW_STAGE), (const u8*)w + (size_t)step_of(s) * RW_STAGE, RW_STAGE,
+                      full_s + 8 * s);
+        }
+#endif
     }
     // The scales first (no kernel writes them), ahead of the weights in the DRAM queue.
     for (int t = threadIdx.x; warp < RW_WARPS && t < RS_COLS * ns; t += RW_NC) {
         const int c = t / ns, j = t % ns;  // scale column c, row step j: RS_SB bytes of scales, RS_ZB of zeros
         cp_async<RS_SB>(smem_addr(ms + ((size_t)c * rows + j * R) * (RS_SB / R)),
-                        w_s + ((size_t)c * n + (size_t)(s0 + j) * R) * (RS_SB / R), true);
+                        w_s + ((size_t)c * n + (size_t)step_of(j) * R) * (RS_SB / R), true);
 #if RS_ZB > 0
-        cp_async<RS_ZB>(smem_addr(mz + (size_t)c * (rows / 2) + j * R / 2), w_z + (size_t)c * (n / 2) + (s0 + j) * R / 2,
+        cp_async<RS_ZB>(smem_addr(mz + (size_t)c * (rows / 2) + j * R / 2), w_z + (size_t)c * (n / 2) + step_of(j) * R / 2,
                         true);
 #endif
     }
@@ -82,14 +94,14 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
     fill_nf4_pairs(RW_THREADS);
 #endif
     __syncthreads();
-    if (warp == RW_WARPS) {
+    if (RW_PRODUCER && warp == RW_WARPS) {
         // ---- Producer: every row step of the CTA, in order, as ring slots free up ----
         if (lane == 0) {
             for (int s = 0; s < ns; ++s) {
                 const int slot = s % RW_STEPS;
                 if (s >= RW_STEPS) mbar_wait(empty_s + 8 * slot, (u32)((s / RW_STEPS - 1) & 1));
                 mbar_expect_tx(full_s + 8 * slot, RW_STAGE);
-                bulk_copy(smem_addr(smem + slot * RW_STAGE), (const u8*)w + (size_t)(s0 + s) * RW_STAGE, RW_STAGE,
+                bulk_copy(smem_addr(smem + slot * RW_STAGE), (const u8*)w + (size_t)step_of(s) * RW_STAGE, RW_STAGE,
                           full_s + 8 * slot);
             }
         }
@@ -116,7 +128,7 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
 #pragma unroll
     for (int u = 0; u < (RW_ROWS + RW_NC - 1) / RW_NC; ++u) {
         const int i = threadIdx.x + u * RW_NC;
-        yold[u] = ADD && i < rows ? io2f(y[(size_t)s0 * R + i]) : 0.0f;
+        yold[u] = ADD && i < rows ? io2f(y[(size_t)step_of(i / R) * R + i % R]) : 0.0f;
     }
     asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
     consumers_sync_rw();
@@ -146,6 +158,15 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
                                    (u32)((j / RW_STEPS) & 1), xh, xsum);
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);
+#if !RW_PRODUCER
+        // The group's first warp refills the slot with step j + RW_STEPS once all its warps released it.
+        if (ks == 0 && lane == 0 && j + RW_STEPS < ns) {
+            mbar_wait(empty_s + 8 * slot, (u32)((j / RW_STEPS) & 1));
+            mbar_expect_tx(full_s + 8 * slot, RW_STAGE);
+            bulk_copy(smem_addr(smem + slot * RW_STAGE), (const u8*)w + (size_t)step_of(j + RW_STEPS) * RW_STAGE,
+                      RW_STAGE, full_s + 8 * slot);
+        }
+#endif
         if ((lane & 3) == 0) psum[ks * rows + j * R + ((lane >> 2) & 7)] = sum;
     }
     consumers_sync_rw();
@@ -156,7 +177,20 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
             float t = 0.0f;
 #pragma unroll
             for (int s = 0; s < KSL; ++s) t += psum[s * rows + i];
-            y[(size_t)s0 * R + i] = f2out(yold[u] + t * out_scale);
+            y[(size_t)step_of(i / R) * R + i % R] = f2out(yold[u] + t * out_scale);
         }
     }
 }
+
+#ifndef RING_NO_KERNEL
+extern "C" __global__ void __launch_bounds__(RW_THREADS, 1)
+wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __restrict__ w_z, const u16* x, u16* y,
+        int n, float eps, float gscale) {
+    pdl_trigger();
+    extern __shared__ __align__(128) u8 smem[];
+    const int steps = n / R;
+    const int s0 = (int)(((long long)blockIdx.x * steps) / gridDim.x);
+    const int ns = (int)(((long long)(blockIdx.x + 1) * steps) / gridDim.x) - s0;
+    ring_gemv(smem, w, w_s, w_z, x, y, n, ns, [s0](int j) { return s0 + j; }, eps, gscale);
+}
+#endif

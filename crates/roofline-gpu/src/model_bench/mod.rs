@@ -27,6 +27,7 @@ use crate::weight_only::{
     WeightOnlyGemv, WoFormat, XDtype,
 };
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
+pub use attn_qkv::{QkvAttention, QkvShape};
 use moe::{MoeActs, MoeLayer, MoeOp};
 pub use moe::{MoeCheck, MoeShape};
 use rayon::prelude::*;
@@ -34,10 +35,15 @@ use roofline_quant::checkpoint::SourceModel;
 use roofline_quant::minifloat::E4M3;
 use std::collections::HashMap;
 
+mod attn_qkv;
 mod moe;
 
 /// The decode-ops source (see the kernel file's header).
-pub const DECODE_OPS_SOURCE: &str = include_str!("../kernels/decode_ops.cu");
+pub const DECODE_OPS_SOURCE: &str = concat!(
+    include_str!("../kernels/wo_prims.cuh"),
+    include_str!("../kernels/attn_cluster.cuh"),
+    include_str!("../kernels/decode_ops.cu")
+);
 
 /// Head size the attention kernels are written for.
 pub const HEAD_DIM: usize = 128;
@@ -87,6 +93,21 @@ pub struct BenchConfig {
     /// How the fused step runs a dense FFN: one fused kernel (norm, gate_up, SiLU-and-mul, down and the
     /// residual add) where it supports the shape, or two GEMVs.
     pub ffn: FfnKernel,
+    /// How the fused step runs the qkv projection: its own GEMV (the default), or inside the cluster
+    /// attention's launch (`attn_qkv`, opt-in: slower on the H100).
+    pub qkv: QkvKernel,
+}
+
+/// The kernel of the fused step's qkv projection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QkvKernel {
+    /// Its own weight-only GEMV before the attention. The default: on the H100 the fused kernel is slower
+    /// (Llama-3.1-8B INT4, S = 1024: step 2228 vs 2085 us; bench/RESULTS.md, session 15).
+    #[default]
+    Gemv,
+    /// The projection inside the cluster attention (`attn_qkv`: sm_90+, INT4 g128 / MXFP4 / NVFP4 on the
+    /// x-in-registers engine, batch 1); an error where it does not apply.
+    Fused,
 }
 
 /// The kernels of a dense FFN in the fused step.
@@ -170,6 +191,11 @@ impl BenchConfig {
         } else if self.intermediate == 0 {
             return bad("a dense FFN needs intermediate > 0".into());
         }
+        if self.qkv == QkvKernel::Fused {
+            if let Some(why) = self.fused_qkv_unsupported() {
+                return bad(format!("--qkv fused: {why}"));
+            }
+        }
         if self.ffn == FfnKernel::Fused {
             if let Some(why) = self.fused_ffn_unsupported() {
                 return bad(format!("--ffn fused: {why}"));
@@ -204,6 +230,32 @@ impl BenchConfig {
             FfnKernel::Auto => major >= 9 && self.fused_ffn_unsupported().is_none(),
             FfnKernel::Fused => self.fused_ffn_unsupported().is_none(),
         }
+    }
+
+    /// The fused qkv + attention kernel's shape.
+    pub fn qkv_shape(&self) -> QkvShape {
+        QkvShape {
+            format: self.weights,
+            batch: self.batch,
+            hidden: self.hidden,
+            heads: self.heads,
+            kv_heads: self.kv_heads,
+            kv8: self.kv == KvFormat::Fp8E4M3,
+        }
+    }
+
+    /// Why this step cannot run its qkv projection inside the attention (`None`: it can, given the GPU).
+    pub fn fused_qkv_unsupported(&self) -> Option<String> {
+        if !self.fuse {
+            return Some("the unfused step runs one kernel per op".into());
+        }
+        if self.attention == AttnKernel::Splits {
+            return Some("the qkv projection fuses into the cluster attention only".into());
+        }
+        if self.gemv.variant.is_some_and(|v| v != Variant::XReg) {
+            return Some("the fused kernel reads weights staged for the x-in-registers engine".into());
+        }
+        attn_qkv::unsupported(&self.qkv_shape())
     }
 
     /// Fused q, k, v rows.
@@ -268,6 +320,9 @@ pub struct StepResult {
     pub fused: Vec<FusedOp>,
     /// Relative error of the last layer's attention against the CPU reference.
     pub attention_rel_error: f64,
+    /// Where the qkv projection runs inside the attention: the relative error of its qkv rows against the
+    /// x-in-registers GEMV's on the same x and weights (`None`: the projection is that GEMV).
+    pub qkv_rel_error: Option<f64>,
     /// The attention kernel and its geometry, e.g. "attn_cluster, 8 clusters of 16 CTAs".
     pub attention_kernel: String,
     /// Where the weights came from: "random", or "checkpoint `<dir>`".
@@ -535,8 +590,27 @@ impl Gpu {
                 "an FP8 KV cache is read by the cluster attention kernel only (fused step, sm_90+; this GPU is sm_{major}{minor})"
             )));
         }
+        let arch = (major * 10 + minor) as u32;
+        let qkv_attn = match (cfg.qkv, cfg.fused_qkv_unsupported(), cluster > 0) {
+            (QkvKernel::Gemv, _, _) => None,
+            (QkvKernel::Fused, Some(why), _) => return Err(GpuError::Unsupported(format!("--qkv fused: {why}"))),
+            (QkvKernel::Fused, None, false) => {
+                return Err(GpuError::Unsupported("--qkv fused: the step runs no cluster attention (sm_90+)".into()))
+            }
+            (QkvKernel::Fused, None, true) => {
+                Some(QkvAttention::build(&self.ctx, &s, arch, self.sm_count, cfg.qkv_shape())?)
+            }
+        };
         let attention_kernel = if !cfg.fuse {
             format!("attn_split + attn_combine, {splits} splits of {chunk} positions")
+        } else if let Some(q) = &qkv_attn {
+            format!(
+                "attn_qkv (qkv projection + attention), {} clusters of {} CTAs ({} resident at once), {} KV",
+                b * cfg.kv_heads,
+                q.cluster,
+                q.resident,
+                if cfg.kv == KvFormat::Fp8E4M3 { "FP8 E4M3" } else { "FP16" }
+            )
         } else if cluster > 0 {
             format!(
                 "attn_cluster, {} clusters of {cluster} CTAs ({resident} resident at once), {} KV",
@@ -547,6 +621,12 @@ impl Gpu {
             format!("attn_rope, {splits} splits of {chunk} positions")
         };
         progress(&format!("attention: {attention_kernel}"));
+        if let Some(q) = &qkv_attn {
+            progress(&format!(
+                "qkv projection inside the attention: {} row steps and {} ring slots per CTA, {} registers (capped for {} CTAs per SM)",
+                q.steps, q.slots, q.registers, q.min_blocks
+            ));
+        }
         if let Some(ffn) = &fused_ffn {
             progress(&format!(
                 "FFN: one fused kernel (norm, gate_up, SiLU-and-mul, down, residual add), {} CTAs, {} registers",
@@ -559,6 +639,7 @@ impl Gpu {
             gemv: &gemv,
             router: router.as_ref(),
             ffn: fused_ffn.as_ref(),
+            qkv_attn: qkv_attn.as_ref(),
             s: &s,
             splits,
             chunk,
@@ -581,6 +662,21 @@ impl Gpu {
                 "decode attention: relative error {attention_rel_error:.2e} > 1e-2"
             )));
         }
+        // The fused projection's rows against the GEMV's on the last layer (after the attention check: this
+        // appends the new key and value again).
+        let qkv_rel_error = match qkv_attn {
+            Some(_) => {
+                let last = layers.last_mut().ok_or_else(|| GpuError::Unsupported("no layers".into()))?;
+                let e = en.check_fused_qkv(last, &mut acts)?;
+                if e.is_nan() || e > 1e-2 {
+                    return Err(GpuError::Incorrect(format!(
+                        "qkv projection inside the attention: relative error {e:.2e} > 1e-2 against the GEMV"
+                    )));
+                }
+                Some(e)
+            }
+            None => None,
+        };
         let logits = s.clone_dtoh(&acts.logits)?;
         if logits.iter().any(|v| !f16::from_bits(*v).to_f32().is_finite()) {
             return Err(GpuError::Incorrect("non-finite logits after one step".into()));
@@ -604,11 +700,18 @@ impl Gpu {
             if !fuse {
                 time_op("input_layernorm", "norm", per_layer, &mut |i| en.norm(a, true, &layers_ptr[i % nl].norm_in))?;
             }
-            time_op("qkv_proj", "linear", per_layer, &mut |i| en.linear(&mut layers_ptr[i % nl].qkv, Lin::Qkv, a))?;
-            if !fuse {
-                time_op("rotary_emb", "elementwise", per_layer, &mut |i| en.rope(&mut layers_ptr[i % nl], a))?;
+            if en.qkv_attn.is_some() {
+                // One launch: timed as the attention, qkv_proj marked as inside it.
+                time_op("attention", "attention", per_layer, &mut |i| {
+                    en.qkv_and_attention(&mut layers_ptr[i % nl], a)
+                })?;
+            } else {
+                time_op("qkv_proj", "linear", per_layer, &mut |i| en.linear(&mut layers_ptr[i % nl].qkv, Lin::Qkv, a))?;
+                if !fuse {
+                    time_op("rotary_emb", "elementwise", per_layer, &mut |i| en.rope(&mut layers_ptr[i % nl], a))?;
+                }
+                time_op("attention", "attention", per_layer, &mut |i| en.attention(&mut layers_ptr[i % nl], a))?;
             }
-            time_op("attention", "attention", per_layer, &mut |i| en.attention(&mut layers_ptr[i % nl], a))?;
             time_op("o_proj", "linear", per_layer, &mut |i| en.linear(&mut layers_ptr[i % nl].o, Lin::O, a))?;
             if !fuse {
                 time_op("post_attention_layernorm", "norm", per_layer, &mut |i| {
@@ -691,11 +794,15 @@ impl Gpu {
             replays: st.runs,
             layers_built: nl,
             ops: op_times,
-            fused: match cfg.moe {
-                Some(_) => en.moe_fused_ops(&layers),
-                None => fused_ops(cfg.fuse, silu_in_down, fused_ffn.is_some()),
-            },
+            fused: with_qkv_in_attention(
+                match cfg.moe {
+                    Some(_) => en.moe_fused_ops(&layers),
+                    None => fused_ops(cfg.fuse, silu_in_down, fused_ffn.is_some()),
+                },
+                qkv_attn.is_some(),
+            ),
             attention_rel_error,
+            qkv_rel_error,
             attention_kernel,
             weights: match &cfg.checkpoint {
                 Some(dir) => format!("checkpoint {}", dir.display()),
@@ -921,6 +1028,8 @@ struct Enqueue<'a> {
     chunk: i32,
     /// CTAs per cluster of the cluster attention; 0: the split kernels.
     cluster: u32,
+    /// The qkv projection inside the attention's launch, when the step runs it so.
+    qkv_attn: Option<&'a QkvAttention>,
     /// Fused step whose down_proj kernel computes SwiGLU as it loads x (no silu_mul kernel).
     silu_in_down: bool,
     /// Decode kernels compiled and launched with programmatic dependent launch (sm_90+).
@@ -934,8 +1043,7 @@ impl Enqueue<'_> {
     fn layers(&self, layers: &mut [Layer], a: &mut Acts) -> Result<(), GpuError> {
         if self.cfg.fuse {
             for layer in layers.iter_mut() {
-                self.linear(&mut layer.qkv, Lin::Qkv, a)?;
-                self.attention(layer, a)?;
+                self.qkv_and_attention(layer, a)?;
                 self.linear(&mut layer.o, Lin::O, a)?;
                 match &mut layer.ffn {
                     Ffn::Dense { gate_up, down } => {
@@ -1096,6 +1204,50 @@ impl Enqueue<'_> {
         unsafe { self.launch(&self.ops.attn_combine, (groups, 1, 1), (128, 1, 1), k) }
     }
 
+    /// The fused step's qkv projection and attention: one `attn_qkv` launch, or the GEMV then the attention.
+    fn qkv_and_attention(&self, layer: &mut Layer, a: &mut Acts) -> Result<(), GpuError> {
+        let Some(q) = self.qkv_attn else {
+            self.linear(&mut layer.qkv, Lin::Qkv, a)?;
+            return self.attention(layer, a);
+        };
+        let c = self.cfg;
+        let kv_scale = if c.kv == KvFormat::Fp8E4M3 { KV_FP8_SCALE } else { 1.0 };
+        let len = c.seq + 1;
+        q.launch(
+            self.s,
+            &layer.qkv,
+            &a.x,
+            &mut a.qkv,
+            &layer.kc,
+            &layer.vc,
+            &mut a.attn,
+            len,
+            len,
+            c.rope_theta,
+            (kv_scale, kv_scale),
+            NORM_EPS,
+            self.pdl,
+        )
+    }
+
+    /// Relative error of the fused kernel's qkv rows against the qkv GEMV's, both on the current x and
+    /// `layer`'s weights (the fused launch also re-appends the new key and value and rewrites the attention
+    /// output).
+    fn check_fused_qkv(&self, layer: &mut Layer, a: &mut Acts) -> Result<f64, GpuError> {
+        self.qkv_and_attention(layer, a)?;
+        let fused = self.s.clone_dtoh(&a.qkv)?;
+        self.linear(&mut layer.qkv, Lin::Qkv, a)?;
+        let gemv = self.s.clone_dtoh(&a.qkv)?;
+        let (mut err, mut norm) = (0.0f64, 0.0f64);
+        for (f, g) in fused.iter().zip(&gemv) {
+            let (f, g) = (f64::from(f16::from_bits(*f).to_f32()), f64::from(f16::from_bits(*g).to_f32()));
+            err += (f - g).powi(2);
+            norm += g * g;
+        }
+        let e = (err / norm.max(1e-300)).sqrt();
+        Ok(if e.is_finite() { e } else { f64::INFINITY })
+    }
+
     /// x += down(silu(gate) * up) of rmsnorm(x), one launch.
     fn fused_ffn(&self, w: &mut FfnWeights, a: &mut Acts) -> Result<(), GpuError> {
         let ffn = self.ffn.ok_or_else(|| GpuError::Unsupported("fused FFN weights without its kernel".into()))?;
@@ -1158,6 +1310,20 @@ fn fused_ops(fuse: bool, silu_in_down: bool, fused_ffn: bool) -> Vec<FusedOp> {
     };
     let silu = silu_in_down.then_some(("silu_and_mul", "down_proj"));
     pairs.iter().copied().chain(silu).map(|(n, i)| FusedOp { name: n.into(), into: i.into(), after: None }).collect()
+}
+
+/// `fused` with the qkv projection inside the attention's launch (`qkv_in_attention`): the ops fused into
+/// qkv_proj move to the attention, and qkv_proj joins them.
+fn with_qkv_in_attention(fused: Vec<FusedOp>, qkv_in_attention: bool) -> Vec<FusedOp> {
+    if !qkv_in_attention {
+        return fused;
+    }
+    let mut out: Vec<FusedOp> = fused
+        .into_iter()
+        .map(|f| if f.into == "qkv_proj" { FusedOp { into: "attention".into(), ..f } } else { f })
+        .collect();
+    out.push(FusedOp { name: "qkv_proj".into(), into: "attention".into(), after: None });
+    out
 }
 
 /// Kernel parameters for `cuLaunchKernelEx`: each value in its own 8-byte slot (device pointers as
@@ -1326,6 +1492,7 @@ mod tests {
             moe: None,
             gemv: GemvOverride::default(),
             ffn: FfnKernel::default(),
+            qkv: QkvKernel::default(),
         }
     }
 

@@ -588,8 +588,7 @@ impl Enqueue<'_> {
         let mut experts_per_layer = Vec::with_capacity(layers.len());
         let mut check = None;
         for (l, layer) in layers.iter_mut().enumerate() {
-            self.linear(&mut layer.qkv, super::Lin::Qkv, a)?;
-            self.attention(layer, a)?;
+            self.qkv_and_attention(layer, a)?;
             self.linear(&mut layer.o, super::Lin::O, a)?;
             let Ffn::Moe(m) = &mut layer.ffn else {
                 return Err(GpuError::Unsupported("a dense layer in a MoE model".into()));
@@ -840,6 +839,7 @@ mod tests {
             moe: Some(MoeShape { experts: 4, top_k: 2, expert_intermediate: 128, shared_intermediate: 128 }),
             gemv: Default::default(),
             ffn: Default::default(),
+            qkv: Default::default(),
         };
         let m = cfg.moe.unwrap();
         let g = vec![1.0f32; 256];

@@ -738,8 +738,35 @@ pub struct DeviceWeights {
     xscales: CudaSlice<u8>,
     xzeros: CudaSlice<u8>,
     global_scale: f32,
+    /// Whether `xscales` / `xzeros` hold the x-in-registers tables (`pack::xreg_tables`).
+    xreg_tables: bool,
     workspace: CudaSlice<f32>,
     counters: CudaSlice<u32>,
+}
+
+/// The buffers of [`DeviceWeights`] the ring-streaming kernels read.
+pub(crate) struct RingBuffers<'a> {
+    /// Codes, row-major.
+    pub codes: &'a CudaSlice<u8>,
+    /// Block scales, transposed (`pack::xreg_tables`).
+    pub scales: &'a CudaSlice<u8>,
+    /// INT4 zero points, transposed.
+    pub zeros: &'a CudaSlice<u8>,
+    /// NVFP4's FP32 tensor scale (1 otherwise).
+    pub global_scale: f32,
+}
+
+impl DeviceWeights {
+    /// What the ring-streaming kernels read: the codes row-major, the x-in-registers scale and zero-point
+    /// tables and NVFP4's tensor scale (1 otherwise); `None` where the weights were staged for another engine.
+    pub(crate) fn ring_buffers(&self) -> Option<RingBuffers<'_>> {
+        self.xreg_tables.then_some(RingBuffers {
+            codes: &self.codes,
+            scales: &self.xscales,
+            zeros: &self.xzeros,
+            global_scale: self.global_scale,
+        })
+    }
 }
 
 /// A weight-only GEMV engine for one format and activation type on one GPU; kernels are compiled on first
@@ -1012,6 +1039,7 @@ impl WeightOnlyGemv {
             xscales: up(&st.xscales)?,
             xzeros: up(&st.xzeros)?,
             global_scale: p.global_scale,
+            xreg_tables: st.variant == Variant::XReg && st.codes.is_none(),
             workspace: self.stream.alloc_zeros::<f32>(16 * p.n)?,
             counters: self.stream.alloc_zeros::<u32>(p.n.div_ceil(4) + 1)?,
         })

@@ -103,6 +103,12 @@ fn table_bytes_per_row(format: WoFormat, k: usize) -> usize {
     scale_bytes_per_row(format, k) + zeros
 }
 
+/// Dynamic shared memory of the tables of `rows` rows of `k` values: their scales and zero points, and the
+/// per-K-slice row sums.
+pub(crate) fn tables_bytes(format: WoFormat, k: usize, rows: usize) -> usize {
+    table_bytes_per_row(format, k) * rows + (k / 1024) * rows * 4
+}
+
 /// CTAs and the most row steps any of them takes for `n` rows on `sm_count` SMs: one wave, the fewest CTAs
 /// that keep the largest share as small as one wave allows.
 pub fn grid(n: usize, sm_count: u32) -> (u32, usize) {
@@ -116,7 +122,7 @@ pub fn grid(n: usize, sm_count: u32) -> (u32, usize) {
 /// multiple of `groups`) as fit beside them. `None`: not even `groups` slots fit.
 fn layout(format: WoFormat, k: usize, per: usize, groups: usize) -> Option<(usize, usize)> {
     let rows = per * STEP_ROWS;
-    let tables = table_bytes_per_row(format, k) * rows + (k / 1024) * rows * 4;
+    let tables = tables_bytes(format, k, rows);
     let stage = STEP_ROWS * k / 2;
     let ring = ring_limit().min(SMEM_BUDGET.checked_sub(tables)?);
     let slots = (ring / stage).min(per.div_ceil(groups) * groups) / groups * groups;
