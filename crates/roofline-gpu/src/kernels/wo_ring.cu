@@ -90,9 +90,6 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #endif
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
-#if FMT == 5
-    fill_nf4_pairs(RW_THREADS);
-#endif
     __syncthreads();
     if (RW_PRODUCER && warp == RW_WARPS) {
         // ---- Producer: every row step of the CTA, in order, as ring slots free up ----

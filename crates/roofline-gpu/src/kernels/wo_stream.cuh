@@ -116,16 +116,26 @@ __device__ __forceinline__ void dot8h(u32 v, const u32 a[4], u32& acc_e, u32& ac
     acc_o = hfma2(hi1, a[3], hfma2(hi0, a[1], acc_o));
 }
 
-// dot8h for MXFP4: the 8 E2M1 codes of word v (nibble i = code i: sign bit 3, exponent bits 2-1, mantissa
-// bit 0) against a[k] = (v_k, v_{k+4}). A code's low three bits placed at f16 bits 11-9 make an f16 equal to
-// its magnitude times 2^-14 (exponent field e: 2^(e-15) (1 + m/2); e = 0: m 2^-15, the subnormal 0.5), its
-// sign goes to bit 15; one f16x2 multiply by 2^14 makes the exact E2M1 value, one FMA takes it into the sum.
+// dot8h for MXFP4 / NVFP4: the 8 E2M1 codes of word v (nibble i = code i: sign bit 3, magnitude bits 2-0)
+// against a[k] = (v_k, v_{k+4}). Every E2M1 magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6) is an f16 whose low byte
+// is zero, so one byte permute of the 8-byte table of their high bytes turns the magnitude bits of four
+// codes into four high bytes, a second places codes k and k + 4 in the high bytes of an f16x2 (selector
+// nibble 8: byte 0 sign-replicated, a zero byte, since every table byte is below 0x80), and one lop3 adds the
+// two sign bits: 4 instructions and the multiply-add per pair against 6 through an f16 exponent trick.
+__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
+    u32 d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
 __device__ __forceinline__ void dot8f4(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
+    const u32 T0 = 0x3e3c3800u, T1 = 0x46444240u;  // f16 high bytes of 0, 0.5, 1, 1.5 | 2, 3, 4, 6
+    const u32 lo = prmt(T0, T1, v & 0x7777u);           // codes 0-3
+    const u32 hi = prmt(T0, T1, (v >> 16) & 0x7777u);   // codes 4-7
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
-        const u32 t = v >> (4 * k);  // codes k and k + 4 at bits 3-0 and 19-16
-        const u32 d = ((t << 9) & 0x0e000e00u) | ((t << 12) & 0x80008000u);
-        const u32 e = hfma2(d, 0x74007400u, 0u);  // x 2^14
+        // (code k, code k + 4) magnitudes as f16x2, then their signs (bits 4k + 3 and 4k + 19) at 15 and 31.
+        const u32 m = prmt(lo, hi, 0x4808u + 0x1010u * k);
+        const u32 e = lop3_and_or(v << (12 - 4 * k), 0x80008000u, m);
         if (k & 1)
             acc_o = hfma2(e, a[k], acc_o);
         else
@@ -134,19 +144,31 @@ __device__ __forceinline__ void dot8f4(u32 v, const u32 a[4], u32& acc_e, u32& a
 }
 
 #if FMT == 5
-// NF4 code pairs: entry b is the f16x2 (NF4[b & 15], NF4[b >> 4]) of the byte b of two codes (values rounded
-// to f16). Filled by the kernel before its first row step (`fill_nf4_pairs`).
-__shared__ u32 nf4_pairs[256];
-__device__ __forceinline__ void fill_nf4_pairs(int threads) {
-    for (int b = threadIdx.x; b < 256; b += threads) nf4_pairs[b] = f2x2h(kLut[b & 15], kLut[b >> 4]);
-}
-// dot8h for NF4: the 4 bytes of word v (codes 2 i, 2 i + 1 in byte i) looked up as f16x2 pairs against
-// a[i] = (x_{2i}, x_{2i+1}).
+#if !defined(NF4_T0) || !defined(NF4_T7)
+#error "NF4 needs its f16 byte tables NF4_T0..NF4_T7 (mma::nf4_f16_tables)"
+#endif
+// dot8h for NF4: the 8 codes of word v (nibble i = code i) against a[k] = (x_{2k}, x_{2k+1}), through the
+// tensor-core kernel's byte tables (weight_only_mma.cu `decode`): the low 3 bits of four codes pick the low
+// and the high f16 bytes of codes 0-7 and of codes 8-15 (four prmt), each code's top bit chooses between
+// them (a 0x00 / 0xFF byte mask from prmt's sign-replicate mode, one lop3 per byte plane), and two prmt
+// interleave the planes into neighbour pairs: no shared-memory lookup (the 256-entry pair table it replaces
+// cost a dependent load per pair: 1x14336x4096 21.3 us against the x-in-registers kernel's 16.1).
 __device__ __forceinline__ void dot8nf4(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
-    acc_e = hfma2(nf4_pairs[v & 0xffu], a[0], acc_e);
-    acc_o = hfma2(nf4_pairs[(v >> 8) & 0xffu], a[1], acc_o);
-    acc_e = hfma2(nf4_pairs[(v >> 16) & 0xffu], a[2], acc_e);
-    acc_o = hfma2(nf4_pairs[v >> 24], a[3], acc_o);
+    const u32 sel = v & 0x77777777u;
+    const u32 v4 = v << 4;
+    const u32 mlo = prmt(v, v4, 0x9D8Cu);  // top-bit masks of codes 0..3
+    const u32 mhi = prmt(v, v4, 0xBFAEu);  // codes 4..7
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const u32 sh = h == 0 ? sel : sel >> 16;
+        const u32 m = h == 0 ? mlo : mhi;
+        u32 lo = prmt(NF4_T0, NF4_T1, sh), lo8 = prmt(NF4_T2, NF4_T3, sh);
+        u32 hi = prmt(NF4_T4, NF4_T5, sh), hi8 = prmt(NF4_T6, NF4_T7, sh);
+        asm("lop3.b32 %0, %0, %1, %2, 0xD8;" : "+r"(lo) : "r"(lo8), "r"(m));  // (lo & ~m) | (lo8 & m)
+        asm("lop3.b32 %0, %0, %1, %2, 0xD8;" : "+r"(hi) : "r"(hi8), "r"(m));
+        acc_e = hfma2(prmt(lo, hi, 0x5140u), a[2 * h], acc_e);      // codes 4h, 4h + 1
+        acc_o = hfma2(prmt(lo, hi, 0x7362u), a[2 * h + 1], acc_o);  // codes 4h + 2, 4h + 3
+    }
 }
 #endif
 

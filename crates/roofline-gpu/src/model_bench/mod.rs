@@ -421,8 +421,9 @@ const CLUSTER_SMEM: u32 = 2 * 8 * 8 * 2 * 256;
 /// CTAs per cluster of `attn_cluster`: the largest power of two up to 16 that keeps about one CTA per SM for
 /// the batch's (b, KV head) groups (at least 2) and lets every cluster be resident at once (the occupancy
 /// API: a cluster must fit in one GPC, and an H100's GPCs do not all have 16 free SMs; a second wave of
-/// clusters doubles the time). Sets the function's shared-memory and non-portable-cluster attributes.
-/// Returns the size and how many such clusters can be resident.
+/// clusters doubles the time; `ROOFLINE_ATTN_CLUSTER` caps it for tuning experiments). Sets the function's
+/// shared-memory and non-portable-cluster attributes. Returns the size and how many such clusters can be
+/// resident.
 fn cluster_ctas(
     cfg: &BenchConfig,
     sm_count: u32,
@@ -435,6 +436,12 @@ fn cluster_ctas(
     let mut cl = 16u32;
     while cl > 2 && groups * cl > sm_count {
         cl /= 2;
+    }
+    // ROOFLINE_ATTN_CLUSTER (2, 4, 8 or 16): a smaller cluster for tuning experiments.
+    if let Some(want) = std::env::var("ROOFLINE_ATTN_CLUSTER").ok().and_then(|v| v.parse::<u32>().ok()) {
+        if want.is_power_of_two() && (2..=16).contains(&want) {
+            cl = cl.min(want);
+        }
     }
     if cl > 8 && f.set_attribute(A::CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1).is_err() {
         cl = 8;

@@ -1,16 +1,15 @@
 //! The ring-streaming GEMV of a batch-1 decode step (`kernels/wo_ring.cu`): y = W rmsnorm(x) or y (+)= W x,
-//! INT4 g128 weights, FP16 activations, sm_90+. A producer warp per CTA streams the CTA's rows with bulk
+//! 4-bit weights, FP16 activations, sm_90+. A producer warp per CTA streams the CTA's rows with bulk
 //! copies into a ring in shared memory from its first instruction, before `griddepcontrol.wait` (a CTA
 //! resident beside the previous kernel of the step has its first slots, or all its rows, by the time x is
-//! ready); the consumer warps multiply them in f16x2 as in the fused FFN (INT4 g128; MXFP4 / NVFP4 through
-//! an exact f16 E2M1 decode; NF4 through a shared-memory table of f16x2 code pairs). The x-in-registers engine runs it at M = 1 where each CTA takes many row steps and
-//! its ring stays deep ([`auto`]; `Tuning::ring` forces it either way). H100, us, x-in-registers vs ring
-//! (bench/RESULTS.md, session 14): INT4 1x14336x4096 14.9 vs 13.4, 1x128256x4096 96.9 vs 94.1 (2.90 TB/s);
-//! MXFP4 1x14336x4096 16.6 vs 15.3, 1x28672x4096 28.8 vs 24.8, 1x128256x4096 109 vs 123 (2 ring slots);
-//! NVFP4 1x14336x4096 18.9 vs 17.8, 1x28672x4096 32.8 vs 29.5; NF4 (a shared-memory table of code pairs,
-//! opt-in only) 1x14336x4096 16.1 vs 21.3; with
-//! few row steps per CTA the ring's start costs more than it saves (INT4 1x4096x4096 5.40 vs 7.16,
-//! 1x6144x4096 6.75 vs 9.00, 1x4096x14336 16.4 vs 16.9).
+//! ready); the consumer warps multiply them in f16x2 as in the fused FFN (INT4 g128; MXFP4 / NVFP4 and NF4
+//! through byte-permute tables of exact f16 values). The x-in-registers engine runs it at M = 1 where each
+//! CTA takes many row steps and its ring stays deep ([`auto`]; `Tuning::ring` forces it either way). H100,
+//! us, x-in-registers vs ring (bench/RESULTS.md, sessions 14 and 15): INT4 1x14336x4096 14.9 vs 13.3,
+//! 1x128256x4096 96.9 vs 94.1 (2.90 TB/s); MXFP4 1x14336x4096 16.7 vs 15.1, 1x28672x4096 29.0 vs 24.9,
+//! 1x128256x4096 109 vs 110-125 (2-3 ring slots); NVFP4 1x14336x4096 18.8 vs 17.3, 1x28672x4096 33.1 vs
+//! 28.0; NF4 (opt-in only) 1x14336x4096 16.2 vs 17.5; with few row steps per CTA the ring's start costs
+//! more than it saves (INT4 1x4096x4096 5.40 vs 7.16, 1x6144x4096 6.75 vs 9.00, 1x4096x14336 16.4 vs 16.9).
 //!
 //! Layout: codes row-major (as packed), scale and zero-point tables transposed (`pack::xreg_tables`).
 
@@ -45,13 +44,17 @@ fn ring_limit() -> usize {
 const STEP_ROWS: usize = 8;
 
 /// Row groups (of K / 1024 warps each) for rows of `k` values: `ROOFLINE_RING_GROUPS` (1 to 4) for tuning
-/// experiments, else 2; at most what keeps the CTA (one producer warp more) within 1024 threads.
+/// experiments, else 3; at most what keeps the CTA (one producer warp more) within 1024 threads. With one
+/// CTA per SM a consumer warp's row step is a chain of dependent waits, shuffles and (for the E2M1 and NF4
+/// decodes) more instructions than INT4's, so more warps hide more of it (H100, K = 4096, us, 2 vs 3 groups,
+/// bench/RESULTS.md session 15: NVFP4 1x14336x4096 18.1 vs 17.3, 1x28672x4096 29.7 vs 28.0; MXFP4 15.4 vs
+/// 15.1, 25.3 vs 24.9; INT4 13.6 vs 13.3, 23.2 vs 23.1, LM head 95.3 vs 95.8).
 fn row_groups(k: usize) -> usize {
     let want = std::env::var("ROOFLINE_RING_GROUPS")
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|g| (1..=4).contains(g))
-        .unwrap_or(2);
+        .unwrap_or(3);
     want.min(31 / (k / 1024).max(1)).max(1)
 }
 
@@ -79,8 +82,9 @@ pub const AUTO_MIN_SLOTS: usize = 6;
 /// its ring.
 pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
     let (_, per) = grid(n, sm_count);
-    // NF4's table decode (a shared-memory lookup per code pair) makes the ring kernel slower than the
-    // x-in-registers one (1x14336x4096 21.3 vs 16.1 us): it runs only when asked for.
+    // NF4's decode (16-entry f16 byte tables: six byte permutes and two lop3 per four codes) keeps the ring
+    // kernel slower than the x-in-registers one (1x14336x4096 17.2-18.2 vs 16.2 us, 1x28672x4096 29.1-30.4
+    // vs 28.7): it runs only when asked for.
     format != WoFormat::Nf4
         && unsupported(format, 1, n, k, sm_count).is_none()
         && per >= AUTO_MIN_STEPS
@@ -436,7 +440,7 @@ mod tests {
         assert!(auto(WoFormat::Nvfp4, 14336, 4096, 132) && !auto(WoFormat::Nf4, 14336, 4096, 132));
         assert!(unsupported(WoFormat::Fp8E4M3, 1, 14336, 4096, 132).unwrap().contains("NF4"));
         // A CTA stays within 1024 threads: K = 16384 takes one row group of 16 warps.
-        assert_eq!((row_groups(4096), row_groups(14336), row_groups(16384)), (2, 2, 1));
+        assert_eq!((row_groups(4096), row_groups(14336), row_groups(16384)), (3, 2, 1));
         for (n, sms) in [(4096usize, 132u32), (6144, 132), (1000, 7), (8, 132), (2056, 100)] {
             let (ctas, per) = grid(n, sms);
             let steps = n / 8;
