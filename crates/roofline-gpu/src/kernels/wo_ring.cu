@@ -49,8 +49,8 @@ __device__ __forceinline__ void consumers_sync_rw() { asm volatile("bar.sync 1, 
 // The GEMV of one CTA: its `ns` row steps, step j (< ns) being row step step_of(j) of W (rows 8 step_of(j)
 // .. + 7) and of y, through the ring at `smem` (dynamic shared memory: RW_STEPS slots, the scale tables,
 // the row sums). Every thread of the CTA calls it; the producer warp (RW_PRODUCER) returns once it has
-// issued its copies, the consumers once they have written y. Used by wo_ring (contiguous steps) and attn_qkv.cu (the q, k
-// and v rows of one KV head).
+// issued its copies, the consumers once they have written y. Used by wo_ring (contiguous steps) and
+// attn_qkv.cu (the q, k and v rows of one KV head).
 template <typename StepOf>
 __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w, const u8* __restrict__ w_s,
                                           const u8* __restrict__ w_z, const u16* x, u16* y, int n, int ns,
@@ -71,13 +71,6 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-#if !RW_PRODUCER
-        for (int s = 0; s < ns && s < RW_STEPS; ++s) {
-            mbar_expect_tx(full_s + 8 * s, RW_STAGE);
-            bulk_copy(smem_addr(smem + s * RW_STAGE), (const u8*)w + (size_t)step_of(s) * RW_STAGE, RW_STAGE,
-                      full_s + 8 * s);
-        }
-#endif
     }
     // The scales first (no kernel writes them), ahead of the weights in the DRAM queue.
     for (int t = threadIdx.x; warp < RW_WARPS && t < RS_COLS * ns; t += RW_NC) {
@@ -90,6 +83,16 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #endif
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
+#if !RW_PRODUCER
+    // No producer warp: thread 0 (which initialized the barriers) fills the first slots, behind its scales.
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ns && s < RW_STEPS; ++s) {
+            mbar_expect_tx(full_s + 8 * s, RW_STAGE);
+            bulk_copy(smem_addr(smem + s * RW_STAGE), (const u8*)w + (size_t)step_of(s) * RW_STAGE, RW_STAGE,
+                      full_s + 8 * s);
+        }
+    }
+#endif
     __syncthreads();
     if (RW_PRODUCER && warp == RW_WARPS) {
         // ---- Producer: every row step of the CTA, in order, as ring slots free up ----

@@ -130,9 +130,10 @@ pub struct QkvAttention {
 }
 
 impl QkvAttention {
-    /// Compiles the kernel for `shape` (sm_90+) and picks its cluster size and ring depth: the largest cluster
-    /// (up to 16 CTAs, dividing the KV head's row steps, at most one CTA per SM over all KV heads) and the
-    /// deepest ring with which every KV head's cluster is resident at once.
+    /// Compiles the kernel for `shape` (sm_90+) and picks its cluster size and ring depth: the first of
+    /// [`CANDIDATES`] (cluster sizes that divide the KV head's row steps, at most one CTA per SM over all KV
+    /// heads; a build that spills is skipped) with the deepest ring with which every KV head's cluster is
+    /// resident at once.
     pub(crate) fn build(
         ctx: &Arc<CudaContext>,
         stream: &Arc<CudaStream>,
@@ -409,13 +410,19 @@ mod tests {
             eprintln!("skipped: NVRTC not available");
             return;
         }
-        for (format, kv8) in [(WoFormat::Int4G128, false), (WoFormat::Int4G128, true), (WoFormat::Nvfp4, false)] {
+        // The first candidates: clusters of 16 at one and at two CTAs per SM (registers capped at 128).
+        for (format, kv8, minb) in [
+            (WoFormat::Int4G128, false, 1),
+            (WoFormat::Int4G128, false, 2),
+            (WoFormat::Int4G128, true, 2),
+            (WoFormat::Nvfp4, false, 2),
+        ] {
             let s = QkvShape { format, kv8, ..llama8b() };
-            let (cubin, log) = compile_cubin(&source(), "attn_qkv.cu", &options(90, &s, 6, 6, 2, 2)).unwrap();
+            let (cubin, log) = compile_cubin(&source(), "attn_qkv.cu", &options(90, &s, 6, 6, 2, minb)).unwrap();
             assert!(!cubin.is_empty());
             let (regs, spills, _) = crate::weight_only::nvrtc::parse_ptxas(&log);
-            assert!(spills.unwrap_or(0) == 0, "{format:?} kv8 {kv8}: {log}");
-            eprintln!("{format:?} kv8 {kv8}: {regs:?} registers");
+            assert!(spills.unwrap_or(0) == 0, "{format:?} kv8 {kv8} min blocks {minb}: {log}");
+            eprintln!("{format:?} kv8 {kv8} min blocks {minb}: {regs:?} registers");
         }
     }
 }
