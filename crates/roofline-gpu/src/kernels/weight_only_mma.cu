@@ -50,12 +50,6 @@
 #define QV (FMT == 0 ? 4 : (FMT == 2 || FMT == 3) ? 2 : 1)
 #define ROW_SCALED (FMT == 2 || FMT == 3)
 
-__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 s) {
-    u32 d;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(s));
-    return d;
-}
-
 // Decodes one word into the four f16x2 A registers. zg: INT4 zero-point pair (1024 + z) of row g; zg8: the
 // pair -(64 + z) of row g + 8 (see zero_pair).
 __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
@@ -73,25 +67,8 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
     asm("sub.f16x2 %0, %0, %1;" : "+r"(a[2]) : "r"(zg));
     asm("fma.rn.f16x2 %0, %0, %1, %2;" : "+r"(a[3]) : "r"(0x2c002c00u), "r"(zg8));
 #elif FMT == 5
-    // NF4 -> f16 through byte tables (host: mma.rs `nf4_f16_tables`, `decode_nf4` is this on the CPU): the
-    // low 3 bits of a code pick a byte of codes 0-7 and of codes 8-15 (prmt over two table words each), the
-    // code's top bit selects between them (a 0x00/0xFF byte mask from prmt's sign-replicate mode), for the
-    // low and the high byte of the f16; a last prmt pair interleaves them into the f16x2 A registers.
-    const u32 sel = v & 0x77777777u;
-    const u32 v4 = v << 4;
-    const u32 mlo = prmt(v, v4, 0x9D8Cu);  // codes 8-15 among nibbles 0..3
-    const u32 mhi = prmt(v, v4, 0xBFAEu);  // nibbles 4..7
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const u32 sh = h == 0 ? sel : sel >> 16;
-        const u32 m = h == 0 ? mlo : mhi;
-        u32 lo = prmt(NF4_T0, NF4_T1, sh), lo8 = prmt(NF4_T2, NF4_T3, sh);
-        u32 hi = prmt(NF4_T4, NF4_T5, sh), hi8 = prmt(NF4_T6, NF4_T7, sh);
-        asm("lop3.b32 %0, %0, %1, %2, 0xD8;" : "+r"(lo) : "r"(lo8), "r"(m));  // (lo & ~m) | (lo8 & m)
-        asm("lop3.b32 %0, %0, %1, %2, 0xD8;" : "+r"(hi) : "r"(hi8), "r"(m));
-        a[2 * h] = prmt(lo, hi, 0x5140u);      // elements 4h, 4h + 1
-        a[2 * h + 1] = prmt(lo, hi, 0x7362u);  // elements 4h + 2, 4h + 3
-    }
+    // NF4 -> f16 through byte tables (wo_prims.cuh `nf4_pairs`): the A registers are neighbour pairs.
+    nf4_pairs(v, a);
 #else
     // E2M1 -> f16 by byte lookup: the f16 of every E2M1 magnitude has a zero low byte, so one prmt over an
     // 8-entry table of high bytes decodes four nibbles; a second prmt (sign-replicate mode) turns each

@@ -48,6 +48,39 @@ __device__ __forceinline__ u32 word(const uint4& q, int i) {
     return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
 }
 
+// Byte permute: byte i of the result is byte (sel nibble i & 7) of {b, a} (a = bytes 0-3), or with nibble bit
+// 3 set that byte's sign bit replicated (0x00 or 0xFF).
+__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
+    u32 d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+
+#ifdef NF4_T0
+// NF4 -> f16 through byte tables (NF4_T0..7, host: mma.rs `nf4_f16_tables`; `decode_nf4` is this on the CPU):
+// the 8 codes of word v (nibble i = code i) as the f16x2 pairs p[k] = (code 2k, code 2k + 1). The low 3 bits
+// of a code pick a byte of codes 0-7 and of codes 8-15 (prmt over two table words each), the code's top bit
+// selects between them (a 0x00 / 0xFF byte mask from prmt's sign-replicate mode), for the low and the high
+// byte of the f16; a last prmt pair interleaves the byte planes into the pairs.
+__device__ __forceinline__ void nf4_pairs(u32 v, u32 p[4]) {
+    const u32 sel = v & 0x77777777u;
+    const u32 v4 = v << 4;
+    const u32 mlo = prmt(v, v4, 0x9D8Cu);  // top-bit masks of codes 0..3
+    const u32 mhi = prmt(v, v4, 0xBFAEu);  // codes 4..7
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const u32 sh = h == 0 ? sel : sel >> 16;
+        const u32 m = h == 0 ? mlo : mhi;
+        u32 lo = prmt(NF4_T0, NF4_T1, sh), lo8 = prmt(NF4_T2, NF4_T3, sh);
+        u32 hi = prmt(NF4_T4, NF4_T5, sh), hi8 = prmt(NF4_T6, NF4_T7, sh);
+        asm("lop3.b32 %0, %0, %1, %2, 0xD8;" : "+r"(lo) : "r"(lo8), "r"(m));  // (lo & ~m) | (lo8 & m)
+        asm("lop3.b32 %0, %0, %1, %2, 0xD8;" : "+r"(hi) : "r"(hi8), "r"(m));
+        p[2 * h] = prmt(lo, hi, 0x5140u);      // codes 4h, 4h + 1
+        p[2 * h + 1] = prmt(lo, hi, 0x7362u);  // codes 4h + 2, 4h + 3
+    }
+}
+#endif
+
 __device__ __forceinline__ u32 lop3_and_or(u32 a, u32 mask, u32 magic) {
     u32 d;
     // d = (a & mask) | magic

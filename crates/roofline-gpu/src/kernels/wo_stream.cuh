@@ -122,11 +122,6 @@ __device__ __forceinline__ void dot8h(u32 v, const u32 a[4], u32& acc_e, u32& ac
 // codes into four high bytes, a second places codes k and k + 4 in the high bytes of an f16x2 (selector
 // nibble 8: byte 0 sign-replicated, a zero byte, since every table byte is below 0x80), and one lop3 adds the
 // two sign bits: 4 instructions and the multiply-add per pair against 6 through an f16 exponent trick.
-__device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
-    u32 d;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-    return d;
-}
 __device__ __forceinline__ void dot8f4(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
     const u32 T0 = 0x3e3c3800u, T1 = 0x46444240u;  // f16 high bytes of 0, 0.5, 1, 1.5 | 2, 3, 4, 6
     const u32 lo = prmt(T0, T1, v & 0x7777u);           // codes 0-3
@@ -147,28 +142,14 @@ __device__ __forceinline__ void dot8f4(u32 v, const u32 a[4], u32& acc_e, u32& a
 #if !defined(NF4_T0) || !defined(NF4_T7)
 #error "NF4 needs its f16 byte tables NF4_T0..NF4_T7 (mma::nf4_f16_tables)"
 #endif
-// dot8h for NF4: the 8 codes of word v (nibble i = code i) against a[k] = (x_{2k}, x_{2k+1}), through the
-// tensor-core kernel's byte tables (weight_only_mma.cu `decode`): the low 3 bits of four codes pick the low
-// and the high f16 bytes of codes 0-7 and of codes 8-15 (four prmt), each code's top bit chooses between
-// them (a 0x00 / 0xFF byte mask from prmt's sign-replicate mode, one lop3 per byte plane), and two prmt
-// interleave the planes into neighbour pairs: no shared-memory lookup (the 256-entry pair table it replaces
-// cost a dependent load per pair: 1x14336x4096 21.3 us against the x-in-registers kernel's 16.1).
+// dot8h for NF4: the 8 codes of word v against a[k] = (x_{2k}, x_{2k+1}), decoded to f16 neighbour pairs by
+// the tensor-core kernel's byte tables (wo_prims.cuh `nf4_pairs`): no shared-memory lookup (the 256-entry
+// pair table it replaces cost a dependent load per pair: 1x14336x4096 21.3 us against 17.5-18.1 now).
 __device__ __forceinline__ void dot8nf4(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
-    const u32 sel = v & 0x77777777u;
-    const u32 v4 = v << 4;
-    const u32 mlo = prmt(v, v4, 0x9D8Cu);  // top-bit masks of codes 0..3
-    const u32 mhi = prmt(v, v4, 0xBFAEu);  // codes 4..7
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        const u32 sh = h == 0 ? sel : sel >> 16;
-        const u32 m = h == 0 ? mlo : mhi;
-        u32 lo = prmt(NF4_T0, NF4_T1, sh), lo8 = prmt(NF4_T2, NF4_T3, sh);
-        u32 hi = prmt(NF4_T4, NF4_T5, sh), hi8 = prmt(NF4_T6, NF4_T7, sh);
-        asm("lop3.b32 %0, %0, %1, %2, 0xD8;" : "+r"(lo) : "r"(lo8), "r"(m));  // (lo & ~m) | (lo8 & m)
-        asm("lop3.b32 %0, %0, %1, %2, 0xD8;" : "+r"(hi) : "r"(hi8), "r"(m));
-        acc_e = hfma2(prmt(lo, hi, 0x5140u), a[2 * h], acc_e);      // codes 4h, 4h + 1
-        acc_o = hfma2(prmt(lo, hi, 0x7362u), a[2 * h + 1], acc_o);  // codes 4h + 2, 4h + 3
-    }
+    u32 p[4];
+    nf4_pairs(v, p);
+    acc_e = hfma2(p[2], a[2], hfma2(p[0], a[0], acc_e));
+    acc_o = hfma2(p[3], a[3], hfma2(p[1], a[1], acc_o));
 }
 #endif
 
