@@ -1,9 +1,10 @@
 //! GPU test of the fused batch-1 FFN kernel (`weight_only::ffn`): the residual stream after one launch
 //! against the f64 CPU reference of the same quantized weights, for shapes that exercise its geometry (K
 //! slices of 1024 shared by 1 to 5 row groups, CTAs of one to fourteen pieces, a CTA's pieces spanning one
-//! to three INT4 groups of W_down, 96 to 130 CTAs), and twice in a row (the grid barrier re-arms itself and
-//! the result is the same bit for bit). Run on a GPU machine: `cargo test -p roofline-gpu --release --test
-//! ffn_gpu -- --ignored --nocapture`.
+//! to three INT4 groups of W_down, 96 to 130 CTAs), and twice in a row (the arrival count and the accumulator
+//! re-arm themselves, and the result is the same up to the last FP16 bit: the partial outputs are summed by
+//! float atomics). Run on a GPU machine: `cargo test -p roofline-gpu --release --test ffn_gpu -- --ignored
+//! --nocapture`.
 
 use half::f16;
 use roofline_gpu::weight_only::ffn::{reference, FusedFfn};
@@ -32,7 +33,10 @@ fn fused_ffn_matches_the_reference() {
             ffn.run(s, &mut w, &mut x, 1e-5, false).unwrap();
             outs.push(s.clone_dtoh(&x).unwrap());
         }
-        assert_eq!(outs[0], outs[1], "{d}x{f}: a second launch gave another result");
+        // The CTAs' partial outputs are summed by float atomics in arrival order: a second launch may round
+        // an output to the neighbouring FP16 value, never further.
+        let apart = outs[0].iter().zip(&outs[1]).map(|(a, b)| ulps_apart(*a, *b)).max().unwrap_or(0);
+        assert!(apart <= 1, "{d}x{f}: a second launch gave a result {apart} FP16 steps away");
         let got: Vec<f64> = outs[0].iter().map(|b| f64::from(f16::from_bits(*b).to_f32())).collect();
         assert!(got.iter().all(|v| v.is_finite()), "{d}x{f}: non-finite output");
         // Relative error of the output and of the FFN's contribution (output minus the residual).
@@ -49,4 +53,17 @@ fn fused_ffn_matches_the_reference() {
         assert!(rel <= 1e-3, "{d}x{f}: relative error {rel:.2e} > 1e-3");
         assert!(err / delta <= 1e-2, "{d}x{f}: error {:.2e} of the FFN's own output", err / delta);
     }
+}
+
+/// How many FP16 values lie between two FP16 bit patterns (0: equal; +0 and -0 are one apart).
+fn ulps_apart(a: u16, b: u16) -> u32 {
+    // Sign-magnitude to a monotonic integer line.
+    let line = |h: u16| -> i32 {
+        if h & 0x8000 != 0 {
+            -i32::from(h & 0x7fff)
+        } else {
+            i32::from(h) + 1
+        }
+    };
+    line(a).abs_diff(line(b))
 }

@@ -8,8 +8,12 @@
 // Work split: the intermediate dimension is dealt out over the CTAs (at most one per SM). CTA c owns the
 // pieces [p0, p1) of 16 intermediate values: it computes their gate and up rows over all of K (phase A),
 // keeps h = silu(g) * u in shared memory and multiplies it straight into the matching 16-column pieces of
-// W_down for every output row (phase B). No CTA waits for another until the end; the CTAs' partial outputs
-// (FD floats each) are summed after one grid barrier, each CTA reducing a slice of the outputs into x.
+// W_down for every output row (phase B). No CTA ever waits for another: each adds its partial outputs (FD
+// floats) into one FP32 accumulator with vector float atomics and counts itself out, and the last CTA to
+// arrive folds the accumulator into x and zeroes it. (Session 16: the grid barrier this replaces, with
+// every CTA then reducing a slice of the outputs from partials in global memory, held every SM to the end
+// and cost 3.6 us of the 8B FFN's 38.3; this tail costs 1.9, the step 2029-2032 us instead of 2078-2086.
+// The atomics sum in arrival order, so a second launch may round an output to the neighbouring FP16 value.)
 //
 // Streaming: a CTA's weights are three contiguous regions (its gate rows, its up rows, its W_down pieces).
 // One producer thread streams them in stages of 4 FD bytes (8 rows of W_gate_up, or half a piece of W_down)
@@ -24,7 +28,7 @@
 //                   pack::xreg_tables)
 //   dn              W_down's codes piece-major: [FF/16][FD][8 bytes] (16 nibbles of one row)
 //   dn_s, dn_z      W_down's scales / zero points transposed: [FF/128][FD] f16, [FF/128][FD/2] (row 2i low)
-//   part            [gridDim.x][FD] floats, the CTAs' partial outputs
+//   acc             FD floats, the sum of the CTAs' partial outputs (zero between launches)
 //   bar             one 64-bit arrival count (zero-initialised once; launch k leaves k x gridDim.x)
 
 #ifndef FF
@@ -60,9 +64,14 @@
 #if NST < RGS
 #error "the ring holds fewer stages than there are row groups"
 #endif
-// EXP_FFN_NOTAIL 1: no grid barrier and no reduction (x comes out unchanged): what the tail costs.
+// EXP_FFN_NOTAIL 1: the partial outputs are not summed at all (x comes out unchanged): what the tail costs.
 #ifndef EXP_FFN_NOTAIL
 #define EXP_FFN_NOTAIL 0
+#endif
+// EXP_FFN_RED 1: the CTAs add their partials into the accumulator and leave, nobody folds it into x (x
+// comes out unchanged, the accumulator grows): what the atomics alone cost.
+#ifndef EXP_FFN_RED
+#define EXP_FFN_RED 0
 #endif
 // FFN_EARLY 1 (default): the producer streams weights from the CTA's start, before griddepcontrol.wait.
 #ifndef FFN_EARLY
@@ -125,14 +134,13 @@ __device__ __forceinline__ void stage_meta(const u8* __restrict__ gu_s, const u8
 extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
 wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __restrict__ gu_z,
        const uint4* __restrict__ dn, const u8* __restrict__ dn_s, const u8* __restrict__ dn_z, u16* x,
-       float* __restrict__ part, unsigned long long* bar, float eps) {
+       float* __restrict__ acc, unsigned long long* bar, float eps) {
     pdl_trigger();
     // Dynamic shared memory: the ring (NST stages), the scales (`stage_meta`: mb_s, mb_z, ma_s, ma_z), then
     // psum [KSL][2 fs] (phase A's sums per K slice), h [fs] and hs [fs / 16] (h summed per piece).
     extern __shared__ __align__(128) u8 smem[];
     __shared__ __align__(8) unsigned long long full[NST], empty[NST];
     __shared__ float ss_sh[KSL];
-    __shared__ float red[NACT][64];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int pieces = FF / 16;
     const int p0 = (int)(((long long)blockIdx.x * pieces) / gridDim.x);
@@ -326,62 +334,36 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
 #pragma unroll
             for (int i = 0; i < NPS; ++i) {
                 const int ql = threadIdx.x + i * NC;
-                if (ql < QPAIRS)
-                    __stcg((float2*)(part + (size_t)blockIdx.x * FD) + hb * QPAIRS + ql,
-                           make_float2(acc0[hb][i], acc1[hb][i]));
+                if (ql < QPAIRS) {
+                    // A vector float RED (sm_90); none when the tail is left out.
+                    if (!EXP_FFN_NOTAIL)
+                        atomicAdd((float2*)acc + hb * QPAIRS + ql, make_float2(acc0[hb][i], acc1[hb][i]));
+                }
             }
     }
-
-    // ---- Grid barrier (all CTAs are resident: at most one per SM), then each CTA reduces a slice ----
-    if (EXP_FFN_NOTAIL) return;
-    const int r0 = (int)(((long long)blockIdx.x * FD) / gridDim.x);
-    const int r1 = (int)(((long long)(blockIdx.x + 1) * FD) / gridDim.x);
-    const int rows = r1 - r0;  // <= 64 (the host keeps gridDim.x >= FD / 64)
-    // The CTA's rows of x, read before the barrier: every CTA read all of x in phase A, and after the barrier
-    // each writes only its own rows, so these stay as they are until this CTA writes them.
-    const float x_own = threadIdx.x < rows ? io2f(x[r0 + threadIdx.x]) : 0.0f;
+    if (EXP_FFN_NOTAIL || EXP_FFN_RED) return;
+    // ---- The last CTA to finish folds the accumulator into x ----
+    __shared__ int is_last;
     __syncthreads();
     if (threadIdx.x == 0) {
-        // One 64-bit arrival count that only grows (launch k of this FfnWeights ends at k x gridDim.x): one
-        // release atomic, then acquire polls until the count reaches this launch's multiple of the grid. (The
-        // previous count-and-generation barrier took three more dependent round trips to the L2; with the
-        // reduction, the tail cost 5.4 us of 40, session 13.)
+        // One 64-bit count that only grows (launch k of this FfnWeights ends at k x gridDim.x): the acq_rel
+        // add orders this CTA's atomics (before the CTA barrier) before it, and makes every earlier CTA's
+        // visible to the one that finds itself last.
         unsigned long long old;
-        asm volatile("atom.add.release.gpu.global.u64 %0, [%1], 1;" : "=l"(old) : "l"(bar) : "memory");
-        const unsigned long long target = (old / gridDim.x + 1) * gridDim.x;
-        unsigned long long now;
-        do {
-            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(now) : "l"(bar) : "memory");
-        } while (now < target);
+        asm volatile("atom.add.acq_rel.gpu.global.u64 %0, [%1], 1;" : "=l"(old) : "l"(bar) : "memory");
+        is_last = old % gridDim.x == gridDim.x - 1;
     }
     __syncthreads();
-    if (warp >= NACT) return;
-
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-        const int r = lane + 32 * half;
-        float t = 0.0f;
-        if (r < rows) {
-            // Partials warp, warp + NACT, ...: eight L2 loads in flight per lane.
-            constexpr int V = 8;
-            for (int j0 = warp; j0 < (int)gridDim.x; j0 += V * NACT) {
-                float v[V];
-#pragma unroll
-                for (int u = 0; u < V; ++u) {
-                    const int j = j0 + u * NACT;
-                    v[u] = j < (int)gridDim.x ? __ldcg(part + (size_t)j * FD + r0 + r) : 0.0f;
-                }
-#pragma unroll
-                for (int u = 0; u < V; ++u) t += v[u];
-            }
-        }
-        red[warp][r] = t;
-    }
-    consumers_sync();
-    if (threadIdx.x < rows) {
-        float t = 0.0f;
-#pragma unroll
-        for (int w = 0; w < NACT; ++w) t += red[w][threadIdx.x];
-        x[r0 + threadIdx.x] = f2out(x_own + t);
+    if (!is_last) return;
+    for (int i = threadIdx.x; i < FD / 4; i += blockDim.x) {
+        const float4 t = __ldcg((const float4*)acc + i);
+        const uint2 xv = __ldcg((const uint2*)x + i);  // 4 values of x
+        float x0, x1, x2, x3;
+        x2f(xv.x, x0, x1);
+        x2f(xv.y, x2, x3);
+        const u32 lo = (u32)f2out(x0 + t.x) | ((u32)f2out(x1 + t.y) << 16);
+        const u32 hi = (u32)f2out(x2 + t.z) | ((u32)f2out(x3 + t.w) << 16);
+        ((uint2*)x)[i] = make_uint2(lo, hi);
+        __stcg((float4*)acc + i, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
     }
 }

@@ -114,8 +114,8 @@ pub enum QkvKernel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FfnKernel {
     /// `Fused` where [`ffn::unsupported`] allows it (INT4 g128, batch 1, a dense FFN of a supported size),
-    /// else `Gemv`. The default: on the H100 the fused kernel takes 41.4 us per Llama-3.1-8B layer against
-    /// 26.9 + 17.2 for the two GEMVs (bench/RESULTS.md, sessions 12 and 13).
+    /// else `Gemv`. The default: on the H100 the fused kernel takes 35.6 us per Llama-3.1-8B layer against
+    /// 26.9 + 17.2 for the two GEMVs (bench/RESULTS.md, sessions 12, 13 and 16).
     #[default]
     Auto,
     /// One launch for the whole FFN (`weight_only::ffn`); an error where it does not apply.
@@ -517,7 +517,7 @@ impl Gpu {
             None => None,
         };
         let (b, d, f) = (cfg.batch, cfg.hidden, cfg.intermediate);
-        // `auto` falls back to the two GEMVs where the fused kernel refuses this GPU (its CTAs must all fit).
+        // `auto` falls back to the two GEMVs where the fused kernel refuses this GPU (its CTA must fit an SM).
         let fused_ffn = match (cfg.fused_ffn(major), cfg.ffn) {
             (false, _) => None,
             (true, FfnKernel::Auto) => {

@@ -1,8 +1,9 @@
 //! The fused SwiGLU FFN of a batch-1 decode step (`kernels/ffn_fused.cu`): RMSNorm, gate_up, SiLU-and-mul,
 //! down and the residual add in one launch, INT4 g128 weights, FP16 activations. The intermediate dimension
 //! is split over the CTAs (each computes its gate and up rows, then multiplies the resulting h into the
-//! matching columns of W_down for every output row), so the two GEMVs share one ramp and one drain; a grid
-//! barrier at the end sums the CTAs' partial outputs into the residual stream.
+//! matching columns of W_down for every output row), so the two GEMVs share one ramp and one drain. The CTAs
+//! add their partial outputs into an FP32 accumulator with float atomics, and the last one to finish folds
+//! it into the residual stream: no CTA waits for another.
 //!
 //! Layouts: gate_up as the x-in-registers kernel reads it (codes row-major, `pack::xreg_tables`); W_down's
 //! codes piece-major (`[F/16][D][8 bytes]`, see [`down_pieces`]) with its scale tables transposed
@@ -31,8 +32,8 @@ pub const STREAM_SOURCE: &str = include_str!("../kernels/wo_stream.cuh");
 const RING_BYTES: usize = 176 * 1024;
 
 /// Dynamic shared memory a CTA may take: Hopper's (and B200's) 227 KB per block less the kernel's static
-/// arrays (the ring's barriers, the reduction's `red[NACT][64]` floats) and some slack. A GPU with less
-/// refuses the launch in `FusedFfn::new`'s occupancy check (and `--ffn auto` falls back to the GEMVs).
+/// arrays (the ring's barriers) and some slack. A GPU with less refuses the launch in `FusedFfn::new`'s
+/// occupancy check (and `--ffn auto` falls back to the GEMVs).
 const SMEM_BUDGET: usize = 220 * 1024;
 
 /// The ring's bytes: [`RING_BYTES`], or `ROOFLINE_FFN_RING_KB` (64 to 200) for tuning experiments.
@@ -89,9 +90,6 @@ impl Layout {
 
 /// Intermediate values per piece: one piece of a W_down row is 16 codes, 8 bytes.
 const PIECE: usize = 16;
-
-/// Most output rows a CTA sums in the final reduction (`red[][64]` in the kernel).
-const MAX_REDUCE_ROWS: usize = 64;
 
 /// Why the fused FFN cannot run a step's FFN, or `None` when it can: INT4 g128 weights, FP16 x, one token,
 /// a hidden size that is a multiple of 1024 (at most 6144: registers) and an intermediate size that is a multiple of
@@ -155,7 +153,7 @@ pub struct StagedFfn {
     pub bytes: usize,
 }
 
-/// One layer's FFN weights on the GPU, with the kernel's partial-sum buffer and grid-barrier count.
+/// One layer's FFN weights on the GPU, with the kernel's accumulator and arrival count.
 pub struct FfnWeights {
     gu_codes: CudaSlice<u8>,
     gu_scales: CudaSlice<u8>,
@@ -163,7 +161,7 @@ pub struct FfnWeights {
     dn_codes: CudaSlice<u8>,
     dn_scales: CudaSlice<u8>,
     dn_zeros: CudaSlice<u8>,
-    part: CudaSlice<f32>,
+    acc: CudaSlice<f32>,
     bar: CudaSlice<u64>,
     /// Bytes the kernel reads for the weights.
     pub bytes: usize,
@@ -187,8 +185,7 @@ pub struct FusedFfn {
 }
 
 impl FusedFfn {
-    /// Compiles the kernel for `hidden x intermediate` on `gpu` and checks that every CTA can be resident
-    /// at once (the grid barrier needs it).
+    /// Compiles the kernel for `hidden x intermediate` on `gpu` and checks that its CTA fits an SM.
     pub fn new(gpu: &Gpu, hidden: usize, intermediate: usize) -> Result<FusedFfn, GpuError> {
         if let Some(why) = unsupported(WoFormat::Int4G128, XDtype::F16, 1, hidden, intermediate) {
             return Err(GpuError::Unsupported(why));
@@ -202,21 +199,15 @@ impl FusedFfn {
         }
         nvrtc_available()?;
         let (ctas, per) = grid(intermediate / PIECE, gpu.sm_count);
-        if hidden.div_ceil(ctas as usize) > MAX_REDUCE_ROWS {
-            return Err(GpuError::Unsupported(format!(
-                "the fused FFN's {ctas} CTAs would each sum more than {MAX_REDUCE_ROWS} of {hidden} output rows"
-            )));
-        }
         let layout = Layout::new(hidden, per * PIECE)?;
         let (cubin, log) =
             compile_cubin(&ffn_source(), "ffn_fused.cu", &ffn_options(arch, hidden, intermediate, &layout))?;
         let (threads, smem_bytes) = (layout.threads, layout.smem as u32);
         let (function, registers) = load_checked(&gpu.ctx, cubin, &log, "wo_ffn", "the fused FFN kernel", smem_bytes)?;
         let resident = function.occupancy_max_active_blocks_per_multiprocessor(threads, smem_bytes as usize, None)?;
-        if resident == 0 || ctas > resident * gpu.sm_count {
+        if resident == 0 {
             return Err(GpuError::Unsupported(format!(
-                "the fused FFN needs its {ctas} CTAs resident at once; {resident} per SM fit on {} SMs",
-                gpu.sm_count
+                "the fused FFN's CTA ({threads} threads, {smem_bytes} bytes of shared memory) does not fit an SM"
             )));
         }
         Ok(FusedFfn {
@@ -264,7 +255,7 @@ impl FusedFfn {
         &self.stream
     }
 
-    /// Uploads staged weights with their partial-sum buffer and barrier (zeroed).
+    /// Uploads staged weights with their accumulator and arrival count (zeroed).
     pub fn upload(&self, st: &StagedFfn) -> Result<FfnWeights, GpuError> {
         let stream = &self.stream;
         Ok(FfnWeights {
@@ -274,7 +265,7 @@ impl FusedFfn {
             dn_codes: stream.clone_htod(&st.dn_codes)?,
             dn_scales: stream.clone_htod(&st.dn_scales)?,
             dn_zeros: stream.clone_htod(&st.dn_zeros)?,
-            part: stream.alloc_zeros::<f32>(self.ctas as usize * self.hidden)?,
+            acc: stream.alloc_zeros::<f32>(self.hidden)?,
             bar: stream.alloc_zeros::<u64>(1)?,
             bytes: st.bytes,
         })
@@ -282,7 +273,7 @@ impl FusedFfn {
 
     /// x += down(silu(gate) * up) with gate and up of rmsnorm(x) (eps `eps`), in place on the residual
     /// stream `x` (hidden FP16 values), on `stream`; `pdl`: launched with programmatic dependent launch
-    /// (sm_90+). Launches on one `FfnWeights` must not overlap (its partial sums and barrier are shared).
+    /// (sm_90+). Launches on one `FfnWeights` must not overlap (its accumulator and count are shared).
     pub fn run(
         &self,
         stream: &Arc<CudaStream>,
@@ -307,7 +298,7 @@ impl FusedFfn {
         let (mut ds, _g4) = w.dn_scales.device_ptr(stream);
         let (mut dz, _g5) = w.dn_zeros.device_ptr(stream);
         let (mut xp, _g6) = x.device_ptr_mut(stream);
-        let (mut pp, _g7) = w.part.device_ptr_mut(stream);
+        let (mut pp, _g7) = w.acc.device_ptr_mut(stream);
         let (mut bp, _g8) = w.bar.device_ptr_mut(stream);
         let mut e = eps;
         let mut params: [*mut c_void; 10] = [
@@ -323,12 +314,12 @@ impl FusedFfn {
             (&raw mut e).cast(),
         ];
         // SAFETY: the parameters match wo_ffn(const uint4* gu, const u8* gu_s, const u8* gu_z, const uint4*
-        // dn, const u8* dn_s, const u8* dn_z, u16* x, float* part, unsigned long long* bar, float eps) in
+        // dn, const u8* dn_s, const u8* dn_z, u16* x, float* acc, unsigned long long* bar, float eps) in
         // order and type, each pointing at a local that lives through the launch; the buffers were staged for
-        // this kernel's FD x FF (checked in `stage`), x holds FD values (checked above), part ctas x FD floats
-        // and bar one 64-bit count that only this kernel (always `ctas` CTAs) adds to, a multiple of `ctas`
-        // between launches; `new` checked that all `ctas` CTAs fit on the GPU at once (the grid barrier).
-        // PDL: before its `griddepcontrol.wait` the kernel reads only its weights and their scale tables,
+        // this kernel's FD x FF (checked in `stage`), x holds FD values (checked above), acc FD floats (zero:
+        // each launch's last CTA zeroes it again) and bar one 64-bit count that only this kernel (always
+        // `ctas` CTAs) adds to, a multiple of `ctas` between launches (the last CTA is the one that finds it
+        // one short of the next multiple). PDL: before its `griddepcontrol.wait` the kernel reads only its weights and their scale tables,
         // which no kernel writes.
         unsafe {
             launch_ex(
