@@ -343,6 +343,16 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
     }
     if (EXP_FFN_NOTAIL || EXP_FFN_RED) return;
     // ---- The last CTA to finish folds the accumulator into x ----
+    // Each thread's FOLD groups of 4 values of x are read first, while the count's atomic is in flight (x
+    // does not change before the fold; the CTAs that are not last drop them), and the accumulator's all at
+    // once after it: the fold is one L2 round trip after the count, not one per group.
+    constexpr int FOLD = (FD / 4 + FFN_THREADS - 1) / FFN_THREADS;
+    uint2 xv[FOLD];
+#pragma unroll
+    for (int u = 0; u < FOLD; ++u) {
+        const int i = threadIdx.x + u * FFN_THREADS;
+        xv[u] = i < FD / 4 ? __ldcg((const uint2*)x + i) : make_uint2(0u, 0u);
+    }
     __shared__ int is_last;
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -355,14 +365,21 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
     }
     __syncthreads();
     if (!is_last) return;
-    for (int i = threadIdx.x; i < FD / 4; i += blockDim.x) {
-        const float4 t = __ldcg((const float4*)acc + i);
-        const uint2 xv = __ldcg((const uint2*)x + i);  // 4 values of x
+    float4 t[FOLD];
+#pragma unroll
+    for (int u = 0; u < FOLD; ++u) {
+        const int i = threadIdx.x + u * FFN_THREADS;
+        t[u] = i < FD / 4 ? __ldcg((const float4*)acc + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int u = 0; u < FOLD; ++u) {
+        const int i = threadIdx.x + u * FFN_THREADS;
+        if (i >= FD / 4) continue;
         float x0, x1, x2, x3;
-        x2f(xv.x, x0, x1);
-        x2f(xv.y, x2, x3);
-        const u32 lo = (u32)f2out(x0 + t.x) | ((u32)f2out(x1 + t.y) << 16);
-        const u32 hi = (u32)f2out(x2 + t.z) | ((u32)f2out(x3 + t.w) << 16);
+        x2f(xv[u].x, x0, x1);
+        x2f(xv[u].y, x2, x3);
+        const u32 lo = (u32)f2out(x0 + t[u].x) | ((u32)f2out(x1 + t[u].y) << 16);
+        const u32 hi = (u32)f2out(x2 + t[u].z) | ((u32)f2out(x3 + t[u].w) << 16);
         ((uint2*)x)[i] = make_uint2(lo, hi);
         __stcg((float4*)acc + i, make_float4(0.0f, 0.0f, 0.0f, 0.0f));
     }
