@@ -1,4 +1,4 @@
-//! GPU test of the fused batch-1 FFN kernel (`weight_only::ffn`): the residual stream after one launch
+//! GPU test of the fused batch-1 FFN kernel (`weight_only::ffn`), INT4 g128 and MXFP4: the residual stream after one launch
 //! against the f64 CPU reference of the same quantized weights, for shapes that exercise its geometry (K
 //! slices of 1024 shared by 1 to 5 row groups, CTAs of one to fourteen pieces, a CTA's pieces spanning one
 //! to three INT4 groups of W_down, 96 to 130 CTAs), and twice in a row (the arrival count and the accumulator
@@ -7,21 +7,22 @@
 //! --nocapture`.
 
 use half::f16;
-use roofline_gpu::weight_only::ffn::{reference, FusedFfn};
-use roofline_gpu::weight_only::{quantize_pack, WoFormat};
+use roofline_gpu::weight_only::ffn::{reference, FusedFfn, FORMATS};
+use roofline_gpu::weight_only::quantize_pack;
 use roofline_gpu::{random_f32, Gpu};
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn fused_ffn_matches_the_reference() {
     let gpu = Gpu::open(0).unwrap();
-    for (d, f) in [(4096usize, 14336usize), (3072, 8320), (1024, 28672), (2048, 1536), (5120, 13824)] {
-        let ffn = FusedFfn::new(&gpu, d, f).unwrap_or_else(|e| panic!("{d}x{f}: {e}"));
+    let shapes = [(4096usize, 14336usize), (3072, 8320), (1024, 28672), (2048, 1536), (5120, 13824)];
+    for (format, (d, f)) in FORMATS.iter().flat_map(|&fm| shapes.iter().map(move |&s| (fm, s))) {
+        let ffn = FusedFfn::new(&gpu, format, d, f).unwrap_or_else(|e| panic!("{format:?} {format:?} {d}x{f}: {e}"));
         // Weights as a trained layer's init (uniform / sqrt(K)), the residual stream around 1.
         let wg: Vec<f32> = random_f32(2 * f * d, 100 + d as u64).iter().map(|v| v / (d as f32).sqrt()).collect();
         let wd: Vec<f32> = random_f32(d * f, 200 + f as u64).iter().map(|v| v / (f as f32).sqrt()).collect();
-        let gate_up = quantize_pack(WoFormat::Int4G128, &wg, 2 * f, d).unwrap();
-        let down = quantize_pack(WoFormat::Int4G128, &wd, d, f).unwrap();
+        let gate_up = quantize_pack(format, &wg, 2 * f, d).unwrap();
+        let down = quantize_pack(format, &wd, d, f).unwrap();
         let x0: Vec<f32> = random_f32(d, 300).iter().map(|v| f16::from_f32(*v).to_f32()).collect();
         let want = reference(&x0, &gate_up, &down, 1e-5);
         let mut w = ffn.upload(&ffn.stage(&gate_up, &down).unwrap()).unwrap();
@@ -36,22 +37,22 @@ fn fused_ffn_matches_the_reference() {
         // The CTAs' partial outputs are summed by float atomics in arrival order: a second launch may round
         // an output to the neighbouring FP16 value, never further.
         let apart = outs[0].iter().zip(&outs[1]).map(|(a, b)| ulps_apart(*a, *b)).max().unwrap_or(0);
-        assert!(apart <= 1, "{d}x{f}: a second launch gave a result {apart} FP16 steps away");
+        assert!(apart <= 1, "{format:?} {d}x{f}: a second launch gave a result {apart} FP16 steps away");
         let got: Vec<f64> = outs[0].iter().map(|b| f64::from(f16::from_bits(*b).to_f32())).collect();
-        assert!(got.iter().all(|v| v.is_finite()), "{d}x{f}: non-finite output");
+        assert!(got.iter().all(|v| v.is_finite()), "{format:?} {d}x{f}: non-finite output");
         // Relative error of the output and of the FFN's contribution (output minus the residual).
         let l2 = |v: &mut dyn Iterator<Item = f64>| v.map(|e| e * e).sum::<f64>().sqrt();
         let err = l2(&mut got.iter().zip(&want).map(|(g, w)| g - w));
         let rel = err / l2(&mut want.iter().copied());
         let delta = l2(&mut want.iter().zip(&x0).map(|(w, x)| w - f64::from(*x)));
         println!(
-            "fused FFN {d}x{f}: {} CTAs, {:?} registers, rel. error {rel:.2e} (of the FFN's output {:.2e})",
+            "fused FFN {format:?} {d}x{f}: {} CTAs, {:?} registers, rel. error {rel:.2e} (of the FFN's output {:.2e})",
             ffn.ctas,
             ffn.registers,
             err / delta
         );
-        assert!(rel <= 1e-3, "{d}x{f}: relative error {rel:.2e} > 1e-3");
-        assert!(err / delta <= 1e-2, "{d}x{f}: error {:.2e} of the FFN's own output", err / delta);
+        assert!(rel <= 1e-3, "{format:?} {d}x{f}: relative error {rel:.2e} > 1e-3");
+        assert!(err / delta <= 1e-2, "{format:?} {d}x{f}: error {:.2e} of the FFN's own output", err / delta);
     }
 }
 

@@ -34,8 +34,24 @@
 #ifndef FF
 #error "FF (intermediate size) must be defined"
 #endif
-#if FMT != 4
-#error "the fused FFN takes INT4 g128 weights"
+#if FMT != 4 && FMT != 6
+#error "the fused FFN takes INT4 g128 or MXFP4 weights"
+#endif
+// W_down's scales per row, by group of PB_GROUP pieces (16 intermediate values each) along FF: INT4 g128
+// one f16 scale and a 4-bit zero point per 8 pieces (its first two groups staged: MBG = 2, the rest loaded
+// as the CTA reaches them), MXFP4 one E8M0 byte per 2 pieces (every group of the CTA staged: MBG, from the
+// host, is the most groups a CTA's pieces touch).
+#if FMT == 4
+#define PB_GROUP 8
+#undef MBG
+#define MBG 2
+#define MB_BYTES (5 * FD)  // mb_s [2][FD] f16, mb_z [2][FD/2]
+#else
+#define PB_GROUP 2
+#ifndef MBG
+#error "MBG (the most W_down scale groups a CTA touches) must be defined"
+#endif
+#define MB_BYTES (MBG * FD)  // mb_s [MBG][FD] E8M0
 #endif
 #if FF % 128 != 0
 #error "FF must be a multiple of 128"
@@ -96,27 +112,39 @@ __device__ __forceinline__ void load_group(const u8* s, const u8* z, u32 sc[2][N
         }
 }
 
+// An E8M0 scale code as a float (2^(e - 127); code 0 is 2^-127, a subnormal).
+__device__ __forceinline__ float e8m0f(u32 e) { return e == 0 ? as_float(0x00400000u) : as_float(e << 23); }
+
 // The CTA's scales and zero points into shared memory with cp.async, issued by the consumers before the
 // producer's first weight copy (a load issued behind the ring's bulk copies waits for the DRAM queue they
 // fill, several microseconds; ncu put 27% of the kernel's stall samples on such a scale load, session 13):
-//   ma_s [FD/128][2 fs] f16   gate_up's scales of the CTA's rows (gate rows, then up rows) per K group
-//   ma_z [FD/128][fs] bytes   their zero points (two rows a byte)
-//   mb_s [2][FD] f16          W_down's scales of the CTA's first two INT4 groups (g0, g0 + 1)
-//   mb_z [2][FD/2] bytes      their zero points
+//   ma_s [RS_COLS][2 fs] x RS_SB / 8 bytes  gate_up's scales of the CTA's rows (gate rows, then up rows) per
+//                                           scale column (INT4: f16 per 128 values, MXFP4: E8M0 per 32)
+//   ma_z [RS_COLS][fs] bytes                their zero points (INT4: two rows a byte)
+//   mb_s, mb_z                              W_down's: INT4 [2][FD] f16 and [2][FD/2] of the CTA's first two
+//                                           groups (g0, g0 + 1); MXFP4 [MBG][FD] E8M0 of all its groups
 __device__ __forceinline__ void stage_meta(const u8* __restrict__ gu_s, const u8* __restrict__ gu_z,
                                            const u8* __restrict__ dn_s, const u8* __restrict__ dn_z, int p0,
                                            int fs, int groups_b, u8* ma_s, u8* ma_z, u8* mb_s, u8* mb_z) {
-    const int ncol = FD / 128, q = fs / 8;  // q: 16-byte chunks of a run of fs scales, 4-byte ones of its zeros
+    const int qs = fs * (RS_SB / R) / 16;  // 16-byte chunks of a run of fs rows' scales
     const size_t n_pad = 2 * FF;
-    for (int t = threadIdx.x; t < ncol * 2 * q; t += NC) {
-        const int c = t / (2 * q), half = (t / q) & 1, j = t % q;  // half 0: gate rows, 1: up rows
+    for (int t = threadIdx.x; t < RS_COLS * 2 * qs; t += NC) {
+        const int c = t / (2 * qs), half = (t / qs) & 1, j = t % qs;  // half 0: gate rows, 1: up rows
         const size_t row0 = (size_t)half * FF + (size_t)p0 * 16;
-        cp_async<16>(smem_addr(ma_s + ((size_t)c * 2 * fs + (size_t)half * fs) * 2 + 16 * j),
-                     gu_s + (c * n_pad + row0) * 2 + 16 * j, true);
-        cp_async<4>(smem_addr(ma_z + (size_t)c * fs + (size_t)half * (fs / 2) + 4 * j),
-                    gu_z + c * (n_pad / 2) + row0 / 2 + 4 * j, true);
+        cp_async<16>(smem_addr(ma_s + ((size_t)c * 2 * fs + (size_t)half * fs) * (RS_SB / R) + 16 * j),
+                     gu_s + (c * n_pad + row0) * (RS_SB / R) + 16 * j, true);
     }
-    const int g0 = p0 >> 3;
+#if RS_ZB > 0
+    const int qz = fs * RS_ZB / R / 4;  // 4-byte chunks of a run of fs rows' zero points
+    for (int t = threadIdx.x; t < RS_COLS * 2 * qz; t += NC) {
+        const int c = t / (2 * qz), half = (t / qz) & 1, j = t % qz;
+        const size_t row0 = (size_t)half * FF + (size_t)p0 * 16;
+        cp_async<4>(smem_addr(ma_z + (size_t)c * (2 * fs * RS_ZB / R) + (size_t)half * (fs * RS_ZB / R) + 4 * j),
+                    gu_z + c * (n_pad * RS_ZB / R) + row0 * RS_ZB / R + 4 * j, true);
+    }
+#endif
+    const int g0 = p0 / PB_GROUP;
+#if FMT == 4
     for (int t = threadIdx.x; t < groups_b * (FD / 8 + FD / 32); t += NC) {
         const int gi = t / (FD / 8 + FD / 32), j = t % (FD / 8 + FD / 32);
         if (j < FD / 8) {
@@ -128,6 +156,12 @@ __device__ __forceinline__ void stage_meta(const u8* __restrict__ gu_s, const u8
                          dn_z + (size_t)(g0 + gi) * (FD / 2) + 16 * k, true);
         }
     }
+#else
+    for (int t = threadIdx.x; t < groups_b * (FD / 16); t += NC) {
+        const int gi = t / (FD / 16), j = t % (FD / 16);
+        cp_async<16>(smem_addr(mb_s + (size_t)gi * FD + 16 * j), dn_s + (size_t)(g0 + gi) * FD + 16 * j, true);
+    }
+#endif
     asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
@@ -149,12 +183,13 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
     const int steps_a = 2 * fs / R;           // phase A stages: 8 rows each
     const int stages = steps_a + 2 * (p1 - p0);  // + two per W_down piece
     u8* mb_s = smem + NST * STAGE;
-    u8* mb_z = mb_s + 2 * FD * 2;
-    u8* ma_s = mb_z + FD;
-    u8* ma_z = ma_s + (FD / 128) * 2 * fs * 2;
-    float* psum = (float*)(ma_z + (FD / 128) * fs);
-    const int g0 = p0 >> 3;
-    const int groups_b = ((p1 - 1) >> 3) > g0 ? 2 : 1;  // W_down groups staged in shared memory
+    u8* mb_z = mb_s + 2 * FD * 2;  // INT4 only
+    u8* ma_s = mb_s + MB_BYTES;
+    u8* ma_z = ma_s + RS_COLS * 2 * fs * (RS_SB / R);
+    float* psum = (float*)(ma_z + RS_COLS * 2 * fs * RS_ZB / R);
+    const int g0 = p0 / PB_GROUP;
+    // W_down groups staged in shared memory: INT4 the first two, MXFP4 all of them.
+    const int groups_b = FMT == 4 ? (((p1 - 1) >> 3) > g0 ? 2 : 1) : (p1 - 1) / PB_GROUP - g0 + 1;
     float* hsh = psum + KSL * 2 * fs;
     float* hs = hsh + fs;
     const u32 ring_s = smem_addr(smem);
@@ -198,7 +233,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
         // ---- Phase A: row step st (8 rows) is stage st, taken by row group st % RGS ----
         const int ks = warp % KSL, rg = warp / KSL;
         const int cbase = ks * 32 + lane;  // the lane's 32-value chunk of every row
-        const size_t col = (size_t)(cbase >> 2);  // its INT4 group
+        const size_t col = (size_t)RS_COL(cbase);  // its scale column
         pdl_wait();  // x is read only from here (the producer has been streaming since the start)
 
         float xr[EPC];
@@ -223,18 +258,20 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
 
         for (int st = rg; st < steps_a; st += RGS) {
             const int slot = st % NST;
-            const float sum = row_step(smem + slot * STAGE + cbase * 16, ma_s + (col * 2 * fs + st * R) * 2,
-                                       ma_z + col * fs + st * R / 2, full_s + 8 * slot, (u32)((st / NST) & 1),
-                                       xh, xsum);
+            const float sum = row_step(smem + slot * STAGE + cbase * 16, ma_s + (col * 2 * fs + st * R) * (RS_SB / R),
+                                       ma_z + (col * 2 * fs + st * R) * RS_ZB / R, full_s + 8 * slot,
+                                       (u32)((st / NST) & 1), xh, xsum);
             __syncwarp();
             if (lane == 0) mbar_arrive(empty_s + 8 * slot, RGS);  // the group's KSL warps: NACT arrivals
             if ((lane & 3) == 0) psum[ks * 2 * fs + st * R + ((lane >> 2) & 7)] = sum;
         }
 
+#if FMT == 4
         // W_down's first two groups' scales (staged in shared memory).
         u32 sca[2][NPS], zba[2][NPS], scb[2][NPS], zbb[2][NPS];
         load_group(mb_s, mb_z, sca, zba);
         if (groups_b > 1) load_group(mb_s + FD * 2, mb_z + FD / 2, scb, zbb);
+#endif
         consumers_sync();
 
         // h = silu(g) * u of the CTA's intermediate values, and its sum per piece (the INT4 zero points' term).
@@ -297,17 +334,30 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                     if (ql < QPAIRS && !EXP_FFN_LOADONLY) {
                         const uint4 q = sp[ql];
                         u32 e0 = 0u, o0 = 0u, e1 = 0u, o1 = 0u;
+#if FMT == 4
                         dot8h(q.x, h[0], e0, o0);  // row 2 pr
                         dot8h(q.y, h[1], e0, o0);
                         dot8h(q.z, h[0], e1, o1);  // row 2 pr + 1
                         dot8h(q.w, h[1], e1, o1);
                         gp0[hb][i] += hsum4(e0, o0);
                         gp1[hb][i] += hsum4(e1, o1);
+#else
+                        dot8f4(q.x, h[0], e0, o0);  // row 2 pr
+                        dot8f4(q.y, h[1], e0, o0);
+                        dot8f4(q.z, h[0], e1, o1);  // row 2 pr + 1
+                        dot8f4(q.w, h[1], e1, o1);
+                        // The rows' E8M0 scales of this piece's group (rows 2 pr, 2 pr + 1: one u16).
+                        const u32 eb =
+                            *(const unsigned short*)(mb_s + (size_t)(p / PB_GROUP - g0) * FD + 2 * (hb * QPAIRS + ql));
+                        acc0[hb][i] = fmaf(e8m0f(eb & 0xffu), hsum4(e0, o0), acc0[hb][i]);
+                        acc1[hb][i] = fmaf(e8m0f(eb >> 8), hsum4(e1, o1), acc1[hb][i]);
+#endif
                     }
                 }
                 __syncwarp();
                 if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);
             }
+#if FMT == 4
             if (p + 1 == p1 || ((p + 1) & 7) == 0) {
                 // The group ends: sum (q - z) h = sum (q - 8) h + (8 - z) sum h, times the scale.
                 const bool first = g == g0;
@@ -328,6 +378,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                 if (g > g0 + 1 && p + 1 < p1)
                     load_group(dn_s + (size_t)g * FD * 2, dn_z + (size_t)g * (FD / 2), scb, zbb);
             }
+#endif
         }
 #pragma unroll
         for (int hb = 0; hb < 2; ++hb)

@@ -113,7 +113,7 @@ pub enum QkvKernel {
 /// The kernels of a dense FFN in the fused step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FfnKernel {
-    /// `Fused` where [`ffn::unsupported`] allows it (INT4 g128, batch 1, a dense FFN of a supported size),
+    /// `Fused` where [`ffn::unsupported`] allows it (INT4 g128 or MXFP4, batch 1, a dense FFN of a supported size),
     /// else `Gemv`. The default: on the H100 the fused kernel takes 35.6 us per Llama-3.1-8B layer against
     /// 26.9 + 17.2 for the two GEMVs (bench/RESULTS.md, sessions 12, 13 and 16).
     #[default]
@@ -520,10 +520,10 @@ impl Gpu {
         // `auto` falls back to the two GEMVs where the fused kernel refuses this GPU (its CTA must fit an SM).
         let fused_ffn = match (cfg.fused_ffn(major), cfg.ffn) {
             (false, _) => None,
-            (true, FfnKernel::Auto) => {
-                FusedFfn::new(self, d, f).map_err(|e| progress(&format!("FFN: two GEMVs (the fused kernel: {e})"))).ok()
-            }
-            (true, _) => Some(FusedFfn::new(self, d, f)?),
+            (true, FfnKernel::Auto) => FusedFfn::new(self, cfg.weights, d, f)
+                .map_err(|e| progress(&format!("FFN: two GEMVs (the fused kernel: {e})")))
+                .ok(),
+            (true, _) => Some(FusedFfn::new(self, cfg.weights, d, f)?),
         };
         let silu_in_down = cfg.fuse && cfg.moe.is_none() && fused_ffn.is_none() && gemv.fuses_silu(b, d, f);
         // NVRTC compiles the step's kernels on other threads while this one quantizes and uploads the weights

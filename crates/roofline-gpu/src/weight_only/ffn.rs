@@ -68,14 +68,20 @@ struct Layout {
 }
 
 impl Layout {
-    fn new(d: usize, fs: usize) -> Result<Layout, GpuError> {
+    /// For hidden size `d`, at most `fs` intermediate values per CTA, weights in `format`.
+    fn new(format: WoFormat, d: usize, fs: usize) -> Result<Layout, GpuError> {
         let slices = d / 1024;
         let groups = (max_consumer_warps() / slices).max(1);
         let warps = (slices * groups) as u32;
         let stage = 4 * d;
-        // W_down's scales of two groups (FD f16 + FD / 2 bytes each), gate_up's of the CTA's rows (FD / 128
-        // groups x 2 fs rows x (2 + 1/2) bytes), phase A's sums, h and its sums per piece.
-        let rest = 5 * d + (d / 128) * fs * 5 + (slices * 2 * fs + fs + fs / PIECE) * 4;
+        // W_down's staged scales (INT4: two groups of FD f16 + FD / 2 zero bytes; MXFP4: every group of the
+        // CTA, FD E8M0 bytes each), gate_up's of the CTA's rows (INT4: FD / 128 columns x 2 fs rows x (2 +
+        // 1/2) bytes; MXFP4: FD / 32 columns x 2 fs bytes), phase A's sums, h and its sums per piece.
+        let scales = match format {
+            WoFormat::Mxfp4 => down_groups(fs / PIECE) * d + (d / 32) * 2 * fs,
+            _ => 5 * d + (d / 128) * fs * 5,
+        };
+        let rest = scales + (slices * 2 * fs + fs + fs / PIECE) * 4;
         let ring = ring_bytes().min(SMEM_BUDGET.saturating_sub(rest));
         let stages = (ring / stage).min(16) / groups * groups;
         if stages == 0 {
@@ -91,12 +97,22 @@ impl Layout {
 /// Intermediate values per piece: one piece of a W_down row is 16 codes, 8 bytes.
 const PIECE: usize = 16;
 
-/// Why the fused FFN cannot run a step's FFN, or `None` when it can: INT4 g128 weights, FP16 x, one token,
+/// The most MXFP4 scale groups of W_down (32 intermediate values, two pieces) a CTA of at most `pieces`
+/// pieces touches (`MBG` in the kernel): one more than half when its first piece is odd.
+fn down_groups(pieces: usize) -> usize {
+    pieces / 2 + 1
+}
+
+/// The weight formats the fused FFN takes: INT4 g128 (f16 scale and 4-bit zero point per 128) and MXFP4
+/// (E2M1 codes, an E8M0 scale per 32).
+pub const FORMATS: [WoFormat; 2] = [WoFormat::Int4G128, WoFormat::Mxfp4];
+
+/// Why the fused FFN cannot run a step's FFN, or `None` when it can: INT4 g128 or MXFP4 weights, FP16 x, one token,
 /// a hidden size that is a multiple of 1024 (at most 6144: registers) and an intermediate size that is a multiple of
 /// 128 (one INT4 group of W_down).
 pub fn unsupported(format: WoFormat, x: XDtype, batch: usize, hidden: usize, intermediate: usize) -> Option<String> {
-    if format != WoFormat::Int4G128 {
-        return Some(format!("the fused FFN kernel takes INT4 g128 weights, not {}", format.format()));
+    if !FORMATS.contains(&format) {
+        return Some(format!("the fused FFN kernel takes INT4 g128 or MXFP4 weights, not {}", format.format()));
     }
     if x != XDtype::F16 {
         return Some("the fused FFN kernel takes FP16 activations".into());
@@ -172,6 +188,8 @@ pub struct FusedFfn {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     function: CudaFunction,
+    /// Weight format (one of [`FORMATS`]).
+    pub format: WoFormat,
     /// Hidden size.
     pub hidden: usize,
     /// Intermediate size.
@@ -185,9 +203,10 @@ pub struct FusedFfn {
 }
 
 impl FusedFfn {
-    /// Compiles the kernel for `hidden x intermediate` on `gpu` and checks that its CTA fits an SM.
-    pub fn new(gpu: &Gpu, hidden: usize, intermediate: usize) -> Result<FusedFfn, GpuError> {
-        if let Some(why) = unsupported(WoFormat::Int4G128, XDtype::F16, 1, hidden, intermediate) {
+    /// Compiles the kernel for `hidden x intermediate` weights in `format` on `gpu` and checks that its CTA
+    /// fits an SM.
+    pub fn new(gpu: &Gpu, format: WoFormat, hidden: usize, intermediate: usize) -> Result<FusedFfn, GpuError> {
+        if let Some(why) = unsupported(format, XDtype::F16, 1, hidden, intermediate) {
             return Err(GpuError::Unsupported(why));
         }
         let (major, minor) = gpu.compute_capability;
@@ -199,9 +218,12 @@ impl FusedFfn {
         }
         nvrtc_available()?;
         let (ctas, per) = grid(intermediate / PIECE, gpu.sm_count);
-        let layout = Layout::new(hidden, per * PIECE)?;
-        let (cubin, log) =
-            compile_cubin(&ffn_source(), "ffn_fused.cu", &ffn_options(arch, hidden, intermediate, &layout))?;
+        let layout = Layout::new(format, hidden, per * PIECE)?;
+        let (cubin, log) = compile_cubin(
+            &ffn_source(),
+            "ffn_fused.cu",
+            &ffn_options(arch, format, hidden, intermediate, per, &layout),
+        )?;
         let (threads, smem_bytes) = (layout.threads, layout.smem as u32);
         let (function, registers) = load_checked(&gpu.ctx, cubin, &log, "wo_ffn", "the fused FFN kernel", smem_bytes)?;
         let resident = function.occupancy_max_active_blocks_per_multiprocessor(threads, smem_bytes as usize, None)?;
@@ -214,6 +236,7 @@ impl FusedFfn {
             ctx: gpu.ctx.clone(),
             stream: gpu.stream.clone(),
             function,
+            format,
             hidden,
             intermediate,
             ctas,
@@ -228,9 +251,10 @@ impl FusedFfn {
     pub fn stage(&self, gate_up: &PackedWeights, down: &PackedWeights) -> Result<StagedFfn, GpuError> {
         let (d, f) = (self.hidden, self.intermediate);
         for (name, p, n, k) in [("gate_up", gate_up, 2 * f, d), ("down", down, d, f)] {
-            if p.format != WoFormat::Int4G128 || p.n != n || p.k != k {
+            if p.format != self.format || p.n != n || p.k != k {
                 return Err(GpuError::Unsupported(format!(
-                    "fused FFN {name}: expected INT4 g128 {n}x{k}, got {} {}x{}",
+                    "fused FFN {name}: expected {} {n}x{k}, got {} {}x{}",
+                    self.format.format(),
                     p.format.format(),
                     p.n,
                     p.k
@@ -261,10 +285,10 @@ impl FusedFfn {
         Ok(FfnWeights {
             gu_codes: stream.clone_htod(&st.gu_codes)?,
             gu_scales: stream.clone_htod(&st.gu_scales)?,
-            gu_zeros: stream.clone_htod(&st.gu_zeros)?,
+            gu_zeros: stream.clone_htod(nonempty(&st.gu_zeros))?,
             dn_codes: stream.clone_htod(&st.dn_codes)?,
             dn_scales: stream.clone_htod(&st.dn_scales)?,
-            dn_zeros: stream.clone_htod(&st.dn_zeros)?,
+            dn_zeros: stream.clone_htod(nonempty(&st.dn_zeros))?,
             acc: stream.alloc_zeros::<f32>(self.hidden)?,
             bar: stream.alloc_zeros::<u64>(1)?,
             bytes: st.bytes,
@@ -335,6 +359,17 @@ impl FusedFfn {
     }
 }
 
+/// `v`, or 16 zero bytes where it is empty (MXFP4 has no zero points; the kernel never reads them, but a
+/// buffer must exist to pass).
+fn nonempty(v: &[u8]) -> &[u8] {
+    const DUMMY: [u8; 16] = [0; 16];
+    if v.is_empty() {
+        &DUMMY
+    } else {
+        v
+    }
+}
+
 /// The kernel's source: the x-in-registers kernel's (its INT4 loads and decode), the streaming helpers, then
 /// the fused FFN.
 fn ffn_source() -> String {
@@ -375,10 +410,21 @@ pub(crate) fn stream_options(arch: u32, format: WoFormat, k: usize) -> Vec<Strin
     opts
 }
 
-/// NVRTC options: [`stream_options`] plus the model's sizes and the ring.
-fn ffn_options(arch: u32, hidden: usize, intermediate: usize, layout: &Layout) -> Vec<String> {
-    let mut opts = stream_options(arch, WoFormat::Int4G128, hidden);
+/// NVRTC options: [`stream_options`] plus the model's sizes, the ring and (MXFP4) the most W_down scale
+/// groups of a CTA of at most `per` pieces.
+fn ffn_options(
+    arch: u32,
+    format: WoFormat,
+    hidden: usize,
+    intermediate: usize,
+    per: usize,
+    layout: &Layout,
+) -> Vec<String> {
+    let mut opts = stream_options(arch, format, hidden);
     opts.push(format!("-DFF={intermediate}"));
+    if format == WoFormat::Mxfp4 {
+        opts.push(format!("-DMBG={}", down_groups(per)));
+    }
     opts.push(format!("-DFFN_MAXW={}", max_consumer_warps()));
     opts.push(format!("-DRING_BYTES={}", layout.stages * layout.stage));
     opts.extend(super::nvrtc::extra_options());
@@ -428,12 +474,12 @@ mod tests {
     fn every_ring_slot_belongs_to_one_row_group_and_the_cta_fits() {
         // Llama-3.1-8B on 132 SMs (7 pieces of 16 per CTA): 4 K slices x 4 row groups, 16 KB stages; 11 would
         // fit in the ring's 176 KB, 8 are used.
-        let l = Layout::new(4096, 112).unwrap();
+        let l = Layout::new(WoFormat::Int4G128, 4096, 112).unwrap();
         assert_eq!((l.warps, l.threads, l.stage, l.stages), (16, 544, 16384, 8));
         assert_eq!(l.smem, 8 * 16384 + 5 * 4096 + 32 * 112 * 5 + (4 * 2 * 112 + 112 + 7) * 4);
         for d in (1024..=6144).step_by(1024) {
             for fs in [16, 112, 224, 448] {
-                let Ok(l) = Layout::new(d, fs) else {
+                let Ok(l) = Layout::new(WoFormat::Int4G128, d, fs) else {
                     // Only wide CTAs of the widest models run out of shared memory.
                     assert!(d * fs >= 6144 * 224, "hidden {d}, {fs} values per CTA refused");
                     continue;
@@ -468,7 +514,9 @@ mod tests {
     #[test]
     fn unsupported_shapes_and_formats_say_why() {
         assert!(unsupported(WoFormat::Int4G128, XDtype::F16, 1, 4096, 14336).is_none());
+        assert!(unsupported(WoFormat::Mxfp4, XDtype::F16, 1, 4096, 14336).is_none());
         assert!(unsupported(WoFormat::Fp16, XDtype::F16, 1, 4096, 14336).unwrap().contains("INT4"));
+        assert!(unsupported(WoFormat::Nvfp4, XDtype::F16, 1, 4096, 14336).unwrap().contains("MXFP4"));
         assert!(unsupported(WoFormat::Int4G128, XDtype::Bf16, 1, 4096, 14336).unwrap().contains("FP16"));
         assert!(unsupported(WoFormat::Int4G128, XDtype::F16, 2, 4096, 14336).unwrap().contains("batch of 2"));
         assert!(unsupported(WoFormat::Int4G128, XDtype::F16, 1, 4000, 14336).unwrap().contains("1024"));
@@ -484,12 +532,16 @@ mod tests {
         }
         for (d, f) in [(4096usize, 14336usize), (3072, 8320), (1024, 28672), (2048, 1536), (5120, 13824), (6144, 16384)]
         {
-            let layout = Layout::new(d, grid(f / PIECE, 132).1 * PIECE).unwrap();
-            let (_, log) = compile_cubin(&ffn_source(), "ffn_fused.cu", &ffn_options(90, d, f, &layout))
-                .unwrap_or_else(|e| panic!("{d}x{f}: {e}"));
-            let (regs, spills, _) = parse_ptxas(&log);
-            eprintln!("fused FFN {d}x{f}: {regs:?} registers, {spills:?} spill bytes");
-            assert_eq!(spills, Some(0), "{d}x{f} spills:\n{log}");
+            let per = grid(f / PIECE, 132).1;
+            for format in FORMATS {
+                let layout = Layout::new(format, d, per * PIECE).unwrap();
+                let opts = ffn_options(90, format, d, f, per, &layout);
+                let (_, log) = compile_cubin(&ffn_source(), "ffn_fused.cu", &opts)
+                    .unwrap_or_else(|e| panic!("{format:?} {d}x{f}: {e}"));
+                let (regs, spills, _) = parse_ptxas(&log);
+                eprintln!("fused FFN {format:?} {d}x{f}: {regs:?} registers, {spills:?} spill bytes");
+                assert_eq!(spills, Some(0), "{format:?} {d}x{f} spills:\n{log}");
+            }
         }
     }
 }
