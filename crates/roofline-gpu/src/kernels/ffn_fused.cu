@@ -34,13 +34,14 @@
 #ifndef FF
 #error "FF (intermediate size) must be defined"
 #endif
-#if FMT != 4 && FMT != 6
-#error "the fused FFN takes INT4 g128 or MXFP4 weights"
+#if FMT != 4 && FMT != 6 && FMT != 7
+#error "the fused FFN takes INT4 g128, MXFP4 or NVFP4 weights"
 #endif
 // W_down's scales per row, by group of PB_GROUP pieces (16 intermediate values each) along FF: INT4 g128
 // one f16 scale and a 4-bit zero point per 8 pieces (its first two groups staged: MBG = 2, the rest loaded
-// as the CTA reaches them), MXFP4 one E8M0 byte per 2 pieces (every group of the CTA staged: MBG, from the
-// host, is the most groups a CTA's pieces touch).
+// as the CTA reaches them), MXFP4 one E8M0 byte per 2 pieces, NVFP4 one E4M3 byte per piece, stored two
+// pieces (one 32-value chunk) a row: [FF/32][FD][2] (every group of the CTA staged: MBG, from the host, is the
+// most groups a CTA's pieces touch). NVFP4's FP32 tensor scales (gs_gu, gs_dn) multiply the sums.
 #if FMT == 4
 #define PB_GROUP 8
 #undef MBG
@@ -51,7 +52,8 @@
 #ifndef MBG
 #error "MBG (the most W_down scale groups a CTA touches) must be defined"
 #endif
-#define MB_BYTES (MBG * FD)  // mb_s [MBG][FD] E8M0
+#define MB_SB (FMT == 7 ? 2 : 1)           // bytes of a group's scales per row
+#define MB_BYTES (MBG * FD * MB_SB)  // mb_s [MBG][FD] E8M0, or [MBG][FD][2] E4M3
 #endif
 #if FF % 128 != 0
 #error "FF must be a multiple of 128"
@@ -157,9 +159,10 @@ __device__ __forceinline__ void stage_meta(const u8* __restrict__ gu_s, const u8
         }
     }
 #else
-    for (int t = threadIdx.x; t < groups_b * (FD / 16); t += NC) {
-        const int gi = t / (FD / 16), j = t % (FD / 16);
-        cp_async<16>(smem_addr(mb_s + (size_t)gi * FD + 16 * j), dn_s + (size_t)(g0 + gi) * FD + 16 * j, true);
+    for (int t = threadIdx.x; t < groups_b * (FD * MB_SB / 16); t += NC) {
+        const int gi = t / (FD * MB_SB / 16), j = t % (FD * MB_SB / 16);
+        cp_async<16>(smem_addr(mb_s + (size_t)gi * FD * MB_SB + 16 * j),
+                     dn_s + (size_t)(g0 + gi) * FD * MB_SB + 16 * j, true);
     }
 #endif
     asm volatile("cp.async.commit_group;" ::: "memory");
@@ -168,7 +171,7 @@ __device__ __forceinline__ void stage_meta(const u8* __restrict__ gu_s, const u8
 extern "C" __global__ void __launch_bounds__(FFN_THREADS, 1)
 wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __restrict__ gu_z,
        const uint4* __restrict__ dn, const u8* __restrict__ dn_s, const u8* __restrict__ dn_z, u16* x,
-       float* __restrict__ acc, unsigned long long* bar, float eps) {
+       float* __restrict__ acc, unsigned long long* bar, float eps, float gs_gu, float gs_dn) {
     pdl_trigger();
     // Dynamic shared memory: the ring (NST stages), the scales (`stage_meta`: mb_s, mb_z, ma_s, ma_z), then
     // psum [KSL][2 fs] (phase A's sums per K slice), h [fs] and hs [fs / 16] (h summed per piece).
@@ -282,6 +285,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                 g += psum[s * 2 * fs + i];
                 u += psum[s * 2 * fs + fs + i];
             }
+            g *= gs_gu, u *= gs_gu;  // NVFP4's tensor scale (1 for the others)
             hsh[i] = __fdividef(g, 1.0f + __expf(-g)) * u;
         }
         consumers_sync();
@@ -346,11 +350,20 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                         dot8f4(q.y, h[1], e0, o0);
                         dot8f4(q.z, h[0], e1, o1);  // row 2 pr + 1
                         dot8f4(q.w, h[1], e1, o1);
+#if FMT == 6
                         // The rows' E8M0 scales of this piece's group (rows 2 pr, 2 pr + 1: one u16).
                         const u32 eb =
                             *(const unsigned short*)(mb_s + (size_t)(p / PB_GROUP - g0) * FD + 2 * (hb * QPAIRS + ql));
                         acc0[hb][i] = fmaf(e8m0f(eb & 0xffu), hsum4(e0, o0), acc0[hb][i]);
                         acc1[hb][i] = fmaf(e8m0f(eb >> 8), hsum4(e1, o1), acc1[hb][i]);
+#else
+                        // The rows' E4M3 pairs of this piece's chunk (rows 2 pr, 2 pr + 1: one u32), the byte
+                        // of this piece (the chunk's first or second 16 values) from each.
+                        const u32 eb = *(const u32*)(mb_s + ((size_t)(p / PB_GROUP - g0) * FD + 2 * (hb * QPAIRS + ql)) * 2);
+                        const int sh = 8 * (p & 1);
+                        acc0[hb][i] = fmaf(e4m3_to_f((eb >> sh) & 0xffu), hsum4(e0, o0), acc0[hb][i]);
+                        acc1[hb][i] = fmaf(e4m3_to_f((eb >> (16 + sh)) & 0xffu), hsum4(e1, o1), acc1[hb][i]);
+#endif
 #endif
                     }
                 }
@@ -388,7 +401,8 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                 if (ql < QPAIRS) {
                     // A vector float RED (sm_90); none when the tail is left out.
                     if (!EXP_FFN_NOTAIL)
-                        atomicAdd((float2*)acc + hb * QPAIRS + ql, make_float2(acc0[hb][i], acc1[hb][i]));
+                        atomicAdd((float2*)acc + hb * QPAIRS + ql,
+                                  make_float2(gs_dn * acc0[hb][i], gs_dn * acc1[hb][i]));
                 }
             }
     }

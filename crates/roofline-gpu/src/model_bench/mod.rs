@@ -113,7 +113,7 @@ pub enum QkvKernel {
 /// The kernels of a dense FFN in the fused step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FfnKernel {
-    /// `Fused` where [`ffn::unsupported`] allows it (INT4 g128 or MXFP4, batch 1, a dense FFN of a supported size),
+    /// `Fused` where [`ffn::unsupported`] allows it (INT4 g128, MXFP4 or NVFP4, batch 1, a dense FFN of a supported size),
     /// else `Gemv`. The default: on the H100 the fused kernel takes 35.6 us per Llama-3.1-8B layer against
     /// 26.9 + 17.2 for the two GEMVs (bench/RESULTS.md, sessions 12, 13 and 16).
     #[default]

@@ -74,11 +74,13 @@ impl Layout {
         let groups = (max_consumer_warps() / slices).max(1);
         let warps = (slices * groups) as u32;
         let stage = 4 * d;
-        // W_down's staged scales (INT4: two groups of FD f16 + FD / 2 zero bytes; MXFP4: every group of the
-        // CTA, FD E8M0 bytes each), gate_up's of the CTA's rows (INT4: FD / 128 columns x 2 fs rows x (2 +
-        // 1/2) bytes; MXFP4: FD / 32 columns x 2 fs bytes), phase A's sums, h and its sums per piece.
+        // W_down's staged scales (INT4: two groups of FD f16 + FD / 2 zero bytes; MXFP4 / NVFP4: every
+        // group of the CTA, FD E8M0 bytes / FD E4M3 pairs each), gate_up's of the CTA's rows (INT4: FD / 128
+        // columns x 2 fs rows x (2 + 1/2) bytes; MXFP4 / NVFP4: FD / 32 columns x 2 fs x 1 / 2 bytes),
+        // phase A's sums, h and its sums per piece.
         let scales = match format {
             WoFormat::Mxfp4 => down_groups(fs / PIECE) * d + (d / 32) * 2 * fs,
+            WoFormat::Nvfp4 => down_groups(fs / PIECE) * d * 2 + (d / 32) * 2 * fs * 2,
             _ => 5 * d + (d / 128) * fs * 5,
         };
         let rest = scales + (slices * 2 * fs + fs + fs / PIECE) * 4;
@@ -97,22 +99,22 @@ impl Layout {
 /// Intermediate values per piece: one piece of a W_down row is 16 codes, 8 bytes.
 const PIECE: usize = 16;
 
-/// The most MXFP4 scale groups of W_down (32 intermediate values, two pieces) a CTA of at most `pieces`
+/// The most MXFP4 / NVFP4 scale groups of W_down (32 intermediate values, two pieces) a CTA of at most `pieces`
 /// pieces touches (`MBG` in the kernel): one more than half when its first piece is odd.
 fn down_groups(pieces: usize) -> usize {
     pieces / 2 + 1
 }
 
-/// The weight formats the fused FFN takes: INT4 g128 (f16 scale and 4-bit zero point per 128) and MXFP4
-/// (E2M1 codes, an E8M0 scale per 32).
-pub const FORMATS: [WoFormat; 2] = [WoFormat::Int4G128, WoFormat::Mxfp4];
+/// The weight formats the fused FFN takes: INT4 g128 (f16 scale and 4-bit zero point per 128), MXFP4
+/// (E2M1 codes, an E8M0 scale per 32) and NVFP4 (E2M1 codes, an E4M3 scale per 16, an FP32 tensor scale).
+pub const FORMATS: [WoFormat; 3] = [WoFormat::Int4G128, WoFormat::Mxfp4, WoFormat::Nvfp4];
 
-/// Why the fused FFN cannot run a step's FFN, or `None` when it can: INT4 g128 or MXFP4 weights, FP16 x, one token,
+/// Why the fused FFN cannot run a step's FFN, or `None` when it can: weights in one of [`FORMATS`], FP16 x, one token,
 /// a hidden size that is a multiple of 1024 (at most 6144: registers) and an intermediate size that is a multiple of
 /// 128 (one INT4 group of W_down).
 pub fn unsupported(format: WoFormat, x: XDtype, batch: usize, hidden: usize, intermediate: usize) -> Option<String> {
     if !FORMATS.contains(&format) {
-        return Some(format!("the fused FFN kernel takes INT4 g128 or MXFP4 weights, not {}", format.format()));
+        return Some(format!("the fused FFN kernel takes INT4 g128, MXFP4 or NVFP4 weights, not {}", format.format()));
     }
     if x != XDtype::F16 {
         return Some("the fused FFN kernel takes FP16 activations".into());
@@ -165,6 +167,8 @@ pub struct StagedFfn {
     dn_codes: Vec<u8>,
     dn_scales: Vec<u8>,
     dn_zeros: Vec<u8>,
+    /// NVFP4's FP32 tensor scales of gate_up and down (1 for the other formats).
+    global_scales: [f32; 2],
     /// Bytes the kernel reads for the weights (both matrices' codes, scales and zero points).
     pub bytes: usize,
 }
@@ -179,6 +183,8 @@ pub struct FfnWeights {
     dn_zeros: CudaSlice<u8>,
     acc: CudaSlice<f32>,
     bar: CudaSlice<u64>,
+    /// NVFP4's FP32 tensor scales of gate_up and down (1 for the other formats).
+    global_scales: [f32; 2],
     /// Bytes the kernel reads for the weights.
     pub bytes: usize,
 }
@@ -270,6 +276,7 @@ impl FusedFfn {
             dn_codes: down_pieces(&down.codes, d, f),
             dn_scales,
             dn_zeros,
+            global_scales: [gate_up.global_scale, down.global_scale],
             bytes: gate_up.bytes() + down.bytes(),
         })
     }
@@ -291,6 +298,7 @@ impl FusedFfn {
             dn_zeros: stream.clone_htod(nonempty(&st.dn_zeros))?,
             acc: stream.alloc_zeros::<f32>(self.hidden)?,
             bar: stream.alloc_zeros::<u64>(1)?,
+            global_scales: st.global_scales,
             bytes: st.bytes,
         })
     }
@@ -325,7 +333,8 @@ impl FusedFfn {
         let (mut pp, _g7) = w.acc.device_ptr_mut(stream);
         let (mut bp, _g8) = w.bar.device_ptr_mut(stream);
         let mut e = eps;
-        let mut params: [*mut c_void; 10] = [
+        let [mut gs_gu, mut gs_dn] = w.global_scales;
+        let mut params: [*mut c_void; 12] = [
             (&raw mut gu).cast(),
             (&raw mut gs).cast(),
             (&raw mut gz).cast(),
@@ -336,11 +345,14 @@ impl FusedFfn {
             (&raw mut pp).cast(),
             (&raw mut bp).cast(),
             (&raw mut e).cast(),
+            (&raw mut gs_gu).cast(),
+            (&raw mut gs_dn).cast(),
         ];
         // SAFETY: the parameters match wo_ffn(const uint4* gu, const u8* gu_s, const u8* gu_z, const uint4*
-        // dn, const u8* dn_s, const u8* dn_z, u16* x, float* acc, unsigned long long* bar, float eps) in
-        // order and type, each pointing at a local that lives through the launch; the buffers were staged for
-        // this kernel's FD x FF (checked in `stage`), x holds FD values (checked above), acc FD floats (zero:
+        // dn, const u8* dn_s, const u8* dn_z, u16* x, float* acc, unsigned long long* bar, float eps, float
+        // gs_gu, float gs_dn) in order and type, each pointing at a local that lives through the launch; the
+        // buffers were staged for this kernel's format and FD x FF (checked in `stage`; MXFP4 / NVFP4 pass 16
+        // dummy bytes of zero points the kernel never reads), x holds FD values (checked above), acc FD floats (zero:
         // each launch's last CTA zeroes it again) and bar one 64-bit count that only this kernel (always
         // `ctas` CTAs) adds to, a multiple of `ctas` between launches (the last CTA is the one that finds it
         // one short of the next multiple). PDL: before its `griddepcontrol.wait` the kernel reads only its weights and their scale tables,
@@ -410,7 +422,7 @@ pub(crate) fn stream_options(arch: u32, format: WoFormat, k: usize) -> Vec<Strin
     opts
 }
 
-/// NVRTC options: [`stream_options`] plus the model's sizes, the ring and (MXFP4) the most W_down scale
+/// NVRTC options: [`stream_options`] plus the model's sizes, the ring and (MXFP4, NVFP4) the most W_down scale
 /// groups of a CTA of at most `per` pieces.
 fn ffn_options(
     arch: u32,
@@ -422,7 +434,7 @@ fn ffn_options(
 ) -> Vec<String> {
     let mut opts = stream_options(arch, format, hidden);
     opts.push(format!("-DFF={intermediate}"));
-    if format == WoFormat::Mxfp4 {
+    if matches!(format, WoFormat::Mxfp4 | WoFormat::Nvfp4) {
         opts.push(format!("-DMBG={}", down_groups(per)));
     }
     opts.push(format!("-DFFN_MAXW={}", max_consumer_warps()));
@@ -516,7 +528,8 @@ mod tests {
         assert!(unsupported(WoFormat::Int4G128, XDtype::F16, 1, 4096, 14336).is_none());
         assert!(unsupported(WoFormat::Mxfp4, XDtype::F16, 1, 4096, 14336).is_none());
         assert!(unsupported(WoFormat::Fp16, XDtype::F16, 1, 4096, 14336).unwrap().contains("INT4"));
-        assert!(unsupported(WoFormat::Nvfp4, XDtype::F16, 1, 4096, 14336).unwrap().contains("MXFP4"));
+        assert!(unsupported(WoFormat::Nvfp4, XDtype::F16, 1, 4096, 14336).is_none());
+        assert!(unsupported(WoFormat::Nf4, XDtype::F16, 1, 4096, 14336).unwrap().contains("NVFP4"));
         assert!(unsupported(WoFormat::Int4G128, XDtype::Bf16, 1, 4096, 14336).unwrap().contains("FP16"));
         assert!(unsupported(WoFormat::Int4G128, XDtype::F16, 2, 4096, 14336).unwrap().contains("batch of 2"));
         assert!(unsupported(WoFormat::Int4G128, XDtype::F16, 1, 4000, 14336).unwrap().contains("1024"));
