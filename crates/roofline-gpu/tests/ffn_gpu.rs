@@ -1,4 +1,4 @@
-//! GPU test of the fused batch-1 FFN kernel (`weight_only::ffn`) in every format it takes (INT4 g128, MXFP4, NVFP4): the residual stream after one launch
+//! GPU test of the fused batch-1 FFN kernel (`weight_only::ffn`) in every format it takes (INT4 g128, NF4, MXFP4, NVFP4): the residual stream after one launch
 //! against the f64 CPU reference of the same quantized weights, for shapes that exercise its geometry (K
 //! slices of 1024 shared by 1 to 5 row groups, CTAs of one to fourteen pieces, a CTA's pieces spanning one
 //! to three INT4 groups of W_down, 96 to 130 CTAs), and twice in a row (the arrival count and the accumulator

@@ -31,7 +31,7 @@ adds inside the linear before, RoPE and the KV append inside the attention launc
 down_proj kernel holds x in registers (4-bit weights, batch <= 2), SwiGLU inside down_proj. The
 prediction then counts a fused op's bytes but not the launch and start-up cost a kernel of its own
 would pay. --ffn fused runs the whole dense FFN (norm, gate_up, SwiGLU, down, residual add) as one
-kernel (INT4, MXFP4 or NVFP4 weights, batch 1): each CTA owns a slice of the intermediate dimension, so the two
+kernel (4-bit weights: INT4, NF4, MXFP4, NVFP4; batch 1): each CTA owns a slice of the intermediate dimension, so the two
 GEMVs share one ramp and one drain; its time shows on gate_up_proj. --no-fuse runs one kernel per op. On sm_90+ the fused attention runs on thread-block
 clusters (--attention cluster); --attention splits runs the kernel every GPU has. --qkv fused (4-bit
 weights: INT4, MXFP4, NVFP4; batch 1) runs the qkv projection inside the cluster attention: each KV
@@ -101,8 +101,9 @@ pub struct ModelBenchArgs {
     #[arg(long, value_enum, default_value_t = KvArg::Fp16)]
     pub kv: KvArg,
     /// How the fused step runs a dense FFN: `fused` (one kernel: RMSNorm, gate_up, SwiGLU, down and the
-    /// residual add; INT4 g128, MXFP4 or NVFP4 weights, batch 1, hidden a multiple of 1024 up to 6144; an error elsewhere),
-    /// `gemv` (gate_up and down as two GEMVs) or `auto` (fused where it applies, else two GEMVs; the default).
+    /// residual add; INT4 g128, NF4, MXFP4 or NVFP4 weights, batch 1, hidden a multiple of 1024 up to 6144;
+    /// an error elsewhere), `gemv` (gate_up and down as two GEMVs) or `auto` (fused where it applies and is
+    /// the faster on the H100: INT4, MXFP4, NVFP4; else two GEMVs; the default).
     #[arg(long, value_enum, default_value_t = FfnArg::Auto)]
     pub ffn: FfnArg,
     /// How the fused step runs the qkv projection: `gemv` (its own GEMV; the default) or `fused` (inside the

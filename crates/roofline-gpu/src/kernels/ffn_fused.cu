@@ -34,26 +34,27 @@
 #ifndef FF
 #error "FF (intermediate size) must be defined"
 #endif
-#if FMT != 4 && FMT != 6 && FMT != 7
-#error "the fused FFN takes INT4 g128, MXFP4 or NVFP4 weights"
+#if FMT < 4 || FMT > 7
+#error "the fused FFN takes INT4 g128, NF4, MXFP4 or NVFP4 weights"
 #endif
 // W_down's scales per row, by group of PB_GROUP pieces (16 intermediate values each) along FF: INT4 g128
 // one f16 scale and a 4-bit zero point per 8 pieces (its first two groups staged: MBG = 2, the rest loaded
 // as the CTA reaches them), MXFP4 one E8M0 byte per 2 pieces, NVFP4 one E4M3 byte per piece, stored two
-// pieces (one 32-value chunk) a row: [FF/32][FD][2] (every group of the CTA staged: MBG, from the host, is the
-// most groups a CTA's pieces touch). NVFP4's FP32 tensor scales (gs_gu, gs_dn) multiply the sums.
+// pieces (one 32-value chunk) a row: [FF/32][FD][2], NF4 one f16 absmax per 4 pieces (every group of the CTA
+// staged: MBG, from the host, is the most groups a CTA's pieces touch). NVFP4's FP32 tensor scales (gs_gu,
+// gs_dn) multiply the sums.
 #if FMT == 4
 #define PB_GROUP 8
 #undef MBG
 #define MBG 2
 #define MB_BYTES (5 * FD)  // mb_s [2][FD] f16, mb_z [2][FD/2]
 #else
-#define PB_GROUP 2
+#define PB_GROUP (FMT == 5 ? 4 : 2)
 #ifndef MBG
 #error "MBG (the most W_down scale groups a CTA touches) must be defined"
 #endif
-#define MB_SB (FMT == 7 ? 2 : 1)           // bytes of a group's scales per row
-#define MB_BYTES (MBG * FD * MB_SB)  // mb_s [MBG][FD] E8M0, or [MBG][FD][2] E4M3
+#define MB_SB (FMT == 6 ? 1 : 2)      // bytes of a group's scales per row
+#define MB_BYTES (MBG * FD * MB_SB)  // mb_s [MBG][FD] E8M0 / f16, or [MBG][FD][2] E4M3
 #endif
 #if FF % 128 != 0
 #error "FF must be a multiple of 128"
@@ -300,7 +301,9 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
 #pragma unroll
             for (int wd = 0; wd < 2; ++wd)
 #pragma unroll
-                for (int k = 0; k < 4; ++k) pk[4 * wd + k] = f2x2h(hp[8 * wd + k], hp[8 * wd + k + 4]);
+                for (int k = 0; k < 4; ++k)
+                    pk[4 * wd + k] = FMT == 5 ? f2x2h(hp[8 * wd + 2 * k], hp[8 * wd + 2 * k + 1])  // NF4: neighbours
+                                              : f2x2h(hp[8 * wd + k], hp[8 * wd + k + 4]);
 #pragma unroll
             for (int e = 0; e < 8; ++e) ((u32*)hp)[e] = pk[e];
             hs[threadIdx.x] = t;
@@ -345,25 +348,37 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                         dot8h(q.w, h[1], e1, o1);
                         gp0[hb][i] += hsum4(e0, o0);
                         gp1[hb][i] += hsum4(e1, o1);
+#elif FMT == 5
+                        dot8nf4(q.x, h[0], e0, o0);  // row 2 pr
+                        dot8nf4(q.y, h[1], e0, o0);
+                        dot8nf4(q.z, h[0], e1, o1);  // row 2 pr + 1
+                        dot8nf4(q.w, h[1], e1, o1);
 #else
                         dot8f4(q.x, h[0], e0, o0);  // row 2 pr
                         dot8f4(q.y, h[1], e0, o0);
                         dot8f4(q.z, h[0], e1, o1);  // row 2 pr + 1
                         dot8f4(q.w, h[1], e1, o1);
-#if FMT == 6
+#endif
+#if FMT == 5
+                        // The rows' f16 absmax of this piece's group (rows 2 pr, 2 pr + 1: one u32).
+                        const u32 hb2 = *(const u32*)(mb_s + ((size_t)(p / PB_GROUP - g0) * FD + 2 * (hb * QPAIRS + ql)) * 2);
+                        float s0, s1;
+                        h2x2f(hb2, s0, s1);
+                        acc0[hb][i] = fmaf(s0, hsum4(e0, o0), acc0[hb][i]);
+                        acc1[hb][i] = fmaf(s1, hsum4(e1, o1), acc1[hb][i]);
+#elif FMT == 6
                         // The rows' E8M0 scales of this piece's group (rows 2 pr, 2 pr + 1: one u16).
                         const u32 eb =
                             *(const unsigned short*)(mb_s + (size_t)(p / PB_GROUP - g0) * FD + 2 * (hb * QPAIRS + ql));
                         acc0[hb][i] = fmaf(e8m0f(eb & 0xffu), hsum4(e0, o0), acc0[hb][i]);
                         acc1[hb][i] = fmaf(e8m0f(eb >> 8), hsum4(e1, o1), acc1[hb][i]);
-#else
+#elif FMT == 7
                         // The rows' E4M3 pairs of this piece's chunk (rows 2 pr, 2 pr + 1: one u32), the byte
                         // of this piece (the chunk's first or second 16 values) from each.
                         const u32 eb = *(const u32*)(mb_s + ((size_t)(p / PB_GROUP - g0) * FD + 2 * (hb * QPAIRS + ql)) * 2);
                         const int sh = 8 * (p & 1);
                         acc0[hb][i] = fmaf(e4m3_to_f((eb >> sh) & 0xffu), hsum4(e0, o0), acc0[hb][i]);
                         acc1[hb][i] = fmaf(e4m3_to_f((eb >> (16 + sh)) & 0xffu), hsum4(e1, o1), acc1[hb][i]);
-#endif
 #endif
                     }
                 }

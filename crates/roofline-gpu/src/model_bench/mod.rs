@@ -113,9 +113,10 @@ pub enum QkvKernel {
 /// The kernels of a dense FFN in the fused step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FfnKernel {
-    /// `Fused` where [`ffn::unsupported`] allows it (INT4 g128, MXFP4 or NVFP4, batch 1, a dense FFN of a supported size),
-    /// else `Gemv`. The default: on the H100 the fused kernel takes 35.6 us per Llama-3.1-8B layer against
-    /// 26.9 + 17.2 for the two GEMVs (bench/RESULTS.md, sessions 12, 13 and 16).
+    /// `Fused` where [`ffn::unsupported`] allows it and it is the faster on the H100 (INT4 g128, MXFP4 or
+    /// NVFP4, batch 1, a dense FFN of a supported size), else `Gemv`. The default: per Llama-3.1-8B layer the
+    /// fused kernel takes 35.0 us against 26.9 + 17.2 for INT4's two GEMVs, MXFP4 39 vs 25.1 + 19.9, NVFP4
+    /// 42.9 vs 28.6 + 22.1; NF4's (45.0 us, step 2496 vs 2450) stays opt-in (bench/RESULTS.md, session 16).
     #[default]
     Auto,
     /// One launch for the whole FFN (`weight_only::ffn`); an error where it does not apply.
@@ -227,7 +228,7 @@ impl BenchConfig {
     pub fn fused_ffn(&self, major: i32) -> bool {
         match self.ffn {
             FfnKernel::Gemv => false,
-            FfnKernel::Auto => major >= 9 && self.fused_ffn_unsupported().is_none(),
+            FfnKernel::Auto => major >= 9 && self.weights != WoFormat::Nf4 && self.fused_ffn_unsupported().is_none(),
             FfnKernel::Fused => self.fused_ffn_unsupported().is_none(),
         }
     }
@@ -1552,6 +1553,19 @@ mod tests {
         let mixtral = MoeShape { experts: 8, top_k: 2, expert_intermediate: 14336, shared_intermediate: 0 };
         let moe = step_calls(&BenchConfig { moe: Some(mixtral), ..llama8b() }, false, false);
         assert_eq!(moe.iter().map(|c| c.1).collect::<Vec<_>>(), vec![6144, 4096, 128256]);
+    }
+
+    #[test]
+    fn auto_fuses_the_ffn_where_it_is_faster() {
+        let with = |weights| BenchConfig { weights, ..llama8b() };
+        for w in [WoFormat::Int4G128, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+            assert!(with(w).fused_ffn(9), "{w:?}");
+            assert!(!with(w).fused_ffn(8), "{w:?} on sm_80");
+        }
+        // NF4's fused kernel runs but is slower than its two GEMVs on the H100: opt-in.
+        assert!(!with(WoFormat::Nf4).fused_ffn(9));
+        assert!(BenchConfig { ffn: FfnKernel::Fused, ..with(WoFormat::Nf4) }.fused_ffn(9));
+        assert!(!with(WoFormat::Fp16).fused_ffn(9) && !with(WoFormat::Int8).fused_ffn(9));
     }
 
     #[test]

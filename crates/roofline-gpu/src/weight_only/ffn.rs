@@ -78,9 +78,11 @@ impl Layout {
         // group of the CTA, FD E8M0 bytes / FD E4M3 pairs each), gate_up's of the CTA's rows (INT4: FD / 128
         // columns x 2 fs rows x (2 + 1/2) bytes; MXFP4 / NVFP4: FD / 32 columns x 2 fs x 1 / 2 bytes),
         // phase A's sums, h and its sums per piece.
+        let scale_groups = down_groups(format, fs / PIECE);
         let scales = match format {
-            WoFormat::Mxfp4 => down_groups(fs / PIECE) * d + (d / 32) * 2 * fs,
-            WoFormat::Nvfp4 => down_groups(fs / PIECE) * d * 2 + (d / 32) * 2 * fs * 2,
+            WoFormat::Mxfp4 => scale_groups * d + (d / 32) * 2 * fs,
+            WoFormat::Nvfp4 => scale_groups * d * 2 + (d / 32) * 2 * fs * 2,
+            WoFormat::Nf4 => scale_groups * d * 2 + (d / 64) * 2 * fs * 2,
             _ => 5 * d + (d / 128) * fs * 5,
         };
         let rest = scales + (slices * 2 * fs + fs + fs / PIECE) * 4;
@@ -99,22 +101,27 @@ impl Layout {
 /// Intermediate values per piece: one piece of a W_down row is 16 codes, 8 bytes.
 const PIECE: usize = 16;
 
-/// The most MXFP4 / NVFP4 scale groups of W_down (32 intermediate values, two pieces) a CTA of at most `pieces`
-/// pieces touches (`MBG` in the kernel): one more than half when its first piece is odd.
-fn down_groups(pieces: usize) -> usize {
-    pieces / 2 + 1
+/// The most scale groups of W_down (MXFP4 / NVFP4: 32 intermediate values, two pieces; NF4: 64, four) a
+/// CTA of at most `pieces` pieces touches (`MBG` in the kernel), its first piece anywhere in a group.
+fn down_groups(format: WoFormat, pieces: usize) -> usize {
+    let per_group = if format == WoFormat::Nf4 { 4 } else { 2 };
+    (pieces + per_group - 2) / per_group + 1
 }
 
-/// The weight formats the fused FFN takes: INT4 g128 (f16 scale and 4-bit zero point per 128), MXFP4
-/// (E2M1 codes, an E8M0 scale per 32) and NVFP4 (E2M1 codes, an E4M3 scale per 16, an FP32 tensor scale).
-pub const FORMATS: [WoFormat; 3] = [WoFormat::Int4G128, WoFormat::Mxfp4, WoFormat::Nvfp4];
+/// The weight formats the fused FFN takes: INT4 g128 (f16 scale and 4-bit zero point per 128), NF4 (f16
+/// absmax per 64), MXFP4 (E2M1 codes, an E8M0 scale per 32) and NVFP4 (E2M1 codes, an E4M3 scale per 16, an
+/// FP32 tensor scale).
+pub const FORMATS: [WoFormat; 4] = [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4];
 
 /// Why the fused FFN cannot run a step's FFN, or `None` when it can: weights in one of [`FORMATS`], FP16 x, one token,
 /// a hidden size that is a multiple of 1024 (at most 6144: registers) and an intermediate size that is a multiple of
 /// 128 (one INT4 group of W_down).
 pub fn unsupported(format: WoFormat, x: XDtype, batch: usize, hidden: usize, intermediate: usize) -> Option<String> {
     if !FORMATS.contains(&format) {
-        return Some(format!("the fused FFN kernel takes INT4 g128, MXFP4 or NVFP4 weights, not {}", format.format()));
+        return Some(format!(
+            "the fused FFN kernel takes INT4 g128, NF4, MXFP4 or NVFP4 weights, not {}",
+            format.format()
+        ));
     }
     if x != XDtype::F16 {
         return Some("the fused FFN kernel takes FP16 activations".into());
@@ -422,7 +429,7 @@ pub(crate) fn stream_options(arch: u32, format: WoFormat, k: usize) -> Vec<Strin
     opts
 }
 
-/// NVRTC options: [`stream_options`] plus the model's sizes, the ring and (MXFP4, NVFP4) the most W_down scale
+/// NVRTC options: [`stream_options`] plus the model's sizes, the ring and (but INT4) the most W_down scale
 /// groups of a CTA of at most `per` pieces.
 fn ffn_options(
     arch: u32,
@@ -434,8 +441,8 @@ fn ffn_options(
 ) -> Vec<String> {
     let mut opts = stream_options(arch, format, hidden);
     opts.push(format!("-DFF={intermediate}"));
-    if matches!(format, WoFormat::Mxfp4 | WoFormat::Nvfp4) {
-        opts.push(format!("-DMBG={}", down_groups(per)));
+    if format != WoFormat::Int4G128 {
+        opts.push(format!("-DMBG={}", down_groups(format, per)));
     }
     opts.push(format!("-DFFN_MAXW={}", max_consumer_warps()));
     opts.push(format!("-DRING_BYTES={}", layout.stages * layout.stage));
@@ -489,11 +496,18 @@ mod tests {
         let l = Layout::new(WoFormat::Int4G128, 4096, 112).unwrap();
         assert_eq!((l.warps, l.threads, l.stage, l.stages), (16, 544, 16384, 8));
         assert_eq!(l.smem, 8 * 16384 + 5 * 4096 + 32 * 112 * 5 + (4 * 2 * 112 + 112 + 7) * 4);
-        for d in (1024..=6144).step_by(1024) {
+        for (format, d) in FORMATS.iter().flat_map(|&f| (1024..=6144).step_by(1024).map(move |d| (f, d))) {
             for fs in [16, 112, 224, 448] {
-                let Ok(l) = Layout::new(WoFormat::Int4G128, d, fs) else {
+                let Ok(l) = Layout::new(format, d, fs) else {
                     // Only wide CTAs of the widest models run out of shared memory.
-                    assert!(d * fs >= 6144 * 224, "hidden {d}, {fs} values per CTA refused");
+                    // Only wide CTAs of the widest models run out of shared memory (sooner with the larger
+                    // scale tables of the per-32 and per-16 formats; Llama-3.1-8B's 112 values always fit).
+                    let least = match format {
+                        WoFormat::Int4G128 => 6144 * 224,
+                        WoFormat::Nvfp4 => 2048 * 448,
+                        _ => 4096 * 448,
+                    };
+                    assert!(d * fs >= least, "{format:?} hidden {d}, {fs} values per CTA refused");
                     continue;
                 };
                 let groups = l.warps as usize / (d / 1024);
@@ -529,7 +543,8 @@ mod tests {
         assert!(unsupported(WoFormat::Mxfp4, XDtype::F16, 1, 4096, 14336).is_none());
         assert!(unsupported(WoFormat::Fp16, XDtype::F16, 1, 4096, 14336).unwrap().contains("INT4"));
         assert!(unsupported(WoFormat::Nvfp4, XDtype::F16, 1, 4096, 14336).is_none());
-        assert!(unsupported(WoFormat::Nf4, XDtype::F16, 1, 4096, 14336).unwrap().contains("NVFP4"));
+        assert!(unsupported(WoFormat::Nf4, XDtype::F16, 1, 4096, 14336).is_none());
+        assert!(unsupported(WoFormat::Int8, XDtype::F16, 1, 4096, 14336).unwrap().contains("NVFP4"));
         assert!(unsupported(WoFormat::Int4G128, XDtype::Bf16, 1, 4096, 14336).unwrap().contains("FP16"));
         assert!(unsupported(WoFormat::Int4G128, XDtype::F16, 2, 4096, 14336).unwrap().contains("batch of 2"));
         assert!(unsupported(WoFormat::Int4G128, XDtype::F16, 1, 4000, 14336).unwrap().contains("1024"));
