@@ -1,9 +1,10 @@
-// The whole SwiGLU FFN of one decode token in one launch (batch 1, INT4 g128 weights, FP16 x, sm_90+):
+// The whole SwiGLU FFN of one decode token in one launch (batch 1, 4-bit weights: INT4 g128, NF4, MXFP4 or
+// NVFP4; FP16 x; sm_90+):
 //   x += W_down . (silu(g) * u),  (g, u) = rsqrt(mean(x^2) + eps) . W_gate_up . x
 // with the post-attention RMSNorm's weight folded into W_gate_up by the host. Appended by the host to
-// weight_only_xreg.cu's source and wo_stream.cuh (bulk copies, mbarriers, the f16x2 INT4 row step),
-// compiled with FMT = 4, MT = 1, R = 8, C = 1, FUSE = 1, FD (hidden size, a multiple of 1024) and FF
-// (intermediate size, a multiple of 128).
+// weight_only_xreg.cu's source and wo_stream.cuh (bulk copies, mbarriers, the f16x2 4-bit row step and
+// decodes), compiled with FMT = 4 to 7, MT = 1, R = 8, C = 1, FUSE = 1, FD (hidden size, a multiple of 1024),
+// FF (intermediate size, a multiple of 128) and, but for INT4, MBG (below).
 //
 // Work split: the intermediate dimension is dealt out over the CTAs (at most one per SM). CTA c owns the
 // pieces [p0, p1) of 16 intermediate values: it computes their gate and up rows over all of K (phase A),
@@ -24,10 +25,12 @@
 // register-streaming version of this kernel ran at 2.14 TB/s, no faster than the two GEMVs: session 12).
 //
 // Layouts (host: weight_only/ffn.rs):
-//   gu, gu_s, gu_z  gate_up [2 FF][FD]: codes row-major, scales / zero points transposed ([FD/128][2 FF];
-//                   pack::xreg_tables)
+//   gu, gu_s, gu_z  gate_up [2 FF][FD]: codes row-major, scales / zero points transposed ([scale column][2 FF]
+//                   entries; pack::xreg_tables)
 //   dn              W_down's codes piece-major: [FF/16][FD][8 bytes] (16 nibbles of one row)
-//   dn_s, dn_z      W_down's scales / zero points transposed: [FF/128][FD] f16, [FF/128][FD/2] (row 2i low)
+//   dn_s, dn_z      W_down's scales / zero points transposed, pack::xreg_tables: INT4 [FF/128][FD] f16 and
+//                   [FF/128][FD/2] (row 2i low); NF4 [FF/64][FD] f16; MXFP4 [FF/32][FD] E8M0;
+//                   NVFP4 [FF/32][FD][2] E4M3 (dn_z and gu_z are dummies but for INT4)
 //   acc             FD floats, the sum of the CTAs' partial outputs (zero between launches)
 //   bar             one 64-bit arrival count (zero-initialised once; launch k leaves k x gridDim.x)
 
@@ -122,10 +125,12 @@ __device__ __forceinline__ float e8m0f(u32 e) { return e == 0 ? as_float(0x00400
 // producer's first weight copy (a load issued behind the ring's bulk copies waits for the DRAM queue they
 // fill, several microseconds; ncu put 27% of the kernel's stall samples on such a scale load, session 13):
 //   ma_s [RS_COLS][2 fs] x RS_SB / 8 bytes  gate_up's scales of the CTA's rows (gate rows, then up rows) per
-//                                           scale column (INT4: f16 per 128 values, MXFP4: E8M0 per 32)
-//   ma_z [RS_COLS][fs] bytes                their zero points (INT4: two rows a byte)
+//                                           scale column (INT4 f16 per 128 values, NF4 f16 per 64, MXFP4
+//                                           E8M0 per 32, NVFP4 two E4M3 per 32)
+//   ma_z [RS_COLS][fs] bytes                their zero points (INT4 only: two rows a byte)
 //   mb_s, mb_z                              W_down's: INT4 [2][FD] f16 and [2][FD/2] of the CTA's first two
-//                                           groups (g0, g0 + 1); MXFP4 [MBG][FD] E8M0 of all its groups
+//                                           groups (g0, g0 + 1); the others [MBG][FD] x MB_SB bytes, every
+//                                           group of the CTA
 __device__ __forceinline__ void stage_meta(const u8* __restrict__ gu_s, const u8* __restrict__ gu_z,
                                            const u8* __restrict__ dn_s, const u8* __restrict__ dn_z, int p0,
                                            int fs, int groups_b, u8* ma_s, u8* ma_z, u8* mb_s, u8* mb_z) {
