@@ -1,5 +1,5 @@
 //! The fused SwiGLU FFN of a batch-1 decode step (`kernels/ffn_fused.cu`): RMSNorm, gate_up, SiLU-and-mul,
-//! down and the residual add in one launch, INT4 g128 weights, FP16 activations. The intermediate dimension
+//! down and the residual add in one launch, 4-bit weights ([`FORMATS`]), FP16 activations. The intermediate dimension
 //! is split over the CTAs (each computes its gate and up rows, then multiplies the resulting h into the
 //! matching columns of W_down for every output row), so the two GEMVs share one ramp and one drain. The CTAs
 //! add their partial outputs into an FP32 accumulator with float atomics, and the last one to finish folds
@@ -74,15 +74,16 @@ impl Layout {
         let groups = (max_consumer_warps() / slices).max(1);
         let warps = (slices * groups) as u32;
         let stage = 4 * d;
-        // W_down's staged scales (INT4: two groups of FD f16 + FD / 2 zero bytes; MXFP4 / NVFP4: every
-        // group of the CTA, FD E8M0 bytes / FD E4M3 pairs each), gate_up's of the CTA's rows (INT4: FD / 128
-        // columns x 2 fs rows x (2 + 1/2) bytes; MXFP4 / NVFP4: FD / 32 columns x 2 fs x 1 / 2 bytes),
-        // phase A's sums, h and its sums per piece.
+        // W_down's staged scales (INT4: two groups of FD f16 + FD / 2 zero bytes; the others every group of
+        // the CTA: FD E8M0 bytes (MXFP4), FD E4M3 pairs (NVFP4) or FD f16 (NF4) each), gate_up's of the CTA's
+        // rows (INT4: FD / 128 columns x 2 fs rows x (2 + 1/2) bytes; MXFP4 / NVFP4: FD / 32 columns x 2 fs x
+        // 1 / 2 bytes; NF4: FD / 64 columns x 2 fs x 2 bytes), phase A's sums, h and its sums per piece.
         let scale_groups = down_groups(format, fs / PIECE);
         let scales = match format {
             WoFormat::Mxfp4 => scale_groups * d + (d / 32) * 2 * fs,
             WoFormat::Nvfp4 => scale_groups * d * 2 + (d / 32) * 2 * fs * 2,
             WoFormat::Nf4 => scale_groups * d * 2 + (d / 64) * 2 * fs * 2,
+            // INT4 g128 (`unsupported` refuses the rest).
             _ => 5 * d + (d / 128) * fs * 5,
         };
         let rest = scales + (slices * 2 * fs + fs + fs / PIECE) * 4;
