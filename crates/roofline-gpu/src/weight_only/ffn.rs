@@ -16,7 +16,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr
 
 use super::nvrtc::{compile_cubin, load_checked, KernelKey, WEIGHT_ONLY_XREG_SOURCE};
 use super::pack::{xreg_tables, PackedWeights, WoFormat};
-use super::{launch_ex, nvrtc_available, XDtype};
+use super::{launch_ex, nvrtc_available, upload_table, XDtype};
 use crate::{Gpu, GpuError};
 
 /// The fused FFN kernel (appended to the x-in-registers source, whose INT4 loads and decode it reuses, and
@@ -300,10 +300,11 @@ impl FusedFfn {
         Ok(FfnWeights {
             gu_codes: stream.clone_htod(&st.gu_codes)?,
             gu_scales: stream.clone_htod(&st.gu_scales)?,
-            gu_zeros: stream.clone_htod(nonempty(&st.gu_zeros))?,
+            // Only INT4 has zero points: the others pass a dummy the kernel never reads.
+            gu_zeros: upload_table(stream, &st.gu_zeros)?,
             dn_codes: stream.clone_htod(&st.dn_codes)?,
             dn_scales: stream.clone_htod(&st.dn_scales)?,
-            dn_zeros: stream.clone_htod(nonempty(&st.dn_zeros))?,
+            dn_zeros: upload_table(stream, &st.dn_zeros)?,
             acc: stream.alloc_zeros::<f32>(self.hidden)?,
             bar: stream.alloc_zeros::<u64>(1)?,
             global_scales: st.global_scales,
@@ -376,17 +377,6 @@ impl FusedFfn {
                 &mut params,
             )
         }
-    }
-}
-
-/// `v`, or 16 zero bytes where it is empty (MXFP4 has no zero points; the kernel never reads them, but a
-/// buffer must exist to pass).
-fn nonempty(v: &[u8]) -> &[u8] {
-    const DUMMY: [u8; 16] = [0; 16];
-    if v.is_empty() {
-        &DUMMY
-    } else {
-        v
     }
 }
 

@@ -1019,14 +1019,7 @@ impl WeightOnlyGemv {
                 self.variant
             )));
         }
-        // Empty tables get a small dummy buffer so every kernel argument is a valid pointer.
-        let up = |v: &[u8]| {
-            if v.is_empty() {
-                self.stream.alloc_zeros::<u8>(16)
-            } else {
-                self.stream.clone_htod(v)
-            }
-        };
+        let up = |v: &[u8]| upload_table(&self.stream, v);
         Ok(DeviceWeights {
             format: p.format,
             n: p.n,
@@ -1222,6 +1215,16 @@ impl Fusion {
     /// The kernels' `flags` argument (`FUSE_NORM` = 1, `FUSE_ADD` = 2, `FUSE_SILU` = 4 in `wo_splitk.cuh`).
     fn flags(self) -> i32 {
         i32::from(self.norm_eps.is_some()) | (i32::from(self.add_into_y) << 1) | (i32::from(self.silu_x) << 2)
+    }
+}
+
+/// A weight table on the device; an empty one (no scales, no zero points) becomes 16 zero bytes, so every
+/// kernel argument is a valid pointer.
+pub(crate) fn upload_table(stream: &Arc<CudaStream>, v: &[u8]) -> Result<CudaSlice<u8>, cudarc::driver::DriverError> {
+    if v.is_empty() {
+        stream.alloc_zeros::<u8>(16)
+    } else {
+        stream.clone_htod(v)
     }
 }
 
