@@ -296,7 +296,8 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
         }
         consumers_sync();
         // Per piece: the sum of its h (the zero points' term) and h as f16x2 pairs in dot8h's order, packed
-        // over the piece's floats: [word][k] = (h[8 word + k], h[8 word + k + 4]).
+        // over the piece's floats: [word][k] = (h[8 word + k], h[8 word + k + 4]); neighbours (h[8 word + 2 k],
+        // h[8 word + 2 k + 1]) for the formats of 16-entry codes (dot8nf4, dot8f4).
         if (threadIdx.x < fs / 16) {
             float* hp = hsh + threadIdx.x * 16;
             float t = 0.0f;
@@ -307,7 +308,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
             for (int wd = 0; wd < 2; ++wd)
 #pragma unroll
                 for (int k = 0; k < 4; ++k)
-                    pk[4 * wd + k] = FMT == 5 ? f2x2h(hp[8 * wd + 2 * k], hp[8 * wd + 2 * k + 1])  // NF4: neighbours
+                    pk[4 * wd + k] = FMT >= 5 ? f2x2h(hp[8 * wd + 2 * k], hp[8 * wd + 2 * k + 1])  // 16-entry codes: neighbours
                                               : f2x2h(hp[8 * wd + k], hp[8 * wd + k + 4]);
 #pragma unroll
             for (int e = 0; e < 8; ++e) ((u32*)hp)[e] = pk[e];
@@ -381,9 +382,10 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                         // The rows' E4M3 pairs of this piece's chunk (rows 2 pr, 2 pr + 1: one u32), the byte
                         // of this piece (the chunk's first or second 16 values) from each.
                         const u32 eb = *(const u32*)(mb_s + ((size_t)(p / PB_GROUP - g0) * FD + 2 * (hb * QPAIRS + ql)) * 2);
-                        const int sh = 8 * (p & 1);
-                        acc0[hb][i] = fmaf(e4m3_to_f((eb >> sh) & 0xffu), hsum4(e0, o0), acc0[hb][i]);
-                        acc1[hb][i] = fmaf(e4m3_to_f((eb >> (16 + sh)) & 0xffu), hsum4(e1, o1), acc1[hb][i]);
+                        float s0, s1;
+                        e4m3x2_to_f(prmt(eb, 0u, (p & 1) ? 0x31u : 0x20u), s0, s1);  // bytes (p&1, 2 + (p&1))
+                        acc0[hb][i] = fmaf(s0, hsum4(e0, o0), acc0[hb][i]);
+                        acc1[hb][i] = fmaf(s1, hsum4(e1, o1), acc1[hb][i]);
 #endif
                     }
                 }

@@ -70,23 +70,8 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
     // NF4 -> f16 through byte tables (wo_prims.cuh `nf4_pairs`): the A registers are neighbour pairs.
     nf4_pairs(v, a);
 #else
-    // E2M1 -> f16 by byte lookup: the f16 of every E2M1 magnitude has a zero low byte, so one prmt over an
-    // 8-entry table of high bytes decodes four nibbles; a second prmt (sign-replicate mode) turns each
-    // nibble's sign bit into a 0x00/0xFF byte mask that sets the f16 sign bit.
-    const u32 tab0 = 0x3E3C3800u;  // 0, 0.5, 1, 1.5
-    const u32 tab1 = 0x46444240u;  // 2, 3, 4, 6
-    const u32 sel = v & 0x77777777u;
-    const u32 v4 = v << 4;
-    u32 lo = prmt(tab0, tab1, sel);          // high bytes of nibbles 0..3
-    u32 hi = prmt(tab0, tab1, sel >> 16);    // nibbles 4..7
-    const u32 slo = prmt(v, v4, 0x9D8Cu);    // sign masks of nibbles 0..3
-    const u32 shi = prmt(v, v4, 0xBFAEu);    // nibbles 4..7
-    asm("lop3.b32 %0, %0, %1, %2, 0xF8;" : "+r"(lo) : "r"(slo), "r"(0x80808080u));  // lo | (slo & 0x80808080)
-    asm("lop3.b32 %0, %0, %1, %2, 0xF8;" : "+r"(hi) : "r"(shi), "r"(0x80808080u));
-    a[0] = prmt(lo, 0u, 0x1404u);  // (a0, a1): bytes [0, b0, 0, b1]
-    a[1] = prmt(lo, 0u, 0x3424u);  // (a2, a3)
-    a[2] = prmt(hi, 0u, 0x1404u);  // (a4, a5)
-    a[3] = prmt(hi, 0u, 0x3424u);  // (a6, a7)
+    // E2M1 -> f16 (wo_prims.cuh `e2m1_pairs`): the A registers are neighbour pairs.
+    e2m1_pairs(v, a);
 #endif
 }
 

@@ -152,7 +152,9 @@ __device__ __forceinline__ float seg_scale(const Meta& m, int seg) {
 #if FMT == 4 || FMT == 5 || FMT == 6
     return m.scale;
 #elif FMT == 7
-    return e4m3_to_f((m.s2 >> (8 * seg)) & 0xffu);
+    float lo, hi;
+    e4m3x2_to_f(m.s2, lo, hi);
+    return seg ? hi : lo;
 #else
     return 1.0f;
 #endif

@@ -88,6 +88,35 @@ __device__ __forceinline__ u32 lop3_and_or(u32 a, u32 mask, u32 magic) {
     return d;
 }
 
+// E2M1 (MXFP4 / NVFP4) -> f16: the 8 codes of word v (nibble i = code i: sign bit 3, magnitude bits 2-0) as
+// the f16x2 neighbour pairs p[k] = (code 2k, code 2k + 1), 13 instructions (host mirror: mma.rs
+// `decode_e2m1`). The f16 of every E2M1 magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6) has a zero low byte, so one
+// prmt over the 8-byte table of their high bytes decodes four magnitudes; a prmt of v and v << 4 brings each
+// code's sign bit to bit 7 of its byte (code 2j's, bit 8j + 3 of v, is bit 8j + 7 of v << 4; code 2j + 1's
+// is bit 8j + 7 of v), one lop3 sets them, and a prmt with zero bytes spreads two bytes into an f16x2. Used
+// by the tensor-core kernel's A fragments and the streaming kernels' f16x2 dot products.
+__device__ __forceinline__ void e2m1_pairs(u32 v, u32 p[4]) {
+    const u32 T0 = 0x3e3c3800u, T1 = 0x46444240u;  // f16 high bytes of 0, 0.5, 1, 1.5 | 2, 3, 4, 6
+    const u32 sel = v & 0x77777777u;
+    const u32 v4 = v << 4;
+    u32 lo = prmt(T0, T1, sel);        // |codes 0-3|
+    u32 hi = prmt(T0, T1, sel >> 16);  // |codes 4-7|
+    lo = lop3_and_or(prmt(v4, v, 0x5140u), 0x80808080u, lo);  // their signs at bit 7 of each byte
+    hi = lop3_and_or(prmt(v4, v, 0x7362u), 0x80808080u, hi);
+    p[0] = prmt(lo, 0u, 0x1404u);  // bytes [0, b0, 0, b1]: codes 0, 1
+    p[1] = prmt(lo, 0u, 0x3424u);  // codes 2, 3
+    p[2] = prmt(hi, 0u, 0x1404u);  // codes 4, 5
+    p[3] = prmt(hi, 0u, 0x3424u);  // codes 6, 7
+}
+
+// Two E4M3 bytes (bits 0-7 and 8-15 of b; no NaN in codec output) -> floats, exact: one cvt to f16x2
+// (sm_89+) and two widenings, against about 9 integer instructions each for e4m3_to_f.
+__device__ __forceinline__ void e4m3x2_to_f(u32 b, float& lo, float& hi) {
+    u32 h;
+    asm("{ .reg .b16 a; cvt.u16.u32 a, %1; cvt.rn.f16x2.e4m3x2 %0, a; }" : "=r"(h) : "r"(b));
+    h2x2f(h, lo, hi);
+}
+
 // E4M3 byte -> float (exact; no NaN in codec output).
 __device__ __forceinline__ float e4m3_to_f(u32 b) {
     u32 e = (b >> 3) & 15u, m = b & 7u;

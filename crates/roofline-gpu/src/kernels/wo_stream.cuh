@@ -116,26 +116,14 @@ __device__ __forceinline__ void dot8h(u32 v, const u32 a[4], u32& acc_e, u32& ac
     acc_o = hfma2(hi1, a[3], hfma2(hi0, a[1], acc_o));
 }
 
-// dot8h for MXFP4 / NVFP4: the 8 E2M1 codes of word v (nibble i = code i: sign bit 3, magnitude bits 2-0)
-// against a[k] = (v_k, v_{k+4}). Every E2M1 magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6) is an f16 whose low byte
-// is zero, so one byte permute of the 8-byte table of their high bytes turns the magnitude bits of four
-// codes into four high bytes, a second places codes k and k + 4 in the high bytes of an f16x2 (selector
-// nibble 8: byte 0 sign-replicated, a zero byte, since every table byte is below 0x80), and one lop3 adds the
-// two sign bits: 4 instructions and the multiply-add per pair against 6 through an f16 exponent trick.
+// dot8h for MXFP4 / NVFP4: the 8 E2M1 codes of word v against a[k] = (x_{2k}, x_{2k+1}) (neighbours, as
+// NF4), decoded by wo_prims.cuh's `e2m1_pairs` (13 instructions and the 4 multiply-adds per word; the
+// (k, k + 4) pairing it replaces took 16: a sign shift and lop3 per pair, session 17).
 __device__ __forceinline__ void dot8f4(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
-    const u32 T0 = 0x3e3c3800u, T1 = 0x46444240u;  // f16 high bytes of 0, 0.5, 1, 1.5 | 2, 3, 4, 6
-    const u32 lo = prmt(T0, T1, v & 0x7777u);           // codes 0-3
-    const u32 hi = prmt(T0, T1, (v >> 16) & 0x7777u);   // codes 4-7
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-        // (code k, code k + 4) magnitudes as f16x2, then their signs (bits 4k + 3 and 4k + 19) at 15 and 31.
-        const u32 m = prmt(lo, hi, 0x4808u + 0x1010u * k);
-        const u32 e = lop3_and_or(v << (12 - 4 * k), 0x80008000u, m);
-        if (k & 1)
-            acc_o = hfma2(e, a[k], acc_o);
-        else
-            acc_e = hfma2(e, a[k], acc_e);
-    }
+    u32 p[4];
+    e2m1_pairs(v, p);
+    acc_e = hfma2(p[2], a[2], hfma2(p[0], a[0], acc_e));
+    acc_o = hfma2(p[3], a[3], hfma2(p[1], a[1], acc_o));
 }
 
 #if FMT == 5
@@ -180,13 +168,14 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EP
 
 // x times `inv` as dot8h's f16x2 pairs, [word wd][k] = (x[8 wd + k], x[8 wd + k + 4]); returns the chunk's
 // sum (the zero points' term).
-// NF4 (FMT 5) pairs neighbours instead, [wd][k] = (x[8 wd + 2 k], x[8 wd + 2 k + 1]): one byte of codes.
+// NF4, MXFP4 and NVFP4 (FMT >= 5) pair neighbours instead, [wd][k] = (x[8 wd + 2 k], x[8 wd + 2 k + 1]): one
+// byte of codes.
 __device__ __forceinline__ float pack_x(const float xr[EPC], float inv, u32 xh[4][4]) {
 #pragma unroll
     for (int wd = 0; wd < 4; ++wd)
 #pragma unroll
         for (int k = 0; k < 4; ++k)
-            xh[wd][k] = FMT == 5 ? f2x2h(xr[8 * wd + 2 * k] * inv, xr[8 * wd + 2 * k + 1] * inv)
+            xh[wd][k] = FMT >= 5 ? f2x2h(xr[8 * wd + 2 * k] * inv, xr[8 * wd + 2 * k + 1] * inv)
                                  : f2x2h(xr[8 * wd + k] * inv, xr[8 * wd + k + 4] * inv);
     float xsum = 0.0f;
 #pragma unroll
@@ -248,7 +237,9 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
         dot8f4(word(q, 1), xh[1], ae, ao);
         dot8f4(word(q, 2), xh[2], be, bo);
         dot8f4(word(q, 3), xh[3], be, bo);
-        acc[u] = fmaf(seg_scale(meta[u][0], 0), hsum4(ae, ao), seg_scale(meta[u][0], 1) * hsum4(be, bo));
+        float s0, s1;
+        e4m3x2_to_f(meta[u][0].s2, s0, s1);
+        acc[u] = fmaf(s0, hsum4(ae, ao), s1 * hsum4(be, bo));
 #endif
     }
     // Row (lane >> 2) & 7 summed over the warp in 3 + 2 shuffles (wo_xreg's butterfly, R = 8).
