@@ -57,7 +57,17 @@
 #ifndef INT4F
 #define INT4F 1
 #endif
-#define INT4_FLOAT (FMT == 4 && INT4F)
+// XH 1 (M = 1, 4-bit weights; the host's `LaunchPlan::xh_default` says where): x packed once in f16x2 pairs
+// scaled by a power of two per lane, each word of 8 codes decoded to exact f16 and multiplied in f16x2
+// (wo_common.cuh's dot8h / dot8nf4 / dot8f4, as in the ring GEMV): 13-21 instructions per 8 weights where
+// the FP32 path decodes each weight to a float (INT4: shift and lop3; the others: a shared-memory table).
+#ifndef XH
+#define XH 0
+#endif
+#if XH && (MT != 1 || FMT < 4)
+#error "XH takes M = 1 and 4-bit weights"
+#endif
+#define INT4_FLOAT (FMT == 4 && INT4F && !XH)
 #define FULL 0xffffffffu
 
 // Bytes of one row's scale entry per chunk (ISZ) and the scale column of chunk c (MCOL).
@@ -268,7 +278,7 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
         int n_rows, int k, int rpc, int flags, float eps) {
     flags = fuse_flags(flags);
     pdl_trigger();
-#if FMT >= 5
+#if FMT >= 5 && !XH
     __shared__ float lut[16];
     if (threadIdx.x < 16) lut[threadIdx.x] = kLut[threadIdx.x];
 #else
@@ -382,8 +392,26 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
         }
     }
 #endif
-#if FMT >= 5
+#if FMT >= 5 && !XH
     __syncthreads();  // the LUT
+#endif
+#if XH
+    // x as f16x2 pairs scaled by 2^-e (2^(e-1) <= the lane's largest |x| < 2^e; exact), and each chunk's sum
+    // (INT4's zero points); the row sums are multiplied back by 2^e before the butterfly.
+    u32 xh[C][4][4];
+    float xsh[C], xout;
+    {
+        float mx = 0.0f;
+#pragma unroll
+        for (int j = 0; j < C; ++j)
+#pragma unroll
+            for (int e = 0; e < EPC; ++e) mx = fmaxf(mx, fabsf(xr[0][j][e]));
+        const int ex = mx > 0.0f ? ilogbf(mx) + 1 : 0;
+        xout = ldexpf(1.0f, ex);
+        const float inv = ldexpf(1.0f, -ex);
+#pragma unroll
+        for (int j = 0; j < C; ++j) xsh[j] = pack_x(xr[0][j], inv, xh[j]);
+    }
 #endif
 
     for (int st = 0; st < steps; ++st) {
@@ -417,7 +445,41 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
                 float part_s[MT];
 #pragma unroll
                 for (int m = 0; m < MT; ++m) part_s[m] = 0.0f;
-#if INT4_FLOAT
+#if XH
+                {
+                    const uint4 qq = q[u][j];
+                    u32 ae = 0u, ao = 0u;
+#if FMT == 7
+                    // NVFP4: values 0-15 of the chunk under the first E4M3 scale, 16-31 under the second.
+                    u32 be = 0u, bo = 0u;
+                    dot8f4(qq.x, xh[j][0], ae, ao);
+                    dot8f4(qq.y, xh[j][1], ae, ao);
+                    dot8f4(qq.z, xh[j][2], be, bo);
+                    dot8f4(qq.w, xh[j][3], be, bo);
+                    float s0, s1;
+                    e4m3x2_to_f(meta[u][j].s2, s0, s1);
+                    acc[u][0] = fmaf(s0, hsum4(ae, ao), fmaf(s1, hsum4(be, bo), acc[u][0]));
+#else
+#pragma unroll
+                    for (int wd = 0; wd < 4; ++wd) {
+#if FMT == 4
+                        dot8h(word(qq, wd), xh[j][wd], ae, ao);
+#elif FMT == 5
+                        dot8nf4(word(qq, wd), xh[j][wd], ae, ao);
+#else
+                        dot8f4(word(qq, wd), xh[j][wd], ae, ao);
+#endif
+                    }
+#if FMT == 4
+                    // sum (q - z) x = sum (q - 8) x + (8 - z) sum x; meta.zero holds (1024 + z) as f16.
+                    const float z8 = 8.0f - (float)(meta[u][j].zero & 15u);
+                    acc[u][0] = fmaf(meta[u][j].scale, fmaf(z8, xsh[j], hsum4(ae, ao)), acc[u][0]);
+#else
+                    acc[u][0] = fmaf(meta[u][j].scale, hsum4(ae, ao), acc[u][0]);
+#endif
+#endif
+                }
+#elif INT4_FLOAT
 #pragma unroll
                 for (int wd = 0; wd < 4; ++wd) {
                     const u32 v = word(q[u][j], wd);
@@ -462,6 +524,10 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 #endif
 #endif  // INT4_FLOAT
             }
+#if XH
+#pragma unroll
+        for (int u = 0; u < R; ++u) acc[u][0] *= xout;
+#endif
         // Each row summed over the warp (the transposed butterfly).
         const int r = (lane >> (5 - LOG2U)) & (R - 1);
 #pragma unroll

@@ -159,3 +159,90 @@ __device__ __forceinline__ float seg_scale(const Meta& m, int seg) {
     return 1.0f;
 #endif
 }
+
+#if FMT >= 4
+// ---- f16x2 dot products of 4-bit codes against x pairs (x-in-registers at M = 1, ring, fused FFN) ----
+// x is scaled by a power of two into [-1, 1) and packed in f16x2 pairs (`pack_x`); a word of 8 codes is
+// decoded to exact f16 values and multiplied into two f16x2 accumulators, which `hsum4` widens once per
+// 32-value chunk (16 products each: far from f16's range, rounding within the 1e-3 the tests allow).
+
+// Packed f16x2 arithmetic.
+__device__ __forceinline__ u32 hsub2(u32 a, u32 b) {
+    u32 d;
+    asm("sub.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+__device__ __forceinline__ u32 hfma2(u32 a, u32 b, u32 c) {
+    u32 d;
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
+}
+__device__ __forceinline__ u32 f2x2h(float lo, float hi) {
+    u32 d;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
+// The 8 codes of word v (nibble i = code i) against a[k] = (v_k, v_{k+4}) as f16x2, k < 4: the codes become
+// exact f16 values q - 8 (lop3 into 1024 + q / 1024 + 16 q, then one sub / fma each pair) and are multiplied
+// in f16x2 into two accumulators (codes 0, 2, 4, 6 and 1, 3, 5, 7). About 1.6 instructions per weight against
+// 3 for the f32 decode (shift, lop3, FMA each): the FFN is issue-bound (session 12, ncu: 3.8 instructions per
+// weight, one issued every 2 cycles per scheduler).
+__device__ __forceinline__ void dot8h(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
+    const u32 t = v >> 8;
+    const u32 lo0 = hsub2(lop3_and_or(v, 0x000f000fu, 0x64006400u), 0x64086408u);  // (q0, q4) - 8
+    const u32 lo1 = hsub2(lop3_and_or(t, 0x000f000fu, 0x64006400u), 0x64086408u);  // (q2, q6) - 8
+    // (1024 + 16 q) / 16 - 72 = q - 8
+    const u32 hi0 = hfma2(lop3_and_or(v, 0x00f000f0u, 0x64006400u), 0x2c002c00u, 0xd480d480u);  // (q1, q5)
+    const u32 hi1 = hfma2(lop3_and_or(t, 0x00f000f0u, 0x64006400u), 0x2c002c00u, 0xd480d480u);  // (q3, q7)
+    acc_e = hfma2(lo1, a[2], hfma2(lo0, a[0], acc_e));
+    acc_o = hfma2(hi1, a[3], hfma2(hi0, a[1], acc_o));
+}
+
+// dot8h for MXFP4 / NVFP4: the 8 E2M1 codes of word v against a[k] = (x_{2k}, x_{2k+1}) (neighbours, as
+// NF4), decoded by wo_prims.cuh's `e2m1_pairs` (13 instructions and the 4 multiply-adds per word; the
+// (k, k + 4) pairing it replaces took 16: a sign shift and lop3 per pair, session 17).
+__device__ __forceinline__ void dot8f4(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
+    u32 p[4];
+    e2m1_pairs(v, p);
+    acc_e = hfma2(p[2], a[2], hfma2(p[0], a[0], acc_e));
+    acc_o = hfma2(p[3], a[3], hfma2(p[1], a[1], acc_o));
+}
+
+#if FMT == 5 && defined(NF4_T0)
+// dot8h for NF4: the 8 codes of word v against a[k] = (x_{2k}, x_{2k+1}), decoded to f16 neighbour pairs by
+// the tensor-core kernel's byte tables (wo_prims.cuh `nf4_pairs`): no shared-memory lookup (the 256-entry
+// pair table it replaces cost a dependent load per pair: 1x14336x4096 21.3 us against 17.5-18.1 now).
+__device__ __forceinline__ void dot8nf4(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
+    u32 p[4];
+    nf4_pairs(v, p);
+    acc_e = hfma2(p[2], a[2], hfma2(p[0], a[0], acc_e));
+    acc_o = hfma2(p[3], a[3], hfma2(p[1], a[1], acc_o));
+}
+#endif
+
+// The two f16x2 accumulators of dot8h as one float.
+__device__ __forceinline__ float hsum4(u32 e, u32 o) {
+    float a, b, c, d;
+    h2x2f(e, a, b);
+    h2x2f(o, c, d);
+    return (a + b) + (c + d);
+}
+
+// x times `inv` as dot8h's f16x2 pairs, [word wd][k] = (x[8 wd + k], x[8 wd + k + 4]); returns the chunk's
+// sum (the zero points' term).
+// NF4, MXFP4 and NVFP4 (FMT >= 5) pair neighbours instead, [wd][k] = (x[8 wd + 2 k], x[8 wd + 2 k + 1]): one
+// byte of codes.
+__device__ __forceinline__ float pack_x(const float xr[EPC], float inv, u32 xh[4][4]) {
+#pragma unroll
+    for (int wd = 0; wd < 4; ++wd)
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+            xh[wd][k] = FMT >= 5 ? f2x2h(xr[8 * wd + 2 * k] * inv, xr[8 * wd + 2 * k + 1] * inv)
+                                 : f2x2h(xr[8 * wd + k] * inv, xr[8 * wd + k + 4] * inv);
+    float xsum = 0.0f;
+#pragma unroll
+    for (int e = 0; e < EPC; ++e) xsum += xr[e] * inv;
+    return xsum;
+}
+#endif  // FMT >= 4

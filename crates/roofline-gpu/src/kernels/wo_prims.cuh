@@ -109,19 +109,24 @@ __device__ __forceinline__ void e2m1_pairs(u32 v, u32 p[4]) {
     p[3] = prmt(hi, 0u, 0x3424u);  // codes 6, 7
 }
 
-// Two E4M3 bytes (bits 0-7 and 8-15 of b; no NaN in codec output) -> floats, exact: one cvt to f16x2
-// (sm_89+) and two widenings, against about 9 integer instructions each for e4m3_to_f.
-__device__ __forceinline__ void e4m3x2_to_f(u32 b, float& lo, float& hi) {
-    u32 h;
-    asm("{ .reg .b16 a; cvt.u16.u32 a, %1; cvt.rn.f16x2.e4m3x2 %0, a; }" : "=r"(h) : "r"(b));
-    h2x2f(h, lo, hi);
-}
-
 // E4M3 byte -> float (exact; no NaN in codec output).
 __device__ __forceinline__ float e4m3_to_f(u32 b) {
     u32 e = (b >> 3) & 15u, m = b & 7u;
     float mag = e == 0 ? (float)m * 0.001953125f : as_float(((e + 120u) << 23) | (m << 20));
     return (b & 0x80u) ? -mag : mag;
+}
+
+// Two E4M3 bytes (bits 0-7 and 8-15 of b; no NaN in codec output) -> floats, exact: on sm_89+ one cvt to
+// f16x2 and two widenings, against about 9 integer instructions each for e4m3_to_f (older GPUs).
+__device__ __forceinline__ void e4m3x2_to_f(u32 b, float& lo, float& hi) {
+#if __CUDA_ARCH__ >= 890
+    u32 h;
+    asm("{ .reg .b16 a; cvt.u16.u32 a, %1; cvt.rn.f16x2.e4m3x2 %0, a; }" : "=r"(h) : "r"(b));
+    h2x2f(h, lo, hi);
+#else
+    lo = e4m3_to_f(b & 0xffu);
+    hi = e4m3_to_f((b >> 8) & 0xffu);
+#endif
 }
 
 // Programmatic dependent launch (sm_90+, PDL=1, launched with the programmatic-serialization attribute):

@@ -408,15 +408,12 @@ pub(crate) fn stream_options(arch: u32, format: WoFormat, k: usize) -> Vec<Strin
         tile_reduce: false,
         atomic_reduce: false,
         x_smem: false,
+        xh: false,
         arch,
     };
+    // (NF4's f16 byte tables for `dot8nf4` come with the x-in-registers key's options.)
     let mut opts = key.options();
     opts.push(format!("-DFD={k}"));
-    // NF4 decodes through the tensor-core kernel's f16 byte tables (`wo_stream.cuh`'s `dot8nf4`).
-    if format == WoFormat::Nf4 {
-        let tables = super::mma::nf4_f16_tables();
-        opts.extend(tables.iter().enumerate().map(|(i, t)| format!("-DNF4_T{i}=0x{t:08x}u")));
-    }
     opts
 }
 

@@ -157,6 +157,11 @@ pub struct Tuning {
     /// Default: where each CTA takes at least [`ring::AUTO_MIN_STEPS`] row steps with a deep enough ring
     /// ([`ring::auto`]: large N).
     pub ring: Option<bool>,
+    /// `XReg`, M = 1, 4-bit weights: x packed once in f16x2 pairs, each word of codes decoded to exact f16
+    /// and multiplied in f16x2 (`XH`, the ring GEMV's arithmetic) instead of FP32 multiply-adds of decoded
+    /// floats. Default: [`LaunchPlan::xh_default`]. Ignored by the other variants, batch sizes and with BF16
+    /// x.
+    pub xh: Option<bool>,
 }
 
 impl Tuning {
@@ -263,6 +268,8 @@ pub struct LaunchPlan {
     pub atomic_reduce: bool,
     /// `XMma`: x in shared memory, row tiles streamed along K (see [`Tuning::x_smem`]).
     pub x_smem: bool,
+    /// `XReg` at M = 1: f16x2 products (see [`Tuning::xh`]).
+    pub xh: bool,
 }
 
 impl LaunchPlan {
@@ -288,6 +295,9 @@ impl LaunchPlan {
             tile_reduce: self.tile_reduce,
             atomic_reduce: self.atomic_reduce,
             x_smem: self.x_smem,
+            // FP16 x only: with BF16 x (and y) the output's rounding already takes most of the 1e-3 the
+            // results are held to, and f16 partial sums took INT4 1x1000x4096 past it (1.1e-3).
+            xh: self.xh && x == XDtype::F16,
             arch,
         }
     }
@@ -356,6 +366,22 @@ impl LaunchPlan {
         rows * chunks * 512 + chunks * 512 + chunks * 128
     }
 
+    /// Whether `XReg` at M = 1 multiplies in f16x2 by default ([`Tuning::xh`]; `wide`: one CTA over 9-16 K
+    /// slices). H100, session 17, us, FP32 path vs f16x2 (`compare --weight-only`, one run): MXFP4 at every
+    /// shape (1x4096x4096 5.95 vs 5.29, 1x6144x4096 7.26 vs 6.42, 1x4096x14336 17.8 vs 14.8, 1x128256x4096
+    /// 108 vs 96.0); NVFP4 except at N = 4096, K = 4096 (6.18 vs 6.93; 1x6144x4096 9.20 vs 8.23, 1x4096x14336
+    /// 19.3 vs 16.7, 1x128256x4096 126 vs 108); INT4 at N <= 4096 or one CTA over K (1x4096x4096 5.30 vs
+    /// 4.98, 1x4096x14336 16.3 vs 14.2; 1x6144x4096 6.66 vs 8.56). NF4's byte-table decode is slower in
+    /// f16x2 everywhere (1x4096x14336 17.7 vs 20.8): never.
+    pub fn xh_default(format: WoFormat, n: usize, wide: bool) -> bool {
+        match format {
+            WoFormat::Mxfp4 => true,
+            WoFormat::Nvfp4 => wide || n > 4096,
+            WoFormat::Int4G128 => wide || n <= 4096,
+            _ => false,
+        }
+    }
+
     /// Whether `XMma` stages x in shared memory by default ([`Tuning::x_smem`]): above M = 8 for INT4, MXFP4
     /// and NF4, and for FP8, INT8 and NVFP4 from K = 8192 (H100 tuning table, session 11, M = 16, us, x in
     /// shared memory vs the tile-reduced / atomic default: INT4 14336x4096 27.0 vs 29.4, 4096x14336 24.4 vs
@@ -413,6 +439,7 @@ impl LaunchPlan {
             chunks_per_split: per_split,
             smem_bytes: rows_x * (per_split * 64 + 8) * 2,
             x_smem: true,
+            xh: false,
             ..Self::xmma_plan(tiles, warps, splits, row_tiles, rtpc, min_blocks, pdl)
         }
     }
@@ -450,6 +477,7 @@ impl LaunchPlan {
             tile_reduce: false,
             atomic_reduce: false,
             x_smem: false,
+            xh: false,
         }
     }
 
@@ -527,6 +555,7 @@ impl LaunchPlan {
                 tile_reduce: false,
                 atomic_reduce: false,
                 x_smem: false,
+                xh: m == 1 && format.bits() == 4 && tuning.xh.unwrap_or_else(|| Self::xh_default(format, n, wide)),
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
@@ -627,6 +656,7 @@ impl LaunchPlan {
                 tile_reduce: false,
                 atomic_reduce: false,
                 x_smem: false,
+                xh: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -696,6 +726,7 @@ impl LaunchPlan {
             tile_reduce: false,
             atomic_reduce: false,
             x_smem: false,
+            xh: false,
         }
     }
 }
@@ -2017,6 +2048,35 @@ mod tests {
         assert_eq!(check_rows(1, 100, 128), (0..100).collect::<Vec<_>>());
     }
 
+    #[test]
+    fn xreg_multiplies_in_f16x2_where_the_h100_measured_it_faster() {
+        let plan = |f, m, n, k, t| LaunchPlan::new(Variant::XReg, f, m, n, k, 132, t);
+        let d = Tuning::default();
+        for (f, n, k, want) in [
+            (WoFormat::Mxfp4, 4096, 4096, true),
+            (WoFormat::Mxfp4, 128_256, 4096, true),
+            (WoFormat::Nvfp4, 4096, 4096, false),
+            (WoFormat::Nvfp4, 6144, 4096, true),
+            (WoFormat::Nvfp4, 4096, 14336, true),
+            (WoFormat::Int4G128, 4096, 4096, true),
+            (WoFormat::Int4G128, 6144, 4096, false),
+            (WoFormat::Int4G128, 4096, 14336, true),
+            (WoFormat::Nf4, 4096, 14336, false),
+            (WoFormat::Int8, 4096, 4096, false),
+        ] {
+            let p = plan(f, 1, n, k, d);
+            assert_eq!(p.xh, want, "{f:?} 1x{n}x{k}");
+            // FP16 x only; the key compiles it in (-DXH=1)
+            assert_eq!(p.key(f, XDtype::F16, 1, 90).xh, want);
+            assert!(!p.key(f, XDtype::Bf16, 1, 90).xh);
+            assert!(p.key(f, XDtype::F16, 1, 90).options().contains(&format!("-DXH={}", u8::from(want))));
+        }
+        // M = 2 never; a tuning asks for it or against it
+        assert!(!plan(WoFormat::Mxfp4, 2, 4096, 4096, d).xh);
+        assert!(plan(WoFormat::Nf4, 1, 4096, 4096, Tuning { xh: Some(true), ..d }).xh);
+        assert!(!plan(WoFormat::Mxfp4, 1, 4096, 4096, Tuning { xh: Some(false), ..d }).xh);
+    }
+
     /// Compiles every kernel variant through NVRTC for sm_90 (and sm_80 where the format allows) and checks
     /// that ptxas reports no spills. Skips with a message when libnvrtc cannot be loaded; the `#[ignore]`d
     /// twin below requires it.
@@ -2064,6 +2124,23 @@ mod tests {
                             let other = Tuning { pipeline: Some(!default.pipeline), ..Tuning::default() };
                             plans.push(LaunchPlan::new(variant, f, m, 4096, 4096, 132, other));
                         }
+                        // The other product arithmetic of the x-in-registers kernel at M = 1 (4-bit weights),
+                        // plain and fused, at K = 4096 and 14336 (one CTA over K).
+                        if m == 1 && variant == Variant::XReg && f.bits() == 4 {
+                            for k in [4096, 14336] {
+                                let d = LaunchPlan::new(variant, f, m, 4096, k, 132, Tuning::default());
+                                let t = Tuning { xh: Some(!d.xh), ..Tuning::default() };
+                                let p = LaunchPlan::new(variant, f, m, 4096, k, 132, t);
+                                plans.extend([
+                                    p,
+                                    LaunchPlan { fuse: true, ..p },
+                                    LaunchPlan { fuse: true, silu: true, ..p },
+                                ]);
+                                if k != 4096 {
+                                    plans.push(d);
+                                }
+                            }
+                        }
                         // XMma reducing after every row tile, plain and fused.
                         if variant == Variant::XMma {
                             let t = Tuning { tile_reduce: Some(true), ..Tuning::default() };
@@ -2108,7 +2185,7 @@ mod tests {
                 failures.push(format!("{key:?} spills:\n{}", c.log));
             }
             report.push(format!(
-                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={}{}{}: {} registers, {} spill bytes, {} stack bytes",
+                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={}{}{}{}: {} registers, {} spill bytes, {} stack bytes",
                 key.arch,
                 key.format.format().name(),
                 key.x.name(),
@@ -2120,6 +2197,7 @@ mod tests {
                 u8::from(key.stage),
                 u8::from(key.xreg),
                 if key.tile_reduce { " TRED" } else { "" },
+                if key.xh { " XH" } else { "" },
                 if key.silu { " FUSE+SILU" } else if key.fuse { " FUSE" } else { "" },
                 c.registers.unwrap_or(0),
                 c.spill_bytes.unwrap_or(0),
@@ -2148,6 +2226,7 @@ mod tests {
             tile_reduce: false,
             atomic_reduce: false,
             x_smem: false,
+            xh: false,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

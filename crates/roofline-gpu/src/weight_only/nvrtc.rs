@@ -103,6 +103,8 @@ pub struct KernelKey {
     pub atomic_reduce: bool,
     /// `XMma`: x in shared memory, row tiles streamed along K (`XS=2`, entry `wo_mma_xk`).
     pub x_smem: bool,
+    /// `XReg` at M = 1: f16x2 products (`XH`, [`super::Tuning::xh`]).
+    pub xh: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -131,8 +133,9 @@ impl KernelKey {
     /// NVRTC options for this key.
     pub fn options(&self) -> Vec<String> {
         let mut opts = self.common_options();
-        // The tensor-core NF4 decode looks its codebook up in f16 byte tables (`mma::nf4_f16_tables`).
-        if self.format == WoFormat::Nf4 && self.is_mma() {
+        // The tensor-core and the x-in-registers (M = 1, `XH`) NF4 decodes look the codebook up in f16 byte
+        // tables (`mma::nf4_f16_tables`).
+        if self.format == WoFormat::Nf4 && (self.is_mma() || self.xreg) {
             let tables = super::mma::nf4_f16_tables();
             opts.extend(tables.iter().enumerate().map(|(i, t)| format!("-DNF4_T{i}=0x{t:08x}u")));
         }
@@ -158,6 +161,7 @@ impl KernelKey {
             format!("-DPDL={}", u32::from(self.pdl && self.arch >= 90)),
             format!("-DNST={}", self.stages),
             format!("-DXS={}", if self.xreg && self.is_mma() { 1 + u32::from(self.x_smem) } else { 0 }),
+            format!("-DXH={}", u32::from(self.xh && self.xreg && !self.is_mma())),
             format!("-DKT={}", self.unroll),
             format!("-DFUSE={}", u32::from(self.fuse)),
             format!("-DSILU={}", u32::from(self.fuse && self.silu)),
@@ -382,6 +386,7 @@ mod tests {
             tile_reduce: false,
             atomic_reduce: false,
             x_smem: false,
+            xh: false,
             arch: 90,
         };
         let o = key.options();

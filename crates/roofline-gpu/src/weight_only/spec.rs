@@ -36,6 +36,7 @@ pub const GEMV_KEYS: &[(&str, &str)] = &[
     ("atomic_reduce", "XMma: sums added with shared-memory atomics, reduced once per CTA, true | false"),
     ("x_smem", "XMma: x in shared memory, each warp streams whole row tiles along K, true | false"),
     ("ring", "XReg INT4 at M = 1 (FP16 x, K a multiple of 1024, sm_90+): rows streamed into a shared-memory ring by bulk copies, true | false"),
+    ("xh", "XReg 4-bit at M = 1: x in f16x2 pairs, codes decoded to f16 and multiplied in f16x2, true | false"),
 ];
 
 fn parse_variant(v: &str) -> Result<Variant, String> {
@@ -90,6 +91,7 @@ impl FromStr for GemvOverride {
                 "atomic_reduce" => t.atomic_reduce = Some(parse_bool(key, v)?),
                 "x_smem" => t.x_smem = Some(parse_bool(key, v)?),
                 "ring" => t.ring = Some(parse_bool(key, v)?),
+                "xh" => t.xh = Some(parse_bool(key, v)?),
                 _ => {
                     let keys: Vec<&str> = GEMV_KEYS.iter().map(|(k, _)| *k).collect();
                     return Err(format!("unknown key {key:?} (keys: {})", keys.join(", ")));
@@ -131,6 +133,7 @@ impl fmt::Display for GemvOverride {
             ("atomic_reduce", t.atomic_reduce),
             ("x_smem", t.x_smem),
             ("ring", t.ring),
+            ("xh", t.xh),
         ] {
             if let Some(v) = v {
                 parts.push(format!("{k}={v}"));
@@ -151,19 +154,19 @@ mod tests {
     #[test]
     fn parses_every_key_and_prints_it_back() {
         let s = "variant=xreg,split_k=2,unroll=2,warps=8,min_blocks=2,rows=8,rows_per_cta=64,stages=4,\
-                 pipeline=true,persistent=false,stage=false,grouped=false,pdl=true,tile_reduce=true,atomic_reduce=false,x_smem=true,ring=false";
+                 pipeline=true,persistent=false,stage=false,grouped=false,pdl=true,tile_reduce=true,atomic_reduce=false,x_smem=true,ring=false,xh=true";
         let o: GemvOverride = s.parse().unwrap();
         assert_eq!(o.variant, Some(Variant::XReg));
         let t = o.tuning;
         assert_eq!((t.split_k, t.unroll, t.warps, t.min_blocks), (Some(2), Some(2), Some(8), Some(2)));
         assert_eq!((t.rows, t.rows_per_cta, t.stages), (Some(8), Some(64), Some(4)));
         assert_eq!((t.pipeline, t.persistent, t.pdl, t.tile_reduce), (Some(true), Some(false), Some(true), Some(true)));
-        assert_eq!((t.atomic_reduce, t.x_smem, t.ring), (Some(false), Some(true), Some(false)));
+        assert_eq!((t.atomic_reduce, t.x_smem, t.ring, t.xh), (Some(false), Some(true), Some(false), Some(true)));
         assert_eq!(o.to_string().parse::<GemvOverride>().unwrap(), o);
         assert_eq!(" variant = XMma , ".parse::<GemvOverride>().unwrap().variant, Some(Variant::XMma));
         assert_eq!("".parse::<GemvOverride>().unwrap(), GemvOverride::default());
         assert_eq!(GemvOverride::default().to_string(), "default");
-        assert_eq!(GEMV_KEYS.len(), 17);
+        assert_eq!(GEMV_KEYS.len(), 18);
         // the table --help prints is the parser's: every key listed is one it reads
         for (key, _) in GEMV_KEYS {
             let e = format!("{key}=?").parse::<GemvOverride>().unwrap_err();
