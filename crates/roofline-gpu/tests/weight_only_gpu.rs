@@ -194,7 +194,8 @@ fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
 fn fused_norm_and_residual_add_match_the_reference() {
     let gpu = Gpu::open(0).unwrap();
     let eps = 1e-5f32;
-    // K = 14336 (4-bit): the x-in-registers plan with 14 warps and no split-K at M = 1 (down_proj's).
+    // K = 14336 (4-bit): the x-in-registers plan with 14 warps and no split-K at M = 1 (down_proj's), where
+    // every 4-bit format multiplies in f16x2 (`Tuning::xh`; NF4 through its table of code pairs).
     let shapes = [
         (WoFormat::Fp16, 300, 1024),
         (WoFormat::Int8, 300, 1024),
@@ -203,6 +204,9 @@ fn fused_norm_and_residual_add_match_the_reference() {
         (WoFormat::Nvfp4, 300, 1024),
         (WoFormat::Mxfp4, 300, 1024),
         (WoFormat::Int4G128, 100, 14336),
+        (WoFormat::Nf4, 100, 14336),
+        (WoFormat::Mxfp4, 100, 14336),
+        (WoFormat::Nvfp4, 100, 14336),
     ];
     let kinds = [
         (Variant::SplitK, XDtype::F16),

@@ -59,8 +59,9 @@
 #endif
 // XH 1 (M = 1, 4-bit weights; the host's `LaunchPlan::xh_default` says where): x packed once in f16x2 pairs
 // scaled by a power of two per lane, each word of 8 codes decoded to exact f16 and multiplied in f16x2
-// (wo_common.cuh's dot8h / dot8nf4 / dot8f4, as in the ring GEMV): 13-21 instructions per 8 weights where
-// the FP32 path decodes each weight to a float (INT4: shift and lop3; the others: a shared-memory table).
+// (wo_common.cuh's dot8h / dot8f4 as in the ring GEMV; NF4 through a shared-memory table of code pairs): 13-17
+// instructions per 8 weights where the FP32 path decodes each weight to a float (INT4: shift and lop3; the
+// others: a shared-memory table of 16 floats).
 #ifndef XH
 #define XH 0
 #endif
@@ -316,6 +317,19 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 #else
     load_step(w, scales, zeros, n_rows, n_pad, kc, row0, cbase, q, meta);
 #endif
+#if XH && FMT == 5
+    // NF4 in f16x2: a table of the 256 code pairs a byte holds, f16x2 (code of the low nibble, code of the
+    // high nibble), one copy per shared-memory bank ([pair][copy]): lane l reads copy l, so a warp's 32
+    // lookups never conflict. 32 KB, filled while the previous kernel finishes.
+    __shared__ __align__(16) u32 nf4_tab[256 * 32];
+    for (int e = threadIdx.x; e < 256; e += blockDim.x) {
+        const u32 v = (u32)f2h(kLut[e & 15]) | ((u32)f2h(kLut[e >> 4]) << 16);
+        uint4* row = (uint4*)(nf4_tab + e * 32);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) row[i] = make_uint4(v, v, v, v);
+    }
+    const u32* nf4_lane = nf4_tab + lane;
+#endif
     pdl_wait();  // the first weights are in flight; x, y and the workspace are touched only from here
 #if FUSE
     // FUSE_NORM: without split-K the CTA's warps hold all of x in registers, and each adds its slice's
@@ -394,6 +408,8 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 #endif
 #if FMT >= 5 && !XH
     __syncthreads();  // the LUT
+#elif FMT == 5
+    __syncthreads();  // the pair table
 #endif
 #if XH
     // x as f16x2 pairs scaled by 2^-e (2^(e-1) <= the lane's largest |x| < 2^e; exact), and each chunk's sum
@@ -465,7 +481,15 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 #if FMT == 4
                         dot8h(word(qq, wd), xh[j][wd], ae, ao);
 #elif FMT == 5
-                        dot8nf4(word(qq, wd), xh[j][wd], ae, ao);
+                        {
+                            // byte k of the word (codes 2k, 2k + 1) looked up in this lane's copy of the table
+                            const u32 v = word(qq, wd);
+                            u32 pr[4];
+#pragma unroll
+                            for (int k = 0; k < 4; ++k) pr[k] = nf4_lane[prmt(v, 0u, 0x4440u + k) << 5];
+                            ae = hfma2(pr[2], xh[j][wd][2], hfma2(pr[0], xh[j][wd][0], ae));
+                            ao = hfma2(pr[3], xh[j][wd][3], hfma2(pr[1], xh[j][wd][1], ao));
+                        }
 #else
                         dot8f4(word(qq, wd), xh[j][wd], ae, ao);
 #endif
