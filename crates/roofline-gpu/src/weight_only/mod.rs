@@ -370,18 +370,20 @@ impl LaunchPlan {
     /// slices). H100, session 17, us, FP32 path vs f16x2 (`compare --weight-only --gemv variant=xreg,...`,
     /// bench/RESULTS.md): MXFP4 at every shape (1x4096x4096 5.94 vs 5.29, 1x6144x4096 7.25 vs 6.33,
     /// 1x4096x14336 17.9 vs 14.9, 1x128256x4096 108 vs 95.5); INT4 at N <= 4096 or one CTA over K
-    /// (1x4096x4096 5.29 vs 4.97, 1x4096x14336 16.3 vs 14.2; 1x6144x4096 6.67 vs 8.49); NVFP4 with one CTA
-    /// over K or a large N (1x4096x14336 18.5 vs 16.6, 1x128256x4096 114 vs 109; 1x4096x4096 5.82 vs 6.96,
-    /// 1x6144x4096 7.29 vs 8.23, and its fused-norm qkv in the Llama-3.1-8B step 8.7 vs 9.7 us, the step
-    /// itself within machine-to-machine noise either way: 2309-2311 vs 2264-2315 us). NF4 decodes in f16x2
-    /// through a shared-memory table of the 256 code pairs, one copy per bank (32 KB, filled per CTA):
-    /// faster with one CTA over K or a large N (1x4096x14336 18.3 vs 16.2, 1x128256x4096 109 vs 98.6),
+    /// (1x4096x4096 5.29 vs 4.97, 1x4096x14336 16.3 vs 14.2; 1x6144x4096 6.67 vs 8.49); NVFP4 but at N = K =
+    /// 4096 (5.82 vs 6.96; 1x4096x14336 18.5 vs 16.6, 1x128256x4096 114 vs 109). NVFP4's fused-norm qkv
+    /// (1x6144x4096) is faster alone in FP32 (7.29 vs 8.23; 8.7-8.8 vs 9.7 us in the Llama-3.1-8B step's
+    /// per-op table), but the CUDA-graph step was faster with f16x2 in three runs each, on six machines
+    /// (2264, 2273, 2315 us against 2309, 2311, 2354: it overlaps its neighbours better), so f16x2 there.
+    /// NF4 decodes in f16x2 through a shared-memory table of the 256 code pairs, one copy per bank (32 KB,
+    /// filled per CTA): faster with one CTA over K or a large N (1x4096x14336 18.3 vs 16.2, 1x128256x4096 109 vs 98.6),
     /// slower elsewhere (1x4096x4096 5.74 vs 7.95, 1x6144x4096 7.17 vs 11.6, 1x14336x4096 16.2 vs 23.3,
     /// 1x28672x4096 28.5 vs 29.7).
     pub fn xh_default(format: WoFormat, n: usize, wide: bool) -> bool {
         match format {
             WoFormat::Mxfp4 => true,
-            WoFormat::Nvfp4 | WoFormat::Nf4 => wide || n >= 65536,
+            WoFormat::Nvfp4 => wide || n > 4096,
+            WoFormat::Nf4 => wide || n >= 65536,
             WoFormat::Int4G128 => wide || n <= 4096,
             _ => false,
         }
@@ -2061,7 +2063,7 @@ mod tests {
             (WoFormat::Mxfp4, 4096, 4096, true),
             (WoFormat::Mxfp4, 128_256, 4096, true),
             (WoFormat::Nvfp4, 4096, 4096, false),
-            (WoFormat::Nvfp4, 6144, 4096, false),
+            (WoFormat::Nvfp4, 6144, 4096, true),
             (WoFormat::Nvfp4, 128_256, 4096, true),
             (WoFormat::Nvfp4, 4096, 14336, true),
             (WoFormat::Int4G128, 4096, 4096, true),
