@@ -210,9 +210,10 @@ __device__ __forceinline__ void dot8f4(u32 v, const u32 a[4], u32& acc_e, u32& a
 }
 
 #if FMT == 5 && defined(NF4_T0)
-// dot8h for NF4: the 8 codes of word v against a[k] = (x_{2k}, x_{2k+1}), decoded to f16 neighbour pairs by
-// the tensor-core kernel's byte tables (wo_prims.cuh `nf4_pairs`): no shared-memory lookup (the 256-entry
-// pair table it replaces cost a dependent load per pair: 1x14336x4096 21.3 us against 17.5-18.1 now).
+// dot8h for NF4 (ring GEMV, fused FFN): the 8 codes of word v against a[k] = (x_{2k}, x_{2k+1}), decoded
+// to f16 neighbour pairs by the tensor-core kernel's byte tables (wo_prims.cuh `nf4_pairs`): no shared-memory
+// lookup (the ring's 256-entry pair table it replaced, one copy, cost bank conflicts and a dependent load per
+// pair: 1x14336x4096 21.3 us against 17.5-18.1; the x-in-registers kernel's table has a copy per bank).
 __device__ __forceinline__ void dot8nf4(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
     u32 p[4];
     nf4_pairs(v, p);

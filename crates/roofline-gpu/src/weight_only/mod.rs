@@ -376,9 +376,9 @@ impl LaunchPlan {
     /// per-op table), but the CUDA-graph step was faster with f16x2 in three runs each, on six machines
     /// (2264, 2273, 2315 us against 2309, 2311, 2354: it overlaps its neighbours better), so f16x2 there.
     /// NF4 decodes in f16x2 through a shared-memory table of the 256 code pairs, one copy per bank (32 KB,
-    /// filled per CTA): faster with one CTA over K or a large N (1x4096x14336 18.3 vs 16.2, 1x128256x4096 109 vs 98.6),
-    /// slower elsewhere (1x4096x4096 5.74 vs 7.95, 1x6144x4096 7.17 vs 11.6, 1x14336x4096 16.2 vs 23.3,
-    /// 1x28672x4096 28.5 vs 29.7).
+    /// filled per CTA): faster with one CTA over K or a large N (1x4096x14336 18.3 vs 16.2, 1x128256x4096
+    /// 109 vs 98.6), slower elsewhere (1x4096x4096 5.74 vs 7.95, 1x6144x4096 7.17 vs 11.6, 1x14336x4096
+    /// 16.2 vs 23.3, 1x28672x4096 28.5 vs 29.7).
     pub fn xh_default(format: WoFormat, n: usize, wide: bool) -> bool {
         match format {
             WoFormat::Mxfp4 => true,

@@ -133,8 +133,8 @@ impl KernelKey {
     /// NVRTC options for this key.
     pub fn options(&self) -> Vec<String> {
         let mut opts = self.common_options();
-        // The tensor-core and the x-in-registers (M = 1, `XH`) NF4 decodes look the codebook up in f16 byte
-        // tables (`mma::nf4_f16_tables`).
+        // The tensor-core NF4 decode and the streaming kernels built on the x-in-registers source (ring GEMV,
+        // fused FFN: `dot8nf4`) look the codebook up in f16 byte tables (`mma::nf4_f16_tables`).
         if self.format == WoFormat::Nf4 && (self.is_mma() || self.xreg) {
             let tables = super::mma::nf4_f16_tables();
             opts.extend(tables.iter().enumerate().map(|(i, t)| format!("-DNF4_T{i}=0x{t:08x}u")));
