@@ -118,9 +118,6 @@ __device__ __forceinline__ void load_group(const u8* s, const u8* z, u32 sc[2][N
         }
 }
 
-// An E8M0 scale code as a float (2^(e - 127); code 0 is 2^-127, a subnormal).
-__device__ __forceinline__ float e8m0f(u32 e) { return e == 0 ? as_float(0x00400000u) : as_float(e << 23); }
-
 // The CTA's scales and zero points into shared memory with cp.async, issued by the consumers before the
 // producer's first weight copy (a load issued behind the ring's bulk copies waits for the DRAM queue they
 // fill, several microseconds; ncu put 27% of the kernel's stall samples on such a scale load, session 13):
@@ -197,7 +194,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
     u8* ma_z = ma_s + RS_COLS * 2 * fs * (RS_SB / R);
     float* psum = (float*)(ma_z + RS_COLS * 2 * fs * RS_ZB / R);
     const int g0 = p0 / PB_GROUP;
-    // W_down groups staged in shared memory: INT4 the first two, MXFP4 all of them.
+    // W_down groups staged in shared memory: INT4 the first two, the other formats all of them.
     const int groups_b = FMT == 4 ? (((p1 - 1) >> 3) > g0 ? 2 : 1) : (p1 - 1) / PB_GROUP - g0 + 1;
     float* hsh = psum + KSL * 2 * fs;
     float* hs = hsh + fs;
@@ -365,23 +362,25 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                         dot8f4(q.z, h[0], e1, o1);  // row 2 pr + 1
                         dot8f4(q.w, h[1], e1, o1);
 #endif
+#if FMT != 4
+                        // Rows 2 pr and 2 pr + 1's scales of this piece's group, MB_SB bytes each.
+                        const u8* mr = mb_s + ((size_t)(p / PB_GROUP - g0) * FD + 2 * (hb * QPAIRS + ql)) * MB_SB;
+#endif
 #if FMT == 5
-                        // The rows' f16 absmax of this piece's group (rows 2 pr, 2 pr + 1: one u32).
-                        const u32 hb2 = *(const u32*)(mb_s + ((size_t)(p / PB_GROUP - g0) * FD + 2 * (hb * QPAIRS + ql)) * 2);
+                        // Their f16 absmax (one u32).
                         float s0, s1;
-                        h2x2f(hb2, s0, s1);
+                        h2x2f(*(const u32*)mr, s0, s1);
                         acc0[hb][i] = fmaf(s0, hsum4(e0, o0), acc0[hb][i]);
                         acc1[hb][i] = fmaf(s1, hsum4(e1, o1), acc1[hb][i]);
 #elif FMT == 6
-                        // The rows' E8M0 scales of this piece's group (rows 2 pr, 2 pr + 1: one u16).
-                        const u32 eb =
-                            *(const unsigned short*)(mb_s + (size_t)(p / PB_GROUP - g0) * FD + 2 * (hb * QPAIRS + ql));
+                        // Their E8M0 scales (one u16).
+                        const u32 eb = *(const unsigned short*)mr;
                         acc0[hb][i] = fmaf(e8m0f(eb & 0xffu), hsum4(e0, o0), acc0[hb][i]);
                         acc1[hb][i] = fmaf(e8m0f(eb >> 8), hsum4(e1, o1), acc1[hb][i]);
 #elif FMT == 7
-                        // The rows' E4M3 pairs of this piece's chunk (rows 2 pr, 2 pr + 1: one u32), the byte
-                        // of this piece (the chunk's first or second 16 values) from each.
-                        const u32 eb = *(const u32*)(mb_s + ((size_t)(p / PB_GROUP - g0) * FD + 2 * (hb * QPAIRS + ql)) * 2);
+                        // Their E4M3 pairs of this piece's chunk (one u32), the byte of this piece (the chunk's
+                        // first or second 16 values) from each.
+                        const u32 eb = *(const u32*)mr;
                         float s0, s1;
                         e4m3x2_to_f(prmt(eb, 0u, (p & 1) ? 0x31u : 0x20u), s0, s1);  // bytes (p&1, 2 + (p&1))
                         acc0[hb][i] = fmaf(s0, hsum4(e0, o0), acc0[hb][i]);

@@ -84,8 +84,7 @@ __device__ __forceinline__ Meta load_meta(const u8* __restrict__ scales, const u
 #elif FMT == 5
     m.scale = h2f(__ldg((const u16*)scales + (size_t)n * (k / 64) + (c >> 1)));
 #elif FMT == 6
-    u32 e = __ldg(scales + (size_t)n * (k / 32) + c);
-    m.scale = e == 0 ? as_float(0x00400000u) : as_float(e << 23);
+    m.scale = e8m0f(__ldg(scales + (size_t)n * (k / 32) + c));
 #elif FMT == 7
     m.s2 = __ldg((const u16*)scales + (size_t)n * (k / 32) + c);
 #else

@@ -169,8 +169,7 @@ __device__ __forceinline__ float block_scale(const Meta& m, int i, int s) {
 #if FMT == 4 || FMT == 5
     return h2f(m.s[i]);
 #elif FMT == 6
-    u32 e = (m.e[i] >> (8 * (s / 2))) & 0xffu;
-    return e == 0 ? as_float(0x00400000u) : as_float(e << 23);
+    return e8m0f((m.e[i] >> (8 * (s / 2))) & 0xffu);
 #elif FMT == 7
     return e4m3_to_f((m.e[i] >> (8 * s)) & 0xffu);
 #else

@@ -150,8 +150,7 @@ __device__ __forceinline__ void unpack_meta(const u32* sw, u32 zw, Meta meta[R][
 #elif FMT == 5
         meta[u][j].scale = h2f((u16)h);
 #elif FMT == 6
-        const u32 e = (sw[u / 4] >> (8 * (u & 3))) & 0xffu;
-        meta[u][j].scale = e == 0 ? as_float(0x00400000u) : as_float(e << 23);
+        meta[u][j].scale = e8m0f((sw[u / 4] >> (8 * (u & 3))) & 0xffu);
 #elif FMT == 7
         meta[u][j].s2 = h;
 #endif

@@ -116,6 +116,9 @@ __device__ __forceinline__ float e4m3_to_f(u32 b) {
     return (b & 0x80u) ? -mag : mag;
 }
 
+// An E8M0 scale code (MXFP4) as a float: 2^(e - 127); code 0 is 2^-127, a subnormal.
+__device__ __forceinline__ float e8m0f(u32 e) { return e == 0 ? as_float(0x00400000u) : as_float(e << 23); }
+
 // Two E4M3 bytes (bits 0-7 and 8-15 of b; no NaN in codec output) -> floats, exact: on sm_89+ one cvt to
 // f16x2 and two widenings, against about 9 integer instructions each for e4m3_to_f (older GPUs).
 __device__ __forceinline__ void e4m3x2_to_f(u32 b, float& lo, float& hi) {
