@@ -99,28 +99,34 @@ fn variants_and_bf16_activations_match_the_reference() {
             // (also with several row tiles per CTA: 48 rows), and with x in shared memory, row tiles streamed
             // along K (one row tile per warp, several, and 2 tiles in flight: the ring wraps mid row tile).
             let stagings: &[Option<u32>] = if variant == Variant::XReg { &[None, Some(3)] } else { &[None] };
-            type Reduce = (Option<bool>, Option<bool>, Option<u32>, Option<bool>, Option<u32>);
+            // The last field: the weights through bulk-copy rings of that many slots per warp (one row tile
+            // per warp, several, and 2 slots: the ring wraps many times, slots straddle row tiles).
+            type Reduce = (Option<bool>, Option<bool>, Option<u32>, Option<bool>, Option<u32>, Option<u32>);
             let reduces: &[Reduce] = if variant == Variant::XMma {
                 &[
-                    (None, None, None, None, None),
-                    (Some(false), None, None, None, None),
-                    (Some(true), None, None, None, None),
-                    (Some(true), None, Some(48), None, None),
-                    (None, Some(true), None, None, None),
-                    (None, Some(true), Some(48), None, None),
-                    (None, None, None, Some(true), None),
-                    (None, None, Some(48), Some(true), None),
-                    (None, None, Some(400), Some(true), Some(2)),
+                    (None, None, None, None, None, None),
+                    (Some(false), None, None, None, None, None),
+                    (Some(true), None, None, None, None, None),
+                    (Some(true), None, Some(48), None, None, None),
+                    (None, Some(true), None, None, None, None),
+                    (None, Some(true), Some(48), None, None, None),
+                    (None, None, None, Some(true), None, None),
+                    (None, None, Some(48), Some(true), None, None),
+                    (None, None, Some(400), Some(true), Some(2), None),
+                    (None, None, None, Some(true), None, Some(6)),
+                    (None, None, Some(48), Some(true), None, Some(3)),
+                    (None, None, Some(400), Some(true), None, Some(2)),
                 ]
             } else {
-                &[(None, None, None, None, None)]
+                &[(None, None, None, None, None, None)]
             };
             for (m, n, k) in [(1, 1000, 4096), (5, 4096, 1024), (16, 777, 2048), (2, 4100, 3072)] {
                 for &stages in stagings {
-                    for &(tile_reduce, atomic_reduce, rows_per_cta, x_smem, tiles) in reduces {
+                    for &(tile_reduce, atomic_reduce, rows_per_cta, x_smem, tiles, bulk) in reduces {
                         let tuning = Tuning {
                             split_k,
-                            stages,
+                            stages: bulk.or(stages),
+                            bulk: bulk.map(|_| true),
                             tile_reduce,
                             atomic_reduce,
                             rows_per_cta,
@@ -377,7 +383,9 @@ fn tune_table() {
         format!(
             "{variant:?}{}{}{}{} U={} W={} PF={} P={} SX={} B={}{}",
             if t.grouped == Some(true) { "+GRP" } else { "" },
-            if t.x_smem == Some(true) {
+            if t.bulk == Some(true) {
+                " XSM+XB"
+            } else if t.x_smem == Some(true) {
                 " XSM"
             } else if t.atomic_reduce == Some(true) {
                 " ARED"

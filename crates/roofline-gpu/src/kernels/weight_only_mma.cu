@@ -32,6 +32,9 @@
 #ifndef MINB
 #define MINB 1
 #endif
+#ifndef XB
+#define XB 0
+#endif
 
 #define NB ((MT + 7) / 8)  // n8 blocks of x rows
 // k-steps (16 K each) that share one scale: INT4 g128 and NF4 64 -> a whole tile (4), MXFP4 32 -> 2, NVFP4
@@ -354,34 +357,52 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
 #define TRED 0
 #endif
 
-// Scales of rows g and g + 8 from the x-stationary table (host: weight_only/mma.rs `xs_meta`): one load per
-// scale column (INT4: group of 128; MXFP4 / NVFP4: 64-K tile) instead of two or four.
-// Entry ((rt * cols + col) * 8 + g), cols = K / 128 (INT4) or K / 64 (the other block-scaled formats).
-__device__ __forceinline__ Meta load_meta_xs(const u8* __restrict__ meta, int col, int rt, int cols, int g) {
-    Meta m;
-#if FMT == 5
-    const u32 v = __ldg((const u32*)meta + ((size_t)rt * cols + col) * 8 + g);
-    m.s[0] = (u16)(v & 0xffffu);
-    m.s[1] = (u16)(v >> 16);
-#elif FMT == 6
-    const u32 v = __ldg((const u32*)meta + ((size_t)rt * cols + col) * 8 + g);
-    m.e[0] = (u16)(v & 0xffffu);
-    m.e[1] = (u16)(v >> 16);
-#elif FMT == 4 || FMT == 7
-    const uint2 v = __ldg((const uint2*)meta + ((size_t)rt * cols + col) * 8 + g);
-#if FMT == 4
-    m.s[0] = (u16)(v.x & 0xffffu);
-    m.s[1] = (u16)(v.x >> 16);
-    m.z[0] = (u8)(v.y & 0xffu);
-    m.z[1] = (u8)((v.y >> 8) & 0xffu);
+// Bytes of one entry of the table: INT4 and NVFP4 8, NF4 and MXFP4 4, none for the formats without block
+// scales.
+#if FMT == 4 || FMT == 7
+#define XS_ES 8
+#elif FMT == 5 || FMT == 6
+#define XS_ES 4
 #else
-    m.e[0] = v.x;
-    m.e[1] = v.y;
+#define XS_ES 0
 #endif
+
+// An entry of the table (its first word, and its second for 8-byte entries) as the Meta of rows g and g + 8.
+__device__ __forceinline__ Meta meta_of(u32 lo, u32 hi) {
+    Meta m;
+#if FMT == 4
+    m.s[0] = (u16)(lo & 0xffffu);
+    m.s[1] = (u16)(lo >> 16);
+    m.z[0] = (u8)(hi & 0xffu);
+    m.z[1] = (u8)((hi >> 8) & 0xffu);
+#elif FMT == 5
+    m.s[0] = (u16)(lo & 0xffffu);
+    m.s[1] = (u16)(lo >> 16);
+#elif FMT == 6
+    m.e[0] = (u16)(lo & 0xffffu);
+    m.e[1] = (u16)(lo >> 16);
+#elif FMT == 7
+    m.e[0] = lo;
+    m.e[1] = hi;
 #else
     m.none = 0;  // FP16 / FP8 / INT8: no block scales (`meta` holds FP8 / INT8's per-row scales)
 #endif
     return m;
+}
+
+// Scales of rows g and g + 8 from the x-stationary table (host: weight_only/mma.rs `xs_meta`): one load per
+// scale column (INT4: group of 128; MXFP4 / NVFP4: 64-K tile) instead of two or four.
+// Entry ((rt * cols + col) * 8 + g), cols = K / 128 (INT4) or K / 64 (the other block-scaled formats).
+__device__ __forceinline__ Meta load_meta_xs(const u8* __restrict__ meta, int col, int rt, int cols, int g) {
+    const size_t e = ((size_t)rt * cols + col) * 8 + g;
+#if XS_ES == 8
+    const uint2 v = __ldg((const uint2*)meta + e);
+    return meta_of(v.x, v.y);
+#elif XS_ES == 4
+    return meta_of(__ldg((const u32*)meta + e), 0u);
+#else
+    return meta_of(0u, 0u);
+#endif
 }
 
 __device__ __forceinline__ void xs_load(const uint4* __restrict__ w, const u8* __restrict__ scales, int rt, int kt0,
@@ -575,6 +596,75 @@ __device__ __forceinline__ void ldsm_x4(u32 addr, u32& d0, u32& d1, u32& d2, u32
                  : "r"(addr));
 }
 
+// x's columns [kb, kb + span) x 64 of rows 0 .. NB x 8 (zeros past MT) into shared memory at `xs_base`
+// (row stride `ld` halfs), 16 bytes per cp.async, all of them in flight at once (a load-then-store loop
+// waited one L2 round trip per 16 bytes and thread: 8 to 32 of them before the first MMA). Committed; the
+// caller waits (cp.async.wait_all) and synchronizes the CTA.
+__device__ __forceinline__ void xk_stage_x(const u16* __restrict__ x, int k, int kb, int span, int ld, u32 xs_base) {
+    const int cpr = span * 8;  // 16-byte chunks per row
+    for (int i = threadIdx.x; i < NB * 8 * cpr; i += blockDim.x) {
+        const int m = i / cpr, c = i - m * cpr;
+        const u32 dst = xs_base + (u32)(m * ld + c * 8) * 2u;
+        const u16* src = x + (size_t)(m < MT ? m : 0) * k + (size_t)kb * 64 + c * 8;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(m < MT ? 16 : 0));
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// This lane's ldmatrix row address in the staged x: lane l gives row l % 8 of matrix l / 8. M > 8: matrices
+// (block 0, k 0-7), (block 0, k 8-15), (block 1, k 0-7), (block 1, k 8-15) of a k-step; up to M = 8: k 0-7,
+// 8-15 of k-step s, then of k-step s + 1.
+__device__ __forceinline__ u32 xk_x_addr(u32 xs_base, int ld, int lane) {
+#if NB == 2
+    const int lrow = (lane >> 4) * 8 + (lane & 7), lcol = ((lane >> 3) & 1) * 8;
+#else
+    const int lrow = lane & 7, lcol = ((lane >> 3) & 1) * 8 + (lane >> 4) * 16;
+#endif
+    u32 xaddr = xs_base + (u32)(lrow * ld + lcol) * 2u;
+    // Opaque to the compiler: under the ring's register pressure ptxas otherwise rebuilt this address from
+    // the thread index and the shared window (S2R, S2UR and ~12 integer instructions) for every tile.
+    asm volatile("mov.b32 %0, %0;" : "+r"(xaddr));
+    return xaddr;
+}
+
+// x's B fragments of the split's 64-K tile `kt` (counted from the split's first) from the staged x.
+__device__ __forceinline__ void xk_x_frags(u32 xaddr, int kt, u32 bx[NB][4][2]) {
+    const u32 a = xaddr + (u32)kt * 128u;  // 64 halfs per tile
+#if NB == 2
+#pragma unroll
+    for (int s = 0; s < 4; ++s) ldsm_x4(a + 32u * s, bx[0][s][0], bx[0][s][1], bx[1][s][0], bx[1][s][1]);
+#else
+#pragma unroll
+    for (int s = 0; s < 4; s += 2) ldsm_x4(a + 32u * s, bx[0][s][0], bx[0][s][1], bx[0][s + 1][0], bx[0][s + 1][1]);
+#endif
+}
+
+// Row tile `rt`'s K range is done: its sums (C fragment: c0, c1 = row g, x rows 2t, 2t + 1 of block b; c2, c3
+// = row g + 8) scaled (NVFP4's tensor scale, FP8 / INT8's row scales, the fused norm) to y, or with K split
+// over gridDim.y into the workspace; acc is zeroed for the next row tile.
+__device__ __forceinline__ void xk_store(float acc[NB][4], int rt, int g, int t, int n_rows,
+                                         const u8* __restrict__ scales, float gscale, int flags, const float* fuse_inv,
+                                         float* __restrict__ ws, u16* __restrict__ y, bool split) {
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int m = b * 8 + 2 * t + (i & 1);
+            const int n = rt * 16 + g + (i >= 2 ? 8 : 0);
+            if (m < MT && n < n_rows) {
+                float v = acc[b][i];
+#if FMT == 7
+                v *= gscale;
+#elif ROW_SCALED
+                v *= __ldg((const float*)scales + n);  // FP8 / INT8: the row's scale
+#endif
+                if (flags & FUSE_NORM) v *= fuse_inv[m];
+                splitk_store(ws, y, (size_t)m * n_rows + n, v, split, flags, [](float x) { return f2h(x); });
+            }
+            acc[b][i] = 0.0f;
+        }
+}
+
 // One 64-K weight tile (this lane's QV words at `wl`, the lane's place in the tile) and its scales into a
 // ring slot.
 __device__ __forceinline__ void xk_load(const uint4* __restrict__ wl, const u8* __restrict__ scales, int rt, int kt,
@@ -584,6 +674,7 @@ __device__ __forceinline__ void xk_load(const uint4* __restrict__ wl, const u8* 
     meta = load_meta_xs(scales, FMT == 4 ? kt / 2 : kt, rt, FMT == 4 ? kt_total / 2 : kt_total, g);
 }
 
+#if !XB  // the bulk ring below replaces this entry
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
           const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
@@ -624,34 +715,12 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     }
     pdl_wait();
 
-    // x's columns [kb, ke) x 64 of rows 0 .. NB x 8 (zeros past MT), 16 bytes per cp.async, all of them in
-    // flight at once (a load-then-store loop waited one L2 round trip per 16 bytes and thread: 8 to 32 of
-    // them before the first MMA). The fused norm's row sums run while they land.
-    const int cpr = span * 8;  // 16-byte chunks per row
     const u32 xs_base = (u32)__cvta_generic_to_shared(xsm);
-    for (int i = threadIdx.x; i < NB * 8 * cpr; i += blockDim.x) {
-        const int m = i / cpr, c = i - m * cpr;
-        const u32 dst = xs_base + (u32)(m * ld + c * 8) * 2u;
-        const u16* src = x + (size_t)(m < MT ? m : 0) * k + (size_t)kb * 64 + c * 8;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(m < MT ? 16 : 0));
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
+    xk_stage_x(x, k, kb, span, ld, xs_base);
     fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);  // the rows dealt out to the warps
     asm volatile("cp.async.wait_all;" ::: "memory");
     __syncthreads();
-
-    // ldmatrix row addresses: lane l gives row l % 8 of matrix l / 8. M > 8: matrices (block 0, k 0-7),
-    // (block 0, k 8-15), (block 1, k 0-7), (block 1, k 8-15) of a k-step; up to M = 8: k 0-7, 8-15 of k-step
-    // s, then of k-step s + 1.
-#if NB == 2
-    const int lrow = (lane >> 4) * 8 + (lane & 7), lcol = ((lane >> 3) & 1) * 8;
-#else
-    const int lrow = lane & 7, lcol = ((lane >> 3) & 1) * 8 + (lane >> 4) * 16;
-#endif
-    u32 xaddr = xs_base + (u32)(lrow * ld + lcol) * 2u;
-    // Opaque to the compiler: under the ring's register pressure ptxas otherwise rebuilt this address from
-    // the thread index and the shared window (S2R, S2UR and ~12 integer instructions) for every tile.
-    asm volatile("mov.b32 %0, %0;" : "+r"(xaddr));
+    const u32 xaddr = xk_x_addr(xs_base, ld, lane);
 
     float acc[NB][4];
 #pragma unroll
@@ -665,15 +734,7 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
         for (int u = 0; u < U; ++u) {
             if (j0 + u < tiles) {
                 u32 bx[NB][4][2];
-                const u32 a = xaddr + (u32)(ckt - kb) * 128u;  // 64 halfs per tile
-#if NB == 2
-#pragma unroll
-                for (int s = 0; s < 4; ++s) ldsm_x4(a + 32u * s, bx[0][s][0], bx[0][s][1], bx[1][s][0], bx[1][s][1]);
-#else
-#pragma unroll
-                for (int s = 0; s < 4; s += 2)
-                    ldsm_x4(a + 32u * s, bx[0][s][0], bx[0][s][1], bx[0][s + 1][0], bx[0][s + 1][1]);
-#endif
+                xk_x_frags(xaddr, ckt - kb, bx);
 #if EXP_LOADONLY
                 // Profiling experiment (ROOFLINE_NVRTC_EXTRA=-DEXP_LOADONLY=1, wrong results): the weights and
                 // scales consumed without decode or MMA.
@@ -715,27 +776,7 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
                     }
                 }
                 if (++ckt == ke) {
-                    // The row tile's K range is done. C fragment: c0, c1 = row g, x rows 2t, 2t + 1 of
-                    // block b; c2, c3 = row g + 8.
-#pragma unroll
-                    for (int b = 0; b < NB; ++b)
-#pragma unroll
-                        for (int i = 0; i < 4; ++i) {
-                            const int m = b * 8 + 2 * t + (i & 1);
-                            const int n = crt * 16 + g + (i >= 2 ? 8 : 0);
-                            if (m < MT && n < n_rows) {
-                                float v = acc[b][i];
-#if FMT == 7
-                                v *= gscale;
-#elif ROW_SCALED
-                                v *= __ldg((const float*)scales + n);  // FP8 / INT8: the row's scale
-#endif
-                                if (flags & FUSE_NORM) v *= fuse_inv[m];
-                                splitk_store(ws, y, (size_t)m * n_rows + n, v, split, flags,
-                                             [](float x) { return f2h(x); });
-                            }
-                            acc[b][i] = 0.0f;
-                        }
+                    xk_store(acc, crt, g, t, n_rows, scales, gscale, flags, fuse_inv, ws, y, split);
                     ckt = kb;
                     crt += WARPS;
                 }
@@ -747,5 +788,162 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     splitk_finish(ws, y, counters, rt0 * 16, min(n_rows, rt_end * 16) - rt0 * 16, n_rows, MT, flags,
                   [](float v) { return f2h(v); });
 }
+
+#endif  // !XB
+
+#if XB
+// The bulk ring (XB=1, entry wo_mma_xb, sm_90+): wo_mma_xk with each warp's weight tiles and their scale
+// columns streamed through a ring of NST slots in shared memory by bulk copies (`cp.async.bulk`, an mbarrier
+// per slot) instead of a ring of registers. Why: at M = 16 the register ring kept too few bytes in flight (the
+// loads alone, EXP_LOADONLY, ran INT4 16x14336x4096 in 17.3 us against 13.2 for the whole M = 1 GEMV, session
+// 11), and every byte in flight cost a register the decode and the MMAs needed. A slot holds up to U 64-K tiles
+// of one row tile (contiguous in the fragment layout, as are their scale columns), so lane 0 fills it with two
+// copies: the first version copied each 512-byte tile and its scales on their own and ran at a third of the
+// bandwidth (session 18: the copies' count, not their bytes, bounds a bulk-copy stream). The warp refills a
+// slot right after it decoded it, so the ring needs no producer warp and no cross-warp barrier; the first NST
+// slots are requested before griddepcontrol.wait (weights and scales depend on no kernel). Slots end where
+// the warp's row tiles end: slot after slot walks tiles [kb, ke) of row tile rt0 + warp, then of the row tile
+// WARPS on, both where the warp fills and where it decodes. Dynamic shared memory: x as wo_mma_xk stages it
+// (rounded up to 128 bytes), then WARPS x NST x XB_SLOT bytes of rings.
+#define XB_TILE (QV * 512)  // bytes of one tile's codes
+#if FMT == 4
+#define XB_CB 64                  // bytes of a scale column (INT4: a group of 128, two tiles)
+#define XB_COL(kt) ((kt) >> 1)    // the scale column of tile kt
+#define XB_COLS (U / 2 + 1)       // most columns of a slot (it may start at an odd tile)
+#else
+#define XB_CB (8 * XS_ES)
+#define XB_COL(kt) (kt)
+#define XB_COLS U
+#endif
+#define XB_SLOT ((U * XB_TILE + XB_COLS * XB_CB + 127) / 128 * 128)
+#if NST < 2
+#error "the bulk ring needs NST >= 2 slots per warp"
+#endif
+
+// Lane 0 requests the next slot of the warp's tiles (tiles [*kt, min(*kt + U, ke)) of row tile *rt, with
+// their scale columns) into the slot at shared address `dst`, completing on the mbarrier at `bar`, and moves
+// (*rt, *kt) past them.
+__device__ __forceinline__ void xb_fill(u32 dst, u32 bar, int& rt, int& kt, int kb, int ke, int kt_total,
+                                        const uint4* __restrict__ w, const u8* __restrict__ scales) {
+    const int n = min(U, ke - kt);
+    const int c0 = XB_COL(kt), nc = XB_COL(kt + n - 1) - c0 + 1;
+    mbar_expect_tx(bar, (u32)(n * XB_TILE + (XB_CB > 0 ? nc * XB_CB : 0)));
+    bulk_copy(dst, w + ((size_t)rt * kt_total + kt) * QV * 32, (u32)(n * XB_TILE), bar);
+#if XB_CB > 0
+    const int cols = FMT == 4 ? kt_total / 2 : kt_total;  // scale columns of a row tile
+    bulk_copy(dst + U * XB_TILE, scales + ((size_t)rt * cols + c0) * XB_CB, (u32)(nc * XB_CB), bar);
+#endif
+    kt += n;
+    if (kt == ke) kt = kb, rt += WARPS;
+}
+
+// Entry g of a scale column staged in shared memory.
+__device__ __forceinline__ Meta xb_meta(const u8* e, int g) {
+#if XS_ES == 8
+    const uint2 v = *(const uint2*)(e + 8 * g);
+    return meta_of(v.x, v.y);
+#elif XS_ES == 4
+    return meta_of(*(const u32*)(e + 4 * g), 0u);
+#else
+    return meta_of(0u, 0u);
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
+wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
+          const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+          int n_rows, int k, int rtpc, int flags, float eps) {
+    pdl_trigger();
+    flags = fuse_flags(flags);
+    extern __shared__ __align__(128) u8 xb_smem[];
+    __shared__ __align__(8) unsigned long long full[WARPS][NST];
+    __shared__ float fuse_inv[MT];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int row_tiles = (n_rows + 15) / 16;
+    const int kt_total = k / 64;
+    const int tps = (kt_total + gridDim.y - 1) / gridDim.y;
+    const int kb = blockIdx.y * tps;
+    const int ke = min(kt_total, kb + tps);
+    const int span = ke - kb;
+    const int ld = tps * 64 + 8;
+    const int rt0 = blockIdx.x * rtpc;
+    const int rt_end = min(row_tiles, rt0 + rtpc);
+    const int mine = rt0 + warp < rt_end ? (rt_end - rt0 - warp + WARPS - 1) / WARPS : 0;
+    const int slots = mine * ((span + U - 1) / U);  // slots this warp fills and decodes
+    const int xbytes = (NB * 8 * ld * 2 + 127) & ~127;
+    const u8* ring = xb_smem + xbytes + warp * (NST * XB_SLOT);
+    const u32 ring_s = (u32)__cvta_generic_to_shared(ring);
+    const u32 bar_s = (u32)__cvta_generic_to_shared(&full[warp][0]);
+
+    int frt = rt0 + warp, fkt = kb;  // the next tile to request (lane 0's)
+    if (lane == 0) {
+#pragma unroll
+        for (int i = 0; i < NST; ++i) mbar_init(bar_s + 8 * i, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#pragma unroll
+        for (int sl = 0; sl < NST; ++sl)
+            if (sl < slots) xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, frt, fkt, kb, ke, kt_total, w, scales);
+    }
+    pdl_wait();
+
+    const u32 xs_base = (u32)__cvta_generic_to_shared(xb_smem);
+    xk_stage_x(x, k, kb, span, ld, xs_base);
+    fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);  // the rows dealt out to the warps
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    const u32 xaddr = xk_x_addr(xs_base, ld, lane);
+
+    float acc[NB][4];
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[b][i] = 0.0f;
+    const bool split = gridDim.y > 1;
+    int crt = rt0 + warp, ckt = kb;  // the slot being decoded starts at tile ckt of row tile crt
+    int sl = 0;
+    u32 par = 0u;
+    for (int j = 0; j < slots; ++j) {
+        const int n = min(U, ke - ckt);
+        const int c0 = XB_COL(ckt);
+        mbar_wait(bar_s + 8 * sl, par);
+        const u8* sp = ring + sl * XB_SLOT;
+        uint4 q[U][QV];
+        Meta meta[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (u < n) {
+#pragma unroll
+                for (int v = 0; v < QV; ++v) q[u][v] = *(const uint4*)(sp + u * XB_TILE + v * 512 + 16 * lane);
+                meta[u] = xb_meta(sp + U * XB_TILE + (XB_COL(ckt + u) - c0) * XB_CB, g);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (u < n) {
+                u32 bx[NB][4][2];
+                xk_x_frags(xaddr, ckt + u - kb, bx);
+                mma_tile(q[u], meta[u], ckt + u, bx, acc);
+            }
+        }
+        // Every lane has used its words of the slot: lane 0 refills it with the slot NST on.
+        __syncwarp();
+        if (lane == 0 && j + NST < slots) xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, frt, fkt, kb, ke, kt_total, w, scales);
+        ckt += n;
+        if (ckt == ke) {
+            xk_store(acc, crt, g, t, n_rows, scales, gscale, flags, fuse_inv, ws, y, split);
+            ckt = kb;
+            crt += WARPS;
+        }
+        if (++sl == NST) sl = 0, par ^= 1u;
+    }
+    if (!split) return;
+
+    splitk_finish(ws, y, counters, rt0 * 16, min(n_rows, rt_end * 16) - rt0 * 16, n_rows, MT, flags,
+                  [](float v) { return f2h(v); });
+}
+#endif  // XB
 #endif  // XS == 2
 #endif

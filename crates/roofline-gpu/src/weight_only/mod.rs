@@ -162,6 +162,11 @@ pub struct Tuning {
     /// floats. Default: [`LaunchPlan::xh_default`]. Ignored by the other variants, batch sizes and with BF16
     /// x.
     pub xh: Option<bool>,
+    /// `XMma` with x in shared memory ([`Tuning::x_smem`]), sm_90+: each warp's weight tiles and their
+    /// scales streamed through its own ring of `stages` slots (2..=6, default [`XB_SLOTS`]) in shared
+    /// memory by bulk copies (`wo_mma_xb`, `XB`) instead of a ring of registers; one CTA of 8 warps per
+    /// SM. Default: [`LaunchPlan::bulk_default`].
+    pub bulk: Option<bool>,
 }
 
 impl Tuning {
@@ -220,6 +225,16 @@ const XMMA_SMEM_BYTES: u32 = 47 * 1024;
 /// such CTAs fit an SM (228 KB on Hopper), and the kernel opts in to this much whatever the call's K.
 pub const XK_SMEM_BYTES: u32 = 96 * 1024;
 
+/// Most dynamic shared memory a bulk-ring `XMma` CTA ([`Tuning::bulk`]) takes, x and rings together: one
+/// CTA per SM, within Hopper's 227 KB per block less its static shared memory (mbarriers, norm factors).
+pub const XB_SMEM_BYTES: u32 = 224 * 1024;
+
+/// Warps of a bulk-ring `XMma` CTA ([`Tuning::bulk`]) unless tuned.
+pub const XB_WARPS: u32 = 16;
+
+/// Ring slots per warp of a bulk-ring `XMma` CTA ([`Tuning::bulk`]) unless tuned (`stages`).
+pub const XB_SLOTS: u32 = 2;
+
 /// The launch geometry of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchPlan {
@@ -270,6 +285,9 @@ pub struct LaunchPlan {
     pub x_smem: bool,
     /// `XReg` at M = 1: f16x2 products (see [`Tuning::xh`]).
     pub xh: bool,
+    /// `XMma` with x in shared memory: weights through shared-memory rings filled by bulk copies, `stages`
+    /// slots per warp (see [`Tuning::bulk`]).
+    pub bulk: bool,
 }
 
 impl LaunchPlan {
@@ -298,6 +316,7 @@ impl LaunchPlan {
             // FP16 x only: with BF16 x (and y) the output's rounding already takes most of the 1e-3 the
             // results are held to, and f16 partial sums took INT4 1x1000x4096 past it (1.1e-3).
             xh: self.xh && x == XDtype::F16,
+            bulk: self.bulk && self.x_smem && arch >= 90,
             arch,
         }
     }
@@ -404,13 +423,36 @@ impl LaunchPlan {
             }
     }
 
-    /// `XMma` with x in shared memory ([`Tuning::x_smem`]): CTAs of 16 warps (one per SM), `unroll` 64-K
-    /// tiles in flight per warp (INT4, MXFP4, NF4 8; FP8, INT8, NVFP4 4; FP16 2), one wave of CTAs. A warp
-    /// takes every 16th row tile of its CTA over the CTA's K split, so its time is (row tiles per CTA / 16,
-    /// rounded up) x (tiles per split): the split count minimizes that over one wave, the fewest splits on a
-    /// tie, but never fewer than x's columns need to fit [`XK_SMEM_BYTES`] nor splits under 8 tiles (session
-    /// 11, M = 16, us: INT4 6144x4096 14.2 in 4 splits vs 23.3 in 2; FP8 4096x14336 30.5 in 8 vs 35.5 in 5 and
-    /// 40.6 in 9, where 3 of 16 warps took two row tiles).
+    /// Whether `XMma` with x in shared memory streams its weights through bulk-copy rings by default
+    /// ([`Tuning::bulk`]; the engine turns it off below sm_90).
+    pub fn bulk_default(_format: WoFormat, _m: usize, _k: usize) -> bool {
+        false
+    }
+
+    /// Dynamic shared memory of the bulk rings ([`Tuning::bulk`]): `warps` rings of `slots` slots, a slot
+    /// holding up to `tiles` 64-K tiles of codes and their scale columns (INT4: `tiles / 2 + 1` columns of 64
+    /// bytes, since a slot may start at an odd tile; NVFP4 64 bytes a tile, NF4 and MXFP4 32), rounded up to
+    /// 128 bytes (`XB_SLOT` in the kernel).
+    pub fn xb_ring_bytes(format: WoFormat, warps: u32, slots: u32, tiles: u32) -> u32 {
+        let qv = mma::words_per_tile(format) as u32;
+        let meta = match format {
+            WoFormat::Int4G128 => (tiles / 2 + 1) * 64,
+            WoFormat::Nvfp4 => tiles * 64,
+            WoFormat::Nf4 | WoFormat::Mxfp4 => tiles * 32,
+            _ => 0,
+        };
+        warps * slots * (tiles * qv * 512 + meta).div_ceil(128) * 128
+    }
+
+    /// `XMma` with x in shared memory ([`Tuning::x_smem`]): CTAs of 16 warps (two per SM; with
+    /// [`Tuning::bulk`] one CTA of [`XB_WARPS`] per SM), `unroll` 64-K tiles in flight per warp (INT4, MXFP4,
+    /// NF4 8; FP8, INT8, NVFP4 4; FP16 2; with bulk rings `stages` slots of 2 KB), one wave of CTAs. A warp
+    /// takes every `warps`-th row tile of its CTA over the CTA's K split, so its time is (row tiles per CTA /
+    /// warps, rounded up) x (tiles per split): the split count minimizes that over one wave, the fewest
+    /// splits on a tie, but never fewer than x's columns need to fit the shared memory left ([`XK_SMEM_BYTES`],
+    /// or what the rings leave of [`XB_SMEM_BYTES`]) nor splits under 8 tiles (session 11, M = 16, us: INT4
+    /// 6144x4096 14.2 in 4 splits vs 23.3 in 2; FP8 4096x14336 30.5 in 8 vs 35.5 in 5 and 40.6 in 9, where 3
+    /// of 16 warps took two row tiles).
     #[allow(clippy::too_many_arguments)]
     fn x_smem_plan(
         format: WoFormat,
@@ -422,13 +464,22 @@ impl LaunchPlan {
         pdl: bool,
         min_blocks: u32,
     ) -> LaunchPlan {
+        let bulk = tuning.bulk.unwrap_or_else(|| Self::bulk_default(format, m, k));
         let kt = (k / 64).max(1) as u32;
         let rows_x = (m as u32).div_ceil(8) * 8;
-        let most = ((XK_SMEM_BYTES / (rows_x * 2)).saturating_sub(8) / 64).max(1);
+        let warps = tuning.warps.unwrap_or(if bulk { XB_WARPS } else { 16 });
+        let slots = if bulk { tuning.stages.unwrap_or(XB_SLOTS).max(2) } else { 0 };
+        let tiles = tuning.unroll.unwrap_or(match format {
+            WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nf4 => 8,
+            WoFormat::Fp16 | WoFormat::Bf16 => 2,
+            _ => 4,
+        });
+        let ring = if bulk { Self::xb_ring_bytes(format, warps, slots, tiles) } else { 0 };
+        let x_budget = if bulk { XB_SMEM_BYTES.saturating_sub(ring) } else { XK_SMEM_BYTES };
+        let most = ((x_budget / (rows_x * 2)).saturating_sub(8) / 64).max(1);
         let fewest = kt.div_ceil(most);
         let row_tiles = (n as u32).div_ceil(16);
-        let warps = tuning.warps.unwrap_or(16);
-        let target = sm_count * (16 / warps).max(1);
+        let target = if bulk { sm_count } else { sm_count * (16 / warps).max(1) };
         // row tiles per CTA when `s` splits share the wave
         let per_cta = |s: u32| row_tiles.div_ceil((target / s).max(1));
         let critical = |s: u32| per_cta(s).div_ceil(warps) * kt.div_ceil(s);
@@ -436,17 +487,16 @@ impl LaunchPlan {
         let want = tuning.split_k.unwrap_or(auto).clamp(fewest, kt);
         let per_split = kt.div_ceil(want);
         let splits = kt.div_ceil(per_split);
-        let tiles = tuning.unroll.unwrap_or(match format {
-            WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nf4 => 8,
-            WoFormat::Fp16 | WoFormat::Bf16 => 2,
-            _ => 4,
-        });
         let rtpc = tuning.rows_per_cta.map_or_else(|| per_cta(splits), |r| r.div_ceil(16).max(1));
+        // the kernel rounds x's bytes up to 128 before the rings
+        let x_bytes = rows_x * (per_split * 64 + 8) * 2;
         LaunchPlan {
             chunks_per_split: per_split,
-            smem_bytes: rows_x * (per_split * 64 + 8) * 2,
+            smem_bytes: if bulk { x_bytes.div_ceil(128) * 128 + ring } else { x_bytes },
             x_smem: true,
             xh: false,
+            bulk,
+            stages: slots,
             ..Self::xmma_plan(tiles, warps, splits, row_tiles, rtpc, min_blocks, pdl)
         }
     }
@@ -485,6 +535,7 @@ impl LaunchPlan {
             atomic_reduce: false,
             x_smem: false,
             xh: false,
+            bulk: false,
         }
     }
 
@@ -563,6 +614,7 @@ impl LaunchPlan {
                 atomic_reduce: false,
                 x_smem: false,
                 xh: m == 1 && format.bits() == 4 && tuning.xh.unwrap_or_else(|| Self::xh_default(format, n, wide)),
+                bulk: false,
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
@@ -664,6 +716,7 @@ impl LaunchPlan {
                 atomic_reduce: false,
                 x_smem: false,
                 xh: false,
+                bulk: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -734,6 +787,7 @@ impl LaunchPlan {
             atomic_reduce: false,
             x_smem: false,
             xh: false,
+            bulk: false,
         }
     }
 }
@@ -873,7 +927,11 @@ impl WeightOnlyGemv {
 
     /// The launch plan of an `m x n x k` call before the kernel is loaded (see [`WeightOnlyGemv::launch_plan`]).
     pub fn plan(&self, m: usize, n: usize, k: usize) -> LaunchPlan {
-        LaunchPlan::new(self.variant, self.format, m, n, k, self.sm_count, self.tuning)
+        let mut tuning = self.tuning;
+        if self.arch < 90 {
+            tuning.bulk = Some(false); // bulk copies and mbarrier waits are sm_90+
+        }
+        LaunchPlan::new(self.variant, self.format, m, n, k, self.sm_count, tuning)
     }
 
     /// The plan of an `m x n x k` call with `fusion` (the fused build of [`WeightOnlyGemv::plan`]).
@@ -976,10 +1034,12 @@ impl WeightOnlyGemv {
         let module = self.ctx.load_module(Ptx::from_binary(compiled.cubin.clone()))?;
         let function = module.load_function(key.entry())?;
         if plan.x_smem {
-            // The staged x grows with K per split: opt in to the most any call of this kernel stages.
+            // The staged x grows with K per split: opt in to the most any call of this kernel stages (with
+            // bulk rings, x and rings together).
+            let most = if key.bulk { XB_SMEM_BYTES } else { XK_SMEM_BYTES };
             function.set_attribute(
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                XK_SMEM_BYTES as i32,
+                most as i32,
             )?;
         } else if plan.smem_bytes > 48 * 1024 {
             // Above 48 KB of dynamic shared memory a kernel must opt in (staged XReg: 2 CTAs of 76 KB per SM).
@@ -2168,6 +2228,10 @@ mod tests {
                             let t = Tuning { x_smem: Some(true), ..Tuning::default() };
                             let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
                             plans.extend([p, LaunchPlan { fuse: true, ..p }]);
+                            // and the weights through bulk-copy rings, plain and fused
+                            let t = Tuning { x_smem: Some(true), bulk: Some(true), ..Tuning::default() };
+                            let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
+                            plans.extend([p, LaunchPlan { fuse: true, ..p }]);
                         }
                         if variant == Variant::XReg && default.xreg {
                             let staged = Tuning { stages: Some(3), ..Tuning::default() };
@@ -2196,7 +2260,7 @@ mod tests {
                 failures.push(format!("{key:?} spills:\n{}", c.log));
             }
             report.push(format!(
-                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={}{}{}{}: {} registers, {} spill bytes, {} stack bytes",
+                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={}{}{}{}{}: {} registers, {} spill bytes, {} stack bytes",
                 key.arch,
                 key.format.format().name(),
                 key.x.name(),
@@ -2209,6 +2273,7 @@ mod tests {
                 u8::from(key.xreg),
                 if key.tile_reduce { " TRED" } else { "" },
                 if key.xh { " XH" } else { "" },
+                if key.bulk { " XB" } else { "" },
                 if key.silu { " FUSE+SILU" } else if key.fuse { " FUSE" } else { "" },
                 c.registers.unwrap_or(0),
                 c.spill_bytes.unwrap_or(0),
@@ -2238,6 +2303,7 @@ mod tests {
             atomic_reduce: false,
             x_smem: false,
             xh: false,
+            bulk: false,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

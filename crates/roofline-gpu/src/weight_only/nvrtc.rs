@@ -105,6 +105,9 @@ pub struct KernelKey {
     pub x_smem: bool,
     /// `XReg` at M = 1: f16x2 products (`XH`, [`super::Tuning::xh`]).
     pub xh: bool,
+    /// `XMma` with x in shared memory: weights through per-warp shared-memory rings of `stages` slots filled
+    /// by bulk copies (`XB`, entry `wo_mma_xb`, sm_90+; [`super::Tuning::bulk`]).
+    pub bulk: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -117,7 +120,9 @@ impl KernelKey {
 
     /// The kernel's entry point.
     pub fn entry(&self) -> &'static str {
-        if self.is_mma() && self.xreg && self.x_smem {
+        if self.is_mma() && self.xreg && self.x_smem && self.bulk {
+            "wo_mma_xb"
+        } else if self.is_mma() && self.xreg && self.x_smem {
             "wo_mma_xk"
         } else if self.is_mma() && self.xreg {
             "wo_mma_xs"
@@ -162,6 +167,7 @@ impl KernelKey {
             format!("-DNST={}", self.stages),
             format!("-DXS={}", if self.xreg && self.is_mma() { 1 + u32::from(self.x_smem) } else { 0 }),
             format!("-DXH={}", u32::from(self.xh && self.xreg && !self.is_mma())),
+            format!("-DXB={}", u32::from(self.bulk && self.x_smem && self.xreg && self.is_mma())),
             format!("-DKT={}", self.unroll),
             format!("-DFUSE={}", u32::from(self.fuse)),
             format!("-DSILU={}", u32::from(self.fuse && self.silu)),
@@ -387,6 +393,7 @@ mod tests {
             atomic_reduce: false,
             x_smem: false,
             xh: false,
+            bulk: false,
             arch: 90,
         };
         let o = key.options();
