@@ -100,7 +100,7 @@ fn variants_and_bf16_activations_match_the_reference() {
             // along K (one row tile per warp, several, and 2 tiles in flight: the ring wraps mid row tile).
             let stagings: &[Option<u32>] = if variant == Variant::XReg { &[None, Some(3)] } else { &[None] };
             // The last field: the weights through bulk-copy rings of that many slots per warp (one row tile
-            // per warp, several, and 2 slots: the ring wraps many times, slots straddle row tiles).
+            // per warp, several with 3 tiles a slot (slots end mid scale column), and 2 slots: the ring wraps many times).
             type Reduce = (Option<bool>, Option<bool>, Option<u32>, Option<bool>, Option<u32>, Option<u32>);
             let reduces: &[Reduce] = if variant == Variant::XMma {
                 &[
@@ -113,8 +113,8 @@ fn variants_and_bf16_activations_match_the_reference() {
                     (None, None, None, Some(true), None, None),
                     (None, None, Some(48), Some(true), None, None),
                     (None, None, Some(400), Some(true), Some(2), None),
-                    (None, None, None, Some(true), None, Some(6)),
-                    (None, None, Some(48), Some(true), None, Some(3)),
+                    (None, None, None, Some(true), None, Some(2)),
+                    (None, None, Some(48), Some(true), Some(3), Some(3)),
                     (None, None, Some(400), Some(true), None, Some(2)),
                 ]
             } else {
@@ -436,6 +436,25 @@ fn tune_table() {
                                     ..Tuning::default()
                                 };
                                 configs.push((Variant::XMma, t));
+                            }
+                        }
+                    }
+                    // The same with the weights through bulk-copy rings (`XSM+XB`): tiles a slot x slots x warps.
+                    for tiles in [2u32, 4, 8] {
+                        for stages in [2u32, 3, 4] {
+                            for warps in [8u32, 16] {
+                                for split_k in [None, Some(1)] {
+                                    let t = Tuning {
+                                        x_smem: Some(true),
+                                        bulk: Some(true),
+                                        unroll: Some(tiles),
+                                        stages: Some(stages),
+                                        warps: Some(warps),
+                                        split_k,
+                                        ..Tuning::default()
+                                    };
+                                    configs.push((Variant::XMma, t));
+                                }
                             }
                         }
                     }

@@ -799,17 +799,17 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 // 11), and every byte in flight cost a register the decode and the MMAs needed. A slot holds up to U 64-K tiles
 // of one row tile (contiguous in the fragment layout, as are their scale columns), so lane 0 fills it with two
 // copies: the first version copied each 512-byte tile and its scales on their own and ran at a third of the
-// bandwidth (session 18: the copies' count, not their bytes, bounds a bulk-copy stream). The warp refills a
-// slot right after it decoded it, so the ring needs no producer warp and no cross-warp barrier; the first NST
-// slots are requested before griddepcontrol.wait (weights and scales depend on no kernel). Slots end where
-// the warp's row tiles end: slot after slot walks tiles [kb, ke) of row tile rt0 + warp, then of the row tile
-// WARPS on, both where the warp fills and where it decodes. Dynamic shared memory: x as wo_mma_xk stages it
-// (rounded up to 128 bytes), then WARPS x NST x XB_SLOT bytes of rings.
+// bandwidth (session 18). The warp refills a slot right after it decoded it, so the ring needs no producer
+// warp and no cross-warp barrier; the first NST slots are requested before griddepcontrol.wait (weights and
+// scales depend on no kernel). Slots end where the warp's row tiles end: slot after slot walks tiles [kb, ke)
+// of row tile rt0 + warp, then of the row tile WARPS on, both where the warp fills and where it decodes.
+// Dynamic shared memory: x as wo_mma_xk stages it (rounded up to 128 bytes), then WARPS x NST x XB_SLOT bytes
+// of rings.
 #define XB_TILE (QV * 512)  // bytes of one tile's codes
 #if FMT == 4
-#define XB_CB 64                  // bytes of a scale column (INT4: a group of 128, two tiles)
-#define XB_COL(kt) ((kt) >> 1)    // the scale column of tile kt
-#define XB_COLS (U / 2 + 1)       // most columns of a slot (it may start at an odd tile)
+#define XB_CB 64                // bytes of a scale column (INT4: a group of 128, two tiles)
+#define XB_COL(kt) ((kt) >> 1)  // the scale column of tile kt
+#define XB_COLS (U / 2 + 1)     // most columns of a slot (it may start at an odd tile)
 #else
 #define XB_CB (8 * XS_ES)
 #define XB_COL(kt) (kt)
@@ -820,14 +820,14 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 #error "the bulk ring needs NST >= 2 slots per warp"
 #endif
 
-// Lane 0 requests the next slot of the warp's tiles (tiles [*kt, min(*kt + U, ke)) of row tile *rt, with
-// their scale columns) into the slot at shared address `dst`, completing on the mbarrier at `bar`, and moves
-// (*rt, *kt) past them.
+// Lane 0 requests the warp's next slot (tiles [kt, min(kt + U, ke)) of row tile rt with their scale
+// columns) into the slot at shared address `dst`, completing on the mbarrier at `bar`, and moves (rt, kt)
+// past them.
 __device__ __forceinline__ void xb_fill(u32 dst, u32 bar, int& rt, int& kt, int kb, int ke, int kt_total,
                                         const uint4* __restrict__ w, const u8* __restrict__ scales) {
     const int n = min(U, ke - kt);
     const int c0 = XB_COL(kt), nc = XB_COL(kt + n - 1) - c0 + 1;
-    mbar_expect_tx(bar, (u32)(n * XB_TILE + (XB_CB > 0 ? nc * XB_CB : 0)));
+    mbar_expect_tx(bar, (u32)(n * XB_TILE + nc * XB_CB));
     bulk_copy(dst, w + ((size_t)rt * kt_total + kt) * QV * 32, (u32)(n * XB_TILE), bar);
 #if XB_CB > 0
     const int cols = FMT == 4 ? kt_total / 2 : kt_total;  // scale columns of a row tile
@@ -877,7 +877,7 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     const u32 ring_s = (u32)__cvta_generic_to_shared(ring);
     const u32 bar_s = (u32)__cvta_generic_to_shared(&full[warp][0]);
 
-    int frt = rt0 + warp, fkt = kb;  // the next tile to request (lane 0's)
+    int frt = rt0 + warp, fkt = kb;  // the next tile lane 0 requests
     if (lane == 0) {
 #pragma unroll
         for (int i = 0; i < NST; ++i) mbar_init(bar_s + 8 * i, 1);
@@ -887,6 +887,7 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
         for (int sl = 0; sl < NST; ++sl)
             if (sl < slots) xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, frt, fkt, kb, ke, kt_total, w, scales);
     }
+    __syncwarp();
     pdl_wait();
 
     const u32 xs_base = (u32)__cvta_generic_to_shared(xb_smem);
@@ -925,12 +926,21 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             if (u < n) {
                 u32 bx[NB][4][2];
                 xk_x_frags(xaddr, ckt + u - kb, bx);
+#if EXP_LOADONLY
+                // Profiling experiment (wrong results): the slot's words consumed without decode or MMA.
+                u32 xv = bx[0][0][0];
+#pragma unroll
+                for (int v = 0; v < QV; ++v) xv ^= q[u][v].x ^ q[u][v].y ^ q[u][v].z ^ q[u][v].w;
+                acc[0][0] += as_float((xv & 0x007fffffu) | 0x3f800000u) + block_scale(meta[u], 0, 3);
+#else
                 mma_tile(q[u], meta[u], ckt + u, bx, acc);
+#endif
             }
         }
         // Every lane has used its words of the slot: lane 0 refills it with the slot NST on.
         __syncwarp();
-        if (lane == 0 && j + NST < slots) xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, frt, fkt, kb, ke, kt_total, w, scales);
+        if (lane == 0 && j + NST < slots)
+            xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, frt, fkt, kb, ke, kt_total, w, scales);
         ckt += n;
         if (ckt == ke) {
             xk_store(acc, crt, g, t, n_rows, scales, gscale, flags, fuse_inv, ws, y, split);

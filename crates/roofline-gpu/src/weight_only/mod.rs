@@ -163,9 +163,9 @@ pub struct Tuning {
     /// x.
     pub xh: Option<bool>,
     /// `XMma` with x in shared memory ([`Tuning::x_smem`]), sm_90+: each warp's weight tiles and their
-    /// scales streamed through its own ring of `stages` slots (2..=6, default [`XB_SLOTS`]) in shared
-    /// memory by bulk copies (`wo_mma_xb`, `XB`) instead of a ring of registers; one CTA of 8 warps per
-    /// SM. Default: [`LaunchPlan::bulk_default`].
+    /// scales streamed through its own ring of `stages` slots (2..=6) of `unroll` 64-K tiles in shared
+    /// memory by bulk copies (`wo_mma_xb`, `XB`) instead of a ring of registers ([`LaunchPlan::xb_default_slots`]);
+    /// one CTA of [`XB_WARPS`] warps per SM. Default: [`LaunchPlan::bulk_default`].
     pub bulk: Option<bool>,
 }
 
@@ -231,9 +231,6 @@ pub const XB_SMEM_BYTES: u32 = 224 * 1024;
 
 /// Warps of a bulk-ring `XMma` CTA ([`Tuning::bulk`]) unless tuned.
 pub const XB_WARPS: u32 = 16;
-
-/// Ring slots per warp of a bulk-ring `XMma` CTA ([`Tuning::bulk`]) unless tuned (`stages`).
-pub const XB_SLOTS: u32 = 2;
 
 /// The launch geometry of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -408,25 +405,45 @@ impl LaunchPlan {
         }
     }
 
-    /// Whether `XMma` stages x in shared memory by default ([`Tuning::x_smem`]): above M = 8 for INT4, MXFP4
-    /// and NF4, and for FP8, INT8 and NVFP4 from K = 8192 (H100 tuning table, session 11, M = 16, us, x in
-    /// shared memory vs the tile-reduced / atomic default: INT4 14336x4096 27.0 vs 29.4, 4096x14336 24.4 vs
-    /// 31.3, 6144x4096 14.2 vs 16.1, 28672x4096 48.3 vs 53.9; MXFP4 28.1 vs 32.3, 25.7 vs 33.6; NF4 30.7 vs
-    /// 33.7, 28.8 vs 34.9; FP8 4096x14336 30.5 vs 31.9, INT8 30.5 vs 33.0, NVFP4 30.8 vs 34.1; at K = 4096 FP8,
-    /// INT8 and NVFP4 are as fast or faster reduced (FP8 31.4 vs 32.1, NVFP4 32.7 vs 34.7), FP16 always is).
-    pub fn x_smem_default(format: WoFormat, m: usize, k: usize) -> bool {
+    /// Whether `XMma` stages x in shared memory by default ([`Tuning::x_smem`]; `bulk`: the weights may go
+    /// through bulk-copy rings, [`Tuning::bulk`] not turned off, sm_90+): above M = 8 for the 4- and 8-bit
+    /// formats. Without bulk rings FP8, INT8 and NVFP4 only from K = 8192 (H100 tuning table, session 11, M =
+    /// 16, us, x in shared memory vs the tile-reduced / atomic default: INT4 14336x4096 27.0 vs 29.4,
+    /// 4096x14336 24.4 vs 31.3, 6144x4096 14.2 vs 16.1, 28672x4096 48.3 vs 53.9; MXFP4 28.1 vs 32.3, 25.7 vs
+    /// 33.6; NF4 30.7 vs 33.7, 28.8 vs 34.9; FP8 4096x14336 30.5 vs 31.9, INT8 30.5 vs 33.0, NVFP4 30.8 vs 34.1;
+    /// at K = 4096 FP8, INT8 and NVFP4 are as fast or faster reduced: FP8 31.4 vs 32.1, NVFP4 32.7 vs 34.7);
+    /// with them at every K (session 18, 16x14336x4096, us, bulk rings vs the reduced default: FP8 28.9 vs
+    /// 31.0, INT8 29.3 vs 31.7, NVFP4 31.5 vs 32.8; but see [`LaunchPlan::bulk_default`] for 8-bit weights).
+    /// FP16 never (44.1 reduced, 46.1 with bulk rings).
+    pub fn x_smem_default(format: WoFormat, m: usize, k: usize, bulk: bool) -> bool {
         m > 8
             && match format {
                 WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nf4 => true,
-                WoFormat::Fp8E4M3 | WoFormat::Int8 | WoFormat::Nvfp4 => k >= 8192,
+                WoFormat::Fp8E4M3 | WoFormat::Int8 | WoFormat::Nvfp4 => bulk || k >= 8192,
                 WoFormat::Fp16 | WoFormat::Bf16 => false,
             }
     }
 
     /// Whether `XMma` with x in shared memory streams its weights through bulk-copy rings by default
-    /// ([`Tuning::bulk`]; the engine turns it off below sm_90).
-    pub fn bulk_default(_format: WoFormat, _m: usize, _k: usize) -> bool {
-        false
+    /// ([`Tuning::bulk`]; the engine turns it off below sm_90): for the 4-bit formats (H100, session 18, M =
+    /// 16, us, bulk rings vs registers, `r5-compare.txt`: 16x14336x4096 INT4 21.3 vs 25.5, MXFP4 22.5 vs
+    /// 27.3, NF4 25.9 vs 30.3, NVFP4 31.7 vs 32.7; 16x4096x14336 INT4 20.7 vs 23.1, MXFP4 21.7 vs 24.6; the
+    /// Llama-3.1-8B batch-16 step INT4 3793 vs 3575 tok/s, MXFP4 3686 vs 3145, NF4 3384 vs 2850, NVFP4 3083
+    /// vs 3004). 8-bit weights are faster alone with them too (FP8 16x14336x4096 28.6 vs 30.9) but the
+    /// batch-16 step was slower (FP8 3013 vs 3236 tok/s, `r5-model-bench-b16.txt`), so not by default;
+    /// FP16 is slower (46.1 vs 44.1).
+    pub fn bulk_default(format: WoFormat) -> bool {
+        format.bits() == 4
+    }
+
+    /// Tiles a bulk-ring slot holds and slots a warp keeps unless tuned: 2 KB of codes a slot (4-bit four
+    /// tiles, 8-bit two, 16-bit one), two slots for 4-bit weights and four for 8-bit (session 18 tuning
+    /// table `r3-tune-xb.txt`, 16x14336x4096, 16 warps, us: INT4 21.5 at 4 tiles x 2 slots, 22.5 x 3, 23.3 x
+    /// 4, 22.7 at 8 tiles x 2; MXFP4 22.8 at 4 x 2, 24.8 at 8 x 2; FP8 28.7 at 2 x 4, 29.2 at 2 x 3, 30.0 at
+    /// 2 x 2, 29.2 at 4 x 2; 8 warps 34-46).
+    pub fn xb_default_slots(format: WoFormat) -> (u32, u32) {
+        let qv = mma::words_per_tile(format) as u32;
+        (4 / qv, if qv == 1 { 2 } else { 4 })
     }
 
     /// Dynamic shared memory of the bulk rings ([`Tuning::bulk`]): `warps` rings of `slots` slots, a slot
@@ -464,16 +481,23 @@ impl LaunchPlan {
         pdl: bool,
         min_blocks: u32,
     ) -> LaunchPlan {
-        let bulk = tuning.bulk.unwrap_or_else(|| Self::bulk_default(format, m, k));
+        let bulk = tuning.bulk.unwrap_or_else(|| Self::bulk_default(format));
+        let (xb_tiles, xb_slots) = Self::xb_default_slots(format);
         let kt = (k / 64).max(1) as u32;
         let rows_x = (m as u32).div_ceil(8) * 8;
         let warps = tuning.warps.unwrap_or(if bulk { XB_WARPS } else { 16 });
-        let slots = if bulk { tuning.stages.unwrap_or(XB_SLOTS).max(2) } else { 0 };
+        let slots = if bulk { tuning.stages.unwrap_or(xb_slots).max(2) } else { 0 };
         let tiles = tuning.unroll.unwrap_or(match format {
+            _ if bulk => xb_tiles,
             WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nf4 => 8,
             WoFormat::Fp16 | WoFormat::Bf16 => 2,
             _ => 4,
         });
+        // As many tiles a slot, then slots, as asked for while two slots a warp leave x room for 8 tiles of K.
+        let x_least = rows_x * (8 * 64 + 8) * 2;
+        let fits = |s: u32, t: u32| Self::xb_ring_bytes(format, warps, s, t) + x_least <= XB_SMEM_BYTES;
+        let tiles = if bulk { (1..=tiles.max(1)).rev().find(|&t| fits(2, t)).unwrap_or(1) } else { tiles };
+        let slots = (2..=slots.max(2)).rev().find(|&s| fits(s, tiles)).unwrap_or(2) * u32::from(bulk);
         let ring = if bulk { Self::xb_ring_bytes(format, warps, slots, tiles) } else { 0 };
         let x_budget = if bulk { XB_SMEM_BYTES.saturating_sub(ring) } else { XK_SMEM_BYTES };
         let most = ((x_budget / (rows_x * 2)).saturating_sub(8) / 64).max(1);
@@ -618,7 +642,8 @@ impl LaunchPlan {
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
-        if variant == Variant::XMma && tuning.x_smem.unwrap_or_else(|| Self::x_smem_default(format, m, k)) {
+        let bulk_ok = tuning.bulk.unwrap_or_else(|| Self::bulk_default(format));
+        if variant == Variant::XMma && tuning.x_smem.unwrap_or_else(|| Self::x_smem_default(format, m, k, bulk_ok)) {
             return Self::x_smem_plan(format, m, n, k, sm_count, tuning, pdl, min_blocks);
         }
         if variant == Variant::XMma {
@@ -1892,62 +1917,88 @@ mod tests {
                 }
             }
         }
-        // XMma with x in shared memory: the staged columns of a split fit the opted-in shared memory, the
-        // splits cover K with none empty (the kernel derives the split from gridDim.y the same way), every
-        // row tile has a CTA, and the counters buffer holds one per CTA along N
+        // XMma with x in shared memory: the staged columns of a split fit the opted-in shared memory (with bulk
+        // rings, beside them), the splits cover K with none empty (the kernel derives the split from gridDim.y
+        // the same way), every row tile has a CTA, and the counters buffer holds one per CTA along N
         for f in WoFormat::ALL {
             for m in [1, 3, 8, 9, 16] {
                 for split_k in [None, Some(1), Some(2), Some(7)] {
-                    let t = Tuning { x_smem: Some(true), split_k, ..Tuning::default() };
-                    for (n, k) in [(14336, 4096), (4096, 14336), (13, 384), (128256, 4096), (1000, 8192)] {
-                        let p = LaunchPlan::new(Variant::XMma, f, m, n, k, 132, t);
-                        let kt = (k / 64) as u32;
-                        assert!(p.x_smem && p.xreg && p.rows_per_warp == nvrtc::MMA_ROWS, "{p:?}");
-                        assert!(p.smem_bytes <= XK_SMEM_BYTES, "{f:?} M={m} {n}x{k}: {p:?}");
-                        let rows_x = m.div_ceil(8) as u32 * 8;
-                        assert_eq!(p.smem_bytes, rows_x * (p.chunks_per_split * 64 + 8) * 2);
-                        assert_eq!(p.chunks_per_split, kt.div_ceil(p.splits), "{p:?}");
-                        assert!((p.splits - 1) * p.chunks_per_split < kt, "{p:?}");
-                        assert!(p.blocks_n * p.rows_per_cta * 16 >= n as u32, "{p:?}");
-                        assert!(p.blocks_n as usize <= n.div_ceil(4) + 1);
-                        let words = mma::words_per_tile(f) as u32;
-                        assert!(p.unroll * words <= 8, "{f:?}: at most 32 registers of weights in flight");
+                    for bulk in [false, true] {
+                        for (unroll, stages) in [(None, None), (Some(8), Some(6))] {
+                            let t = Tuning {
+                                x_smem: Some(true),
+                                split_k,
+                                bulk: Some(bulk),
+                                unroll,
+                                stages,
+                                ..Tuning::default()
+                            };
+                            for (n, k) in [(14336, 4096), (4096, 14336), (13, 384), (128256, 4096), (1000, 8192)] {
+                                let p = LaunchPlan::new(Variant::XMma, f, m, n, k, 132, t);
+                                let kt = (k / 64) as u32;
+                                assert!(p.x_smem && p.xreg && p.rows_per_warp == nvrtc::MMA_ROWS, "{p:?}");
+                                assert_eq!(p.bulk, bulk);
+                                let rows_x = m.div_ceil(8) as u32 * 8;
+                                let x_bytes = rows_x * (p.chunks_per_split * 64 + 8) * 2;
+                                if bulk {
+                                    let ring = LaunchPlan::xb_ring_bytes(f, p.warps, p.stages, p.unroll);
+                                    assert!((2..=6).contains(&p.stages), "{p:?}");
+                                    assert_eq!(p.smem_bytes, x_bytes.div_ceil(128) * 128 + ring, "{p:?}");
+                                    assert!(p.smem_bytes <= XB_SMEM_BYTES, "{f:?} M={m} {n}x{k}: {p:?}");
+                                } else {
+                                    assert!(p.smem_bytes <= XK_SMEM_BYTES, "{f:?} M={m} {n}x{k}: {p:?}");
+                                    assert_eq!(p.smem_bytes, x_bytes);
+                                    let words = mma::words_per_tile(f) as u32;
+                                    assert!(
+                                        p.unroll * words <= 8 || unroll.is_some(),
+                                        "at most 32 registers in flight"
+                                    );
+                                }
+                                assert_eq!(p.chunks_per_split, kt.div_ceil(p.splits), "{p:?}");
+                                assert!((p.splits - 1) * p.chunks_per_split < kt, "{p:?}");
+                                assert!(p.blocks_n * p.rows_per_cta * 16 >= n as u32, "{p:?}");
+                                assert!(p.blocks_n as usize <= n.div_ceil(4) + 1);
+                            }
+                        }
                     }
                 }
             }
         }
-        // M = 16 at K = 4096: 2 splits of 32 tiles (66 KB), 14 row tiles per CTA (one each for 14 of the 16
-        // warps); at K = 14336 8 splits (5 of 47 tiles would fit, 9 would give 3 warps two row tiles)
-        let p = LaunchPlan::new(
-            Variant::XMma,
-            WoFormat::Int4G128,
-            16,
-            14336,
-            4096,
-            132,
-            Tuning { x_smem: Some(true), ..Tuning::default() },
-        );
+        // Registers: M = 16 at K = 4096: 2 splits of 32 tiles (66 KB), 14 row tiles per CTA (one each for 14
+        // of the 16 warps); at K = 14336 8 splits (5 of 47 tiles would fit, 9 would give 3 warps two row tiles)
+        let t = Tuning { x_smem: Some(true), bulk: Some(false), ..Tuning::default() };
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 14336, 4096, 132, t);
         assert_eq!((p.splits, p.chunks_per_split, p.warps, p.unroll, p.rows_per_cta), (2, 32, 16, 8, 14));
-        let t = Tuning { x_smem: Some(true), ..Tuning::default() };
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Fp8E4M3, 16, 4096, 14336, 132, t);
         assert_eq!((p.splits, p.unroll, p.rows_per_cta), (8, 4, 16));
         // 6144 rows: 5 splits of 13 tiles, 15 row tiles per CTA (2 splits would leave 10 of 16 warps idle)
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 6144, 4096, 132, t);
         assert_eq!((p.splits, p.rows_per_cta), (5, 15));
-        // the default: x in shared memory above M = 8 for the 4-bit formats but NVFP4, and from K = 8192 for
-        // 8-bit weights and NVFP4
-        for (f, m, k, want) in [
-            (WoFormat::Int4G128, 16, 4096, true),
-            (WoFormat::Nf4, 9, 4096, true),
-            (WoFormat::Int4G128, 8, 4096, false),
-            (WoFormat::Fp8E4M3, 16, 4096, false),
-            (WoFormat::Fp8E4M3, 16, 14336, true),
-            (WoFormat::Nvfp4, 16, 4096, false),
-            (WoFormat::Nvfp4, 12, 14336, true),
-            (WoFormat::Fp16, 16, 14336, false),
+        // Bulk rings (the default for 4-bit weights): 16 warps, one CTA per SM, 2 slots of 4 tiles
+        // (INT4: 2 KB of codes and 3 scale columns, 2304 bytes) a warp, 2 splits of 32 tiles
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 14336, 4096, 132, Tuning::default());
+        assert!(p.x_smem && p.bulk, "{p:?}");
+        assert_eq!((p.splits, p.chunks_per_split, p.warps, p.unroll, p.stages, p.rows_per_cta), (2, 32, 16, 4, 2, 14));
+        assert_eq!(p.smem_bytes, (16 * (32 * 64 + 8) * 2u32).div_ceil(128) * 128 + 16 * 2 * 2304);
+        let t = Tuning { bulk: Some(true), ..Tuning::default() };
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Fp8E4M3, 16, 14336, 4096, 132, t);
+        assert_eq!((p.x_smem, p.bulk, p.unroll, p.stages), (true, true, 2, 4));
+        // the default: x in shared memory above M = 8 for the 4-bit formats (through bulk rings), and for 8-bit
+        // weights from K = 8192, at every K when asked for bulk rings; NVFP4 without them from K = 8192
+        for (f, m, k, bulk, want, want_bulk) in [
+            (WoFormat::Int4G128, 16, 4096, None, true, true),
+            (WoFormat::Nf4, 9, 4096, None, true, true),
+            (WoFormat::Nvfp4, 16, 4096, None, true, true),
+            (WoFormat::Int4G128, 8, 4096, None, false, false),
+            (WoFormat::Fp8E4M3, 16, 4096, None, false, false),
+            (WoFormat::Fp8E4M3, 16, 4096, Some(true), true, true),
+            (WoFormat::Fp8E4M3, 16, 14336, None, true, false),
+            (WoFormat::Nvfp4, 16, 4096, Some(false), false, false),
+            (WoFormat::Nvfp4, 12, 14336, Some(false), true, false),
+            (WoFormat::Fp16, 16, 14336, None, false, false),
         ] {
-            let p = LaunchPlan::new(Variant::XMma, f, m, 4096, k, 132, Tuning::default());
-            assert_eq!(p.x_smem, want, "{f:?} M={m} K={k}");
+            let p = LaunchPlan::new(Variant::XMma, f, m, 4096, k, 132, Tuning { bulk, ..Tuning::default() });
+            assert_eq!((p.x_smem, p.bulk), (want, want_bulk), "{f:?} M={m} K={k}");
         }
         let p = LaunchPlan::new(
             Variant::XMma,
@@ -1956,7 +2007,7 @@ mod tests {
             14336,
             4096,
             132,
-            Tuning { x_smem: Some(true), ..Tuning::default() },
+            Tuning { x_smem: Some(true), bulk: Some(false), ..Tuning::default() },
         );
         // M = 8: all of K = 4096 would fit one split (7 row tiles per CTA); two splits halve the warps' time
         assert_eq!((p.splits, p.smem_bytes), (2, 8 * (32 * 64 + 8) * 2));
@@ -2003,9 +2054,11 @@ mod tests {
         assert!(p.key(WoFormat::Int4G128, XDtype::F16, 16, 90).options().contains(&"-DTRED=1".to_string()));
         // The defaults (session 10 tuning table): reduced after every row tile above M = 8 in CTAs of 16 warps
         // (x14336x4096: 2 K splits, 128 CTAs of 14 row tiles), from M = 8 for 16-bit weights; not at M <= 8
-        // for 4- and 8-bit weights. Session 11: INT4 and NF4 (and MXFP4) stage x in shared memory instead.
+        // for 4- and 8-bit weights. Session 11: INT4 and NF4 (and MXFP4) stage x in shared memory instead
+        // (session 18: with bulk rings, by default, 8-bit weights too; here without them).
         for f in [WoFormat::Fp16, WoFormat::Fp8E4M3, WoFormat::Int4G128, WoFormat::Nf4] {
-            let p = LaunchPlan::new(Variant::XMma, f, 16, 14336, 4096, 132, Tuning::default());
+            let regs = Tuning { bulk: Some(false), ..Tuning::default() };
+            let p = LaunchPlan::new(Variant::XMma, f, 16, 14336, 4096, 132, regs);
             let four = f.bits() == 4;
             assert_eq!(p.x_smem, four, "{f:?} {p:?}");
             // 8-bit weights: the sums added with shared-memory atomics instead
