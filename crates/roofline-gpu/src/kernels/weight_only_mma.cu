@@ -627,6 +627,18 @@ __device__ __forceinline__ u32 xk_x_addr(u32 xs_base, int ld, int lane) {
     return xaddr;
 }
 
+// The x staging of both K-streaming kernels: x's columns staged (xk_stage_x) while the fused norm's row
+// factors are computed (the rows dealt out to the warps), both awaited and the CTA synchronized; returns this
+// lane's ldmatrix address.
+__device__ __forceinline__ u32 xk_stage(const u16* __restrict__ x, int k, int kb, int span, int ld, u32 xs_base,
+                                        int flags, float eps, float* fuse_inv) {
+    xk_stage_x(x, k, kb, span, ld, xs_base);
+    fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, threadIdx.x >> 5, WARPS);
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads();
+    return xk_x_addr(xs_base, ld, threadIdx.x & 31);
+}
+
 // x's B fragments of the split's 64-K tile `kt` (counted from the split's first) from the staged x.
 __device__ __forceinline__ void xk_x_frags(u32 xaddr, int kt, u32 bx[NB][4][2]) {
     const u32 a = xaddr + (u32)kt * 128u;  // 64 halfs per tile
@@ -715,12 +727,7 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     }
     pdl_wait();
 
-    const u32 xs_base = (u32)__cvta_generic_to_shared(xsm);
-    xk_stage_x(x, k, kb, span, ld, xs_base);
-    fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);  // the rows dealt out to the warps
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads();
-    const u32 xaddr = xk_x_addr(xs_base, ld, lane);
+    const u32 xaddr = xk_stage(x, k, kb, span, ld, (u32)__cvta_generic_to_shared(xsm), flags, eps, fuse_inv);
 
     float acc[NB][4];
 #pragma unroll
@@ -890,12 +897,7 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     __syncwarp();
     pdl_wait();
 
-    const u32 xs_base = (u32)__cvta_generic_to_shared(xb_smem);
-    xk_stage_x(x, k, kb, span, ld, xs_base);
-    fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);  // the rows dealt out to the warps
-    asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads();
-    const u32 xaddr = xk_x_addr(xs_base, ld, lane);
+    const u32 xaddr = xk_stage(x, k, kb, span, ld, (u32)__cvta_generic_to_shared(xb_smem), flags, eps, fuse_inv);
 
     float acc[NB][4];
 #pragma unroll
