@@ -406,9 +406,9 @@ impl LaunchPlan {
     }
 
     /// Whether `XMma` stages x in shared memory by default ([`Tuning::x_smem`]; `bulk`: the weights may go
-    /// through bulk-copy rings, [`Tuning::bulk`] not turned off, sm_90+): above M = 8 for the 4- and 8-bit
-    /// formats. Without bulk rings FP8, INT8 and NVFP4 only from K = 8192 (H100 tuning table, session 11, M =
-    /// 16, us, x in shared memory vs the tile-reduced / atomic default: INT4 14336x4096 27.0 vs 29.4,
+    /// through bulk-copy rings, [`Tuning::bulk`] on or by default, sm_90+): above M = 8 for INT4, MXFP4 and
+    /// NF4; for FP8, INT8 and NVFP4 with bulk rings, without them only from K = 8192 (H100 tuning table,
+    /// session 11, M = 16, us, x in shared memory vs the tile-reduced / atomic default: INT4 14336x4096 27.0 vs 29.4,
     /// 4096x14336 24.4 vs 31.3, 6144x4096 14.2 vs 16.1, 28672x4096 48.3 vs 53.9; MXFP4 28.1 vs 32.3, 25.7 vs
     /// 33.6; NF4 30.7 vs 33.7, 28.8 vs 34.9; FP8 4096x14336 30.5 vs 31.9, INT8 30.5 vs 33.0, NVFP4 30.8 vs 34.1;
     /// at K = 4096 FP8, INT8 and NVFP4 are as fast or faster reduced: FP8 31.4 vs 32.1, NVFP4 32.7 vs 34.7);
@@ -481,7 +481,7 @@ impl LaunchPlan {
         pdl: bool,
         min_blocks: u32,
     ) -> LaunchPlan {
-        let bulk = tuning.bulk.unwrap_or_else(|| Self::bulk_default(format));
+        let bulk = tuning.bulk == Some(true); // resolved by `new`
         let (xb_tiles, xb_slots) = Self::xb_default_slots(format);
         let kt = (k / 64).max(1) as u32;
         let rows_x = (m as u32).div_ceil(8) * 8;
@@ -642,9 +642,18 @@ impl LaunchPlan {
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
-        let bulk_ok = tuning.bulk.unwrap_or_else(|| Self::bulk_default(format));
-        if variant == Variant::XMma && tuning.x_smem.unwrap_or_else(|| Self::x_smem_default(format, m, k, bulk_ok)) {
-            return Self::x_smem_plan(format, m, n, k, sm_count, tuning, pdl, min_blocks);
+        let bulk = tuning.bulk.unwrap_or_else(|| Self::bulk_default(format));
+        if variant == Variant::XMma && tuning.x_smem.unwrap_or_else(|| Self::x_smem_default(format, m, k, bulk)) {
+            return Self::x_smem_plan(
+                format,
+                m,
+                n,
+                k,
+                sm_count,
+                Tuning { bulk: Some(bulk), ..tuning },
+                pdl,
+                min_blocks,
+            );
         }
         if variant == Variant::XMma {
             let kt = (k / 64).max(1) as u32;
