@@ -99,34 +99,40 @@ fn variants_and_bf16_activations_match_the_reference() {
             // (also with several row tiles per CTA: 48 rows), and with x in shared memory, row tiles streamed
             // along K (one row tile per warp, several, and 2 tiles in flight: the ring wraps mid row tile).
             let stagings: &[Option<u32>] = if variant == Variant::XReg { &[None, Some(3)] } else { &[None] };
-            // The last field: the weights through bulk-copy rings of that many slots per warp (one row tile
-            // per warp, several with 3 tiles a slot (slots end mid scale column), and 2 slots: the ring wraps many times).
-            type Reduce = (Option<bool>, Option<bool>, Option<u32>, Option<bool>, Option<u32>, Option<u32>);
+            // The sixth field: the weights through bulk-copy rings of that many slots per warp (one row tile
+            // per warp, several with 3 tiles a slot (slots end mid scale column), and 2 slots: the ring wraps many
+            // times); the last: the K splits as clusters summed through distributed shared memory (the default
+            // with bulk rings in 3 splits) or through the workspace.
+            type Reduce =
+                (Option<bool>, Option<bool>, Option<u32>, Option<bool>, Option<u32>, Option<u32>, Option<bool>);
             let reduces: &[Reduce] = if variant == Variant::XMma {
                 &[
-                    (None, None, None, None, None, None),
-                    (Some(false), None, None, None, None, None),
-                    (Some(true), None, None, None, None, None),
-                    (Some(true), None, Some(48), None, None, None),
-                    (None, Some(true), None, None, None, None),
-                    (None, Some(true), Some(48), None, None, None),
-                    (None, None, None, Some(true), None, None),
-                    (None, None, Some(48), Some(true), None, None),
-                    (None, None, Some(400), Some(true), Some(2), None),
-                    (None, None, None, Some(true), None, Some(2)),
-                    (None, None, Some(48), Some(true), Some(3), Some(3)),
-                    (None, None, Some(400), Some(true), None, Some(2)),
+                    (None, None, None, None, None, None, None),
+                    (Some(false), None, None, None, None, None, None),
+                    (Some(true), None, None, None, None, None, None),
+                    (Some(true), None, Some(48), None, None, None, None),
+                    (None, Some(true), None, None, None, None, None),
+                    (None, Some(true), Some(48), None, None, None, None),
+                    (None, None, None, Some(true), None, None, None),
+                    (None, None, Some(48), Some(true), None, None, None),
+                    (None, None, Some(400), Some(true), Some(2), None, None),
+                    (None, None, None, Some(true), None, Some(2), None),
+                    (None, None, Some(48), Some(true), Some(3), Some(3), None),
+                    (None, None, Some(400), Some(true), None, Some(2), None),
+                    (None, None, Some(48), Some(true), Some(3), Some(3), Some(false)),
+                    (None, None, Some(400), Some(true), None, Some(2), Some(false)),
                 ]
             } else {
-                &[(None, None, None, None, None, None)]
+                &[(None, None, None, None, None, None, None)]
             };
             for (m, n, k) in [(1, 1000, 4096), (5, 4096, 1024), (16, 777, 2048), (2, 4100, 3072)] {
                 for &stages in stagings {
-                    for &(tile_reduce, atomic_reduce, rows_per_cta, x_smem, tiles, bulk) in reduces {
+                    for &(tile_reduce, atomic_reduce, rows_per_cta, x_smem, tiles, bulk, cluster) in reduces {
                         let tuning = Tuning {
                             split_k,
                             stages: bulk.or(stages),
                             bulk: bulk.map(|_| true),
+                            cluster,
                             tile_reduce,
                             atomic_reduce,
                             rows_per_cta,
@@ -383,7 +389,9 @@ fn tune_table() {
         format!(
             "{variant:?}{}{}{}{} U={} W={} PF={} P={} SX={} B={}{}",
             if t.grouped == Some(true) { "+GRP" } else { "" },
-            if t.bulk == Some(true) {
+            if t.bulk == Some(true) && t.cluster == Some(false) {
+                " XSM+XB noCL"
+            } else if t.bulk == Some(true) {
                 " XSM+XB"
             } else if t.x_smem == Some(true) {
                 " XSM"
@@ -443,10 +451,11 @@ fn tune_table() {
                     for tiles in [2u32, 4, 8] {
                         for stages in [2u32, 3, 4] {
                             for warps in [8u32, 16] {
-                                for split_k in [None, Some(1)] {
+                                for (split_k, cluster) in [(None, None), (None, Some(false)), (Some(1), None)] {
                                     let t = Tuning {
                                         x_smem: Some(true),
                                         bulk: Some(true),
+                                        cluster,
                                         unroll: Some(tiles),
                                         stages: Some(stages),
                                         warps: Some(warps),

@@ -35,6 +35,9 @@
 #ifndef XB
 #define XB 0
 #endif
+#ifndef CL
+#define CL 0
+#endif
 
 #define NB ((MT + 7) / 8)  // n8 blocks of x rows
 // k-steps (16 K each) that share one scale: INT4 g128 and NF4 64 -> a whole tile (4), MXFP4 32 -> 2, NVFP4
@@ -601,8 +604,16 @@ __device__ __forceinline__ void ldsm_x4(u32 addr, u32& d0, u32& d1, u32& d2, u32
 // waited one L2 round trip per 16 bytes and thread: 8 to 32 of them before the first MMA). Committed; the
 // caller waits (cp.async.wait_all) and synchronizes the CTA.
 __device__ __forceinline__ void xk_stage_x(const u16* __restrict__ x, int k, int kb, int span, int ld, u32 xs_base) {
+#if EXP_XFRAC  // profiling experiment (wrong results): only the first 1 / EXP_XFRAC of x staged
+    span = max(1, span / EXP_XFRAC);
+#endif
     const int cpr = span * 8;  // 16-byte chunks per row
-    for (int i = threadIdx.x; i < NB * 8 * cpr; i += blockDim.x) {
+    for (int i0 = threadIdx.x; i0 < NB * 8 * cpr; i0 += blockDim.x) {
+#if EXP_XROT  // experiment: each CTA stages x from a different place (L2 hot spots)
+        const int i = (i0 + (int)blockIdx.x * 1024) % (NB * 8 * cpr);
+#else
+        const int i = i0;
+#endif
         const int m = i / cpr, c = i - m * cpr;
         const u32 dst = xs_base + (u32)(m * ld + c * 8) * 2u;
         const u16* src = x + (size_t)(m < MT ? m : 0) * k + (size_t)kb * 64 + c * 8;
@@ -654,6 +665,19 @@ __device__ __forceinline__ void xk_x_frags(u32 xaddr, int kt, u32 bx[NB][4][2]) 
 // Row tile `rt`'s K range is done: its sums (C fragment: c0, c1 = row g, x rows 2t, 2t + 1 of block b; c2, c3
 // = row g + 8) scaled (NVFP4's tensor scale, FP8 / INT8's row scales, the fused norm) to y, or with K split
 // over gridDim.y into the workspace; acc is zeroed for the next row tile.
+// Sum v of output (m, n) scaled: NVFP4's tensor scale, FP8 / INT8's row scales, the fused norm (all linear,
+// so split-K partials take them too).
+__device__ __forceinline__ float xk_scaled(float v, int m, int n, const u8* __restrict__ scales, float gscale,
+                                           int flags, const float* fuse_inv) {
+#if FMT == 7
+    v *= gscale;
+#elif ROW_SCALED
+    v *= __ldg((const float*)scales + n);  // FP8 / INT8: the row's scale
+#endif
+    if (flags & FUSE_NORM) v *= fuse_inv[m];
+    return v;
+}
+
 __device__ __forceinline__ void xk_store(float acc[NB][4], int rt, int g, int t, int n_rows,
                                          const u8* __restrict__ scales, float gscale, int flags, const float* fuse_inv,
                                          float* __restrict__ ws, u16* __restrict__ y, bool split) {
@@ -664,13 +688,7 @@ __device__ __forceinline__ void xk_store(float acc[NB][4], int rt, int g, int t,
             const int m = b * 8 + 2 * t + (i & 1);
             const int n = rt * 16 + g + (i >= 2 ? 8 : 0);
             if (m < MT && n < n_rows) {
-                float v = acc[b][i];
-#if FMT == 7
-                v *= gscale;
-#elif ROW_SCALED
-                v *= __ldg((const float*)scales + n);  // FP8 / INT8: the row's scale
-#endif
-                if (flags & FUSE_NORM) v *= fuse_inv[m];
+                const float v = xk_scaled(acc[b][i], m, n, scales, gscale, flags, fuse_inv);
                 splitk_store(ws, y, (size_t)m * n_rows + n, v, split, flags, [](float x) { return f2h(x); });
             }
             acc[b][i] = 0.0f;
@@ -827,21 +845,39 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 #error "the bulk ring needs NST >= 2 slots per warp"
 #endif
 
-// Lane 0 requests the warp's next slot (tiles [kt, min(kt + U, ke)) of row tile rt with their scale
-// columns) into the slot at shared address `dst`, completing on the mbarrier at `bar`, and moves (rt, kt)
-// past them.
-__device__ __forceinline__ void xb_fill(u32 dst, u32 bar, int& rt, int& kt, int kb, int ke, int kt_total,
+// Where a warp is in its walk over slots: tile kt of row tile rt. Slot after slot walks tiles [kb, ke) of
+// the row tile, then of the row tile WARPS on. (Session 19 tried starting each row tile's walk at a
+// different offset, so that the warps of the grid would not read the same offsets at the same time: INT4
+// 16x14336x4096 23.8 -> 26.9 us, the loads alone 17.5 -> 18.3.)
+struct XbCursor {
+    int rt, kt;
+};
+
+// Tiles in the slot starting at the cursor.
+__device__ __forceinline__ int xb_len(const XbCursor& c, int ke) { return min(U, ke - c.kt); }
+
+// Moves the cursor past a slot of n tiles; true when that slot ended its row tile.
+__device__ __forceinline__ bool xb_advance(XbCursor& c, int n, int kb, int ke) {
+    c.kt += n;
+    if (c.kt < ke) return false;
+    c.kt = kb;
+    c.rt += WARPS;
+    return true;
+}
+
+// Lane 0 requests the warp's next slot (the slot at cursor c, with its scale columns) into the slot at
+// shared address `dst`, completing on the mbarrier at `bar`, and moves c past it.
+__device__ __forceinline__ void xb_fill(u32 dst, u32 bar, XbCursor& c, int kb, int ke, int kt_total,
                                         const uint4* __restrict__ w, const u8* __restrict__ scales) {
-    const int n = min(U, ke - kt);
-    const int c0 = XB_COL(kt), nc = XB_COL(kt + n - 1) - c0 + 1;
+    const int n = xb_len(c, ke);
+    const int c0 = XB_COL(c.kt), nc = XB_COL(c.kt + n - 1) - c0 + 1;
     mbar_expect_tx(bar, (u32)(n * XB_TILE + nc * XB_CB));
-    bulk_copy(dst, w + ((size_t)rt * kt_total + kt) * QV * 32, (u32)(n * XB_TILE), bar);
+    bulk_copy(dst, w + ((size_t)c.rt * kt_total + c.kt) * QV * 32, (u32)(n * XB_TILE), bar);
 #if XB_CB > 0
     const int cols = FMT == 4 ? kt_total / 2 : kt_total;  // scale columns of a row tile
-    bulk_copy(dst + U * XB_TILE, scales + ((size_t)rt * cols + c0) * XB_CB, (u32)(nc * XB_CB), bar);
+    bulk_copy(dst + U * XB_TILE, scales + ((size_t)c.rt * cols + c0) * XB_CB, (u32)(nc * XB_CB), bar);
 #endif
-    kt += n;
-    if (kt == ke) kt = kb, rt += WARPS;
+    xb_advance(c, n, kb, ke);
 }
 
 // Entry g of a scale column staged in shared memory.
@@ -856,6 +892,85 @@ __device__ __forceinline__ Meta xb_meta(const u8* e, int g) {
 #endif
 }
 
+// x through bulk copies too, in chunks of XCT 64-K tiles (XB_XCH chunks at most; one mbarrier each), so
+// that a warp decodes its first slot as soon as x's first chunk is in, not once all of x is: staged by
+// cp.async and a CTA barrier, x cost ~5 us of INT4 16x14336x4096 (the loads alone 17.5 us with it, 13.1
+// without; session 19), the same at every N (every CTA stages its K split of x).
+#ifndef XCT
+#define XCT 16
+#endif
+#ifndef XBX
+#define XBX 1
+#endif
+#define XB_XCH 32
+
+// Tiles per x chunk of a split of `span` tiles.
+__device__ __forceinline__ int xb_chunk_tiles(int span) { return max(XCT, (span + XB_XCH - 1) / XB_XCH); }
+
+// Warp 0 requests x's columns of tiles [kb, kb + span), chunk after chunk, each row of x (MT of them) on its
+// own copy (rows are `ld` halfs apart in shared memory, k in global), chunk c completing on `xbar + 8 c`.
+// Every other thread zero-fills x's rows MT .. NB x 8 (the n8 blocks' padding, which no copy writes). The
+// chunk barriers must be initialized (by thread 0) before; the caller synchronizes the CTA after.
+__device__ __forceinline__ void xb_stage_x(const u16* __restrict__ x, int k, int kb, int span, int ld, u32 xs_base,
+                                           u32 xbar) {
+    const int ct = xb_chunk_tiles(span), nch = (span + ct - 1) / ct;
+    const int lane = threadIdx.x & 31;
+    if (threadIdx.x < 32) {
+        if (lane == 0)
+            for (int c = 0; c < nch; ++c) mbar_expect_tx(xbar + 8 * c, (u32)(MT * min(ct, span - c * ct) * 128));
+        __syncwarp();
+        for (int c = 0; c < nch; ++c) {
+            const int t0 = c * ct, nt = min(ct, span - t0);
+            for (int m = lane; m < MT; m += 32)
+                bulk_copy(xs_base + (u32)(m * ld + t0 * 64) * 2u, x + (size_t)m * k + (size_t)(kb + t0) * 64,
+                          (u32)(nt * 128), xbar + 8 * c);
+        }
+    }
+    for (int i = threadIdx.x; i < (NB * 8 - MT) * ld / 8; i += blockDim.x) {
+        const int m = MT + i / (ld / 8), c = i % (ld / 8);
+        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(xs_base + (u32)(m * ld + c * 8) * 2u), "r"(0u)
+                     : "memory");
+    }
+}
+
+#if CL
+// CL=1: the K splits of a row block are one cluster (gridDim.y CTAs along y, rank = split): each CTA parks
+// its row tiles' partial sums in its own shared memory ([MT][rtpc x 16 + 4] floats after the rings) and,
+// after a cluster barrier, sums a 1 / gridDim.y share of the block's outputs over the cluster's CTAs through
+// distributed shared memory and stores them to y. No workspace atomics, no counter, no last-CTA pass: at
+// M = 16 those cost INT4 16x14336x4096 ~3 us of its 18 us loads-only time in 2 splits (session 19).
+
+// Row tile `lr` (of the CTA's) sums into the parking table (pad 4: the lanes' (m, r) on 32 banks); acc zeroed.
+__device__ __forceinline__ void xb_park(float acc[NB][4], float* red, int ps, int lr, int g, int t) {
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int m = b * 8 + 2 * t + (i & 1);
+            if (m < MT) red[m * ps + lr * 16 + g + (i >= 2 ? 8 : 0)] = acc[b][i];
+            acc[b][i] = 0.0f;
+        }
+}
+
+// This CTA's share of the row block's `rows` outputs (from row rt0 x 16): the splits' parked sums added,
+// scaled and stored (y += with FUSE_ADD). Every thread of the cluster has parked its sums (cluster_sync).
+__device__ __forceinline__ void xb_cluster_sum(const float* red, int ps, int rt0, int rows, int n_rows,
+                                               const u8* __restrict__ scales, float gscale, int flags,
+                                               const float* fuse_inv, u16* __restrict__ y) {
+    const int parts = gridDim.y, total = rows * MT;
+    const int share = (total + parts - 1) / parts, i0 = (int)cluster_rank() * share;
+    const int i1 = min(total, i0 + share);
+    for (int i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
+        const int m = i / rows, r = i - m * rows, n = rt0 * 16 + r;
+        float v = 0.0f;
+        for (int q = 0; q < parts; ++q) v += ld_dsmem(red + m * ps + r, (u32)q);
+        v = xk_scaled(v, m, n, scales, gscale, flags, fuse_inv);
+        u16* o = y + (size_t)m * n_rows + n;
+        *o = f2h((flags & FUSE_ADD) ? v + io2f(*o) : v);
+    }
+}
+#endif
+
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
           const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
@@ -864,6 +979,7 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     flags = fuse_flags(flags);
     extern __shared__ __align__(128) u8 xb_smem[];
     __shared__ __align__(8) unsigned long long full[WARPS][NST];
+    __shared__ __align__(8) unsigned long long xfull[XB_XCH];
     __shared__ float fuse_inv[MT];
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
@@ -883,21 +999,39 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     const u8* ring = xb_smem + xbytes + warp * (NST * XB_SLOT);
     const u32 ring_s = (u32)__cvta_generic_to_shared(ring);
     const u32 bar_s = (u32)__cvta_generic_to_shared(&full[warp][0]);
+#if CL
+    float* red = (float*)(xb_smem + xbytes + WARPS * NST * XB_SLOT);  // CL: the parked partial sums
+    const int ps = rtpc * 16 + 4;
+#endif
 
-    int frt = rt0 + warp, fkt = kb;  // the next tile lane 0 requests
+    XbCursor fc = {rt0 + warp, kb};  // the next slot lane 0 requests
+    const u32 xbar_s = (u32)__cvta_generic_to_shared(&xfull[0]);
     if (lane == 0) {
 #pragma unroll
         for (int i = 0; i < NST; ++i) mbar_init(bar_s + 8 * i, 1);
+        if (warp == 0)
+            for (int c = 0; c < XB_XCH; ++c) mbar_init(xbar_s + 8 * c, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #pragma unroll
         for (int sl = 0; sl < NST; ++sl)
-            if (sl < slots) xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, frt, fkt, kb, ke, kt_total, w, scales);
+            if (sl < slots) xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, fc, kb, ke, kt_total, w, scales);
     }
     __syncwarp();
     pdl_wait();
 
-    const u32 xaddr = xk_stage(x, k, kb, span, ld, (u32)__cvta_generic_to_shared(xb_smem), flags, eps, fuse_inv);
+    const u32 xs_base = (u32)__cvta_generic_to_shared(xb_smem);
+#if XBX
+    xb_stage_x(x, k, kb, span, ld, xs_base, xbar_s);
+    fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);
+    __syncthreads();  // x's padding rows, the norm factors and the chunk barriers' initialization
+    const u32 xaddr = xk_x_addr(xs_base, ld, lane);
+    int xin = 0;  // x's tiles [kb, kb + xin) are known to be in
+#else
+    const u32 xaddr = xk_stage(x, k, kb, span, ld, xs_base, flags, eps, fuse_inv);
+    int xin = span;
+#endif
+    const int xct = xb_chunk_tiles(span);
 
     float acc[NB][4];
 #pragma unroll
@@ -905,12 +1039,16 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[b][i] = 0.0f;
     const bool split = gridDim.y > 1;
-    int crt = rt0 + warp, ckt = kb;  // the slot being decoded starts at tile ckt of row tile crt
+    XbCursor cc = {rt0 + warp, kb};  // the slot being decoded
     int sl = 0;
     u32 par = 0u;
     for (int j = 0; j < slots; ++j) {
-        const int n = min(U, ke - ckt);
-        const int c0 = XB_COL(ckt);
+        const int n = xb_len(cc, ke);
+        const int ckt = cc.kt, c0 = XB_COL(ckt);
+        while (xin < ckt + n - kb) {  // the slot reaches into x's next chunk
+            mbar_wait(xbar_s + 8 * (xin / xct), 0u);
+            xin = min(span, xin + xct);
+        }
         mbar_wait(bar_s + 8 * sl, par);
         const u8* sp = ring + sl * XB_SLOT;
         uint4 q[U][QV];
@@ -942,15 +1080,26 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
         // Every lane has used its words of the slot: lane 0 refills it with the slot NST on.
         __syncwarp();
         if (lane == 0 && j + NST < slots)
-            xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, frt, fkt, kb, ke, kt_total, w, scales);
-        ckt += n;
-        if (ckt == ke) {
-            xk_store(acc, crt, g, t, n_rows, scales, gscale, flags, fuse_inv, ws, y, split);
-            ckt = kb;
-            crt += WARPS;
+            xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, fc, kb, ke, kt_total, w, scales);
+        const int crt = cc.rt;
+        if (xb_advance(cc, n, kb, ke)) {
+#if CL
+            if (split)
+                xb_park(acc, red, ps, crt - rt0, g, t);
+            else
+#endif
+                xk_store(acc, crt, g, t, n_rows, scales, gscale, flags, fuse_inv, ws, y, split);
         }
         if (++sl == NST) sl = 0, par ^= 1u;
     }
+#if CL
+    if (split) {
+        cluster_sync();  // every split's sums parked
+        xb_cluster_sum(red, ps, rt0, min(n_rows, rt_end * 16) - rt0 * 16, n_rows, scales, gscale, flags, fuse_inv, y);
+        cluster_exit_sync();  // no CTA leaves while another reads its table
+        return;
+    }
+#endif
     if (!split) return;
 
     splitk_finish(ws, y, counters, rt0 * 16, min(n_rows, rt_end * 16) - rt0 * 16, n_rows, MT, flags,

@@ -151,6 +151,39 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+// Thread-block clusters (sm_90+; the cluster attention, the tensor-core kernel's split-K reduction).
+__device__ __forceinline__ u32 cluster_rank() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ u32 cluster_ctas() {
+    u32 r;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
+    return r;
+}
+// Every thread of every CTA of the cluster: shared-memory writes before it are visible to the cluster after.
+__device__ __forceinline__ void cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+// The exit guard: no CTA leaves while another may still read its shared memory. Nothing written before it
+// needs to be visible to the cluster, so the arrive is relaxed: a release arrive compiles to MEMBAR.ALL.GPU
+// (nvdisasm, sm_90), which waits for the thread's global stores (the outputs) to be performed; ncu on the
+// INT4 step (session 8) put 11% of the kernel's stall samples on memory barriers. (The merge's barrier
+// keeps its release: peers read the partials it publishes; any cluster-scope release is that MEMBAR.)
+__device__ __forceinline__ void cluster_exit_sync() {
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n\tbarrier.cluster.wait.aligned;" ::: "memory");
+}
+// The float at the same shared-memory offset as `p` in CTA `rank` of the cluster.
+__device__ __forceinline__ float ld_dsmem(const float* p, u32 rank) {
+    u32 a, ra;
+    asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+    float v;
+    asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(ra) : "memory");
+    return v;
+}
+
 // Hopper (sm_90+) mbarriers and bulk copies, for the kernels that stream weights into shared memory (the
 // ring GEMV and fused FFN through wo_stream.cuh, the tensor-core kernel's bulk ring): an mbarrier per
 // buffer counts arrivals and the bytes of the copies that complete on it (`expect_tx`), and a waiter spins on

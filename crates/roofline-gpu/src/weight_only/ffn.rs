@@ -410,6 +410,7 @@ pub(crate) fn stream_options(arch: u32, format: WoFormat, k: usize) -> Vec<Strin
         x_smem: false,
         xh: false,
         bulk: false,
+        cluster: false,
         arch,
     };
     // (NF4's f16 byte tables for `dot8nf4` come with the x-in-registers key's options.)

@@ -167,6 +167,11 @@ pub struct Tuning {
     /// memory by bulk copies (`wo_mma_xb`, `XB`) instead of a ring of registers ([`LaunchPlan::xb_default_slots`]);
     /// one CTA of [`XB_WARPS`] warps per SM. Default: [`LaunchPlan::bulk_default`].
     pub bulk: Option<bool>,
+    /// `XMma` with bulk rings ([`Tuning::bulk`]) in 2..=8 K splits: the splits of a row block launched as one
+    /// thread-block cluster, their partial sums added through distributed shared memory (`CL`) instead of
+    /// workspace atomics and a last-CTA pass. Default on where the cluster's parking table fits the shared
+    /// memory and the clusters fit the GPU in one wave.
+    pub cluster: Option<bool>,
 }
 
 impl Tuning {
@@ -229,6 +234,10 @@ pub const XK_SMEM_BYTES: u32 = 96 * 1024;
 /// CTA per SM, within Hopper's 227 KB per block less its static shared memory (mbarriers, norm factors).
 pub const XB_SMEM_BYTES: u32 = 224 * 1024;
 
+/// Most K splits one cluster of the clustered reduction takes ([`Tuning::cluster`]: 8, the portable cluster
+/// size).
+pub const MAX_CLUSTER_SPLITS: u32 = 8;
+
 /// Warps of a bulk-ring `XMma` CTA ([`Tuning::bulk`]) unless tuned.
 pub const XB_WARPS: u32 = 16;
 
@@ -285,6 +294,9 @@ pub struct LaunchPlan {
     /// `XMma` with x in shared memory: weights through shared-memory rings filled by bulk copies, `stages`
     /// slots per warp (see [`Tuning::bulk`]).
     pub bulk: bool,
+    /// `XMma` with bulk rings in K splits: the splits of a row block are one cluster, reduced through
+    /// distributed shared memory (see [`Tuning::cluster`]).
+    pub cluster: bool,
 }
 
 impl LaunchPlan {
@@ -314,6 +326,7 @@ impl LaunchPlan {
             // results are held to, and f16 partial sums took INT4 1x1000x4096 past it (1.1e-3).
             xh: self.xh && x == XDtype::F16,
             bulk: self.bulk && self.x_smem && arch >= 90,
+            cluster: self.cluster && self.bulk && self.x_smem && arch >= 90,
             arch,
         }
     }
@@ -514,15 +527,37 @@ impl LaunchPlan {
         let rtpc = tuning.rows_per_cta.map_or_else(|| per_cta(splits), |r| r.div_ceil(16).max(1));
         // the kernel rounds x's bytes up to 128 before the rings
         let x_bytes = rows_x * (per_split * 64 + 8) * 2;
+        let smem = if bulk { x_bytes.div_ceil(128) * 128 + ring } else { x_bytes };
+        // the clustered reduction parks [M][rtpc x 16 + 4] floats after the rings (`park_bytes`)
+        let park = m as u32 * (rtpc * 16 + 4) * 4;
+        let cluster = bulk
+            && tuning.cluster.unwrap_or(true)
+            && (2..=MAX_CLUSTER_SPLITS).contains(&splits)
+            && smem + park <= XB_SMEM_BYTES;
         LaunchPlan {
             chunks_per_split: per_split,
-            smem_bytes: if bulk { x_bytes.div_ceil(128) * 128 + ring } else { x_bytes },
+            smem_bytes: smem + if cluster { park } else { 0 },
             x_smem: true,
             xh: false,
             bulk,
+            cluster,
             stages: slots,
             ..Self::xmma_plan(tiles, warps, splits, row_tiles, rtpc, min_blocks, pdl)
         }
+    }
+
+    /// Shared memory the clustered reduction parks an `m`-row CTA's partial sums in ([`Tuning::cluster`]:
+    /// `[M][rows_per_cta x 16 + 4]` floats after the rings, `xb_park` in the kernel).
+    pub fn park_bytes(&self, m: usize) -> u32 {
+        m as u32 * (self.rows_per_cta * 16 + 4) * 4
+    }
+
+    /// This plan with the K splits reduced through the workspace instead of clusters.
+    pub fn without_cluster(self, m: usize) -> LaunchPlan {
+        if !self.cluster {
+            return self;
+        }
+        LaunchPlan { cluster: false, smem_bytes: self.smem_bytes - self.park_bytes(m), ..self }
     }
 
     /// The fields both `XMma` kernels share: `rows_per_cta` row tiles per CTA (the kernels' last argument)
@@ -560,6 +595,7 @@ impl LaunchPlan {
             x_smem: false,
             xh: false,
             bulk: false,
+            cluster: false,
         }
     }
 
@@ -639,6 +675,7 @@ impl LaunchPlan {
                 x_smem: false,
                 xh: m == 1 && format.bits() == 4 && tuning.xh.unwrap_or_else(|| Self::xh_default(format, n, wide)),
                 bulk: false,
+                cluster: false,
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
@@ -751,6 +788,7 @@ impl LaunchPlan {
                 x_smem: false,
                 xh: false,
                 bulk: false,
+                cluster: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -822,6 +860,7 @@ impl LaunchPlan {
             x_smem: false,
             xh: false,
             bulk: false,
+            cluster: false,
         }
     }
 }
@@ -913,6 +952,8 @@ pub struct WeightOnlyGemv {
     functions: Mutex<HashMap<KernelKey, Loaded>>,
     /// Ring-streaming kernels built so far, per shape and epilogue ([`Tuning::ring`]).
     rings: Mutex<HashMap<(usize, usize, ring::Epilogue), Arc<ring::RingGemv>>>,
+    /// Clusters of a clustered-reduction kernel resident at once, per kernel, K splits and shared memory.
+    clusters: Mutex<HashMap<(KernelKey, u32, u32), u32>>,
 }
 
 impl WeightOnlyGemv {
@@ -941,6 +982,7 @@ impl WeightOnlyGemv {
             tuning: Tuning::default(),
             functions: Mutex::new(HashMap::new()),
             rings: Mutex::new(HashMap::new()),
+            clusters: Mutex::new(HashMap::new()),
         })
     }
 
@@ -991,6 +1033,7 @@ impl WeightOnlyGemv {
     }
 
     fn fit(&self, m: usize, n: usize, plan: LaunchPlan) -> Result<(LaunchPlan, Loaded), GpuError> {
+        let plan = self.fit_cluster(m, plan)?;
         let loaded = self.function(m, &plan)?;
         if !plan.xreg || plan.rows_per_warp == nvrtc::MMA_ROWS || self.tuning.rows_per_cta.is_some() {
             return Ok((plan, loaded));
@@ -1012,6 +1055,42 @@ impl WeightOnlyGemv {
             None,
         )?;
         Ok((if resident >= loaded.resident { fitted } else { plan }, loaded))
+    }
+
+    /// `plan` without its clustered reduction ([`Tuning::cluster`]) where its clusters would not all be
+    /// resident at once (a second wave of clusters would double the call).
+    fn fit_cluster(&self, m: usize, plan: LaunchPlan) -> Result<LaunchPlan, GpuError> {
+        if !plan.cluster {
+            return Ok(plan);
+        }
+        let key = self.key(m, &plan);
+        let id = (key, plan.splits, plan.smem_bytes);
+        let cached = self
+            .clusters
+            .lock()
+            .map_err(|_| GpuError::Unsupported("cluster table lock poisoned".into()))?
+            .get(&id)
+            .copied();
+        let resident = match cached {
+            Some(r) => r,
+            None => {
+                let f = self.function(m, &plan)?.function;
+                let r = max_active_clusters_xy(
+                    &self.stream,
+                    &f,
+                    (plan.warps * 32, 1, 1),
+                    plan.smem_bytes,
+                    (1, plan.splits),
+                )
+                .unwrap_or(0);
+                self.clusters
+                    .lock()
+                    .map_err(|_| GpuError::Unsupported("cluster table lock poisoned".into()))?
+                    .insert(id, r);
+                r
+            }
+        };
+        Ok(if resident >= plan.blocks_n { plan } else { plan.without_cluster(m) })
     }
 
     /// The ring kernel's epilogue where [`Tuning::ring`] takes this call (`None`: the other kernels).
@@ -1317,6 +1396,8 @@ impl WeightOnlyGemv {
         ];
         let pdl = plan.pdl && self.arch >= 90;
         let grid = (grid_n, plan.splits, 1);
+        // With the clustered reduction the K splits of a row block are one cluster (the grid's y).
+        let cluster = if plan.cluster { (1, plan.splits) } else { (1, 1) };
         // SAFETY: the parameters match `wo_gemv` / `wo_xreg` / `wo_mma` / `wo_mma_xs` (same signature:
         // ..., int n_rows, int k, int last, int flags, float eps) in order and type,
         // each pointing at a local that lives until the launch returns; codes hold N*K*bits/8 bytes (checked
@@ -1324,8 +1405,11 @@ impl WeightOnlyGemv {
         // hold at least M*K and M*N elements (checked above), the workspace holds 16*N floats (M <= 16) and
         // the counters one per CTA along N (blocks_n <= ceil(N / 4)), all zero between calls. The guards
         // `_g*` keep the buffers' stream ordering until the launch is queued. PDL is requested only for
-        // kernels compiled with it (their `griddepcontrol.wait` precedes every access to x, y and workspace).
-        unsafe { launch_ex(stream, &f, grid, (plan.warps * 32, 1, 1), plan.smem_bytes, pdl, &mut params) }
+        // kernels compiled with it (their `griddepcontrol.wait` precedes every access to x, y and workspace);
+        // a clustered plan's grid is a whole number of clusters (all its splits).
+        unsafe {
+            launch_cluster_xy(stream, &f, grid, (plan.warps * 32, 1, 1), plan.smem_bytes, pdl, cluster, &mut params)
+        }
     }
 }
 
@@ -1396,6 +1480,26 @@ pub(crate) unsafe fn launch_cluster_ex(
     cluster: u32,
     params: &mut [*mut c_void],
 ) -> Result<(), GpuError> {
+    // SAFETY: forwarded.
+    unsafe { launch_cluster_xy(stream, f, grid, block, smem, pdl, (cluster, 1), params) }
+}
+
+/// [`launch_ex`] with thread-block clusters of `cluster.0 x cluster.1` CTAs (sm_90+; (1, 1) = no cluster
+/// attribute). The grid must be a multiple of the cluster in both dimensions.
+///
+/// # Safety
+/// As [`launch_ex`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn launch_cluster_xy(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    grid: (u32, u32, u32),
+    block: (u32, u32, u32),
+    smem: u32,
+    pdl: bool,
+    cluster: (u32, u32),
+    params: &mut [*mut c_void],
+) -> Result<(), GpuError> {
     stream.context().bind_to_thread()?;
     let (mut attrs, n) = launch_attrs(pdl, cluster);
     let config = sys::CUlaunchConfig {
@@ -1417,7 +1521,7 @@ pub(crate) unsafe fn launch_cluster_ex(
 }
 
 /// The launch attributes of [`launch_cluster_ex`] and how many of them are set.
-fn launch_attrs(pdl: bool, cluster: u32) -> ([sys::CUlaunchAttribute; 2], usize) {
+fn launch_attrs(pdl: bool, cluster: (u32, u32)) -> ([sys::CUlaunchAttribute; 2], usize) {
     // SAFETY: an all-zero CUlaunchAttribute is a valid value (id 0 = ignore, zeroed union).
     let mut attrs: [sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
     let mut n = 0;
@@ -1426,9 +1530,10 @@ fn launch_attrs(pdl: bool, cluster: u32) -> ([sys::CUlaunchAttribute; 2], usize)
         attrs[n].value.programmaticStreamSerializationAllowed = 1;
         n += 1;
     }
-    if cluster > 1 {
+    if cluster.0 * cluster.1 > 1 {
         attrs[n].id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attrs[n].value.clusterDim = sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: cluster, y: 1, z: 1 };
+        attrs[n].value.clusterDim =
+            sys::CUlaunchAttributeValue_union__bindgen_ty_1 { x: cluster.0, y: cluster.1, z: 1 };
         n += 1;
     }
     (attrs, n)
@@ -1443,14 +1548,25 @@ pub(crate) fn max_active_clusters(
     smem: u32,
     cluster: u32,
 ) -> Result<u32, GpuError> {
-    if cluster < 2 {
-        return Err(GpuError::Unsupported(format!("a cluster of {cluster} CTA is no cluster")));
+    max_active_clusters_xy(stream, f, block, smem, (cluster, 1))
+}
+
+/// [`max_active_clusters`] of `cluster.0 x cluster.1` CTAs.
+pub(crate) fn max_active_clusters_xy(
+    stream: &CudaStream,
+    f: &CudaFunction,
+    block: (u32, u32, u32),
+    smem: u32,
+    cluster: (u32, u32),
+) -> Result<u32, GpuError> {
+    if cluster.0 * cluster.1 < 2 {
+        return Err(GpuError::Unsupported(format!("a cluster of {cluster:?} CTAs is no cluster")));
     }
     stream.context().bind_to_thread()?;
     let (mut attrs, _) = launch_attrs(false, cluster);
     let config = sys::CUlaunchConfig {
-        gridDimX: cluster,
-        gridDimY: 1,
+        gridDimX: cluster.0,
+        gridDimY: cluster.1,
         gridDimZ: 1,
         blockDimX: block.0,
         blockDimY: block.1,
@@ -1952,8 +2068,18 @@ mod tests {
                                 if bulk {
                                     let ring = LaunchPlan::xb_ring_bytes(f, p.warps, p.stages, p.unroll);
                                     assert!((2..=6).contains(&p.stages), "{p:?}");
-                                    assert_eq!(p.smem_bytes, x_bytes.div_ceil(128) * 128 + ring, "{p:?}");
+                                    // the clustered reduction's parking table after the rings, in 2..=8
+                                    // splits where it fits; the plan without it is the workspace's
+                                    let park = if p.cluster { p.park_bytes(m) } else { 0 };
+                                    assert_eq!(p.smem_bytes, x_bytes.div_ceil(128) * 128 + ring + park, "{p:?}");
                                     assert!(p.smem_bytes <= XB_SMEM_BYTES, "{f:?} M={m} {n}x{k}: {p:?}");
+                                    assert!(!p.cluster || (2..=MAX_CLUSTER_SPLITS).contains(&p.splits), "{p:?}");
+                                    let flat = p.without_cluster(m);
+                                    assert!(!flat.cluster && flat.smem_bytes == p.smem_bytes - park, "{p:?}");
+                                    let fits = flat.smem_bytes + flat.park_bytes(m) <= XB_SMEM_BYTES;
+                                    if (2..=MAX_CLUSTER_SPLITS).contains(&p.splits) && fits {
+                                        assert!(p.cluster, "{f:?} M={m} {n}x{k}: {p:?}");
+                                    }
                                 } else {
                                     assert!(p.smem_bytes <= XK_SMEM_BYTES, "{f:?} M={m} {n}x{k}: {p:?}");
                                     assert_eq!(p.smem_bytes, x_bytes);
@@ -1984,11 +2110,13 @@ mod tests {
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 6144, 4096, 132, t);
         assert_eq!((p.splits, p.rows_per_cta), (5, 15));
         // Bulk rings (the default for 4-bit weights): 16 warps, one CTA per SM, 2 slots of 4 tiles
-        // (INT4: 2 KB of codes and 3 scale columns, 2304 bytes) a warp, 2 splits of 32 tiles
+        // (INT4: 2 KB of codes and 3 scale columns, 2304 bytes) a warp, 2 splits of 32 tiles summed through a
+        // cluster (its parking table: 16 x (14 x 16 + 4) floats)
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 14336, 4096, 132, Tuning::default());
-        assert!(p.x_smem && p.bulk, "{p:?}");
+        assert!(p.x_smem && p.bulk && p.cluster, "{p:?}");
         assert_eq!((p.splits, p.chunks_per_split, p.warps, p.unroll, p.stages, p.rows_per_cta), (2, 32, 16, 4, 2, 14));
-        assert_eq!(p.smem_bytes, (16 * (32 * 64 + 8) * 2u32).div_ceil(128) * 128 + 16 * 2 * 2304);
+        let park = 16 * (14 * 16 + 4) * 4;
+        assert_eq!(p.smem_bytes, (16 * (32 * 64 + 8) * 2u32).div_ceil(128) * 128 + 16 * 2 * 2304 + park);
         let t = Tuning { bulk: Some(true), ..Tuning::default() };
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Fp8E4M3, 16, 14336, 4096, 132, t);
         assert_eq!((p.x_smem, p.bulk, p.unroll, p.stages), (true, true, 2, 4));
@@ -2290,10 +2418,14 @@ mod tests {
                             let t = Tuning { x_smem: Some(true), ..Tuning::default() };
                             let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
                             plans.extend([p, LaunchPlan { fuse: true, ..p }]);
-                            // and the weights through bulk-copy rings, plain and fused
+                            // and the weights through bulk-copy rings, plain and fused, in one K split and in
+                            // two summed through a cluster
                             let t = Tuning { x_smem: Some(true), bulk: Some(true), ..Tuning::default() };
-                            let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
-                            plans.extend([p, LaunchPlan { fuse: true, ..p }]);
+                            for split_k in [Some(1), Some(2)] {
+                                let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, Tuning { split_k, ..t });
+                                assert_eq!(p.cluster, p.splits > 1, "{f:?} M={m}: {p:?}");
+                                plans.extend([p, LaunchPlan { fuse: true, ..p }]);
+                            }
                         }
                         if variant == Variant::XReg && default.xreg {
                             let staged = Tuning { stages: Some(3), ..Tuning::default() };
@@ -2366,6 +2498,7 @@ mod tests {
             x_smem: false,
             xh: false,
             bulk: false,
+            cluster: false,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

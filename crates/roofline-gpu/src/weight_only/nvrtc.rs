@@ -108,6 +108,9 @@ pub struct KernelKey {
     /// `XMma` with x in shared memory: weights through per-warp shared-memory rings of `stages` slots filled
     /// by bulk copies (`XB`, entry `wo_mma_xb`, sm_90+; [`super::Tuning::bulk`]).
     pub bulk: bool,
+    /// With `bulk`, in K splits: the splits of a row block are one cluster, reduced through distributed
+    /// shared memory (`CL`; [`super::Tuning::cluster`]).
+    pub cluster: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -168,6 +171,7 @@ impl KernelKey {
             format!("-DXS={}", if self.xreg && self.is_mma() { 1 + u32::from(self.x_smem) } else { 0 }),
             format!("-DXH={}", u32::from(self.xh && self.xreg && !self.is_mma())),
             format!("-DXB={}", u32::from(self.bulk && self.x_smem && self.xreg && self.is_mma())),
+            format!("-DCL={}", u32::from(self.cluster && self.bulk && self.x_smem && self.xreg && self.is_mma())),
             format!("-DKT={}", self.unroll),
             format!("-DFUSE={}", u32::from(self.fuse)),
             format!("-DSILU={}", u32::from(self.fuse && self.silu)),
@@ -394,6 +398,7 @@ mod tests {
             x_smem: false,
             xh: false,
             bulk: false,
+            cluster: false,
             arch: 90,
         };
         let o = key.options();
