@@ -604,16 +604,8 @@ __device__ __forceinline__ void ldsm_x4(u32 addr, u32& d0, u32& d1, u32& d2, u32
 // waited one L2 round trip per 16 bytes and thread: 8 to 32 of them before the first MMA). Committed; the
 // caller waits (cp.async.wait_all) and synchronizes the CTA.
 __device__ __forceinline__ void xk_stage_x(const u16* __restrict__ x, int k, int kb, int span, int ld, u32 xs_base) {
-#if EXP_XFRAC  // profiling experiment (wrong results): only the first 1 / EXP_XFRAC of x staged
-    span = max(1, span / EXP_XFRAC);
-#endif
     const int cpr = span * 8;  // 16-byte chunks per row
-    for (int i0 = threadIdx.x; i0 < NB * 8 * cpr; i0 += blockDim.x) {
-#if EXP_XROT  // experiment: each CTA stages x from a different place (L2 hot spots)
-        const int i = (i0 + (int)blockIdx.x * 1024) % (NB * 8 * cpr);
-#else
-        const int i = i0;
-#endif
+    for (int i = threadIdx.x; i < NB * 8 * cpr; i += blockDim.x) {
         const int m = i / cpr, c = i - m * cpr;
         const u32 dst = xs_base + (u32)(m * ld + c * 8) * 2u;
         const u16* src = x + (size_t)(m < MT ? m : 0) * k + (size_t)kb * 64 + c * 8;
@@ -638,9 +630,9 @@ __device__ __forceinline__ u32 xk_x_addr(u32 xs_base, int ld, int lane) {
     return xaddr;
 }
 
-// The x staging of both K-streaming kernels: x's columns staged (xk_stage_x) while the fused norm's row
-// factors are computed (the rows dealt out to the warps), both awaited and the CTA synchronized; returns this
-// lane's ldmatrix address.
+// The register-ring kernel's x staging: x's columns staged (xk_stage_x) while the fused norm's row factors
+// are computed (the rows dealt out to the warps), both awaited and the CTA synchronized; returns this lane's
+// ldmatrix address. (The bulk ring stages x in chunks through bulk copies instead: xb_stage_x.)
 __device__ __forceinline__ u32 xk_stage(const u16* __restrict__ x, int k, int kb, int span, int ld, u32 xs_base,
                                         int flags, float eps, float* fuse_inv) {
     xk_stage_x(x, k, kb, span, ld, xs_base);
@@ -828,8 +820,8 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 // warp and no cross-warp barrier; the first NST slots are requested before griddepcontrol.wait (weights and
 // scales depend on no kernel). Slots end where the warp's row tiles end: slot after slot walks tiles [kb, ke)
 // of row tile rt0 + warp, then of the row tile WARPS on, both where the warp fills and where it decodes.
-// Dynamic shared memory: x as wo_mma_xk stages it (rounded up to 128 bytes), then WARPS x NST x XB_SLOT bytes
-// of rings.
+// Dynamic shared memory: x as wo_mma_xk lays it out (rounded up to 128 bytes), then WARPS x NST x XB_SLOT
+// bytes of rings, then with CL the parking table of the clustered split-K reduction.
 #define XB_TILE (QV * 512)  // bytes of one tile's codes
 #if FMT == 4
 #define XB_CB 64                // bytes of a scale column (INT4: a group of 128, two tiles)
@@ -893,14 +885,13 @@ __device__ __forceinline__ Meta xb_meta(const u8* e, int g) {
 }
 
 // x through bulk copies too, in chunks of XCT 64-K tiles (XB_XCH chunks at most; one mbarrier each), so
-// that a warp decodes its first slot as soon as x's first chunk is in, not once all of x is: staged by
-// cp.async and a CTA barrier, x cost ~5 us of INT4 16x14336x4096 (the loads alone 17.5 us with it, 13.1
-// without; session 19), the same at every N (every CTA stages its K split of x).
+// that a warp decodes its first slot once x's first chunk is in, not once all of x is. What x costs is its
+// traffic more than the wait (session 19, INT4 16x14336x4096 in one split, the loads alone: 17.8 us with
+// x, 15.9 / 14.8 / 13.7 with 1/2, 1/4, 1/64 of it; staged in another order per CTA, 17.9): every CTA
+// reads its K split of x, 16 rows, from L2. Chunks of 16 tiles against cp.async and a CTA barrier: the
+// kernel 21.7 vs 22.8 us (2 splits), the loads alone 17.5 vs 18.4; chunks of 4 tiles were slower (24.5).
 #ifndef XCT
 #define XCT 16
-#endif
-#ifndef XBX
-#define XBX 1
 #endif
 #define XB_XCH 32
 
@@ -1021,17 +1012,12 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     pdl_wait();
 
     const u32 xs_base = (u32)__cvta_generic_to_shared(xb_smem);
-#if XBX
     xb_stage_x(x, k, kb, span, ld, xs_base, xbar_s);
     fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);
     __syncthreads();  // x's padding rows, the norm factors and the chunk barriers' initialization
     const u32 xaddr = xk_x_addr(xs_base, ld, lane);
-    int xin = 0;  // x's tiles [kb, kb + xin) are known to be in
-#else
-    const u32 xaddr = xk_stage(x, k, kb, span, ld, xs_base, flags, eps, fuse_inv);
-    int xin = span;
-#endif
     const int xct = xb_chunk_tiles(span);
+    int xin = 0;  // x's tiles [kb, kb + xin) are known to be in
 
     float acc[NB][4];
 #pragma unroll

@@ -442,11 +442,17 @@ impl LaunchPlan {
     /// 16, us, bulk rings vs registers, `r5-compare.txt`: 16x14336x4096 INT4 21.3 vs 25.5, MXFP4 22.5 vs
     /// 27.3, NF4 25.9 vs 30.3, NVFP4 31.7 vs 32.7; 16x4096x14336 INT4 20.7 vs 23.1, MXFP4 21.7 vs 24.6; the
     /// Llama-3.1-8B batch-16 step INT4 3793 vs 3575 tok/s, MXFP4 3686 vs 3145, NF4 3384 vs 2850, NVFP4 3083
-    /// vs 3004). 8-bit weights are faster alone with them too (FP8 16x14336x4096 28.6 vs 30.9) but the
-    /// batch-16 step was slower (FP8 3013 vs 3236 tok/s, `r5-model-bench-b16.txt`), so not by default;
-    /// FP16 is slower (46.1 vs 44.1).
-    pub fn bulk_default(format: WoFormat) -> bool {
-        format.bits() == 4
+    /// vs 3004). 8-bit weights from 6144x4096 (session 19, `r7-8bit.txt`, `r8-gateup.txt`, M = 16, us,
+    /// bulk rings with the K splits summed in clusters vs the default before: FP8 14336x4096 25.5 vs 31.2,
+    /// 28672x4096 47.8 vs 56.1 in 2 splits, 4096x14336 27.7 vs 29.1, 6144x4096 16.5 vs 17.1, but 4096x4096
+    /// 14.9 vs 13.5; INT8 alike; session 18's slower FP8 batch-16 step came from gate_up in 8 splits, see
+    /// [`LaunchPlan::x_smem_plan`]). FP16 is slower (46.1 vs 44.1).
+    pub fn bulk_default(format: WoFormat, n: usize, k: usize) -> bool {
+        match format.bits() {
+            4 => true,
+            8 => n * k > 4096 * 4096,
+            _ => false,
+        }
     }
 
     /// Tiles a bulk-ring slot holds and slots a warp keeps unless tuned: 2 KB of codes a slot (4-bit four
@@ -519,7 +525,11 @@ impl LaunchPlan {
         let target = if bulk { sm_count } else { sm_count * (16 / warps).max(1) };
         // row tiles per CTA when `s` splits share the wave
         let per_cta = |s: u32| row_tiles.div_ceil((target / s).max(1));
-        let critical = |s: u32| per_cta(s).div_ceil(warps) * kt.div_ceil(s);
+        // A warp's row tiles x (tiles per split + 2): a row tile's end (its sums stored or added into the
+        // workspace, the ring crossing to the next row tile) costs about two tiles (session 19, M = 16, INT4
+        // 28672x4096: 8 splits, 7 row tiles a warp of 8 tiles, 47.5 us; one split, one row tile of 64 tiles,
+        // 32.8 us; counting tiles alone chose the 8 splits).
+        let critical = |s: u32| per_cta(s).div_ceil(warps) * (kt.div_ceil(s) + 2);
         let auto = (fewest..=(kt / 8).max(fewest)).min_by_key(|&s| (critical(s), s)).unwrap_or(fewest);
         let want = tuning.split_k.unwrap_or(auto).clamp(fewest, kt);
         let per_split = kt.div_ceil(want);
@@ -679,7 +689,7 @@ impl LaunchPlan {
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
-        let bulk = tuning.bulk.unwrap_or_else(|| Self::bulk_default(format));
+        let bulk = tuning.bulk.unwrap_or_else(|| Self::bulk_default(format, n, k));
         if variant == Variant::XMma && tuning.x_smem.unwrap_or_else(|| Self::x_smem_default(format, m, k, bulk)) {
             return Self::x_smem_plan(
                 format,
@@ -1894,14 +1904,17 @@ fn describe(
 ) -> String {
     format!(
             "roofline {} {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}{}), {sets} rotating weight sets, {} launches per sample",
-            if gemv.variant == Variant::Mma {
-                "wo_mma (tensor cores)"
-            } else if gemv.variant == Variant::XMma {
-                "wo_mma_xs (tensor cores, x stationary)"
-            } else if plan.xreg {
-                "wo_xreg (x in registers)"
-            } else {
-                "wo_gemv"
+            match gemv.variant {
+                Variant::Mma => "wo_mma (tensor cores)".to_string(),
+                Variant::XMma if plan.x_smem && plan.bulk => format!(
+                    "wo_mma_xb (tensor cores, x in shared memory, bulk-copy rings of {} slots{})",
+                    plan.stages,
+                    if plan.cluster { ", K splits summed in clusters" } else { "" }
+                ),
+                Variant::XMma if plan.x_smem => "wo_mma_xk (tensor cores, x in shared memory)".to_string(),
+                Variant::XMma => "wo_mma_xs (tensor cores, x stationary)".to_string(),
+                _ if plan.xreg => "wo_xreg (x in registers)".to_string(),
+                _ => "wo_gemv".to_string(),
             },
             x.name(),
             gemv.variant,
@@ -2121,7 +2134,8 @@ mod tests {
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Fp8E4M3, 16, 14336, 4096, 132, t);
         assert_eq!((p.x_smem, p.bulk, p.unroll, p.stages), (true, true, 2, 4));
         // the default: x in shared memory above M = 8 for the 4-bit formats (through bulk rings), and for 8-bit
-        // weights from K = 8192, at every K when asked for bulk rings; NVFP4 without them from K = 8192
+        // weights above 4096 x 4096 (through bulk rings), at every size when asked for bulk rings, without
+        // them from K = 8192; NVFP4 without them from K = 8192
         for (f, m, k, bulk, want, want_bulk) in [
             (WoFormat::Int4G128, 16, 4096, None, true, true),
             (WoFormat::Nf4, 9, 4096, None, true, true),
@@ -2129,7 +2143,8 @@ mod tests {
             (WoFormat::Int4G128, 8, 4096, None, false, false),
             (WoFormat::Fp8E4M3, 16, 4096, None, false, false),
             (WoFormat::Fp8E4M3, 16, 4096, Some(true), true, true),
-            (WoFormat::Fp8E4M3, 16, 14336, None, true, false),
+            (WoFormat::Fp8E4M3, 16, 14336, None, true, true),
+            (WoFormat::Int8, 16, 14336, Some(false), true, false),
             (WoFormat::Nvfp4, 16, 4096, Some(false), false, false),
             (WoFormat::Nvfp4, 12, 14336, Some(false), true, false),
             (WoFormat::Fp16, 16, 14336, None, false, false),
