@@ -200,11 +200,11 @@ impl QkvAttention {
                     last = format!("{smem} bytes of dynamic shared memory: {e}");
                     continue;
                 }
-                match max_active_clusters(stream, &probe, (threads, 1, 1), smem as u32, cl) {
+                match max_active_clusters(stream, &probe, (threads, 1, 1), smem as u32, (cl, 1)) {
                     Ok(n) if n >= heads => {
                         let (function, registers, smem) =
                             if slots == deepest { (probe, probe_regs, smem) } else { compile(cl, minb, slots)? };
-                        let resident = max_active_clusters(stream, &function, (threads, 1, 1), smem as u32, cl)?;
+                        let resident = max_active_clusters(stream, &function, (threads, 1, 1), smem as u32, (cl, 1))?;
                         if resident < heads {
                             return Err(GpuError::Unsupported(format!(
                                 "the fused qkv + attention kernel: {resident} clusters of {cl} fit at once, {heads} needed"
@@ -350,7 +350,7 @@ impl QkvAttention {
                 (self.threads, 1, 1),
                 self.smem,
                 pdl,
-                self.cluster,
+                (self.cluster, 1),
                 &mut params,
             )
         }

@@ -449,7 +449,7 @@ fn cluster_ctas(
     }
     let mut fallback = None;
     while cl >= 2 {
-        match max_active_clusters(s, f, (CLUSTER_THREADS, 1, 1), CLUSTER_SMEM, cl) {
+        match max_active_clusters(s, f, (CLUSTER_THREADS, 1, 1), CLUSTER_SMEM, (cl, 1)) {
             Ok(n) if n >= groups => return Ok((cl, n)),
             Ok(n) if n > 0 => fallback = fallback.or(Some((cl, n))),
             _ => {}
@@ -1178,7 +1178,7 @@ impl Enqueue<'_> {
                     (CLUSTER_THREADS, 1, 1),
                     CLUSTER_SMEM,
                     self.pdl,
-                    self.cluster,
+                    (self.cluster, 1),
                     &mut params,
                 )
             };

@@ -1085,14 +1085,9 @@ impl WeightOnlyGemv {
             Some(r) => r,
             None => {
                 let f = self.function(m, &plan)?.function;
-                let r = max_active_clusters_xy(
-                    &self.stream,
-                    &f,
-                    (plan.warps * 32, 1, 1),
-                    plan.smem_bytes,
-                    (1, plan.splits),
-                )
-                .unwrap_or(0);
+                let r =
+                    max_active_clusters(&self.stream, &f, (plan.warps * 32, 1, 1), plan.smem_bytes, (1, plan.splits))
+                        .unwrap_or(0);
                 self.clusters
                     .lock()
                     .map_err(|_| GpuError::Unsupported("cluster table lock poisoned".into()))?
@@ -1418,7 +1413,7 @@ impl WeightOnlyGemv {
         // kernels compiled with it (their `griddepcontrol.wait` precedes every access to x, y and workspace);
         // a clustered plan's grid is a whole number of clusters (all its splits).
         unsafe {
-            launch_cluster_xy(stream, &f, grid, (plan.warps * 32, 1, 1), plan.smem_bytes, pdl, cluster, &mut params)
+            launch_cluster_ex(stream, &f, grid, (plan.warps * 32, 1, 1), plan.smem_bytes, pdl, cluster, &mut params)
         }
     }
 }
@@ -1470,28 +1465,7 @@ pub(crate) unsafe fn launch_ex(
     params: &mut [*mut c_void],
 ) -> Result<(), GpuError> {
     // SAFETY: forwarded; no cluster.
-    unsafe { launch_cluster_ex(stream, f, grid, block, smem, pdl, 1, params) }
-}
-
-/// [`launch_ex`] with thread-block clusters of `cluster` CTAs along x (sm_90+; 1 = no cluster attribute).
-/// `grid.0` must be a multiple of `cluster`; sizes above 8 need the function's non-portable-cluster
-/// attribute set.
-///
-/// # Safety
-/// As [`launch_ex`].
-#[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn launch_cluster_ex(
-    stream: &CudaStream,
-    f: &CudaFunction,
-    grid: (u32, u32, u32),
-    block: (u32, u32, u32),
-    smem: u32,
-    pdl: bool,
-    cluster: u32,
-    params: &mut [*mut c_void],
-) -> Result<(), GpuError> {
-    // SAFETY: forwarded.
-    unsafe { launch_cluster_xy(stream, f, grid, block, smem, pdl, (cluster, 1), params) }
+    unsafe { launch_cluster_ex(stream, f, grid, block, smem, pdl, (1, 1), params) }
 }
 
 /// [`launch_ex`] with thread-block clusters of `cluster.0 x cluster.1` CTAs (sm_90+; (1, 1) = no cluster
@@ -1500,7 +1474,7 @@ pub(crate) unsafe fn launch_cluster_ex(
 /// # Safety
 /// As [`launch_ex`].
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn launch_cluster_xy(
+pub(crate) unsafe fn launch_cluster_ex(
     stream: &CudaStream,
     f: &CudaFunction,
     grid: (u32, u32, u32),
@@ -1549,20 +1523,9 @@ fn launch_attrs(pdl: bool, cluster: (u32, u32)) -> ([sys::CUlaunchAttribute; 2],
     (attrs, n)
 }
 
-/// How many clusters of `cluster` (>= 2) CTAs (along x) of `f` with this block and dynamic shared memory can be
-/// resident on the GPU at once (0: the cluster cannot be scheduled; an error: the size is not allowed).
+/// How many clusters of `cluster.0 x cluster.1` (>= 2) CTAs of `f` with this block and dynamic shared memory can
+/// be resident on the GPU at once (0: the cluster cannot be scheduled; an error: the size is not allowed).
 pub(crate) fn max_active_clusters(
-    stream: &CudaStream,
-    f: &CudaFunction,
-    block: (u32, u32, u32),
-    smem: u32,
-    cluster: u32,
-) -> Result<u32, GpuError> {
-    max_active_clusters_xy(stream, f, block, smem, (cluster, 1))
-}
-
-/// [`max_active_clusters`] of `cluster.0 x cluster.1` CTAs.
-pub(crate) fn max_active_clusters_xy(
     stream: &CudaStream,
     f: &CudaFunction,
     block: (u32, u32, u32),
