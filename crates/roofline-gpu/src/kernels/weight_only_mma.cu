@@ -187,6 +187,26 @@ __device__ __forceinline__ float block_scale(const Meta& m, int i, int s) {
 // bx, accumulating into acc with the block scales applied every FLUSH k-steps.
 __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta, int kt, const u32 bx[NB][4][2],
                                          float acc[NB][4]) {
+#if FMT == 7
+    // NVFP4: each k-step's E4M3 block scales multiply the decoded E2M1 weights in f16, rows g (A registers
+    // 0 and 2) and g + 8 (1 and 3), exactly (2 and 4 significant bits; |w s| from 2^-10 to 6 x 448), so the
+    // MMAs accumulate straight into acc: no partial sums, no scale FMAs waiting on every MMA (a block of 16
+    // is one k-step, so the flush below ran after each).
+    (void)kt;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+        u32 a[4];
+        decode_step(qw, s, 0u, 0u, a);
+        const u32 sc = e4m3x2_to_h2(((meta.e[0] >> (8 * s)) & 0xffu) | (((meta.e[1] >> (8 * s)) & 0xffu) << 8));
+        const u32 sg = prmt(sc, 0u, 0x1010u), sg8 = prmt(sc, 0u, 0x3232u);
+        asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[0]) : "r"(sg));
+        asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[2]) : "r"(sg));
+        asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[1]) : "r"(sg8));
+        asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[3]) : "r"(sg8));
+#pragma unroll
+        for (int b = 0; b < NB; ++b) mma(acc[b], a, bx[b][s][0], bx[b][s][1]);
+    }
+#else
     const u32 zg = zero_pair(meta, 0, kt);
     const u32 zg8 = zero_pair(meta, 1, kt);
     float part[NB][4];
@@ -214,6 +234,7 @@ __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta
             }
         }
     }
+#endif
 }
 
 // Loads the U tiles (and their scales) from tile kt; tiles past kt_end are zeros.

@@ -132,6 +132,18 @@ __device__ __forceinline__ void e4m3x2_to_f(u32 b, float& lo, float& hi) {
 #endif
 }
 
+// Two E4M3 bytes (bits 0-7 and 8-15 of b; no NaN in codec output) -> f16x2, the low byte to the low half,
+// exact (E4M3's 4 significant bits and its range, 2^-9 to 448, fit f16): one cvt on sm_89+.
+__device__ __forceinline__ u32 e4m3x2_to_h2(u32 b) {
+    u32 h;
+#if __CUDA_ARCH__ >= 890
+    asm("{ .reg .b16 a; cvt.u16.u32 a, %1; cvt.rn.f16x2.e4m3x2 %0, a; }" : "=r"(h) : "r"(b));
+#else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h) : "f"(e4m3_to_f((b >> 8) & 0xffu)), "f"(e4m3_to_f(b & 0xffu)));
+#endif
+    return h;
+}
+
 // Programmatic dependent launch (sm_90+, PDL=1, launched with the programmatic-serialization attribute):
 // `pdl_trigger` lets the next kernel in the stream be scheduled as this grid's last CTAs run; `pdl_wait`
 // blocks until the previous grid has finished and its writes are visible. Everything before the wait may
