@@ -84,10 +84,16 @@ pub enum Variant {
 
 impl Variant {
     /// The fastest variant measured on the H100 for `m` rows of x (bench/RESULTS.md): tensor cores with x
-    /// stationary for every weight format they take (all but BF16) with FP16 activations from M = 3, x in
-    /// registers for 4-bit weights at M <= 2, split-K on CUDA cores otherwise.
+    /// stationary for every weight format they take (all but BF16) with FP16 activations from M = 3 (INT4,
+    /// MXFP4 and NVFP4 from M = 2), x in registers for the other 4-bit weights at M <= 2, split-K on CUDA
+    /// cores otherwise.
     pub fn best(format: WoFormat, x: XDtype, m: usize) -> Variant {
-        if m >= 3 && mma::supports(format, x) {
+        // M = 2 (session 19, `r11-nvfp4-m1.txt`, `r12-m2.txt`, us, x-stationary tensor cores vs x in
+        // registers): INT4 14336x4096 15.5 vs 17.4, 4096x14336 16.9 vs 44.6, 128256x4096 113 vs 124; MXFP4
+        // 17.1 vs 20.5, 19.3 vs 45.5, 124 vs 143; NVFP4 17.9 vs 20.3, 20.2 vs 47.3, 135 vs 145, 4096x4096
+        // 7.47 vs 7.49. NF4 is mixed (19.6 vs 19.2, 21.7 vs 44.3, 145 vs 138) and keeps x in registers.
+        let tensor_from = if matches!(format, WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nvfp4) { 2 } else { 3 };
+        if m >= tensor_from && mma::supports(format, x) {
             // Tensor cores with x stationary from M = 3 (H100 tuning tables, x14336x4096, us, XMma vs split-K):
             // INT4 M = 3 15.8 vs 33.9, M = 8 21.1 vs 31.6 (session 8); session 9: NF4 M = 3 19.3 vs 51.5,
             // M = 16 41.6 vs 152; FP8 / INT8 M = 3 22.7 vs 27.6 / 30.5, M = 16 44.0 vs 112; FP16 M = 3 42.3
