@@ -84,15 +84,14 @@ pub enum Variant {
 
 impl Variant {
     /// The fastest variant measured on the H100 for `m` rows of x (bench/RESULTS.md): tensor cores with x
-    /// stationary for every weight format they take (all but BF16) with FP16 activations from M = 3 (INT4,
-    /// MXFP4 and NVFP4 from M = 2), x in registers for the other 4-bit weights at M <= 2, split-K on CUDA
-    /// cores otherwise.
+    /// stationary for every weight format they take (all but BF16) with FP16 activations from M = 3 (4-bit
+    /// weights from M = 2), x in registers for 4-bit weights at M = 1, split-K on CUDA cores otherwise.
     pub fn best(format: WoFormat, x: XDtype, m: usize) -> Variant {
         // M = 2 (session 19, `r11-nvfp4-m1.txt`, `r12-m2.txt`, us, x-stationary tensor cores vs x in
         // registers): INT4 14336x4096 15.5 vs 17.4, 4096x14336 16.9 vs 44.6, 128256x4096 113 vs 124; MXFP4
         // 17.1 vs 20.5, 19.3 vs 45.5, 124 vs 143; NVFP4 17.9 vs 20.3, 20.2 vs 47.3, 135 vs 145, 4096x4096
-        // 7.47 vs 7.49. NF4 is mixed (19.6 vs 19.2, 21.7 vs 44.3, 145 vs 138) and keeps x in registers.
-        let tensor_from = if matches!(format, WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nvfp4) { 2 } else { 3 };
+        // 7.47 vs 7.49; NF4 19.6 vs 19.2 and 145 vs 138 but 21.7 vs 44.3 (down_proj's shape: a net gain).
+        let tensor_from = if format.bits() == 4 { 2 } else { 3 };
         if m >= tensor_from && mma::supports(format, x) {
             // Tensor cores with x stationary from M = 3 (H100 tuning tables, x14336x4096, us, XMma vs split-K):
             // INT4 M = 3 15.8 vs 33.9, M = 8 21.1 vs 31.6 (session 8); session 9: NF4 M = 3 19.3 vs 51.5,
@@ -103,7 +102,7 @@ impl Variant {
             // INT4, MXFP4 and NF4 (and 8-bit weights and NVFP4 from K = 8192) stage x in shared memory and
             // stream row tiles along K instead (`Tuning::x_smem`, `LaunchPlan::x_smem_default`).
             Variant::XMma
-        } else if format.bits() == 4 && m <= 2 {
+        } else if format.bits() == 4 && m == 1 {
             // x in registers: 4-bit M = 1 is 20-45% faster than split-K on the H100 (INT4 1x14336x4096 14.8 vs
             // 18.7 us, 1x128256x4096 107 vs 140 us); 8- and 16-bit weights gain nothing there (bench/RESULTS.md).
             Variant::XReg
