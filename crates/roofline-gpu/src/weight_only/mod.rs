@@ -542,22 +542,25 @@ impl LaunchPlan {
         let rtpc = tuning.rows_per_cta.map_or_else(|| per_cta(splits), |r| r.div_ceil(16).max(1));
         // the kernel rounds x's bytes up to 128 before the rings
         let x_bytes = rows_x * (per_split * 64 + 8) * 2;
-        let smem = if bulk { x_bytes.div_ceil(128) * 128 + ring } else { x_bytes };
-        // the clustered reduction parks [M][rtpc x 16 + 4] floats after the rings (`park_bytes`)
-        let park = m as u32 * (rtpc * 16 + 4) * 4;
-        let cluster = bulk
-            && tuning.cluster.unwrap_or(true)
-            && (2..=MAX_CLUSTER_SPLITS).contains(&splits)
-            && smem + park <= XB_SMEM_BYTES;
-        LaunchPlan {
+        let plan = LaunchPlan {
             chunks_per_split: per_split,
-            smem_bytes: smem + if cluster { park } else { 0 },
+            smem_bytes: if bulk { x_bytes.div_ceil(128) * 128 + ring } else { x_bytes },
             x_smem: true,
             xh: false,
             bulk,
-            cluster,
             stages: slots,
             ..Self::xmma_plan(tiles, warps, splits, row_tiles, rtpc, min_blocks, pdl)
+        };
+        // the clustered reduction's parking table after the rings, where it fits
+        let park = plan.park_bytes(m);
+        if bulk
+            && tuning.cluster.unwrap_or(true)
+            && (2..=MAX_CLUSTER_SPLITS).contains(&splits)
+            && plan.smem_bytes + park <= XB_SMEM_BYTES
+        {
+            LaunchPlan { cluster: true, smem_bytes: plan.smem_bytes + park, ..plan }
+        } else {
+            plan
         }
     }
 
