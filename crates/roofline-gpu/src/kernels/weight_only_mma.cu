@@ -57,7 +57,7 @@
 #define ROW_SCALED (FMT == 2 || FMT == 3)
 
 // Decodes one word into the four f16x2 A registers. zg: INT4 zero-point pair (1024 + z) of row g; zg8: the
-// pair -(64 + z) of row g + 8 (see zero_pair).
+// pair -(64 + z) of row g + 8 (see Meta::zp).
 __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
 #if FMT == 4
     // Rows g (nibbles 0, 4 and 2, 6) as 1024 + q minus 1024 + z; rows g + 8 (nibbles 1, 5 and 3, 7) where
@@ -118,12 +118,15 @@ __device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) 
 }
 
 // Per-tile metadata of rows g and g + 8, loaded together with the tile's codes (so its latency overlaps
-// the weight loads instead of stalling the MMAs): INT4 g128: FP16 scale + zero byte of the tile's group;
-// NF4: the tile's FP16 absmax; MXFP4: the tile's two E8M0 bytes; NVFP4: the tile's four E4M3 bytes.
+// the weight loads instead of stalling the MMAs): INT4 g128: the FP16 scales of the tile's group and its
+// zero points as the f16 halves `decode` subtracts, 0x6400 | z (1024 + z) for row g and 0xd400 | z << 4
+// (-(64 + z)) for row g + 8 (zp's low and high half; the x-stationary table stores them so, mma.rs
+// `xs_meta`); NF4: the tile's FP16 absmax; MXFP4: the tile's two E8M0 bytes; NVFP4: the tile's four E4M3
+// bytes.
 struct Meta {
 #if FMT == 4
     u16 s[2];
-    u8 z[2];
+    u32 zp;
 #elif FMT == 5
     u16 s[2];
 #elif FMT == 6
@@ -139,12 +142,16 @@ __device__ __forceinline__ Meta load_meta(const u8* __restrict__ scales, const u
                                           int kt, int k) {
     Meta m;
     const int r[2] = {rg, rg8};
+#if FMT == 4
+    m.zp = 0u;
+#endif
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
 #if FMT == 4
         const int groups = k / 128, gi = kt / 2;
         m.s[i] = __ldg((const u16*)scales + (size_t)r[i] * groups + gi);
-        m.z[i] = __ldg(zeros + (size_t)r[i] * ((groups + 1) >> 1) + (gi >> 1));
+        const u32 z = (__ldg(zeros + (size_t)r[i] * ((groups + 1) >> 1) + (gi >> 1)) >> ((gi & 1) * 4)) & 15u;
+        m.zp |= (i == 0 ? 0x6400u | z : 0xd400u | (z << 4)) << (16 * i);
 #elif FMT == 5
         m.s[i] = __ldg((const u16*)scales + (size_t)r[i] * (k / 64) + kt);
 #elif FMT == 6
@@ -159,12 +166,10 @@ __device__ __forceinline__ Meta load_meta(const u8* __restrict__ scales, const u
 }
 
 // INT4: the f16x2 pair (1024 + z, 1024 + z) of row g (i = 0), (-(64 + z), -(64 + z)) of row g + 8 (i = 1;
-// f16 64 + z is 0x5400 | z << 4) for tile kt.
-__device__ __forceinline__ u32 zero_pair(const Meta& m, int i, int kt) {
+// f16 64 + z is 0x5400 | z << 4): one byte permute of Meta::zp.
+__device__ __forceinline__ u32 zero_pair(const Meta& m, int i) {
 #if FMT == 4
-    const u32 q = (m.z[i] >> (((kt / 2) & 1) * 4)) & 15u;
-    const u32 z = i == 0 ? 0x6400u | q : 0xd400u | (q << 4);
-    return z | (z << 16);
+    return prmt(m.zp, 0u, i == 0 ? 0x1010u : 0x3232u);
 #else
     return 0u;
 #endif
@@ -185,14 +190,13 @@ __device__ __forceinline__ float block_scale(const Meta& m, int i, int s) {
 
 // Decodes one 64-K tile (this lane's QV x 16 bytes: four k-steps) and runs its MMAs against the x fragments
 // bx, accumulating into acc with the block scales applied every FLUSH k-steps.
-__device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta, int kt, const u32 bx[NB][4][2],
+__device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta, const u32 bx[NB][4][2],
                                          float acc[NB][4]) {
 #if FMT == 7
     // NVFP4: each k-step's E4M3 block scales multiply the decoded E2M1 weights in f16, rows g (A registers
     // 0 and 2) and g + 8 (1 and 3), exactly (2 and 4 significant bits; |w s| from 2^-10 to 6 x 448), so the
     // MMAs accumulate straight into acc: no partial sums, no scale FMAs waiting on every MMA (a block of 16
     // is one k-step, so the flush below ran after each).
-    (void)kt;
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
         u32 a[4];
@@ -207,8 +211,8 @@ __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta
         for (int b = 0; b < NB; ++b) mma(acc[b], a, bx[b][s][0], bx[b][s][1]);
     }
 #else
-    const u32 zg = zero_pair(meta, 0, kt);
-    const u32 zg8 = zero_pair(meta, 1, kt);
+    const u32 zg = zero_pair(meta, 0);
+    const u32 zg8 = zero_pair(meta, 1);
     float part[NB][4];
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
@@ -277,7 +281,7 @@ __device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, in
                     }
                 }
             }
-            mma_tile(q[u], meta[u], kt + u, bx, acc);
+            mma_tile(q[u], meta[u], bx, acc);
         }
     }
 }
@@ -397,8 +401,7 @@ __device__ __forceinline__ Meta meta_of(u32 lo, u32 hi) {
 #if FMT == 4
     m.s[0] = (u16)(lo & 0xffffu);
     m.s[1] = (u16)(lo >> 16);
-    m.z[0] = (u8)(hi & 0xffu);
-    m.z[1] = (u8)((hi >> 8) & 0xffu);
+    m.zp = hi;
 #elif FMT == 5
     m.s[0] = (u16)(lo & 0xffffu);
     m.s[1] = (u16)(lo >> 16);
@@ -542,7 +545,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             for (int i = 0; i < 4; ++i) acc[b][i] = 0.0f;
 #pragma unroll
         for (int i = 0; i < KT; ++i) {
-            if (kt0 + i < kt_total) mma_tile(q[i], meta[i], kt0 + i, bx[i], acc);
+            if (kt0 + i < kt_total) mma_tile(q[i], meta[i], bx[i], acc);
         }
         // C fragment: c0, c1 = row g, x rows 2t, 2t+1 of block b; c2, c3 = row g + 8.
 #if TRED == 1
@@ -799,7 +802,7 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
                         for (int i = 0; i < 4; ++i) acc[b][i] += part[b][i] * block_scale(meta[u], 0, 3);
                 }
 #else
-                mma_tile(q[u], meta[u], ckt, bx, acc);
+                mma_tile(q[u], meta[u], bx, acc);
 #endif
                 // Refill the slots XKG at a time (the tiles U ahead, maybe of the warp's next row tile): XKG
                 // consecutive 512-byte pieces requested back to back.
@@ -945,6 +948,42 @@ __device__ __forceinline__ void xb_stage_x(const u16* __restrict__ x, int k, int
     }
 }
 
+// Decodes the n tiles of the slot at `sp` (from tile ckt; x's fragments of its first at `xa`) and runs their
+// MMAs into acc. FULL (n == U, every slot but a row tile's last when U does not divide the split): no guard
+// per tile, so the tiles are one basic block and ptxas interleaves one tile's decode and x fragments with
+// the previous tile's MMA chain (a guarded tile was a block of its own: each tile's loads, decode, four
+// dependent MMAs and scale FMAs ran back to back).
+template <bool FULL>
+__device__ __forceinline__ void xb_slot(const u8* sp, int n, int ckt, u32 xa, int lane, int g, float acc[NB][4]) {
+    const int c0 = XB_COL(ckt);
+    uint4 q[U][QV];
+    Meta meta[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        if (FULL || u < n) {
+#pragma unroll
+            for (int v = 0; v < QV; ++v) q[u][v] = *(const uint4*)(sp + u * XB_TILE + v * 512 + 16 * lane);
+            meta[u] = xb_meta(sp + U * XB_TILE + (XB_COL(ckt + u) - c0) * XB_CB, g);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+        if (FULL || u < n) {
+            u32 bx[NB][4][2];
+            xk_x_frags(xa, u, bx);
+#if EXP_LOADONLY
+            // Profiling experiment (wrong results): the slot's words consumed without decode or MMA.
+            u32 xv = bx[0][0][0];
+#pragma unroll
+            for (int v = 0; v < QV; ++v) xv ^= q[u][v].x ^ q[u][v].y ^ q[u][v].z ^ q[u][v].w;
+            acc[0][0] += as_float((xv & 0x007fffffu) | 0x3f800000u) + block_scale(meta[u], 0, 3);
+#else
+            mma_tile(q[u], meta[u], bx, acc);
+#endif
+        }
+    }
+}
+
 #if CL
 // CL=1: the K splits of a row block are one cluster (gridDim.y CTAs along y, rank = split): each CTA parks
 // its row tiles' partial sums in its own shared memory ([MT][rtpc x 16 + 4] floats after the rings) and,
@@ -1051,39 +1090,18 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     u32 par = 0u;
     for (int j = 0; j < slots; ++j) {
         const int n = xb_len(cc, ke);
-        const int ckt = cc.kt, c0 = XB_COL(ckt);
+        const int ckt = cc.kt;
         while (xin < ckt + n - kb) {  // the slot reaches into x's next chunk
             mbar_wait(xbar_s + 8 * (xin / xct), 0u);
             xin = min(span, xin + xct);
         }
         mbar_wait(bar_s + 8 * sl, par);
         const u8* sp = ring + sl * XB_SLOT;
-        uint4 q[U][QV];
-        Meta meta[U];
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            if (u < n) {
-#pragma unroll
-                for (int v = 0; v < QV; ++v) q[u][v] = *(const uint4*)(sp + u * XB_TILE + v * 512 + 16 * lane);
-                meta[u] = xb_meta(sp + U * XB_TILE + (XB_COL(ckt + u) - c0) * XB_CB, g);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-            if (u < n) {
-                u32 bx[NB][4][2];
-                xk_x_frags(xaddr, ckt + u - kb, bx);
-#if EXP_LOADONLY
-                // Profiling experiment (wrong results): the slot's words consumed without decode or MMA.
-                u32 xv = bx[0][0][0];
-#pragma unroll
-                for (int v = 0; v < QV; ++v) xv ^= q[u][v].x ^ q[u][v].y ^ q[u][v].z ^ q[u][v].w;
-                acc[0][0] += as_float((xv & 0x007fffffu) | 0x3f800000u) + block_scale(meta[u], 0, 3);
-#else
-                mma_tile(q[u], meta[u], ckt + u, bx, acc);
-#endif
-            }
-        }
+        const u32 xa = xaddr + (u32)(ckt - kb) * 128u;
+        if (n == U)
+            xb_slot<true>(sp, n, ckt, xa, lane, g, acc);
+        else
+            xb_slot<false>(sp, n, ckt, xa, lane, g, acc);
         // Every lane has used its words of the slot: lane 0 refills it with the slot NST on.
         __syncwarp();
         if (lane == 0 && j + NST < slots)

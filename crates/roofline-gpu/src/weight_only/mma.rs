@@ -205,10 +205,12 @@ pub fn xs_meta_entry(format: WoFormat) -> usize {
 /// per row tile, and the 16 warps of an x-stationary CTA, one scale column each, read one run together; the
 /// column-major order this replaced put every 64-byte entry a warp walking K read on its own DRAM page, and the
 /// K-streaming kernel's loads of weights and scales alone ran at 1.4 TB/s, session 11): INT4 g128 (col = group of 128): FP16 scales of
-/// rows g, g + 8, then their zero points, each in the nibble of its group's parity (as the row-major zero
-/// bytes hold them), 2 bytes padding; MXFP4 (col = 64-K tile): the tile's two E8M0 bytes of row g, then of
+/// rows g, g + 8, then their zero points z as the f16 halves the decode subtracts, `0x6400 | z` (1024 + z)
+/// for row g and `0xd400 | z << 4` (-(64 + z)) for row g + 8 (`Meta::zp` in weight_only_mma.cu: one byte
+/// permute per tile instead of a dozen instructions rebuilding them from the zero nibbles); MXFP4 (col = 64-K tile): the tile's two E8M0 bytes of row g, then of
 /// row g + 8; NVFP4 (col = 64-K tile): the tile's four E4M3 bytes of row g, then of row g + 8; NF4 (col =
-/// 64-K block): the FP16 absmax of row g, then of row g + 8. Rows past N are zeros. FP8 E4M3 and INT8: their
+/// 64-K block): the FP16 absmax of row g, then of row g + 8. Rows past N have zero scales (INT4: and zero
+/// points 0). FP8 E4M3 and INT8: their
 /// per-row FP32 scales as packed (the kernel scales each output row at the end); FP16 / BF16: none.
 pub fn xs_meta(p: &PackedWeights) -> Vec<u8> {
     let (n, k) = (p.n, p.k);
@@ -226,14 +228,17 @@ pub fn xs_meta(p: &PackedWeights) -> Vec<u8> {
                 let e = ((rt * cols + col) * 8 + g) * es;
                 for (i, r) in [rt * 16 + g, rt * 16 + g + 8].into_iter().enumerate() {
                     if r >= n {
+                        if p.format == WoFormat::Int4G128 {
+                            out[e + 4 + 2 * i..e + 6 + 2 * i].copy_from_slice(&int4_zero_half(0, i).to_le_bytes());
+                        }
                         continue;
                     }
                     match p.format {
                         WoFormat::Int4G128 => {
                             let src = 2 * (r * cols + col);
                             out[e + 2 * i..e + 2 * i + 2].copy_from_slice(&p.scales[src..src + 2]);
-                            let zb = p.zeros[r * cols.div_ceil(2) + col / 2];
-                            out[e + 4 + i] = zb & (0x0f << (4 * (col % 2)));
+                            let z = (p.zeros[r * cols.div_ceil(2) + col / 2] >> (4 * (col % 2))) & 15;
+                            out[e + 4 + 2 * i..e + 6 + 2 * i].copy_from_slice(&int4_zero_half(z, i).to_le_bytes());
                         }
                         WoFormat::Mxfp4 => {
                             let src = r * (k / 32) + 2 * col;
@@ -253,6 +258,17 @@ pub fn xs_meta(p: &PackedWeights) -> Vec<u8> {
         }
     }
     out
+}
+
+/// The f16 bits the INT4 tensor-core decode subtracts for zero point `z`: `1024 + z` for row g (`i` = 0),
+/// `-(64 + z)` for row g + 8 (`i` = 1; its codes sit 4 bits up, as 1024 + 16 q, and are scaled by 1/16 first).
+fn int4_zero_half(z: u8, i: usize) -> u16 {
+    let z = u16::from(z & 15);
+    if i == 0 {
+        0x6400 | z
+    } else {
+        0xd400 | (z << 4)
+    }
 }
 
 /// Inverse of [`repack`] (the row-major codes of `n` rows), used by the tests to prove the layout.
@@ -331,7 +347,9 @@ mod tests {
                                     WoFormat::Int4G128 => {
                                         let s = &p.scales[2 * (r * 3 + col)..][..2];
                                         let z = (p.zeros[r * 2 + col / 2] >> (4 * (col % 2))) & 15;
-                                        assert_eq!((e[4 + i] >> (4 * (col % 2))) & 15, z, "zero r{r} c{col}");
+                                        let zh = u16::from_le_bytes([e[4 + 2 * i], e[5 + 2 * i]]);
+                                        let want = if i == 0 { 1024.0 + f32::from(z) } else { -64.0 - f32::from(z) };
+                                        assert_eq!(half::f16::from_bits(zh).to_f32(), want, "zero r{r} c{col}");
                                         s.to_vec()
                                     }
                                     WoFormat::Mxfp4 => p.scales[r * (k / 32) + 2 * kt..][..2].to_vec(),
@@ -357,17 +375,18 @@ mod tests {
         let h = |bits: u16| f16::from_bits(bits).to_f32();
         assert_eq!(h(0x2c00), 1.0 / 16.0);
         for z in 0..16u16 {
-            assert_eq!(h(0x6400 | z), 1024.0 + f32::from(z));
-            assert_eq!(h(0xd400 | (z << 4)), -(64.0 + f32::from(z)));
+            let (zg, zg8) = (int4_zero_half(z as u8, 0), int4_zero_half(z as u8, 1));
+            assert_eq!(h(zg), 1024.0 + f32::from(z));
+            assert_eq!(h(zg8), -(64.0 + f32::from(z)));
             for q in 0..16u16 {
                 let want = f32::from(q) - f32::from(z);
                 // row g: lop3(v, 0x000f000f, 0x64006400) then sub.f16x2 with 1024 + z
-                assert_eq!(f16::from_f32(h(0x6400 | q) - h(0x6400 | z)).to_f32(), want);
+                assert_eq!(f16::from_f32(h(0x6400 | q) - h(zg)).to_f32(), want);
                 // row g + 8: lop3(v, 0x00f000f0, 0x64006400) then fma.rn.f16x2 with 1/16 and -(64 + z) (one
                 // rounding, like f32 mul_add rounded once to f16 here: every value is a small integer)
                 let hi = h(0x6400 | (q << 4));
                 assert_eq!(hi, 1024.0 + 16.0 * f32::from(q));
-                assert_eq!(f16::from_f32(hi.mul_add(h(0x2c00), h(0xd400 | (z << 4)))).to_f32(), want);
+                assert_eq!(f16::from_f32(hi.mul_add(h(0x2c00), h(zg8))).to_f32(), want);
             }
         }
     }
