@@ -101,38 +101,51 @@ fn variants_and_bf16_activations_match_the_reference() {
             let stagings: &[Option<u32>] = if variant == Variant::XReg { &[None, Some(3)] } else { &[None] };
             // The sixth field: the weights through bulk-copy rings of that many slots per warp (one row tile
             // per warp, several with 3 tiles a slot (slots end mid scale column), and 2 slots: the ring wraps many
-            // times); the last: the K splits as clusters summed through distributed shared memory (the default
-            // with bulk rings in 3 splits) or through the workspace.
-            type Reduce =
-                (Option<bool>, Option<bool>, Option<u32>, Option<bool>, Option<u32>, Option<u32>, Option<bool>);
+            // times); the seventh: the K splits as clusters summed through distributed shared memory (the
+            // default with bulk rings in 3 splits) or through the workspace; the last: the warps sharing the
+            // CTA's tiles through a parking table (the default: shares end mid row tile, mid slot with 3 tiles
+            // a slot) or owning whole row tiles (no table, no clusters).
+            type Reduce = (
+                Option<bool>,
+                Option<bool>,
+                Option<u32>,
+                Option<bool>,
+                Option<u32>,
+                Option<u32>,
+                Option<bool>,
+                Option<bool>,
+            );
             let reduces: &[Reduce] = if variant == Variant::XMma {
                 &[
-                    (None, None, None, None, None, None, None),
-                    (Some(false), None, None, None, None, None, None),
-                    (Some(true), None, None, None, None, None, None),
-                    (Some(true), None, Some(48), None, None, None, None),
-                    (None, Some(true), None, None, None, None, None),
-                    (None, Some(true), Some(48), None, None, None, None),
-                    (None, None, None, Some(true), None, None, None),
-                    (None, None, Some(48), Some(true), None, None, None),
-                    (None, None, Some(400), Some(true), Some(2), None, None),
-                    (None, None, None, Some(true), None, Some(2), None),
-                    (None, None, Some(48), Some(true), Some(3), Some(3), None),
-                    (None, None, Some(400), Some(true), None, Some(2), None),
-                    (None, None, Some(48), Some(true), Some(3), Some(3), Some(false)),
-                    (None, None, Some(400), Some(true), None, Some(2), Some(false)),
+                    (None, None, None, None, None, None, None, None),
+                    (Some(false), None, None, None, None, None, None, None),
+                    (Some(true), None, None, None, None, None, None, None),
+                    (Some(true), None, Some(48), None, None, None, None, None),
+                    (None, Some(true), None, None, None, None, None, None),
+                    (None, Some(true), Some(48), None, None, None, None, None),
+                    (None, None, None, Some(true), None, None, None, None),
+                    (None, None, Some(48), Some(true), None, None, None, None),
+                    (None, None, Some(400), Some(true), Some(2), None, None, None),
+                    (None, None, None, Some(true), None, Some(2), None, None),
+                    (None, None, Some(48), Some(true), Some(3), Some(3), None, None),
+                    (None, None, Some(400), Some(true), None, Some(2), None, None),
+                    (None, None, Some(48), Some(true), Some(3), Some(3), Some(false), None),
+                    (None, None, Some(400), Some(true), None, Some(2), Some(false), None),
+                    (None, None, Some(48), Some(true), Some(3), Some(3), None, Some(false)),
+                    (None, None, Some(400), Some(true), None, Some(2), None, Some(false)),
                 ]
             } else {
-                &[(None, None, None, None, None, None, None)]
+                &[(None, None, None, None, None, None, None, None)]
             };
             for (m, n, k) in [(1, 1000, 4096), (5, 4096, 1024), (16, 777, 2048), (2, 4100, 3072)] {
                 for &stages in stagings {
-                    for &(tile_reduce, atomic_reduce, rows_per_cta, x_smem, tiles, bulk, cluster) in reduces {
+                    for &(tile_reduce, atomic_reduce, rows_per_cta, x_smem, tiles, bulk, cluster, balance) in reduces {
                         let tuning = Tuning {
                             split_k,
                             stages: bulk.or(stages),
                             bulk: bulk.map(|_| true),
                             cluster,
+                            balance,
                             tile_reduce,
                             atomic_reduce,
                             rows_per_cta,
@@ -389,7 +402,9 @@ fn tune_table() {
         format!(
             "{variant:?}{}{}{}{} U={} W={} PF={} P={} SX={} B={}{}",
             if t.grouped == Some(true) { "+GRP" } else { "" },
-            if t.bulk == Some(true) && t.cluster == Some(false) {
+            if t.bulk == Some(true) && t.balance == Some(false) {
+                " XSM+XB noBAL"
+            } else if t.bulk == Some(true) && t.cluster == Some(false) {
                 " XSM+XB noCL"
             } else if t.bulk == Some(true) {
                 " XSM+XB"
@@ -447,15 +462,24 @@ fn tune_table() {
                             }
                         }
                     }
-                    // The same with the weights through bulk-copy rings (`XSM+XB`): tiles a slot x slots x warps.
+                    // The same with the weights through bulk-copy rings (`XSM+XB`): tiles a slot x slots x warps, the
+                    // splits in clusters or through the workspace (`noCL`), the warps sharing the tiles or owning row
+                    // tiles (`noBAL`).
                     for tiles in [2u32, 4, 8] {
                         for stages in [2u32, 3, 4] {
                             for warps in [8u32, 16] {
-                                for (split_k, cluster) in [(None, None), (None, Some(false)), (Some(1), None)] {
+                                for (split_k, cluster, balance) in [
+                                    (None, None, None),
+                                    (None, Some(false), None),
+                                    (Some(1), None, None),
+                                    (None, None, Some(false)),
+                                    (Some(1), None, Some(false)),
+                                ] {
                                     let t = Tuning {
                                         x_smem: Some(true),
                                         bulk: Some(true),
                                         cluster,
+                                        balance,
                                         unroll: Some(tiles),
                                         stages: Some(stages),
                                         warps: Some(warps),

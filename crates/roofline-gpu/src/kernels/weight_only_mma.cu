@@ -842,10 +842,10 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 // copies: the first version copied each 512-byte tile and its scales on their own and ran at a third of the
 // bandwidth (session 18). The warp refills a slot right after it decoded it, so the ring needs no producer
 // warp and no cross-warp barrier; the first NST slots are requested before griddepcontrol.wait (weights and
-// scales depend on no kernel). Slots end where the warp's row tiles end: slot after slot walks tiles [kb, ke)
-// of row tile rt0 + warp, then of the row tile WARPS on, both where the warp fills and where it decodes.
-// Dynamic shared memory: x as wo_mma_xk lays it out (rounded up to 128 bytes), then WARPS x NST x XB_SLOT
-// bytes of rings, then with CL the parking table of the clustered split-K reduction.
+// scales depend on no kernel). Slots end where row tiles end: slot after slot walks the warp's share of the
+// CTA's tiles (XbCursor), both where the warp fills and where it decodes. Dynamic shared memory: x as
+// wo_mma_xk lays it out (rounded up to 128 bytes), then WARPS x NST x XB_SLOT bytes of rings, then, where the
+// plan gives one (always with CL), the parking table (xb_park).
 #define XB_TILE (QV * 512)  // bytes of one tile's codes
 #if FMT == 4
 #define XB_CB 64                // bytes of a scale column (INT4: a group of 128, two tiles)
@@ -861,24 +861,51 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 #error "the bulk ring needs NST >= 2 slots per warp"
 #endif
 
-// Where a warp is in its walk over slots: tile kt of row tile rt. Slot after slot walks tiles [kb, ke) of
-// the row tile, then of the row tile WARPS on. (Session 19 tried starting each row tile's walk at a
-// different offset, so that the warps of the grid would not read the same offsets at the same time: INT4
-// 16x14336x4096 23.8 -> 26.9 us, the loads alone 17.5 -> 18.3.)
+// Where a warp is in its walk over slots: tile kt of row tile rt, `left` tiles of its share still to go. A
+// CTA's work is its row tiles' K split, rows x span tiles in row-tile order, and warp w takes the share
+// [w total / WARPS, (w + 1) total / WARPS) rounded down to whole row tiles, or to whole slots (U tiles)
+// where whole row tiles would leave an eighth of the warps idle and the CTA has a parking table to add
+// shared row tiles' sums in (`xb_balanced`, `xb_share`); slot after slot walks it, a slot never crossing a
+// row tile. Until session 20 warp w took row tiles w, w + WARPS, ...: a CTA of 14 row tiles kept 2 of its 16
+// warps idle (ncu, INT4 16x14336x4096: a quarter of the warps' cycles stalled on barriers), a CTA of 7 nine;
+// sharing the tiles, INT4 16x14336x4096 ran 18.5 us against 19.7 (MXFP4 20.8 vs 22.9, NF4 24.1 vs 26.0,
+// NVFP4 22.3 vs 24.6), but where no warp was idle (16 row tiles) the table's atomics (compare-and-swap loops
+// in shared memory) and the barrier before its sum cost 2-3 us (4096x14336, 4096x4096). (Session 19 tried starting each row tile's walk at a different offset, so that the warps
+// of the grid would not read the same offsets at the same time: INT4 16x14336x4096 23.8 -> 26.9 us, the
+// loads alone 17.5 -> 18.3.)
 struct XbCursor {
-    int rt, kt;
+    int rt, kt, left;
 };
 
-// Tiles in the slot starting at the cursor.
-__device__ __forceinline__ int xb_len(const XbCursor& c, int ke) { return min(U, ke - c.kt); }
+// Tiles in the slot starting at the cursor (there are some: c.left > 0).
+__device__ __forceinline__ int xb_len(const XbCursor& c, int ke) { return min(min(U, ke - c.kt), c.left); }
 
-// Moves the cursor past a slot of n tiles; true when that slot ended its row tile.
+// Moves the cursor past a slot of n tiles; true when that slot ended a stretch of one row tile (the row
+// tile's K split, or the warp's share).
 __device__ __forceinline__ bool xb_advance(XbCursor& c, int n, int kb, int ke) {
     c.kt += n;
-    if (c.kt < ke) return false;
-    c.kt = kb;
-    c.rt += WARPS;
-    return true;
+    c.left -= n;
+    if (c.kt == ke) {
+        c.kt = kb;
+        ++c.rt;
+        return true;
+    }
+    return c.left == 0;
+}
+
+// Whether the warps share the CTA's `rows` row tiles' tiles (the CTA having a parking table): where owning
+// whole row tiles would leave an eighth of the warps' time idle or more.
+__device__ __forceinline__ bool xb_balanced(bool table, int rows) {
+    return table && 8 * rows <= 7 * ((rows + WARPS - 1) / WARPS) * WARPS;
+}
+
+// Warp `warp`'s share of the CTA's `rows` row tiles (from rt0) x `span` tiles (from kb), its bounds rounded
+// down to multiples of `grain` tiles: the cursor at its start.
+__device__ __forceinline__ XbCursor xb_share(int warp, int rows, int span, int grain, int rt0, int kb) {
+    const int total = rows * span;
+    const int u0 = warp * total / WARPS / grain * grain;
+    const int u1 = warp + 1 == WARPS ? total : (warp + 1) * total / WARPS / grain * grain;
+    return {rt0 + u0 / span, kb + u0 % span, u1 - u0};
 }
 
 // Lane 0 requests the warp's next slot (the slot at cursor c, with its scale columns) into the slot at
@@ -984,43 +1011,54 @@ __device__ __forceinline__ void xb_slot(const u8* sp, int n, int ckt, u32 xa, in
     }
 }
 
-#if CL
-// CL=1: the K splits of a row block are one cluster (gridDim.y CTAs along y, rank = split): each CTA parks
-// its row tiles' partial sums in its own shared memory ([MT][rtpc x 16 + 4] floats after the rings) and,
-// after a cluster barrier, sums a 1 / gridDim.y share of the block's outputs over the cluster's CTAs through
-// distributed shared memory and stores them to y. No workspace atomics, no counter, no last-CTA pass: at
-// M = 16 those cost INT4 16x14336x4096 ~3 us of its 18 us loads-only time in 2 splits (session 19).
+// The parking table ([MT][rtpc x 16 + 4] floats after the rings, pad 4: the lanes' (m, r) on 32 banks),
+// where the plan gave the CTA one (LaunchPlan::park_bytes: the dynamic shared memory reaches past the rings
+// by it): the warps add their stretches' sums into it, so that a row tile may be shared by warps, and with
+// CL=1 the K splits of a row block, one cluster (gridDim.y CTAs along y, rank = split), sum their tables
+// through distributed shared memory: no workspace atomics, no counter, no last-CTA pass (at M = 16 those
+// cost INT4 16x14336x4096 ~3 us of its 18 us loads-only time in 2 splits, session 19).
 
-// Row tile `lr` (of the CTA's) sums into the parking table (pad 4: the lanes' (m, r) on 32 banks); acc zeroed.
-__device__ __forceinline__ void xb_park(float acc[NB][4], float* red, int ps, int lr, int g, int t) {
+// Row tile `lr` (of the CTA's) sums into the parking table, added where the warps share row tiles (`add`:
+// the table was zeroed), else stored (the warp owns the row tile); acc zeroed.
+__device__ __forceinline__ void xb_park(float acc[NB][4], float* red, int ps, int lr, int g, int t, bool add) {
 #pragma unroll
     for (int b = 0; b < NB; ++b)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const int m = b * 8 + 2 * t + (i & 1);
-            if (m < MT) red[m * ps + lr * 16 + g + (i >= 2 ? 8 : 0)] = acc[b][i];
+            float* e = red + m * ps + lr * 16 + g + (i >= 2 ? 8 : 0);
+            if (m < MT) {
+                if (add)
+                    atomicAdd(e, acc[b][i]);
+                else
+                    *e = acc[b][i];
+            }
             acc[b][i] = 0.0f;
         }
 }
 
-// This CTA's share of the row block's `rows` outputs (from row rt0 x 16): the splits' parked sums added,
-// scaled and stored (y += with FUSE_ADD). Every thread of the cluster has parked its sums (cluster_sync).
-__device__ __forceinline__ void xb_cluster_sum(const float* red, int ps, int rt0, int rows, int n_rows,
-                                               const u8* __restrict__ scales, float gscale, int flags,
-                                               const float* fuse_inv, u16* __restrict__ y) {
-    const int parts = gridDim.y, total = rows * MT;
-    const int share = (total + parts - 1) / parts, i0 = (int)cluster_rank() * share;
+// The row block's `rows` outputs (from row rt0 x 16) from the parking tables, scaled and stored to y (y +=
+// with FUSE_ADD), or with K split over the workspace (`split`, not `cl`) added there. `cl`: the splits are
+// this cluster's CTAs, every one parked (cluster_sync), and this CTA sums a 1 / gridDim.y share of the
+// outputs over their tables; otherwise the CTA's own table (its warps parked, __syncthreads) holds its sums.
+__device__ __forceinline__ void xb_table_sum(const float* red, int ps, int rt0, int rows, int n_rows,
+                                             const u8* __restrict__ scales, float gscale, int flags,
+                                             const float* fuse_inv, float* __restrict__ ws, u16* __restrict__ y,
+                                             bool cl, bool split) {
+    const int parts = cl ? (int)gridDim.y : 1, total = rows * MT;
+    const int share = (total + parts - 1) / parts, i0 = cl ? (int)cluster_rank() * share : 0;
     const int i1 = min(total, i0 + share);
     for (int i = i0 + threadIdx.x; i < i1; i += blockDim.x) {
         const int m = i / rows, r = i - m * rows, n = rt0 * 16 + r;
         float v = 0.0f;
-        for (int q = 0; q < parts; ++q) v += ld_dsmem(red + m * ps + r, (u32)q);
+        if (cl)
+            for (int q = 0; q < parts; ++q) v += ld_dsmem(red + m * ps + r, (u32)q);
+        else
+            v = red[m * ps + r];
         v = xk_scaled(v, m, n, scales, gscale, flags, fuse_inv);
-        u16* o = y + (size_t)m * n_rows + n;
-        *o = f2h((flags & FUSE_ADD) ? v + io2f(*o) : v);
+        splitk_store(ws, y, (size_t)m * n_rows + n, v, split && !cl, flags, [](float x) { return f2h(x); });
     }
 }
-#endif
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
@@ -1044,18 +1082,19 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     const int ld = tps * 64 + 8;
     const int rt0 = blockIdx.x * rtpc;
     const int rt_end = min(row_tiles, rt0 + rtpc);
-    const int mine = rt0 + warp < rt_end ? (rt_end - rt0 - warp + WARPS - 1) / WARPS : 0;
-    const int slots = mine * ((span + U - 1) / U);  // slots this warp fills and decodes
     const int xbytes = (NB * 8 * ld * 2 + 127) & ~127;
     const u8* ring = xb_smem + xbytes + warp * (NST * XB_SLOT);
     const u32 ring_s = (u32)__cvta_generic_to_shared(ring);
     const u32 bar_s = (u32)__cvta_generic_to_shared(&full[warp][0]);
-#if CL
-    float* red = (float*)(xb_smem + xbytes + WARPS * NST * XB_SLOT);  // CL: the parked partial sums
+    float* red = (float*)(xb_smem + xbytes + WARPS * NST * XB_SLOT);  // the parking table, if any
     const int ps = rtpc * 16 + 4;
-#endif
+    const bool table = dynamic_smem_bytes() >= (u32)(xbytes + WARPS * NST * XB_SLOT + MT * ps * 4);
+    const bool bal = xb_balanced(table, rt_end - rt0);
+    const bool split = gridDim.y > 1;
+    const bool parked = bal || (CL && split);  // the sums go through the table (CL plans always have it)
 
-    XbCursor fc = {rt0 + warp, kb};  // the next slot lane 0 requests
+    // the next slot lane 0 requests, and the slot being decoded
+    XbCursor fc = xb_share(warp, max(0, rt_end - rt0), span, bal ? U : span, rt0, kb), cc = fc;
     const u32 xbar_s = (u32)__cvta_generic_to_shared(&xfull[0]);
     if (lane == 0) {
 #pragma unroll
@@ -1066,15 +1105,17 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 #pragma unroll
         for (int sl = 0; sl < NST; ++sl)
-            if (sl < slots) xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, fc, kb, ke, kt_total, w, scales);
+            if (fc.left > 0) xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, fc, kb, ke, kt_total, w, scales);
     }
     __syncwarp();
     pdl_wait();
 
     const u32 xs_base = (u32)__cvta_generic_to_shared(xb_smem);
     xb_stage_x(x, k, kb, span, ld, xs_base, xbar_s);
+    if (bal)
+        for (int i = threadIdx.x; i < MT * ps; i += blockDim.x) red[i] = 0.0f;
     fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);
-    __syncthreads();  // x's padding rows, the norm factors and the chunk barriers' initialization
+    __syncthreads();  // x's padding rows, the zeroed table, the norm factors, the chunk barriers' initialization
     const u32 xaddr = xk_x_addr(xs_base, ld, lane);
     const int xct = xb_chunk_tiles(span);
     int xin = 0;  // x's tiles [kb, kb + xin) are known to be in
@@ -1084,11 +1125,9 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     for (int b = 0; b < NB; ++b)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[b][i] = 0.0f;
-    const bool split = gridDim.y > 1;
-    XbCursor cc = {rt0 + warp, kb};  // the slot being decoded
     int sl = 0;
     u32 par = 0u;
-    for (int j = 0; j < slots; ++j) {
+    while (cc.left > 0) {
         const int n = xb_len(cc, ke);
         const int ckt = cc.kt;
         while (xin < ckt + n - kb) {  // the slot reaches into x's next chunk
@@ -1104,31 +1143,32 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             xb_slot<false>(sp, n, ckt, xa, lane, g, acc);
         // Every lane has used its words of the slot: lane 0 refills it with the slot NST on.
         __syncwarp();
-        if (lane == 0 && j + NST < slots)
-            xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, fc, kb, ke, kt_total, w, scales);
+        if (lane == 0 && fc.left > 0) xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, fc, kb, ke, kt_total, w, scales);
         const int crt = cc.rt;
         if (xb_advance(cc, n, kb, ke)) {
-#if CL
-            if (split)
-                xb_park(acc, red, ps, crt - rt0, g, t);
+            if (parked)
+                xb_park(acc, red, ps, crt - rt0, g, t, bal);
             else
-#endif
                 xk_store(acc, crt, g, t, n_rows, scales, gscale, flags, fuse_inv, ws, y, split);
         }
         if (++sl == NST) sl = 0, par ^= 1u;
     }
+    const int rows = min(n_rows, rt_end * 16) - rt0 * 16;  // outputs of the CTA's row tiles
+    if (parked) {
 #if CL
-    if (split) {
-        cluster_sync();  // every split's sums parked
-        xb_cluster_sum(red, ps, rt0, min(n_rows, rt_end * 16) - rt0 * 16, n_rows, scales, gscale, flags, fuse_inv, y);
-        cluster_exit_sync();  // no CTA leaves while another reads its table
-        return;
-    }
+        if (split) {
+            cluster_sync();  // every split's sums parked
+            xb_table_sum(red, ps, rt0, rows, n_rows, scales, gscale, flags, fuse_inv, ws, y, true, true);
+            cluster_exit_sync();  // no CTA leaves while another reads its table
+            return;
+        }
 #endif
+        __syncthreads();  // every warp's sums parked
+        xb_table_sum(red, ps, rt0, rows, n_rows, scales, gscale, flags, fuse_inv, ws, y, false, split);
+    }
     if (!split) return;
 
-    splitk_finish(ws, y, counters, rt0 * 16, min(n_rows, rt_end * 16) - rt0 * 16, n_rows, MT, flags,
-                  [](float v) { return f2h(v); });
+    splitk_finish(ws, y, counters, rt0 * 16, rows, n_rows, MT, flags, [](float v) { return f2h(v); });
 }
 #endif  // XB
 #endif  // XS == 2

@@ -163,6 +163,13 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+// Bytes of dynamic shared memory the CTA was launched with.
+__device__ __forceinline__ u32 dynamic_smem_bytes() {
+    u32 r;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+    return r;
+}
+
 // Thread-block clusters (sm_90+; the cluster attention, the tensor-core kernel's split-K reduction).
 __device__ __forceinline__ u32 cluster_rank() {
     u32 r;

@@ -175,8 +175,15 @@ pub struct Tuning {
     /// `XMma` with bulk rings ([`Tuning::bulk`]) in 2..=8 K splits: the splits of a row block launched as one
     /// thread-block cluster, their partial sums added through distributed shared memory (`CL`) instead of
     /// workspace atomics and a last-CTA pass. Default on where the cluster's parking table fits the shared
-    /// memory and the clusters fit the GPU in one wave.
+    /// memory and the clusters fit the GPU in one wave. Needs [`Tuning::balance`] (the table).
     pub cluster: Option<bool>,
+    /// `XMma` with bulk rings ([`Tuning::bulk`]): a parking table in shared memory after the rings
+    /// ([`LaunchPlan::park_bytes`]), through which the CTA's warps share its tiles evenly (each a stretch of
+    /// whole slots, which may end inside a row tile, its sums added into the table) where owning whole row
+    /// tiles would leave an eighth of them idle (`xb_balanced` in the kernel: 14 row tiles for 16 warps), and
+    /// the K splits are summed in clusters ([`Tuning::cluster`]). Default on where the table fits; off, each
+    /// warp owns whole row tiles and no clusters.
+    pub balance: Option<bool>,
 }
 
 impl Tuning {
@@ -302,6 +309,10 @@ pub struct LaunchPlan {
     /// `XMma` with bulk rings in K splits: the splits of a row block are one cluster, reduced through
     /// distributed shared memory (see [`Tuning::cluster`]).
     pub cluster: bool,
+    /// `XMma` with bulk rings: a parking table after the rings ([`LaunchPlan::park_bytes`], counted in
+    /// `smem_bytes`; the kernel finds it by its dynamic shared memory), for warps sharing the CTA's tiles
+    /// and for the clusters. Always with `cluster`. See [`Tuning::balance`].
+    pub park: bool,
 }
 
 impl LaunchPlan {
@@ -528,22 +539,24 @@ impl LaunchPlan {
         let fewest = kt.div_ceil(most);
         let row_tiles = (n as u32).div_ceil(16);
         let target = if bulk { sm_count } else { sm_count * (16 / warps).max(1) };
-        // row tiles per CTA when `s` splits share the wave
+        // row tiles per CTA when `s` splits share the wave, and tiles per split
         let per_cta = |s: u32| row_tiles.div_ceil((target / s).max(1));
+        let per_split = |s: u32| kt.div_ceil(s);
         // A warp's row tiles x (tiles per split + 2): a row tile's end (its sums stored or added into the
         // workspace, the ring crossing to the next row tile) costs about two tiles (session 19, M = 16, INT4
         // 28672x4096: 8 splits, 7 row tiles a warp of 8 tiles, 47.5 us; one split, one row tile of 64 tiles,
-        // 32.8 us; counting tiles alone chose the 8 splits).
-        let critical = |s: u32| per_cta(s).div_ceil(warps) * (kt.div_ceil(s) + 2);
+        // 32.8 us; counting tiles alone chose the 8 splits). Also where the warps share the CTA's tiles
+        // (`park`): counting their shares instead chose more splits, each slower (session 20, INT4, us, M =
+        // 16: 28672x4096 30.9 in 2 vs 28.3 in 1, 4096x14336 21.8 in 8 vs 19.2, 4096x4096 13.7 vs 11.8).
+        let critical = |s: u32| per_cta(s).div_ceil(warps) * (per_split(s) + 2);
         let auto = (fewest..=(kt / 8).max(fewest)).min_by_key(|&s| (critical(s), s)).unwrap_or(fewest);
         let want = tuning.split_k.unwrap_or(auto).clamp(fewest, kt);
-        let per_split = kt.div_ceil(want);
-        let splits = kt.div_ceil(per_split);
+        let splits = kt.div_ceil(per_split(want));
         let rtpc = tuning.rows_per_cta.map_or_else(|| per_cta(splits), |r| r.div_ceil(16).max(1));
         // the kernel rounds x's bytes up to 128 before the rings
-        let x_bytes = rows_x * (per_split * 64 + 8) * 2;
+        let x_bytes = rows_x * (per_split(splits) * 64 + 8) * 2;
         let plan = LaunchPlan {
-            chunks_per_split: per_split,
+            chunks_per_split: per_split(splits),
             smem_bytes: if bulk { x_bytes.div_ceil(128) * 128 + ring } else { x_bytes },
             x_smem: true,
             xh: false,
@@ -551,31 +564,27 @@ impl LaunchPlan {
             stages: slots,
             ..Self::xmma_plan(tiles, warps, splits, row_tiles, rtpc, min_blocks, pdl)
         };
-        // the clustered reduction's parking table after the rings, where it fits
+        // the parking table after the rings where it fits, and through it the clustered reduction of 2..=8
+        // splits
         let park = plan.park_bytes(m);
-        if bulk
-            && tuning.cluster.unwrap_or(true)
-            && (2..=MAX_CLUSTER_SPLITS).contains(&splits)
-            && plan.smem_bytes + park <= XB_SMEM_BYTES
-        {
-            LaunchPlan { cluster: true, smem_bytes: plan.smem_bytes + park, ..plan }
+        if bulk && tuning.balance.unwrap_or(true) && plan.smem_bytes + park <= XB_SMEM_BYTES {
+            let cluster = tuning.cluster.unwrap_or(true) && (2..=MAX_CLUSTER_SPLITS).contains(&splits);
+            LaunchPlan { park: true, cluster, smem_bytes: plan.smem_bytes + park, ..plan }
         } else {
             plan
         }
     }
 
-    /// Shared memory the clustered reduction parks an `m`-row CTA's partial sums in ([`Tuning::cluster`]:
-    /// `[M][rows_per_cta x 16 + 4]` floats after the rings, `xb_park` in the kernel).
+    /// Shared memory of this plan's parking table for `m` rows of x ([`LaunchPlan::park`], counted in
+    /// `smem_bytes` when it has one): `[M][rows_per_cta x 16 + 4]` floats (`xb_park` in the kernel).
     pub fn park_bytes(&self, m: usize) -> u32 {
         m as u32 * (self.rows_per_cta * 16 + 4) * 4
     }
 
-    /// This plan with the K splits reduced through the workspace instead of clusters.
-    pub fn without_cluster(self, m: usize) -> LaunchPlan {
-        if !self.cluster {
-            return self;
-        }
-        LaunchPlan { cluster: false, smem_bytes: self.smem_bytes - self.park_bytes(m), ..self }
+    /// This plan with the K splits reduced through the workspace instead of clusters (the parking table
+    /// stays: the warps still share the CTA's tiles).
+    pub fn without_cluster(self) -> LaunchPlan {
+        LaunchPlan { cluster: false, ..self }
     }
 
     /// The fields both `XMma` kernels share: `rows_per_cta` row tiles per CTA (the kernels' last argument)
@@ -614,6 +623,7 @@ impl LaunchPlan {
             xh: false,
             bulk: false,
             cluster: false,
+            park: false,
         }
     }
 
@@ -694,6 +704,7 @@ impl LaunchPlan {
                 xh: m == 1 && format.bits() == 4 && tuning.xh.unwrap_or_else(|| Self::xh_default(format, n, wide)),
                 bulk: false,
                 cluster: false,
+                park: false,
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
@@ -807,6 +818,7 @@ impl LaunchPlan {
                 xh: false,
                 bulk: false,
                 cluster: false,
+                park: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -879,6 +891,7 @@ impl LaunchPlan {
             xh: false,
             bulk: false,
             cluster: false,
+            park: false,
         }
     }
 }
@@ -1103,7 +1116,7 @@ impl WeightOnlyGemv {
                 r
             }
         };
-        Ok(if resident >= plan.blocks_n { plan } else { plan.without_cluster(m) })
+        Ok(if resident >= plan.blocks_n { plan } else { plan.without_cluster() })
     }
 
     /// The ring kernel's epilogue where [`Tuning::ring`] takes this call (`None`: the other kernels).
@@ -1880,7 +1893,11 @@ fn describe(
                 Variant::XMma if plan.x_smem && plan.bulk => format!(
                     "wo_mma_xb (tensor cores, x in shared memory, bulk-copy rings of {} slots{})",
                     plan.stages,
-                    if plan.cluster { ", K splits summed in clusters" } else { "" }
+                    match (plan.park, plan.cluster) {
+                        (_, true) => ", a parking table, K splits summed in clusters",
+                        (true, false) => ", a parking table",
+                        _ => "",
+                    }
                 ),
                 Variant::XMma if plan.x_smem => "wo_mma_xk (tensor cores, x in shared memory)".to_string(),
                 Variant::XMma => "wo_mma_xs (tensor cores, x stationary)".to_string(),
@@ -2052,15 +2069,19 @@ mod tests {
                                 if bulk {
                                     let ring = LaunchPlan::xb_ring_bytes(f, p.warps, p.stages, p.unroll);
                                     assert!((2..=6).contains(&p.stages), "{p:?}");
-                                    // the clustered reduction's parking table after the rings, in 2..=8
-                                    // splits where it fits; the plan without it is the workspace's
-                                    let park = if p.cluster { p.park_bytes(m) } else { 0 };
-                                    assert_eq!(p.smem_bytes, x_bytes.div_ceil(128) * 128 + ring + park, "{p:?}");
+                                    // the parking table after the rings wherever it fits, and through it
+                                    // the clustered reduction of 2..=8 splits; the plan without clusters
+                                    // keeps the table (the workspace adds the splits)
+                                    let unparked = x_bytes.div_ceil(128) * 128 + ring;
+                                    let fits = unparked + p.park_bytes(m) <= XB_SMEM_BYTES;
+                                    assert_eq!(p.park, fits, "{f:?} M={m} {n}x{k}: {p:?}");
+                                    let park = if p.park { p.park_bytes(m) } else { 0 };
+                                    assert_eq!(p.smem_bytes, unparked + park, "{p:?}");
                                     assert!(p.smem_bytes <= XB_SMEM_BYTES, "{f:?} M={m} {n}x{k}: {p:?}");
+                                    assert!(!p.cluster || p.park, "{p:?}");
                                     assert!(!p.cluster || (2..=MAX_CLUSTER_SPLITS).contains(&p.splits), "{p:?}");
-                                    let flat = p.without_cluster(m);
-                                    assert!(!flat.cluster && flat.smem_bytes == p.smem_bytes - park, "{p:?}");
-                                    let fits = flat.smem_bytes + flat.park_bytes(m) <= XB_SMEM_BYTES;
+                                    let flat = p.without_cluster();
+                                    assert!(!flat.cluster && flat.smem_bytes == p.smem_bytes && flat.park == p.park);
                                     if (2..=MAX_CLUSTER_SPLITS).contains(&p.splits) && fits {
                                         assert!(p.cluster, "{f:?} M={m} {n}x{k}: {p:?}");
                                     }
@@ -2097,7 +2118,7 @@ mod tests {
         // (INT4: 2 KB of codes and 3 scale columns, 2304 bytes) a warp, 2 splits of 32 tiles summed through a
         // cluster (its parking table: 16 x (14 x 16 + 4) floats)
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 14336, 4096, 132, Tuning::default());
-        assert!(p.x_smem && p.bulk && p.cluster, "{p:?}");
+        assert!(p.x_smem && p.bulk && p.cluster && p.park, "{p:?}");
         assert_eq!((p.splits, p.chunks_per_split, p.warps, p.unroll, p.stages, p.rows_per_cta), (2, 32, 16, 4, 2, 14));
         let park = 16 * (14 * 16 + 4) * 4;
         assert_eq!(p.smem_bytes, (16 * (32 * 64 + 8) * 2u32).div_ceil(128) * 128 + 16 * 2 * 2304 + park);

@@ -39,6 +39,7 @@ pub const GEMV_KEYS: &[(&str, &str)] = &[
     ("xh", "XReg 4-bit at M = 1: x in f16x2 pairs, codes decoded to f16 and multiplied in f16x2, true | false"),
     ("bulk", "XMma with x in shared memory (sm_90+): each warp's weight tiles streamed through a shared-memory ring of `stages` slots by bulk copies, true | false"),
     ("cluster", "XMma with bulk rings in 2-8 K splits: a row block's splits as one thread-block cluster, summed through distributed shared memory, true | false"),
+    ("balance", "XMma with bulk rings: the CTA's tiles shared evenly by its warps, sums parked in a shared-memory table (false: whole row tiles per warp, no clusters), true | false"),
 ];
 
 fn parse_variant(v: &str) -> Result<Variant, String> {
@@ -96,6 +97,7 @@ impl FromStr for GemvOverride {
                 "xh" => t.xh = Some(parse_bool(key, v)?),
                 "bulk" => t.bulk = Some(parse_bool(key, v)?),
                 "cluster" => t.cluster = Some(parse_bool(key, v)?),
+                "balance" => t.balance = Some(parse_bool(key, v)?),
                 _ => {
                     let keys: Vec<&str> = GEMV_KEYS.iter().map(|(k, _)| *k).collect();
                     return Err(format!("unknown key {key:?} (keys: {})", keys.join(", ")));
@@ -140,6 +142,7 @@ impl fmt::Display for GemvOverride {
             ("xh", t.xh),
             ("bulk", t.bulk),
             ("cluster", t.cluster),
+            ("balance", t.balance),
         ] {
             if let Some(v) = v {
                 parts.push(format!("{k}={v}"));
@@ -160,7 +163,7 @@ mod tests {
     #[test]
     fn parses_every_key_and_prints_it_back() {
         let s = "variant=xreg,split_k=2,unroll=2,warps=8,min_blocks=2,rows=8,rows_per_cta=64,stages=4,\
-                 pipeline=true,persistent=false,stage=false,grouped=false,pdl=true,tile_reduce=true,atomic_reduce=false,x_smem=true,ring=false,xh=true,bulk=false,cluster=true";
+                 pipeline=true,persistent=false,stage=false,grouped=false,pdl=true,tile_reduce=true,atomic_reduce=false,x_smem=true,ring=false,xh=true,bulk=false,cluster=true,balance=false";
         let o: GemvOverride = s.parse().unwrap();
         assert_eq!(o.variant, Some(Variant::XReg));
         let t = o.tuning;
@@ -168,12 +171,12 @@ mod tests {
         assert_eq!((t.rows, t.rows_per_cta, t.stages), (Some(8), Some(64), Some(4)));
         assert_eq!((t.pipeline, t.persistent, t.pdl, t.tile_reduce), (Some(true), Some(false), Some(true), Some(true)));
         assert_eq!((t.atomic_reduce, t.x_smem, t.ring, t.xh), (Some(false), Some(true), Some(false), Some(true)));
-        assert_eq!((t.bulk, t.cluster), (Some(false), Some(true)));
+        assert_eq!((t.bulk, t.cluster, t.balance), (Some(false), Some(true), Some(false)));
         assert_eq!(o.to_string().parse::<GemvOverride>().unwrap(), o);
         assert_eq!(" variant = XMma , ".parse::<GemvOverride>().unwrap().variant, Some(Variant::XMma));
         assert_eq!("".parse::<GemvOverride>().unwrap(), GemvOverride::default());
         assert_eq!(GemvOverride::default().to_string(), "default");
-        assert_eq!(GEMV_KEYS.len(), 20);
+        assert_eq!(GEMV_KEYS.len(), 21);
         // the table --help prints is the parser's: every key listed is one it reads
         for (key, _) in GEMV_KEYS {
             let e = format!("{key}=?").parse::<GemvOverride>().unwrap_err();
