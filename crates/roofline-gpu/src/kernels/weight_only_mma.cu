@@ -868,11 +868,11 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 // shared row tiles' sums in (`xb_balanced`, `xb_share`); slot after slot walks it, a slot never crossing a
 // row tile. Until session 20 warp w took row tiles w, w + WARPS, ...: a CTA of 14 row tiles kept 2 of its 16
 // warps idle (ncu, INT4 16x14336x4096: a quarter of the warps' cycles stalled on barriers), a CTA of 7 nine;
-// sharing the tiles, INT4 16x14336x4096 ran 18.5 us against 19.7 (MXFP4 20.8 vs 22.9, NF4 24.1 vs 26.0,
-// NVFP4 22.3 vs 24.6), but where no warp was idle (16 row tiles) the table's atomics (compare-and-swap loops
-// in shared memory) and the barrier before its sum cost 2-3 us (4096x14336, 4096x4096). (Session 19 tried starting each row tile's walk at a different offset, so that the warps
-// of the grid would not read the same offsets at the same time: INT4 16x14336x4096 23.8 -> 26.9 us, the
-// loads alone 17.5 -> 18.3.)
+// sharing the tiles, INT4 16x14336x4096 ran 18.5 us against 20.2 (MXFP4 21.0 vs 23.1, NF4 23.8 vs 26.5,
+// NVFP4 22.1 vs 24.5), but where no warp was idle (16 row tiles) the table's atomics (compare-and-swap loops
+// in shared memory) and the barrier before its sum cost 2-3 us (4096x14336, 4096x4096). (Session 19 tried
+// starting each row tile's walk at a different offset, so that the warps of the grid would not read the same
+// offsets at the same time: INT4 16x14336x4096 23.8 -> 26.9 us, the loads alone 17.5 -> 18.3.)
 struct XbCursor {
     int rt, kt, left;
 };
