@@ -188,6 +188,17 @@ __device__ __forceinline__ float block_scale(const Meta& m, int i, int s) {
 #endif
 }
 
+// Partial sums `part` (C fragments: c0, c1 row g, c2, c3 row g + 8) times the rows' block scales into acc.
+__device__ __forceinline__ void flush_part(const float part[NB][4], float sg, float sg8, float acc[NB][4]) {
+#pragma unroll
+    for (int b = 0; b < NB; ++b) {
+        acc[b][0] = fmaf(part[b][0], sg, acc[b][0]);
+        acc[b][1] = fmaf(part[b][1], sg, acc[b][1]);
+        acc[b][2] = fmaf(part[b][2], sg8, acc[b][2]);
+        acc[b][3] = fmaf(part[b][3], sg8, acc[b][3]);
+    }
+}
+
 // Decodes one 64-K tile (this lane's QV x 16 bytes: four k-steps) and runs its MMAs against the x fragments
 // bx, accumulating into acc with the block scales applied every FLUSH k-steps.
 __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta, const u32 bx[NB][4][2],
@@ -226,17 +237,7 @@ __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta
         decode_step(qw, s, zg, zg8, a);
 #pragma unroll
         for (int b = 0; b < NB; ++b) mma(part[b], a, bx[b][s][0], bx[b][s][1]);
-        if (s % FLUSH == FLUSH - 1) {
-            const float sg = block_scale(meta, 0, s);
-            const float sg8 = block_scale(meta, 1, s);
-#pragma unroll
-            for (int b = 0; b < NB; ++b) {
-                acc[b][0] = fmaf(part[b][0], sg, acc[b][0]);
-                acc[b][1] = fmaf(part[b][1], sg, acc[b][1]);
-                acc[b][2] = fmaf(part[b][2], sg8, acc[b][2]);
-                acc[b][3] = fmaf(part[b][3], sg8, acc[b][3]);
-            }
-        }
+        if (s % FLUSH == FLUSH - 1) flush_part(part, block_scale(meta, 0, s), block_scale(meta, 1, s), acc);
     }
 #endif
 }
@@ -975,11 +976,41 @@ __device__ __forceinline__ void xb_stage_x(const u16* __restrict__ x, int k, int
     }
 }
 
+#if FMT == 4
+// INT4: the two tiles of one group of 128 (an even tile and the next; x's fragments at `xa`, tiles u and u +
+// 1 of the slot): their eight k-steps' MMAs into one partial sum, flushed once with the group's scales
+// (mma_tile flushes every tile: ten more instructions a pair).
+__device__ __forceinline__ void mma_group(const uint4 (&q0)[QV], const uint4 (&q1)[QV], const Meta& meta, u32 xa,
+                                          int u, float acc[NB][4]) {
+    const u32 zg = zero_pair(meta, 0);
+    const u32 zg8 = zero_pair(meta, 1);
+    float part[NB][4];
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) part[b][i] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        u32 bx[NB][4][2];
+        xk_x_frags(xa, u + h, bx);
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            u32 a[4];
+            decode_step(h == 0 ? q0 : q1, s, zg, zg8, a);
+#pragma unroll
+            for (int b = 0; b < NB; ++b) mma(part[b], a, bx[b][s][0], bx[b][s][1]);
+        }
+    }
+    flush_part(part, block_scale(meta, 0, 3), block_scale(meta, 1, 3), acc);
+}
+#endif
+
 // Decodes the n tiles of the slot at `sp` (from tile ckt; x's fragments of its first at `xa`) and runs their
 // MMAs into acc. FULL (n == U, every slot but a row tile's last when U does not divide the split): no guard
 // per tile, so the tiles are one basic block and ptxas interleaves one tile's decode and x fragments with
 // the previous tile's MMA chain (a guarded tile was a block of its own: each tile's loads, decode, four
-// dependent MMAs and scale FMAs ran back to back).
+// dependent MMAs and scale FMAs ran back to back). INT4 slots of whole groups (FULL, from an even tile, U
+// even) take them two tiles at a time (mma_group).
 template <bool FULL>
 __device__ __forceinline__ void xb_slot(const u8* sp, int n, int ckt, u32 xa, int lane, int g, float acc[NB][4]) {
     const int c0 = XB_COL(ckt);
@@ -993,6 +1024,13 @@ __device__ __forceinline__ void xb_slot(const u8* sp, int n, int ckt, u32 xa, in
             meta[u] = xb_meta(sp + U * XB_TILE + (XB_COL(ckt + u) - c0) * XB_CB, g);
         }
     }
+#if FMT == 4 && U % 2 == 0 && !EXP_LOADONLY
+    if (FULL && (ckt & 1) == 0) {
+#pragma unroll
+        for (int u = 0; u < U; u += 2) mma_group(q[u], q[u + 1], meta[u], xa, u, acc);
+        return;
+    }
+#endif
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         if (FULL || u < n) {
