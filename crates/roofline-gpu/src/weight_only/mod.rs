@@ -539,24 +539,24 @@ impl LaunchPlan {
         let fewest = kt.div_ceil(most);
         let row_tiles = (n as u32).div_ceil(16);
         let target = if bulk { sm_count } else { sm_count * (16 / warps).max(1) };
-        // row tiles per CTA when `s` splits share the wave, and tiles per split
+        // row tiles per CTA when `s` splits share the wave
         let per_cta = |s: u32| row_tiles.div_ceil((target / s).max(1));
-        let per_split = |s: u32| kt.div_ceil(s);
         // A warp's row tiles x (tiles per split + 2): a row tile's end (its sums stored or added into the
         // workspace, the ring crossing to the next row tile) costs about two tiles (session 19, M = 16, INT4
         // 28672x4096: 8 splits, 7 row tiles a warp of 8 tiles, 47.5 us; one split, one row tile of 64 tiles,
         // 32.8 us; counting tiles alone chose the 8 splits). Also where the warps share the CTA's tiles
         // (`park`): counting their shares instead chose more splits, each slower (session 20, INT4, us, M =
         // 16: 28672x4096 30.9 in 2 vs 28.3 in 1, 4096x14336 21.8 in 8 vs 19.2, 4096x4096 13.7 vs 11.8).
-        let critical = |s: u32| per_cta(s).div_ceil(warps) * (per_split(s) + 2);
+        let critical = |s: u32| per_cta(s).div_ceil(warps) * (kt.div_ceil(s) + 2);
         let auto = (fewest..=(kt / 8).max(fewest)).min_by_key(|&s| (critical(s), s)).unwrap_or(fewest);
         let want = tuning.split_k.unwrap_or(auto).clamp(fewest, kt);
-        let splits = kt.div_ceil(per_split(want));
+        let per_split = kt.div_ceil(want);
+        let splits = kt.div_ceil(per_split);
         let rtpc = tuning.rows_per_cta.map_or_else(|| per_cta(splits), |r| r.div_ceil(16).max(1));
         // the kernel rounds x's bytes up to 128 before the rings
-        let x_bytes = rows_x * (per_split(splits) * 64 + 8) * 2;
+        let x_bytes = rows_x * (per_split * 64 + 8) * 2;
         let plan = LaunchPlan {
-            chunks_per_split: per_split(splits),
+            chunks_per_split: per_split,
             smem_bytes: if bulk { x_bytes.div_ceil(128) * 128 + ring } else { x_bytes },
             x_smem: true,
             xh: false,
