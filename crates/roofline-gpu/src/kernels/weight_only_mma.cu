@@ -954,23 +954,30 @@ __device__ __forceinline__ int xb_chunk_tiles(int span) { return max(XCT, (span 
 // own copy (rows are `ld` halfs apart in shared memory, k in global), chunk c completing on `xbar + 8 c`.
 // Every other thread zero-fills x's rows MT .. NB x 8 (the n8 blocks' padding, which no copy writes). The
 // chunk barriers must be initialized (by thread 0) before; the caller synchronizes the CTA after.
+// Profiling experiment (ROOFLINE_NVRTC_EXTRA=-DEXP_XROWS=r, wrong results): only x's first r rows copied,
+// the rest zero-filled, so x's L2 traffic is r / MT of the real one.
+#ifdef EXP_XROWS
+#define XB_XROWS (EXP_XROWS < MT ? EXP_XROWS : MT)
+#else
+#define XB_XROWS MT
+#endif
 __device__ __forceinline__ void xb_stage_x(const u16* __restrict__ x, int k, int kb, int span, int ld, u32 xs_base,
                                            u32 xbar) {
     const int ct = xb_chunk_tiles(span), nch = (span + ct - 1) / ct;
     const int lane = threadIdx.x & 31;
     if (threadIdx.x < 32) {
         if (lane == 0)
-            for (int c = 0; c < nch; ++c) mbar_expect_tx(xbar + 8 * c, (u32)(MT * min(ct, span - c * ct) * 128));
+            for (int c = 0; c < nch; ++c) mbar_expect_tx(xbar + 8 * c, (u32)(XB_XROWS * min(ct, span - c * ct) * 128));
         __syncwarp();
         for (int c = 0; c < nch; ++c) {
             const int t0 = c * ct, nt = min(ct, span - t0);
-            for (int m = lane; m < MT; m += 32)
+            for (int m = lane; m < XB_XROWS; m += 32)
                 bulk_copy(xs_base + (u32)(m * ld + t0 * 64) * 2u, x + (size_t)m * k + (size_t)(kb + t0) * 64,
                           (u32)(nt * 128), xbar + 8 * c);
         }
     }
-    for (int i = threadIdx.x; i < (NB * 8 - MT) * ld / 8; i += blockDim.x) {
-        const int m = MT + i / (ld / 8), c = i % (ld / 8);
+    for (int i = threadIdx.x; i < (NB * 8 - XB_XROWS) * ld / 8; i += blockDim.x) {
+        const int m = XB_XROWS + i / (ld / 8), c = i % (ld / 8);
         asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(xs_base + (u32)(m * ld + c * 8) * 2u), "r"(0u)
                      : "memory");
     }

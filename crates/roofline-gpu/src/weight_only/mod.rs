@@ -498,13 +498,15 @@ impl LaunchPlan {
 
     /// `XMma` with x in shared memory ([`Tuning::x_smem`]): CTAs of 16 warps (two per SM; with
     /// [`Tuning::bulk`] one CTA of [`XB_WARPS`] per SM), `unroll` 64-K tiles in flight per warp (INT4, MXFP4,
-    /// NF4 8; FP8, INT8, NVFP4 4; FP16 2; with bulk rings `stages` slots of 2 KB), one wave of CTAs. A warp
-    /// takes every `warps`-th row tile of its CTA over the CTA's K split, so its time is (row tiles per CTA /
-    /// warps, rounded up) x (tiles per split): the split count minimizes that over one wave, the fewest
-    /// splits on a tie, but never fewer than x's columns need to fit the shared memory left ([`XK_SMEM_BYTES`],
-    /// or what the rings leave of [`XB_SMEM_BYTES`]) nor splits under 8 tiles (session 11, M = 16, us: INT4
-    /// 6144x4096 14.2 in 4 splits vs 23.3 in 2; FP8 4096x14336 30.5 in 8 vs 35.5 in 5 and 40.6 in 9, where 3
-    /// of 16 warps took two row tiles).
+    /// NF4 8; FP8, INT8, NVFP4 4; FP16 2; with bulk rings `stages` slots of 2 KB), one wave of CTAs. Where
+    /// the bulk kernel's warps can share the CTA's tiles through the parking table ([`LaunchPlan::xb_shares`]),
+    /// one or two K splits, whichever gives a warp the smaller share (a second split counted as two tiles).
+    /// Otherwise a warp takes every `warps`-th row tile of its CTA over the CTA's K split, so its time is (row
+    /// tiles per CTA / warps, rounded up) x (tiles per split + 2): the split count minimizes that over one
+    /// wave, the fewest splits on a tie. Never fewer splits than x's columns need to fit the shared memory
+    /// left ([`XK_SMEM_BYTES`], or what the rings leave of [`XB_SMEM_BYTES`]) nor splits under 8 tiles
+    /// (session 11, M = 16, us: INT4 6144x4096 14.2 in 4 splits vs 23.3 in 2; FP8 4096x14336 30.5 in 8 vs 35.5
+    /// in 5 and 40.6 in 9, where 3 of 16 warps took two row tiles).
     #[allow(clippy::too_many_arguments)]
     fn x_smem_plan(
         format: WoFormat,
@@ -548,16 +550,35 @@ impl LaunchPlan {
         // (`park`): counting their shares instead chose more splits, each slower (session 20, INT4, us, M =
         // 16: 28672x4096 30.9 in 2 vs 28.3 in 1, 4096x14336 21.8 in 8 vs 19.2, 4096x4096 13.7 vs 11.8).
         let critical = |s: u32| per_cta(s).div_ceil(warps) * (kt.div_ceil(s) + 2);
-        let auto = (fewest..=(kt / 8).max(fewest)).min_by_key(|&s| (critical(s), s)).unwrap_or(fewest);
+        // the kernel rounds x's bytes up to 128 before the rings
+        let x_bytes = |per_split: u32| rows_x * (per_split * 64 + 8) * 2;
+        let x_ring =
+            |per_split: u32| if bulk { x_bytes(per_split).div_ceil(128) * 128 + ring } else { x_bytes(per_split) };
+        let table = |per_split: u32, rows: u32| m as u32 * (rows * 16 + 4) * 4 + x_ring(per_split) <= XB_SMEM_BYTES;
+        // Where the warps can share the CTA's tiles (the parking table fits, `xb_shares`), one or two splits:
+        // the share of a warp (with each row tile's end as two tiles) plus two tiles a second split (its
+        // cluster's barrier and sum). More splits only added their reduction (session 21, M = 16, us, 1 / 2
+        // split(s) against session 19's rule: INT4 14336x4096 17.4 / 18.4 vs 18.6 in 2, 4096x4096 9.90 / 9.86
+        // vs 11.7 in 8, 6144x4096 11.4 / 11.8 vs 13.3 in 5, 1024x4096 6.15 / 6.73 vs 8.15 in 8; MXFP4 and
+        // NVFP4 alike; 3 to 8 splits went through the workspace: the H100 held all the clusters of two CTAs
+        // only). Otherwise (x needs more splits, or no table) session 19's rule.
+        let shared = |s: u32| {
+            let (rows, per_split) = (per_cta(s), kt.div_ceil(s));
+            (bulk && tuning.balance != Some(false) && table(per_split, rows) && Self::xb_shares(rows, warps))
+                .then(|| ((rows * (per_split + 2)).div_ceil(warps) + 2 * (s - 1), s))
+        };
+        let auto = (fewest..=2.min(kt))
+            .filter_map(shared)
+            .min()
+            .map(|(_, s)| s)
+            .unwrap_or_else(|| (fewest..=(kt / 8).max(fewest)).min_by_key(|&s| (critical(s), s)).unwrap_or(fewest));
         let want = tuning.split_k.unwrap_or(auto).clamp(fewest, kt);
         let per_split = kt.div_ceil(want);
         let splits = kt.div_ceil(per_split);
         let rtpc = tuning.rows_per_cta.map_or_else(|| per_cta(splits), |r| r.div_ceil(16).max(1));
-        // the kernel rounds x's bytes up to 128 before the rings
-        let x_bytes = rows_x * (per_split * 64 + 8) * 2;
         let plan = LaunchPlan {
             chunks_per_split: per_split,
-            smem_bytes: if bulk { x_bytes.div_ceil(128) * 128 + ring } else { x_bytes },
+            smem_bytes: x_ring(per_split),
             x_smem: true,
             xh: false,
             bulk,
@@ -573,6 +594,12 @@ impl LaunchPlan {
         } else {
             plan
         }
+    }
+
+    /// Whether the bulk kernel's warps share a CTA's `rows` row tiles (`xb_balanced` in the kernel, given the
+    /// parking table): where owning whole row tiles would leave an eighth of the warps idle.
+    pub fn xb_shares(rows: u32, warps: u32) -> bool {
+        8 * rows <= 7 * rows.div_ceil(warps) * warps
     }
 
     /// Shared memory of this plan's parking table for `m` rows of x ([`LaunchPlan::park`], counted in
@@ -2115,16 +2142,26 @@ mod tests {
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 6144, 4096, 132, t);
         assert_eq!((p.splits, p.rows_per_cta), (5, 15));
         // Bulk rings (the default for 4-bit weights): 16 warps, one CTA per SM, 2 slots of 4 tiles
-        // (INT4: 2 KB of codes and 3 scale columns, 2304 bytes) a warp, 2 splits of 32 tiles summed through a
-        // cluster (its parking table: 16 x (14 x 16 + 4) floats)
+        // (INT4: 2 KB of codes and 3 scale columns, 2304 bytes) a warp; one split of 64 tiles, 7 row tiles a CTA
+        // shared by its warps through the parking table (16 x (7 x 16 + 4) floats), against 14 row tiles in 2
+        // splits (a tile more a warp, and the cluster's sum)
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 14336, 4096, 132, Tuning::default());
-        assert!(p.x_smem && p.bulk && p.cluster && p.park, "{p:?}");
-        assert_eq!((p.splits, p.chunks_per_split, p.warps, p.unroll, p.stages, p.rows_per_cta), (2, 32, 16, 4, 2, 14));
-        let park = 16 * (14 * 16 + 4) * 4;
-        assert_eq!(p.smem_bytes, (16 * (32 * 64 + 8) * 2u32).div_ceil(128) * 128 + 16 * 2 * 2304 + park);
+        assert!(p.x_smem && p.bulk && !p.cluster && p.park, "{p:?}");
+        assert_eq!((p.splits, p.chunks_per_split, p.warps, p.unroll, p.stages, p.rows_per_cta), (1, 64, 16, 4, 2, 7));
+        let park = 16 * (7 * 16 + 4) * 4;
+        assert_eq!(p.smem_bytes, (16 * (64 * 64 + 8) * 2u32).div_ceil(128) * 128 + 16 * 2 * 2304 + park);
+        assert!(LaunchPlan::xb_shares(7, 16) && LaunchPlan::xb_shares(14, 16) && !LaunchPlan::xb_shares(15, 16));
+        // the small shapes in one split too (session 19's rule took 8 and 5), long K as session 19 (x's columns
+        // need 3 splits at K = 14336, where the table does not fit: 8 splits of whole row tiles)
+        for (n, k, splits) in [(4096, 4096, 1), (6144, 4096, 1), (1024, 4096, 1), (28672, 4096, 1), (4096, 14336, 8)] {
+            let p = LaunchPlan::new(Variant::XMma, WoFormat::Mxfp4, 16, n, k, 132, Tuning::default());
+            assert_eq!(p.splits, splits, "{n}x{k}: {p:?}");
+        }
+        // 8-bit codes leave x room for half of K: 2 splits summed through a cluster (its parking table)
         let t = Tuning { bulk: Some(true), ..Tuning::default() };
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Fp8E4M3, 16, 14336, 4096, 132, t);
         assert_eq!((p.x_smem, p.bulk, p.unroll, p.stages), (true, true, 2, 4));
+        assert!(p.splits == 2 && p.cluster && p.park, "{p:?}");
         // the default: x in shared memory above M = 8 for the 4-bit formats (through bulk rings), and for 8-bit
         // weights above 4096 x 4096 (through bulk rings), at every size when asked for bulk rings, without
         // them from K = 8192; NVFP4 without them from K = 8192
