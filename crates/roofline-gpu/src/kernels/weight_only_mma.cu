@@ -38,6 +38,12 @@
 #ifndef CL
 #define CL 0
 #endif
+#ifndef XMC
+#define XMC 0
+#endif
+#if XMC && CL
+#error "x multicast (XMC) takes one K split, the clustered reduction (CL) several"
+#endif
 
 #define NB ((MT + 7) / 8)  // n8 blocks of x rows
 // k-steps (16 K each) that share one scale: INT4 g128 and NF4 64 -> a whole tile (4), MXFP4 32 -> 2, NVFP4
@@ -961,6 +967,10 @@ __device__ __forceinline__ int xb_chunk_tiles(int span) { return max(XCT, (span 
 #else
 #define XB_XROWS MT
 #endif
+// XMC=1 (x multicast): the CTA pair of a cluster along N shares x's copies, each requesting the rows of its
+// rank's parity into both CTAs' shared memory (`bulk_copy_pair`, same offsets), so x leaves L2 once per pair;
+// every CTA still expects all of x's bytes on its own chunk barriers. The pair's barriers must be initialized
+// before (cluster_sync after the initialization).
 __device__ __forceinline__ void xb_stage_x(const u16* __restrict__ x, int k, int kb, int span, int ld, u32 xs_base,
                                            u32 xbar) {
     const int ct = xb_chunk_tiles(span), nch = (span + ct - 1) / ct;
@@ -969,11 +979,22 @@ __device__ __forceinline__ void xb_stage_x(const u16* __restrict__ x, int k, int
         if (lane == 0)
             for (int c = 0; c < nch; ++c) mbar_expect_tx(xbar + 8 * c, (u32)(XB_XROWS * min(ct, span - c * ct) * 128));
         __syncwarp();
+#if XMC
+        const int m0 = 2 * lane + (int)cluster_rank(), mstep = 64;
+#else
+        const int m0 = lane, mstep = 32;
+#endif
         for (int c = 0; c < nch; ++c) {
             const int t0 = c * ct, nt = min(ct, span - t0);
-            for (int m = lane; m < XB_XROWS; m += 32)
-                bulk_copy(xs_base + (u32)(m * ld + t0 * 64) * 2u, x + (size_t)m * k + (size_t)(kb + t0) * 64,
-                          (u32)(nt * 128), xbar + 8 * c);
+            for (int m = m0; m < XB_XROWS; m += mstep) {
+                const u32 dst = xs_base + (u32)(m * ld + t0 * 64) * 2u;
+                const u16* src = x + (size_t)m * k + (size_t)(kb + t0) * 64;
+#if XMC
+                bulk_copy_pair(dst, src, (u32)(nt * 128), xbar + 8 * c);
+#else
+                bulk_copy(dst, src, (u32)(nt * 128), xbar + 8 * c);
+#endif
+            }
         }
     }
     for (int i = threadIdx.x; i < (NB * 8 - XB_XROWS) * ld / 8; i += blockDim.x) {
@@ -1154,6 +1175,9 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     }
     __syncwarp();
     pdl_wait();
+#if XMC
+    cluster_sync();  // the pair's chunk barriers initialized before either requests x into both
+#endif
 
     const u32 xs_base = (u32)__cvta_generic_to_shared(xb_smem);
     xb_stage_x(x, k, kb, span, ld, xs_base, xbar_s);
@@ -1211,6 +1235,12 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
         __syncthreads();  // every warp's sums parked
         xb_table_sum(red, ps, rt0, rows, n_rows, scales, gscale, flags, fuse_inv, ws, y, false, split);
     }
+#if XMC
+    // No CTA leaves while its pair's copies may still land in it (a CTA past the last row tile has no slot
+    // that waits for x).
+    for (; xin < span; xin = min(span, xin + xct)) mbar_wait(xbar_s + 8 * (xin / xct), 0u);
+    cluster_exit_sync();
+#endif
     if (!split) return;
 
     splitk_finish(ws, y, counters, rt0 * 16, rows, n_rows, MT, flags, [](float v) { return f2h(v); });

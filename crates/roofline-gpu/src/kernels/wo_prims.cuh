@@ -238,3 +238,13 @@ __device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u
                  "l"(src), "r"(bytes), "r"(bar)
                  : "memory");
 }
+
+// bulk_copy into CTAs 0 and 1 of the cluster at once (multicast: the same shared-memory offsets `dst` and
+// `bar` in each; the data leaves L2 once). Built for sm_90a (the multicast is slow on plain sm_90).
+__device__ __forceinline__ void bulk_copy_pair(u32 dst, const void* src, u32 bytes, u32 bar) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1], %2, [%3], "
+        "%4;" ::"r"(dst),
+        "l"(src), "r"(bytes), "r"(bar), "h"((unsigned short)3)
+        : "memory");
+}

@@ -184,6 +184,13 @@ pub struct Tuning {
     /// the K splits are summed in clusters ([`Tuning::cluster`]). Default on where the table fits; off, each
     /// warp owns whole row tiles and no clusters.
     pub balance: Option<bool>,
+    /// `XMma` with bulk rings ([`Tuning::bulk`]) in one K split, sm_90+: the CTAs launched as pairs (clusters
+    /// of two along N), each copying half of x's rows into both CTAs' shared memory at once (bulk-copy
+    /// multicast), so x leaves L2 once per pair. Opt-in (only where the pairs all fit the GPU at once):
+    /// correct, but slower on the H100 (session 21, M = 16, us, pairs vs not: INT4 14336x4096 17.8 vs 17.4,
+    /// NF4 24.0 vs 22.6, 1024x4096 6.79 vs 6.16; the pair's start-up barrier and each CTA's copies of the
+    /// other's rows outweigh the halved L2 reads).
+    pub multicast: Option<bool>,
 }
 
 impl Tuning {
@@ -313,6 +320,9 @@ pub struct LaunchPlan {
     /// `smem_bytes`; the kernel finds it by its dynamic shared memory), for warps sharing the CTA's tiles
     /// and for the clusters. Always with `cluster`. See [`Tuning::balance`].
     pub park: bool,
+    /// `XMma` with bulk rings in one K split: x's copies shared by CTA pairs (clusters of two along N;
+    /// `blocks_n` even). See [`Tuning::multicast`].
+    pub multicast: bool,
 }
 
 impl LaunchPlan {
@@ -343,6 +353,7 @@ impl LaunchPlan {
             xh: self.xh && x == XDtype::F16,
             bulk: self.bulk && self.x_smem && arch >= 90,
             cluster: self.cluster && self.bulk && self.x_smem && arch >= 90,
+            multicast: self.multicast && self.bulk && self.x_smem && arch >= 90,
             arch,
         }
     }
@@ -588,11 +599,30 @@ impl LaunchPlan {
         // the parking table after the rings where it fits, and through it the clustered reduction of 2..=8
         // splits
         let park = plan.park_bytes(m);
-        if bulk && tuning.balance.unwrap_or(true) && plan.smem_bytes + park <= XB_SMEM_BYTES {
+        let plan = if bulk && tuning.balance.unwrap_or(true) && plan.smem_bytes + park <= XB_SMEM_BYTES {
             let cluster = tuning.cluster.unwrap_or(true) && (2..=MAX_CLUSTER_SPLITS).contains(&splits);
             LaunchPlan { park: true, cluster, smem_bytes: plan.smem_bytes + park, ..plan }
         } else {
             plan
+        };
+        // in one split, CTA pairs sharing x's copies where asked (an odd count of CTAs gets one without row
+        // tiles)
+        if bulk && splits == 1 && plan.blocks_n >= 2 && tuning.multicast == Some(true) {
+            LaunchPlan { multicast: true, blocks_n: plan.blocks_n.next_multiple_of(2), ..plan }
+        } else {
+            plan
+        }
+    }
+
+    /// The thread-block cluster this plan launches with (`(1, 1)`: none): its K splits along y with
+    /// [`LaunchPlan::cluster`], CTA pairs along N with [`LaunchPlan::multicast`].
+    pub fn cluster_dims(&self) -> (u32, u32) {
+        if self.cluster {
+            (1, self.splits)
+        } else if self.multicast {
+            (2, 1)
+        } else {
+            (1, 1)
         }
     }
 
@@ -651,6 +681,7 @@ impl LaunchPlan {
             bulk: false,
             cluster: false,
             park: false,
+            multicast: false,
         }
     }
 
@@ -732,6 +763,7 @@ impl LaunchPlan {
                 bulk: false,
                 cluster: false,
                 park: false,
+                multicast: false,
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
@@ -846,6 +878,7 @@ impl LaunchPlan {
                 bulk: false,
                 cluster: false,
                 park: false,
+                multicast: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -919,6 +952,7 @@ impl LaunchPlan {
             bulk: false,
             cluster: false,
             park: false,
+            multicast: false,
         }
     }
 }
@@ -1115,14 +1149,16 @@ impl WeightOnlyGemv {
         Ok((if resident >= loaded.resident { fitted } else { plan }, loaded))
     }
 
-    /// `plan` without its clustered reduction ([`Tuning::cluster`]) where its clusters would not all be
-    /// resident at once (a second wave of clusters would double the call).
+    /// `plan` without its clusters (the clustered reduction, [`Tuning::cluster`], or the CTA pairs,
+    /// [`Tuning::multicast`]) where they would not all be resident at once (a second wave of clusters would
+    /// double the call).
     fn fit_cluster(&self, m: usize, plan: LaunchPlan) -> Result<LaunchPlan, GpuError> {
-        if !plan.cluster {
+        let dims = plan.cluster_dims();
+        if dims == (1, 1) || self.arch < 90 {
             return Ok(plan);
         }
         let key = self.key(m, &plan);
-        let id = (key, plan.splits, plan.smem_bytes);
+        let id = (key, dims.0 * dims.1, plan.smem_bytes);
         let cached = self
             .clusters
             .lock()
@@ -1134,8 +1170,7 @@ impl WeightOnlyGemv {
             None => {
                 let f = self.function(m, &plan)?.function;
                 let r =
-                    max_active_clusters(&self.stream, &f, (plan.warps * 32, 1, 1), plan.smem_bytes, (1, plan.splits))
-                        .unwrap_or(0);
+                    max_active_clusters(&self.stream, &f, (plan.warps * 32, 1, 1), plan.smem_bytes, dims).unwrap_or(0);
                 self.clusters
                     .lock()
                     .map_err(|_| GpuError::Unsupported("cluster table lock poisoned".into()))?
@@ -1143,7 +1178,13 @@ impl WeightOnlyGemv {
                 r
             }
         };
-        Ok(if resident >= plan.blocks_n { plan } else { plan.without_cluster() })
+        Ok(if resident * dims.0 >= plan.blocks_n {
+            plan
+        } else if plan.multicast {
+            LaunchPlan { multicast: false, ..plan }
+        } else {
+            plan.without_cluster()
+        })
     }
 
     /// The ring kernel's epilogue where [`Tuning::ring`] takes this call (`None`: the other kernels).
@@ -1449,8 +1490,9 @@ impl WeightOnlyGemv {
         ];
         let pdl = plan.pdl && self.arch >= 90;
         let grid = (grid_n, plan.splits, 1);
-        // With the clustered reduction the K splits of a row block are one cluster (the grid's y).
-        let cluster = if plan.cluster { (1, plan.splits) } else { (1, 1) };
+        // With the clustered reduction the K splits of a row block are one cluster (the grid's y); with x
+        // multicast CTA pairs along N.
+        let cluster = if self.arch >= 90 { plan.cluster_dims() } else { (1, 1) };
         // SAFETY: the parameters match `wo_gemv` / `wo_xreg` / `wo_mma` / `wo_mma_xs` (same signature:
         // ..., int n_rows, int k, int last, int flags, float eps) in order and type,
         // each pointing at a local that lives until the launch returns; codes hold N*K*bits/8 bytes (checked
@@ -1918,13 +1960,14 @@ fn describe(
             match gemv.variant {
                 Variant::Mma => "wo_mma (tensor cores)".to_string(),
                 Variant::XMma if plan.x_smem && plan.bulk => format!(
-                    "wo_mma_xb (tensor cores, x in shared memory, bulk-copy rings of {} slots{})",
+                    "wo_mma_xb (tensor cores, x in shared memory, bulk-copy rings of {} slots{}{})",
                     plan.stages,
                     match (plan.park, plan.cluster) {
                         (_, true) => ", a parking table, K splits summed in clusters",
                         (true, false) => ", a parking table",
                         _ => "",
-                    }
+                    },
+                    if plan.multicast { ", x multicast to CTA pairs" } else { "" }
                 ),
                 Variant::XMma if plan.x_smem => "wo_mma_xk (tensor cores, x in shared memory)".to_string(),
                 Variant::XMma => "wo_mma_xs (tensor cores, x stationary)".to_string(),
@@ -2151,6 +2194,16 @@ mod tests {
         let park = 16 * (7 * 16 + 4) * 4;
         assert_eq!(p.smem_bytes, (16 * (64 * 64 + 8) * 2u32).div_ceil(128) * 128 + 16 * 2 * 2304 + park);
         assert!(LaunchPlan::xb_shares(7, 16) && LaunchPlan::xb_shares(14, 16) && !LaunchPlan::xb_shares(15, 16));
+        assert!(!p.multicast && p.blocks_n == 128 && p.cluster_dims() == (1, 1), "{p:?}");
+        // asked for, in one split the CTAs go in pairs sharing x's copies: 128 CTAs, 64 clusters of two along
+        // N; an odd count gets a partner without row tiles (1000 rows: 63 row tiles, one a CTA, 64 CTAs)
+        let t = Tuning { multicast: Some(true), ..Tuning::default() };
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 14336, 4096, 132, t);
+        assert!(p.multicast && p.blocks_n == 128 && p.cluster_dims() == (2, 1), "{p:?}");
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 1000, 4096, 132, t);
+        assert!(p.multicast && p.splits == 1 && p.rows_per_cta == 1 && p.blocks_n == 64, "{p:?}");
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 1000, 4096, 132, Tuning::default());
+        assert!(!p.multicast && p.blocks_n == 63, "{p:?}");
         // the small shapes in one split too (session 19's rule took 8 and 5), long K as session 19 (x's columns
         // need 3 splits at K = 14336, where the table does not fit: 8 splits of whole row tiles)
         for (n, k, splits) in [(4096, 4096, 1), (6144, 4096, 1), (1024, 4096, 1), (28672, 4096, 1), (4096, 14336, 8)] {
@@ -2161,7 +2214,7 @@ mod tests {
         let t = Tuning { bulk: Some(true), ..Tuning::default() };
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Fp8E4M3, 16, 14336, 4096, 132, t);
         assert_eq!((p.x_smem, p.bulk, p.unroll, p.stages), (true, true, 2, 4));
-        assert!(p.splits == 2 && p.cluster && p.park, "{p:?}");
+        assert!(p.splits == 2 && p.cluster && p.park && !p.multicast && p.cluster_dims() == (1, 2), "{p:?}");
         // the default: x in shared memory above M = 8 for the 4-bit formats (through bulk rings), and for 8-bit
         // weights above 4096 x 4096 (through bulk rings), at every size when asked for bulk rings, without
         // them from K = 8192; NVFP4 without them from K = 8192
@@ -2462,14 +2515,18 @@ mod tests {
                             let t = Tuning { x_smem: Some(true), ..Tuning::default() };
                             let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
                             plans.extend([p, LaunchPlan { fuse: true, ..p }]);
-                            // and the weights through bulk-copy rings, plain and fused, in one K split and in
-                            // two summed through a cluster
+                            // and the weights through bulk-copy rings, plain and fused, in one K split (also
+                            // with CTA pairs sharing x's copies) and in two summed through a cluster
                             let t = Tuning { x_smem: Some(true), bulk: Some(true), ..Tuning::default() };
                             for split_k in [Some(1), Some(2)] {
                                 let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, Tuning { split_k, ..t });
                                 assert_eq!(p.cluster, p.splits > 1, "{f:?} M={m}: {p:?}");
                                 plans.extend([p, LaunchPlan { fuse: true, ..p }]);
                             }
+                            let t = Tuning { split_k: Some(1), multicast: Some(true), ..t };
+                            let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
+                            assert!(p.multicast, "{f:?} M={m}: {p:?}");
+                            plans.extend([p, LaunchPlan { fuse: true, ..p }]);
                         }
                         if variant == Variant::XReg && default.xreg {
                             let staged = Tuning { stages: Some(3), ..Tuning::default() };
@@ -2511,7 +2568,7 @@ mod tests {
                 u8::from(key.xreg),
                 if key.tile_reduce { " TRED" } else { "" },
                 if key.xh { " XH" } else { "" },
-                if key.bulk { " XB" } else { "" },
+                if key.multicast { " XB+XMC" } else if key.bulk { " XB" } else { "" },
                 if key.silu { " FUSE+SILU" } else if key.fuse { " FUSE" } else { "" },
                 c.registers.unwrap_or(0),
                 c.spill_bytes.unwrap_or(0),
@@ -2543,6 +2600,7 @@ mod tests {
             xh: false,
             bulk: false,
             cluster: false,
+            multicast: false,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

@@ -111,6 +111,9 @@ pub struct KernelKey {
     /// With `bulk`, in K splits: the splits of a row block are one cluster, reduced through distributed
     /// shared memory (`CL`; [`super::Tuning::cluster`]).
     pub cluster: bool,
+    /// With `bulk`, in one K split: CTA pairs share x's copies (`XMC`, built for sm_90a there;
+    /// [`super::Tuning::multicast`]).
+    pub multicast: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -119,6 +122,11 @@ impl KernelKey {
     /// Whether this is the tensor-core kernel (`wo_mma`) rather than the CUDA-core one (`wo_gemv`).
     pub fn is_mma(&self) -> bool {
         self.rows_per_warp == MMA_ROWS
+    }
+
+    /// Whether the bulk kernel is built with x's copies shared by CTA pairs (`XMC`).
+    fn xmc(&self) -> bool {
+        self.multicast && self.bulk && self.x_smem && self.xreg && self.is_mma() && !self.cluster
     }
 
     /// The kernel's entry point.
@@ -152,7 +160,8 @@ impl KernelKey {
 
     fn common_options(&self) -> Vec<String> {
         vec![
-            format!("--gpu-architecture=sm_{}", self.arch),
+            // the bulk copies' multicast is an sm_90a feature on Hopper
+            format!("--gpu-architecture=sm_{}{}", self.arch, if self.xmc() && self.arch == 90 { "a" } else { "" }),
             "--std=c++17".into(),
             "--ptxas-options=-v".into(),
             format!("-DFMT={}", self.format.kernel_id()),
@@ -172,6 +181,7 @@ impl KernelKey {
             format!("-DXH={}", u32::from(self.xh && self.xreg && !self.is_mma())),
             format!("-DXB={}", u32::from(self.bulk && self.x_smem && self.xreg && self.is_mma())),
             format!("-DCL={}", u32::from(self.cluster && self.bulk && self.x_smem && self.xreg && self.is_mma())),
+            format!("-DXMC={}", u32::from(self.xmc())),
             format!("-DKT={}", self.unroll),
             format!("-DFUSE={}", u32::from(self.fuse)),
             format!("-DSILU={}", u32::from(self.fuse && self.silu)),
@@ -399,6 +409,7 @@ mod tests {
             xh: false,
             bulk: false,
             cluster: false,
+            multicast: false,
             arch: 90,
         };
         let o = key.options();
