@@ -18,8 +18,19 @@ fn quick() -> TimingConfig {
     TimingConfig { warmup: 3, min_runs: 10, max_runs: 50, budget_ms: 200.0, ..Default::default() }
 }
 
+/// The formats the tests run: every one, or those named in `ROOFLINE_TEST_FORMATS` (comma-separated
+/// catalog names such as `MXFP4,NVFP4`, to re-check one kernel change in a fraction of the device time).
+fn wo_formats() -> Vec<WoFormat> {
+    let only: Option<Vec<String>> =
+        std::env::var("ROOFLINE_TEST_FORMATS").ok().map(|s| s.split(',').map(|f| f.trim().to_uppercase()).collect());
+    WoFormat::ALL
+        .into_iter()
+        .filter(|f| only.as_ref().is_none_or(|o| o.contains(&f.format().name().to_uppercase())))
+        .collect()
+}
+
 fn formats() -> Vec<Format> {
-    WoFormat::ALL.iter().map(|f| f.format()).collect()
+    wo_formats().iter().map(|f| f.format()).collect()
 }
 
 /// One weight-only launch of a test: weights and x, work distribution, shape, fusion.
@@ -80,7 +91,7 @@ fn every_format_matches_the_reference_at_the_issue_shapes() {
 fn variants_and_bf16_activations_match_the_reference() {
     let gpu = Gpu::open(0).unwrap();
     let mut cases: Vec<Call> = Vec::new();
-    for wf in WoFormat::ALL {
+    for wf in wo_formats() {
         for (x, variant, split_k) in [
             (XDtype::Bf16, Variant::SplitK, None),
             (XDtype::F16, Variant::RowPerWarp, None),
@@ -176,7 +187,7 @@ fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
     let gpu = Gpu::open(0).unwrap();
     let variants = [Variant::SplitK, Variant::RowPerWarp, Variant::Mma, Variant::XReg, Variant::XMma];
     let mut calls: Vec<Call> = Vec::new();
-    for wf in WoFormat::ALL {
+    for wf in wo_formats() {
         for variant in variants {
             let (n, k) = (13, 3 * wf.k_multiple().max(128));
             let t = Tuning::default();
@@ -184,7 +195,7 @@ fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
         }
     }
     precompile_calls(&gpu, &calls);
-    for wf in WoFormat::ALL {
+    for wf in wo_formats() {
         for variant in variants {
             let gemv = WeightOnlyGemv::new(&gpu, wf, XDtype::F16).unwrap().with_variant(variant, None);
             let (n, k) = (13, 3 * wf.k_multiple().max(128));
@@ -430,7 +441,7 @@ fn tune_table() {
         )
     };
     for (m, n, k) in shapes {
-        for wf in WoFormat::ALL {
+        for wf in wo_formats() {
             let f = wf.format();
             if only_formats.as_ref().is_some_and(|l| !l.contains(&f.name().to_uppercase())) {
                 continue;

@@ -190,7 +190,7 @@ __device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, in
                         const float s = seg_scale(meta[u][r], seg);
 #pragma unroll
                         for (int m = 0; m < MT; ++m) {
-                            acc[r][m] = fmaf(part[r][m], s, acc[r][m]);
+                            acc[r][m] = fmaf(part[r][m] * E2M1_UP, s, acc[r][m]);
                             part[r][m] = 0.0f;
                         }
                     }
@@ -258,7 +258,7 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
         const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
         int n_rows, int k, int chunks_per_split, int flags, float eps) {
     flags = fuse_flags(flags);
-#if FMT >= 5
+#if USES_LUT
     __shared__ float lut[16];
     if (threadIdx.x < 16) lut[threadIdx.x] = kLut[threadIdx.x];
     __syncthreads();

@@ -81,8 +81,13 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
 #elif FMT == 5
     // NF4 -> f16 through byte tables (wo_prims.cuh `nf4_pairs`): the A registers are neighbour pairs.
     nf4_pairs(v, a);
+#elif FMT == 6
+    // MXFP4 in the CUDA-core E2M1 layout (wo_prims.cuh `e2m1_dev_pairs`, host mma.rs `repack`): neighbour
+    // pairs, each value times 2^-14 (`block_scale` takes it back).
+    e2m1_dev_pairs(v, a);
 #else
-    // E2M1 -> f16 (wo_prims.cuh `e2m1_pairs`): the A registers are neighbour pairs.
+    // NVFP4 -> f16 (wo_prims.cuh `e2m1_pairs`; its scales multiply the weights in f16, where the other
+    // layout's 2^-14 would cost bits): the A registers are neighbour pairs.
     e2m1_pairs(v, a);
 #endif
 }
@@ -186,7 +191,9 @@ __device__ __forceinline__ float block_scale(const Meta& m, int i, int s) {
 #if FMT == 4 || FMT == 5
     return h2f(m.s[i]);
 #elif FMT == 6
-    return e8m0f((m.e[i] >> (8 * (s / 2))) & 0xffu);
+    // 2^(e - 127) times the decode's 2^14 back (the host keeps e <= 240, mma.rs MXFP4_MMA_MAX_SCALE; e = 0's
+    // subnormal 2^-127 becomes the normal 2^-113 like every other)
+    return as_float((((m.e[i] >> (8 * (s / 2))) & 0xffu) + 14u) << 23);
 #elif FMT == 7
     return e4m3_to_f((m.e[i] >> (8 * s)) & 0xffu);
 #else

@@ -278,7 +278,7 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
         int n_rows, int k, int rpc, int flags, float eps) {
     flags = fuse_flags(flags);
     pdl_trigger();
-#if FMT >= 5 && !XH
+#if USES_LUT && !XH
     __shared__ float lut[16];
     if (threadIdx.x < 16) lut[threadIdx.x] = kLut[threadIdx.x];
 #else
@@ -405,7 +405,7 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
         }
     }
 #endif
-#if FMT >= 5 && !XH
+#if USES_LUT && !XH
     __syncthreads();  // the LUT
 #elif FMT == 5
     __syncthreads();  // the pair table
@@ -423,7 +423,7 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
             for (int e = 0; e < EPC; ++e) mx = fmaxf(mx, fabsf(xr[0][j][e]));
         const int ex = mx > 0.0f ? ilogbf(mx) + 1 : 0;
         xout = ldexpf(1.0f, ex);
-        const float inv = ldexpf(1.0f, -ex);
+        const float inv = ldexpf(1.0f, -ex) * E2M1_UP;  // E2M1: the decode's 2^-14 cancels it
 #pragma unroll
         for (int j = 0; j < C; ++j) xsh[j] = pack_x(xr[0][j], inv, xh[j]);
     }
@@ -535,7 +535,7 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
                         const float sc = seg_scale(meta[u][j], s / (SUBS / SEGS));
 #pragma unroll
                         for (int m = 0; m < MT; ++m) {
-                            acc[u][m] = fmaf(part_s[m], sc, acc[u][m]);
+                            acc[u][m] = fmaf(part_s[m] * E2M1_UP, sc, acc[u][m]);
                             part_s[m] = 0.0f;
                         }
                     }

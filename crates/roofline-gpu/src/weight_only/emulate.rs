@@ -4,7 +4,7 @@
 
 use half::f16;
 
-use super::pack::{PackedWeights, WoFormat};
+use super::pack::{decode_e2m1_dev, device_codes, PackedWeights, WoFormat};
 use super::LaunchPlan;
 
 fn h2f(h: u32) -> f32 {
@@ -51,7 +51,14 @@ fn e4m3_to_f(b: u32) -> f32 {
 }
 
 const NF4: [f32; 16] = roofline_quant::codec::NF4_CODE;
-const E2M1: [f32; 16] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0];
+/// `E2M1_UP` (wo_common.cuh): what the FP32 decode's partial sums of E2M1 codes are multiplied by.
+fn e2m1_up(f: WoFormat) -> f32 {
+    if matches!(f, WoFormat::Mxfp4 | WoFormat::Nvfp4) {
+        16384.0
+    } else {
+        1.0
+    }
+}
 
 #[derive(Clone, Copy, Default)]
 struct Meta {
@@ -139,12 +146,17 @@ fn decode8(f: WoFormat, q: [u32; 4], j: usize, meta: Meta) -> [f32; 8] {
             (w[2], w[6]) = h2x2f(lo1);
             (w[3], w[7]) = h2x2f(hi1);
         }
-        WoFormat::Nf4 | WoFormat::Mxfp4 | WoFormat::Nvfp4 => {
-            let lut = if f == WoFormat::Nf4 { &NF4 } else { &E2M1 };
+        WoFormat::Nf4 => {
             let v = q[j];
-            w[0] = lut[((v << 2) & 0x3c) as usize / 4];
+            w[0] = NF4[((v << 2) & 0x3c) as usize / 4];
             for (i, wi) in w.iter_mut().enumerate().skip(1) {
-                *wi = lut[((v >> (4 * i - 2)) & 0x3c) as usize / 4];
+                *wi = NF4[((v >> (4 * i - 2)) & 0x3c) as usize / 4];
+            }
+        }
+        WoFormat::Mxfp4 | WoFormat::Nvfp4 => {
+            // The CUDA-core layout (`device_codes`): the values times 2^-14 (the sums are scaled back by E2M1_UP).
+            for (i, p) in decode_e2m1_dev(q[j]).into_iter().enumerate() {
+                (w[2 * i], w[2 * i + 1]) = h2x2f(p);
             }
         }
     }
@@ -175,8 +187,10 @@ pub fn run_grid(p: &PackedWeights, x: &[f32], m: usize, plan: &LaunchPlan, grid_
     let block_scaled = matches!(f, WoFormat::Int4G128 | WoFormat::Nf4 | WoFormat::Mxfp4 | WoFormat::Nvfp4);
     let kc = k / epc;
     let row_bytes = k * f.bits() / 8;
+    let dev = device_codes(p);
+    let codes = dev.as_deref().unwrap_or(&p.codes);
     let chunk = |n: usize, c: usize| -> [u32; 4] {
-        let b = &p.codes[n * row_bytes + 16 * c..n * row_bytes + 16 * c + 16];
+        let b = &codes[n * row_bytes + 16 * c..n * row_bytes + 16 * c + 16];
         std::array::from_fn(|i| u32::from_le_bytes([b[4 * i], b[4 * i + 1], b[4 * i + 2], b[4 * i + 3]]))
     };
     let (r_per, u_n, warps) = (plan.rows_per_warp as usize, plan.unroll as usize, plan.warps as usize);
@@ -221,7 +235,8 @@ pub fn run_grid(p: &PackedWeights, x: &[f32], m: usize, plan: &LaunchPlan, grid_
                                     for r in 0..r_per {
                                         let s = seg_scale(f, load_meta(p, rows[r], cc), seg);
                                         for mi in 0..m {
-                                            acc[r * m + mi] = part[r * m + mi].mul_add(s, acc[r * m + mi]);
+                                            acc[r * m + mi] =
+                                                (part[r * m + mi] * e2m1_up(f)).mul_add(s, acc[r * m + mi]);
                                             part[r * m + mi] = 0.0;
                                         }
                                     }

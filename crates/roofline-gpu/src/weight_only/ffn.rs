@@ -431,6 +431,9 @@ fn ffn_options(
     layout: &Layout,
 ) -> Vec<String> {
     let mut opts = stream_options(arch, format, hidden);
+    // MXFP4 / NVFP4 in the codec's nibble order (`e2m1_pairs`): h is not scaled into a known range, so the
+    // CUDA-core layout's 2^14 on the activations could overflow f16 (wo_common.cuh E2M1_DEV).
+    opts.push("-DE2M1_DEV=0".into());
     opts.push(format!("-DFF={intermediate}"));
     if format != WoFormat::Int4G128 {
         opts.push(format!("-DMBG={}", down_groups(format, per)));

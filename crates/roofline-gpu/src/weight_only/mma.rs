@@ -16,7 +16,7 @@
 //! `prmt` lookups per byte half (codes 0-7 and 8-15) and a select on the code's top bit; [`decode_nf4`] is the
 //! same sequence on the CPU, tested against the codebook.
 
-use super::pack::{PackedWeights, WoFormat};
+use super::pack::{e2m1_dev_unword, e2m1_dev_word, PackedWeights, WoFormat};
 use super::XDtype;
 use crate::GpuError;
 use rayon::prelude::*;
@@ -93,8 +93,11 @@ fn and_or(a: u32, mask: u32, magic: u32) -> u32 {
     (a & mask) | magic
 }
 
-/// The kernels' E2M1 decode (`e2m1_pairs` in `wo_prims.cuh`: MXFP4 and NVFP4 in the tensor-core, ring and
-/// fused FFN kernels) of one word of 8 codes (element `j` in nibble `j`) into four f16x2 registers (elements
+/// Largest E8M0 scale byte the tensor-core kernel takes for MXFP4 (2^113; see [`repack`]).
+pub const MXFP4_MMA_MAX_SCALE: u8 = 240;
+
+/// The kernels' E2M1 decode in the codec's nibble order (`e2m1_pairs` in `wo_prims.cuh`: NVFP4 in the
+/// tensor-core kernels, MXFP4 and NVFP4 in the fused FFN) of one word of 8 codes (element `j` in nibble `j`) into four f16x2 registers (elements
 /// 0-1, 2-3, 4-5, 6-7), instruction for instruction.
 pub fn decode_e2m1(v: u32) -> [u32; 4] {
     const T0: u32 = 0x3e3c_3800; // f16 high bytes of 0, 0.5, 1, 1.5
@@ -168,6 +171,17 @@ pub fn repack(p: &PackedWeights) -> Result<Vec<u8>, GpuError> {
             _ => u32::from(u16::from_le_bytes([p.codes[at], p.codes[at + 1]])),
         }
     };
+    // MXFP4's words go in the CUDA-core kernels' E2M1 layout (`e2m1_dev_pairs`, 9 instructions against
+    // `e2m1_pairs`' 13), whose 2^-14 the kernel takes back in the E8M0 scale as 2^(e + 14 - 127): a scale
+    // byte above 240 (blocks of magnitude 2^115 and more) would overflow FP32 there.
+    let dev = p.format == WoFormat::Mxfp4;
+    if let Some(e) = p.scales.iter().find(|&&e| dev && e > MXFP4_MMA_MAX_SCALE) {
+        return Err(GpuError::Unsupported(format!(
+            "MXFP4 block scale 2^{} is beyond the tensor-core kernel's range (at most 2^{})",
+            i32::from(*e) - 127,
+            i32::from(MXFP4_MMA_MAX_SCALE) - 127
+        )));
+    }
     let (row_tiles, k_tiles, qv) = (n.div_ceil(16), k / 64, words_per_tile(p.format));
     let mut out = vec![0u8; row_tiles * k_tiles * qv * 512];
     // Row tiles in parallel (each is one contiguous run of the output).
@@ -182,7 +196,8 @@ pub fn repack(p: &PackedWeights) -> Result<Vec<u8>, GpuError> {
                         words[j] |= code(rt * 16 + r, kt * 64 + c) << shift;
                     }
                 }
-                for (j, w) in words[..4 * qv].iter().enumerate() {
+                for (j, &w) in words[..4 * qv].iter().enumerate() {
+                    let w = if dev { e2m1_dev_word(w) } else { w };
                     tile[word_offset(lane, j)..][..4].copy_from_slice(&w.to_le_bytes());
                 }
             }
@@ -289,7 +304,9 @@ pub fn unpack(format: WoFormat, tiles: &[u8], n: usize, k: usize) -> Vec<u8> {
                     }
                     let (j, shift) = slot(format, s, e);
                     let w = &tile[word_offset(lane, j)..][..4];
-                    let v = (u32::from_le_bytes([w[0], w[1], w[2], w[3]]) >> shift) & mask;
+                    let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                    let w = if format == WoFormat::Mxfp4 { e2m1_dev_unword(w) } else { w };
+                    let v = (w >> shift) & mask;
                     let at = row * row_bytes + col * bits / 8;
                     match bits {
                         4 => codes[at] |= if col % 2 == 0 { v as u8 } else { (v as u8) << 4 },
@@ -321,6 +338,13 @@ mod tests {
                 assert_eq!(unpack(format, &tiles, n, k), p.codes, "{format:?} {n}x{k}");
             }
         }
+        // MXFP4 scales the kernel cannot take back its decode's 2^-14 from are refused, not overflowed.
+        let (mut p, _) = quantize_and_pack(WoFormat::Mxfp4, &random_f32(16 * 64, 3), 16, 64).unwrap();
+        p.scales[5] = MXFP4_MMA_MAX_SCALE;
+        assert!(repack(&p).is_ok());
+        p.scales[5] = MXFP4_MMA_MAX_SCALE + 1;
+        let e = repack(&p).unwrap_err().to_string();
+        assert!(e.contains("2^114") && e.contains("at most 2^113"), "{e}");
     }
 
     #[test]

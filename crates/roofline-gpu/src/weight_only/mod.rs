@@ -565,7 +565,7 @@ impl LaunchPlan {
         let x_bytes = |per_split: u32| rows_x * (per_split * 64 + 8) * 2;
         let x_ring =
             |per_split: u32| if bulk { x_bytes(per_split).div_ceil(128) * 128 + ring } else { x_bytes(per_split) };
-        let table = |per_split: u32, rows: u32| m as u32 * (rows * 16 + 4) * 4 + x_ring(per_split) <= XB_SMEM_BYTES;
+        let table = |per_split: u32, rows: u32| Self::table_bytes(m, rows) + x_ring(per_split) <= XB_SMEM_BYTES;
         // Where the warps can share the CTA's tiles (the parking table fits, `xb_shares`), one or two splits:
         // the share of a warp (with each row tile's end as two tiles) plus two tiles a second split (its
         // cluster's barrier and sum). More splits only added their reduction (session 21, M = 16, us, 1 / 2
@@ -635,7 +635,12 @@ impl LaunchPlan {
     /// Shared memory of this plan's parking table for `m` rows of x ([`LaunchPlan::park`], counted in
     /// `smem_bytes` when it has one): `[M][rows_per_cta x 16 + 4]` floats (`xb_park` in the kernel).
     pub fn park_bytes(&self, m: usize) -> u32 {
-        m as u32 * (self.rows_per_cta * 16 + 4) * 4
+        Self::table_bytes(m, self.rows_per_cta)
+    }
+
+    /// A parking table's bytes for `m` rows of x and `rows` row tiles a CTA.
+    fn table_bytes(m: usize, rows: u32) -> u32 {
+        m as u32 * (rows * 16 + 4) * 4
     }
 
     /// This plan with the K splits reduced through the workspace instead of clusters (the parking table
@@ -970,8 +975,10 @@ struct Loaded {
 pub struct StagedWeights<'a> {
     packed: &'a PackedWeights,
     variant: Variant,
-    /// Codes in tensor-core fragment order (`None`: the packed order).
+    /// Codes in tensor-core fragment order (`mma_layout`) or in the CUDA-core kernels' E2M1 layout
+    /// ([`pack::device_codes`]); `None`: the packed order.
     codes: Option<Vec<u8>>,
+    mma_layout: bool,
     xscales: Vec<u8>,
     xzeros: Vec<u8>,
 }
@@ -1300,7 +1307,7 @@ impl WeightOnlyGemv {
         }
         p.format.check_k(p.k)?;
         let mma_layout = matches!(self.variant, Variant::Mma | Variant::XMma);
-        let codes = if mma_layout { Some(mma::repack(p)?) } else { None };
+        let codes = if mma_layout { Some(mma::repack(p)?) } else { pack::device_codes(p) };
         // The x-in-registers kernel reads transposed scale tables; an XReg engine falls back to the split-K
         // kernel for larger M, so it keeps both (the scales are ~3% of the weight bytes).
         // XMma reads the scales of rows g and g + 8 side by side (`mma::xs_meta`).
@@ -1309,7 +1316,7 @@ impl WeightOnlyGemv {
             Variant::XMma => (mma::xs_meta(p), Vec::new()),
             _ => (Vec::new(), Vec::new()),
         };
-        Ok(StagedWeights { packed: p, variant: self.variant, codes, xscales, xzeros })
+        Ok(StagedWeights { packed: p, variant: self.variant, codes, mma_layout, xscales, xzeros })
     }
 
     /// Uploads weights staged by this engine ([`WeightOnlyGemv::stage`]).
@@ -1330,14 +1337,14 @@ impl WeightOnlyGemv {
             n: p.n,
             k: p.k,
             bytes: p.bytes(),
-            mma_layout: st.codes.is_some(),
+            mma_layout: st.mma_layout,
             codes: up(st.codes.as_deref().unwrap_or(&p.codes))?,
             scales: up(&p.scales)?,
             zeros: up(&p.zeros)?,
             xscales: up(&st.xscales)?,
             xzeros: up(&st.xzeros)?,
             global_scale: p.global_scale,
-            xreg_tables: st.variant == Variant::XReg && st.codes.is_none(),
+            xreg_tables: st.variant == Variant::XReg && !st.mma_layout,
             workspace: self.stream.alloc_zeros::<f32>(16 * p.n)?,
             counters: self.stream.alloc_zeros::<u32>(p.n.div_ceil(4) + 1)?,
         })
@@ -2525,8 +2532,11 @@ mod tests {
                             }
                             let t = Tuning { split_k: Some(1), multicast: Some(true), ..t };
                             let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
-                            assert!(p.multicast, "{f:?} M={m}: {p:?}");
-                            plans.extend([p, LaunchPlan { fuse: true, ..p }]);
+                            // (16-bit weights leave x room for half of K only: two splits, no pairs)
+                            assert_eq!(p.multicast, p.splits == 1, "{f:?} M={m}: {p:?}");
+                            if p.multicast {
+                                plans.extend([p, LaunchPlan { fuse: true, ..p }]);
+                            }
                         }
                         if variant == Variant::XReg && default.xreg {
                             let staged = Tuning { stages: Some(3), ..Tuning::default() };

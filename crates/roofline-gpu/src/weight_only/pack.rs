@@ -15,6 +15,11 @@
 //!   padded to whole bytes (`ceil(K/128 / 2)` bytes per row).
 //! * `global_scale`: NVFP4's FP32 per-tensor scale (a kernel argument), 1 otherwise.
 //!
+//! The CUDA-core kernels (split-K, x in registers, the ring GEMV) read MXFP4 and NVFP4 codes with the bits
+//! of each 32-bit word of 8 codes rearranged ([`device_codes`], [`e2m1_dev_word`]) so that each code's sign
+//! and magnitude land on f16 bits 15 and 11-9 with a few shifts and masks (`e2m1_dev_pairs` in
+//! `kernels/wo_prims.cuh`, 9 instructions a word); the tensor-core kernels repack from the order above.
+//!
 //! INT4 and NF4 scales are stored as FP16 (as the catalog's storage count assumes) while roofline-quant
 //! keeps them in f32; [`reference_tensor`] rounds them the same way, so the CPU reference dequantizes
 //! exactly the values the GPU uses.
@@ -383,6 +388,59 @@ pub fn pack(q: &QuantizedTensor) -> Result<PackedWeights, GpuError> {
     })
 }
 
+/// Where the bits of E2M1 code `i` of a word (codes in nibble order: magnitude bits 0-2, sign bit 3) go in
+/// the CUDA-core kernels' layout: `[magnitude bit 0, bit 1, bit 2, sign]`. Every byte holds one code at bits
+/// 1-3 and 7 (where an f16's high byte keeps exponent bits 0-1, mantissa bit 9 and the sign) and one at
+/// bits 4-6 and 0 (the same after `>> 3` / `<< 7`): see [`decode_e2m1_dev`].
+const E2M1_DEV_BITS: [[u32; 4]; 8] = [
+    [9, 10, 11, 15],
+    [25, 26, 27, 31],
+    [1, 2, 3, 7],
+    [17, 18, 19, 23],
+    [12, 13, 14, 8],
+    [28, 29, 30, 24],
+    [4, 5, 6, 0],
+    [20, 21, 22, 16],
+];
+
+/// One word of 8 E2M1 codes (code `i` in nibble `i`) in the CUDA-core kernels' layout ([`E2M1_DEV_BITS`]).
+pub fn e2m1_dev_word(v: u32) -> u32 {
+    E2M1_DEV_BITS
+        .iter()
+        .enumerate()
+        .fold(0, |w, (i, bits)| bits.iter().enumerate().fold(w, |w, (b, &to)| w | (((v >> (4 * i + b)) & 1) << to)))
+}
+
+/// The inverse of [`e2m1_dev_word`]: the 8 codes in nibble order.
+pub fn e2m1_dev_unword(w: u32) -> u32 {
+    E2M1_DEV_BITS
+        .iter()
+        .enumerate()
+        .fold(0, |v, (i, bits)| bits.iter().enumerate().fold(v, |v, (b, &from)| v | (((w >> from) & 1) << (4 * i + b))))
+}
+
+/// The CUDA-core kernels' E2M1 decode (`e2m1_dev_pairs` in `kernels/wo_prims.cuh`), statement for
+/// statement: a word of [`e2m1_dev_word`] into four f16x2 registers (codes 0-1, 2-3, 4-5, 6-7), each code
+/// as the f16 with its sign at bit 15 and its three magnitude bits at 11-9, which is its E2M1 value times
+/// 2^-14 exactly (magnitude 1 = 0.5 lands on the subnormal 2^-15); the kernels multiply x by 2^14 instead.
+pub fn decode_e2m1_dev(v: u32) -> [u32; 4] {
+    const PAIR: u32 = 0x8E00_8E00; // bits 15 and 11-9 of both halves
+    const MAG: u32 = 0x0E0E_0E0E; // bits 1-3 of every byte
+    let b = ((v >> 3) & MAG) | ((v << 7) & !MAG); // every byte's second code moved to the first's bits
+    [v & PAIR, (v << 8) & PAIR, b & PAIR, (b << 8) & PAIR]
+}
+
+/// The codes of `p` as the CUDA-core kernels read them: MXFP4 and NVFP4 words in [`e2m1_dev_word`]'s
+/// layout, every other format as packed (`None`).
+pub fn device_codes(p: &PackedWeights) -> Option<Vec<u8>> {
+    matches!(p.format, WoFormat::Mxfp4 | WoFormat::Nvfp4).then(|| {
+        p.codes
+            .par_chunks(4)
+            .flat_map_iter(|c| e2m1_dev_word(u32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes())
+            .collect()
+    })
+}
+
 /// Scale tables of the x-in-registers kernel (`kernels/weight_only_xreg.cu`): the block scales (and INT4
 /// zero points) transposed to `[scale column][row]` with rows padded to a multiple of 8, so the rows a warp
 /// takes in one step share one vector load. Returns `(scales, zeros)`; formats without block scales keep
@@ -497,6 +555,54 @@ fn quantize_pack_inner(
 mod tests {
     use super::*;
     use crate::random_f32;
+
+    #[test]
+    fn e2m1_device_layout_is_a_bijection_whose_decode_gives_each_value_times_two_to_the_minus_14() {
+        // Every bit of the word is used once.
+        let mut seen = 0u32;
+        for b in E2M1_DEV_BITS.iter().flatten() {
+            assert_eq!(seen & (1 << b), 0, "bit {b} twice");
+            seen |= 1 << b;
+        }
+        assert_eq!(seen, u32::MAX);
+        // Each code in each of the 8 slots, the others random: the slot's half decodes to value x 2^-14.
+        let noise = random_f32(256, 5);
+        for slot in 0..8 {
+            for code in 0..16u32 {
+                for (t, r) in noise.iter().enumerate().take(32) {
+                    let other = (r.to_bits() ^ (t as u32).wrapping_mul(0x9E37_79B9)) & !(15 << (4 * slot));
+                    let v = other | (code << (4 * slot));
+                    let w = e2m1_dev_word(v);
+                    assert_eq!(e2m1_dev_unword(w), v);
+                    let h = decode_e2m1_dev(w)[slot / 2] >> (16 * (slot % 2)) & 0xffff;
+                    let got = f64::from(f16::from_bits(h as u16).to_f32()) * 16384.0;
+                    let want = f64::from(E2M1.decode(code));
+                    assert_eq!(got.to_bits(), want.to_bits(), "slot {slot} code {code}: {got} vs {want}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn device_codes_rearrange_only_the_e2m1_formats() {
+        for f in WoFormat::ALL {
+            let (n, k) = (3, f.k_multiple().max(64));
+            let w = random_f32(n * k, 23);
+            let (p, _) = quantize_and_pack(f, &w, n, k).unwrap();
+            match device_codes(&p) {
+                None => assert!(!matches!(f, WoFormat::Mxfp4 | WoFormat::Nvfp4), "{f:?}"),
+                Some(d) => {
+                    assert_eq!(d.len(), p.codes.len());
+                    let back: Vec<u8> = d
+                        .chunks(4)
+                        .flat_map(|c| e2m1_dev_unword(u32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes())
+                        .collect();
+                    assert_eq!(back, p.codes, "{f:?}");
+                    assert_ne!(d, p.codes, "{f:?}: nothing moved");
+                }
+            }
+        }
+    }
 
     #[test]
     fn packed_layout_decodes_to_the_roofline_quant_reference() {

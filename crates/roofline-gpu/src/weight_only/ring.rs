@@ -20,7 +20,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr
 
 use super::ffn::{stream_options, STREAM_SOURCE};
 use super::nvrtc::{compile_cubin, load_checked, WEIGHT_ONLY_XREG_SOURCE};
-use super::pack::{xreg_tables, PackedWeights, WoFormat};
+use super::pack::{self, xreg_tables, PackedWeights, WoFormat};
 use super::{launch_ex, nvrtc_available};
 use crate::{Gpu, GpuError};
 
@@ -267,7 +267,7 @@ impl RingGemv {
         }
         let (scales, zeros) = xreg_tables(p);
         Ok(RingWeights {
-            codes: stream.clone_htod(&p.codes)?,
+            codes: stream.clone_htod(pack::device_codes(p).as_deref().unwrap_or(&p.codes))?,
             scales: stream.clone_htod(&scales)?,
             zeros: stream.clone_htod(&zeros)?,
             global_scale: p.global_scale,
