@@ -3,7 +3,8 @@
 # GPU tests of the two formats, then the M = 1 tables of the shapes with the new binary and the
 # baseline binary (built from the commit before) on the same warm GPU. Run from the repository root on the
 # GPU machine with the binaries in .gpu/ (roofline, roofline-base, weight_only_gpu, ring_gpu); logs to $OUT.
-# Parts: tests, compare, xh (MXFP4 / NVFP4 with x in f16x2 or not), model (Llama-3.1-8B batch 1).
+# Parts: tests, compare (M = 1), m16 (M = 16), xh (MXFP4 / NVFP4 with x in f16x2 or not), model (Llama-3.1-8B
+# batch 1 and 16).
 set -uo pipefail
 out=${OUT:-/tmp/e2m1-check}
 mkdir -p "$out"
@@ -24,6 +25,16 @@ if has compare; then
         done
     done
 fi
+if has m16; then
+    for nk in 14336x4096 28672x4096 4096x14336; do
+        n=${nk%x*} k=${nk#*x}
+        for bin in roofline-base roofline; do
+            echo "=== $bin M=16 N=$n K=$k" | tee -a "$out/m16.txt"
+            .gpu/$bin compare --weight-only --m 16 --n "$n" --k "$k" -p fp16 -p int4_g128 -p mxfp4 -p nvfp4 --hw $hw 2>&1 \
+                | tee -a "$out/m16.txt"
+        done
+    done
+fi
 if has xh; then
     for nk in 14336x4096 4096x4096; do
         n=${nk%x*} k=${nk#*x}
@@ -37,8 +48,11 @@ if has xh; then
     done
 fi
 if has model; then
-    for bin in roofline-base roofline; do
-        echo "=== $bin model-bench llama-3.1-8b batch 1" | tee -a "$out/model.txt"
-        .gpu/$bin model-bench --config llama-3.1-8b --schemes fp16,int4,mxfp4,nvfp4 --hw $hw 2>&1 | tee -a "$out/model.txt"
+    for batch in 1 16; do
+        for bin in roofline-base roofline; do
+            echo "=== $bin model-bench llama-3.1-8b batch $batch" | tee -a "$out/model.txt"
+            .gpu/$bin model-bench --config llama-3.1-8b --batch $batch --schemes fp16,int4,mxfp4,nvfp4 --hw $hw 2>&1 \
+                | tee -a "$out/model.txt"
+        done
     done
 fi

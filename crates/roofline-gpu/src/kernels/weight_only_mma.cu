@@ -61,6 +61,10 @@
 // uint4 words per lane and tile: the A fragments of the tile's four k-steps at 16, 8 or 4 bits per element.
 #define QV (FMT == 0 ? 4 : (FMT == 2 || FMT == 3) ? 2 : 1)
 #define ROW_SCALED (FMT == 2 || FMT == 3)
+// NVFP4: the decode gives the E2M1 values times 2^-14 and `mma_tile` multiplies them by their E4M3 scales
+// times 2^7 in f16 (exact: |w s| 2^-7 from 2^-17 with at most 6 significant bits, ulp 2^-24, to 21), so the
+// sums come out 2^-7 small: the tensor scale takes 2^7 back.
+#define NV_UP 128.0f
 
 // Decodes one word into the four f16x2 A registers. zg: INT4 zero-point pair (1024 + z) of row g; zg8: the
 // pair -(64 + z) of row g + 8 (see Meta::zp).
@@ -81,14 +85,11 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
 #elif FMT == 5
     // NF4 -> f16 through byte tables (wo_prims.cuh `nf4_pairs`): the A registers are neighbour pairs.
     nf4_pairs(v, a);
-#elif FMT == 6
-    // MXFP4 in the CUDA-core E2M1 layout (wo_prims.cuh `e2m1_dev_pairs`, host mma.rs `repack`): neighbour
-    // pairs, each value times 2^-14 (`block_scale` takes it back).
-    e2m1_dev_pairs(v, a);
 #else
-    // NVFP4 -> f16 (wo_prims.cuh `e2m1_pairs`; its scales multiply the weights in f16, where the other
-    // layout's 2^-14 would cost bits): the A registers are neighbour pairs.
-    e2m1_pairs(v, a);
+    // MXFP4 / NVFP4 in the CUDA-core E2M1 layout (wo_prims.cuh `e2m1_dev_pairs`, host mma.rs `repack`):
+    // neighbour pairs, each value times 2^-14 (MXFP4's `block_scale` takes it back; NVFP4's f16 scales times
+    // 2^7 take half of it back, the tensor scale times NV_UP the rest).
+    e2m1_dev_pairs(v, a);
 #endif
 }
 
@@ -217,15 +218,16 @@ __device__ __forceinline__ void flush_part(const float part[NB][4], float sg, fl
 __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta, const u32 bx[NB][4][2],
                                          float acc[NB][4]) {
 #if FMT == 7
-    // NVFP4: each k-step's E4M3 block scales multiply the decoded E2M1 weights in f16, rows g (A registers
-    // 0 and 2) and g + 8 (1 and 3), exactly (2 and 4 significant bits; |w s| from 2^-10 to 6 x 448), so the
+    // NVFP4: each k-step's E4M3 block scales (times 2^7, NV_UP) multiply the decoded E2M1 weights (times
+    // 2^-14) in f16, rows g (A registers 0 and 2) and g + 8 (1 and 3), exactly (see NV_UP), so the
     // MMAs accumulate straight into acc: no partial sums, no scale FMAs waiting on every MMA (a block of 16
     // is one k-step, so the flush below ran after each).
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
         u32 a[4];
         decode_step(qw, s, 0u, 0u, a);
-        const u32 sc = e4m3x2_to_h2(((meta.e[0] >> (8 * s)) & 0xffu) | (((meta.e[1] >> (8 * s)) & 0xffu) << 8));
+        u32 sc = e4m3x2_to_h2(((meta.e[0] >> (8 * s)) & 0xffu) | (((meta.e[1] >> (8 * s)) & 0xffu) << 8));
+        asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(sc) : "r"(0x58005800u));  // times 2^7 (NV_UP), exact: at most 57344
         const u32 sg = prmt(sc, 0u, 0x1010u), sg8 = prmt(sc, 0u, 0x3232u);
         asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[0]) : "r"(sg));
         asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[2]) : "r"(sg));
@@ -363,7 +365,7 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
                 if (m < MT && n < n_rows) {
                     float v = acc[b][i];
 #if FMT == 7
-                    v *= gscale;
+                    v *= gscale * NV_UP;
 #elif ROW_SCALED
                     v *= __ldg((const float*)scales + n);
 #endif
@@ -482,7 +484,7 @@ __device__ __forceinline__ void xs_reduce(const float* part, int ps, int r0, int
         float v = 0.0f;
         for (int wp = 0; wp < warps_here; ++wp) v += part[((size_t)wp * MT + m) * ps + r - (TRED == 1 ? r0 : 0)];
 #if FMT == 7
-        v *= gscale;
+        v *= gscale * NV_UP;
 #elif ROW_SCALED
         v *= __ldg((const float*)scales + rt0 * 16 + r);  // FP8 / INT8: the row's scale (xs_meta passes them)
 #endif
@@ -700,7 +702,7 @@ __device__ __forceinline__ void xk_x_frags(u32 xaddr, int kt, u32 bx[NB][4][2]) 
 __device__ __forceinline__ float xk_scaled(float v, int m, int n, const u8* __restrict__ scales, float gscale,
                                            int flags, const float* fuse_inv) {
 #if FMT == 7
-    v *= gscale;
+    v *= gscale * NV_UP;
 #elif ROW_SCALED
     v *= __ldg((const float*)scales + n);  // FP8 / INT8: the row's scale
 #endif

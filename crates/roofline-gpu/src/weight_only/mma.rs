@@ -96,8 +96,8 @@ fn and_or(a: u32, mask: u32, magic: u32) -> u32 {
 /// Largest E8M0 scale byte the tensor-core kernel takes for MXFP4 (2^113; see [`repack`]).
 pub const MXFP4_MMA_MAX_SCALE: u8 = 240;
 
-/// The kernels' E2M1 decode in the codec's nibble order (`e2m1_pairs` in `wo_prims.cuh`: NVFP4 in the
-/// tensor-core kernels, MXFP4 and NVFP4 in the fused FFN) of one word of 8 codes (element `j` in nibble `j`) into four f16x2 registers (elements
+/// The kernels' E2M1 decode in the codec's nibble order (`e2m1_pairs` in `wo_prims.cuh`: MXFP4 and NVFP4
+/// in the fused FFN) of one word of 8 codes (element `j` in nibble `j`) into four f16x2 registers (elements
 /// 0-1, 2-3, 4-5, 6-7), instruction for instruction.
 pub fn decode_e2m1(v: u32) -> [u32; 4] {
     const T0: u32 = 0x3e3c_3800; // f16 high bytes of 0, 0.5, 1, 1.5
@@ -171,11 +171,13 @@ pub fn repack(p: &PackedWeights) -> Result<Vec<u8>, GpuError> {
             _ => u32::from(u16::from_le_bytes([p.codes[at], p.codes[at + 1]])),
         }
     };
-    // MXFP4's words go in the CUDA-core kernels' E2M1 layout (`e2m1_dev_pairs`, 9 instructions against
-    // `e2m1_pairs`' 13), whose 2^-14 the kernel takes back in the E8M0 scale as 2^(e + 14 - 127): a scale
-    // byte above 240 (blocks of magnitude 2^115 and more) would overflow FP32 there.
-    let dev = p.format == WoFormat::Mxfp4;
-    if let Some(e) = p.scales.iter().find(|&&e| dev && e > MXFP4_MMA_MAX_SCALE) {
+    // MXFP4's and NVFP4's words go in the CUDA-core kernels' E2M1 layout (`e2m1_dev_pairs`, 9 instructions
+    // against `e2m1_pairs`' 13), whose 2^-14 the kernel takes back in MXFP4's E8M0 scale as 2^(e + 14 - 127)
+    // (a scale byte above 240, blocks of magnitude 2^115 and more, would overflow FP32 there) and in NVFP4's
+    // f16 scales and tensor scale (`NV_UP`).
+    let dev = matches!(p.format, WoFormat::Mxfp4 | WoFormat::Nvfp4);
+    let mxfp4 = p.format == WoFormat::Mxfp4;
+    if let Some(e) = p.scales.iter().find(|&&e| mxfp4 && e > MXFP4_MMA_MAX_SCALE) {
         return Err(GpuError::Unsupported(format!(
             "MXFP4 block scale 2^{} is beyond the tensor-core kernel's range (at most 2^{})",
             i32::from(*e) - 127,
@@ -305,7 +307,7 @@ pub fn unpack(format: WoFormat, tiles: &[u8], n: usize, k: usize) -> Vec<u8> {
                     let (j, shift) = slot(format, s, e);
                     let w = &tile[word_offset(lane, j)..][..4];
                     let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-                    let w = if format == WoFormat::Mxfp4 { e2m1_dev_unword(w) } else { w };
+                    let w = if matches!(format, WoFormat::Mxfp4 | WoFormat::Nvfp4) { e2m1_dev_unword(w) } else { w };
                     let v = (w >> shift) & mask;
                     let at = row * row_bytes + col * bits / 8;
                     match bits {
