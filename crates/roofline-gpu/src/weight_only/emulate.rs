@@ -53,7 +53,7 @@ fn e4m3_to_f(b: u32) -> f32 {
 const NF4: [f32; 16] = roofline_quant::codec::NF4_CODE;
 /// `E2M1_UP` (wo_common.cuh): what the FP32 decode's partial sums of E2M1 codes are multiplied by.
 fn e2m1_up(f: WoFormat) -> f32 {
-    if matches!(f, WoFormat::Mxfp4 | WoFormat::Nvfp4) {
+    if f.e2m1() {
         16384.0
     } else {
         1.0

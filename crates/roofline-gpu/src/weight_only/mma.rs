@@ -175,14 +175,15 @@ pub fn repack(p: &PackedWeights) -> Result<Vec<u8>, GpuError> {
     // against `e2m1_pairs`' 13), whose 2^-14 the kernel takes back in MXFP4's E8M0 scale as 2^(e + 14 - 127)
     // (a scale byte above 240, blocks of magnitude 2^115 and more, would overflow FP32 there) and in NVFP4's
     // f16 scales and tensor scale (`NV_UP`).
-    let dev = matches!(p.format, WoFormat::Mxfp4 | WoFormat::Nvfp4);
-    let mxfp4 = p.format == WoFormat::Mxfp4;
-    if let Some(e) = p.scales.iter().find(|&&e| mxfp4 && e > MXFP4_MMA_MAX_SCALE) {
-        return Err(GpuError::Unsupported(format!(
-            "MXFP4 block scale 2^{} is beyond the tensor-core kernel's range (at most 2^{})",
-            i32::from(*e) - 127,
-            i32::from(MXFP4_MMA_MAX_SCALE) - 127
-        )));
+    let dev = p.format.e2m1();
+    if p.format == WoFormat::Mxfp4 {
+        if let Some(&e) = p.scales.iter().max().filter(|&&e| e > MXFP4_MMA_MAX_SCALE) {
+            return Err(GpuError::Unsupported(format!(
+                "MXFP4 block scale 2^{} is beyond the tensor-core kernel's range (at most 2^{})",
+                i32::from(e) - 127,
+                i32::from(MXFP4_MMA_MAX_SCALE) - 127
+            )));
+        }
     }
     let (row_tiles, k_tiles, qv) = (n.div_ceil(16), k / 64, words_per_tile(p.format));
     let mut out = vec![0u8; row_tiles * k_tiles * qv * 512];
@@ -307,7 +308,7 @@ pub fn unpack(format: WoFormat, tiles: &[u8], n: usize, k: usize) -> Vec<u8> {
                     let (j, shift) = slot(format, s, e);
                     let w = &tile[word_offset(lane, j)..][..4];
                     let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
-                    let w = if matches!(format, WoFormat::Mxfp4 | WoFormat::Nvfp4) { e2m1_dev_unword(w) } else { w };
+                    let w = if format.e2m1() { e2m1_dev_unword(w) } else { w };
                     let v = (w >> shift) & mask;
                     let at = row * row_bytes + col * bits / 8;
                     match bits {

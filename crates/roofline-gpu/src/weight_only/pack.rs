@@ -133,6 +133,12 @@ impl WoFormat {
         matches!(self, WoFormat::Int4G128 | WoFormat::Nf4 | WoFormat::Mxfp4 | WoFormat::Nvfp4)
     }
 
+    /// Whether the codes are E2M1 (MXFP4, NVFP4), which the kernels read in the E2M1 device layout
+    /// ([`device_codes`]; the tensor cores' repack too).
+    pub fn e2m1(self) -> bool {
+        matches!(self, WoFormat::Mxfp4 | WoFormat::Nvfp4)
+    }
+
     /// 16-byte chunks of a row that share one scale entry of the kernel (`CPG` in the kernel source).
     pub fn chunks_per_scale(self) -> u32 {
         match self {
@@ -433,7 +439,7 @@ pub fn decode_e2m1_dev(v: u32) -> [u32; 4] {
 /// The codes of `p` as the CUDA-core kernels read them: MXFP4 and NVFP4 words in [`e2m1_dev_word`]'s
 /// layout, every other format as packed (`None`).
 pub fn device_codes(p: &PackedWeights) -> Option<Vec<u8>> {
-    matches!(p.format, WoFormat::Mxfp4 | WoFormat::Nvfp4).then(|| {
+    p.format.e2m1().then(|| {
         p.codes
             .par_chunks(4)
             .flat_map_iter(|c| e2m1_dev_word(u32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes())
@@ -590,7 +596,7 @@ mod tests {
             let w = random_f32(n * k, 23);
             let (p, _) = quantize_and_pack(f, &w, n, k).unwrap();
             match device_codes(&p) {
-                None => assert!(!matches!(f, WoFormat::Mxfp4 | WoFormat::Nvfp4), "{f:?}"),
+                None => assert!(!f.e2m1(), "{f:?}"),
                 Some(d) => {
                     assert_eq!(d.len(), p.codes.len());
                     let back: Vec<u8> = d
