@@ -117,8 +117,11 @@ __device__ __forceinline__ void e2m1_pairs(u32 v, u32 p[4]) {
 // as f16 bits (sign, 0, e1, e0, m, 0...) = the code's value times 2^-14 exactly (magnitude 0.5 is the
 // subnormal 2^-15). 9 instructions against `e2m1_pairs`' 13; the kernels multiply x by 2^14 instead.
 __device__ __forceinline__ void e2m1_dev_pairs(u32 v, u32 p[4]) {
-    const u32 pair = 0x8E008E00u;                                    // f16 bits 15, 11-9 of both halves
-    const u32 b = ((v >> 3) & 0x0E0E0E0Eu) | ((v << 7) & 0xF1F1F1F1u);  // one lop3
+    const u32 pair = 0x8E008E00u;  // f16 bits 15, 11-9 of both halves
+    // b = (v >> 3 & K) | (v << 7 & ~K), K = 0x0E0E0E0E: one lop3 selecting by K (ptxas, given the two masks,
+    // shrinks the second to the bits v << 7 can have and spends two)
+    u32 b;
+    asm("lop3.b32 %0, %1, %2, %3, 0xE4;" : "=r"(b) : "r"(v >> 3), "r"(v << 7), "r"(0x0E0E0E0Eu));
     p[0] = v & pair;
     p[1] = (v << 8) & pair;
     p[2] = b & pair;

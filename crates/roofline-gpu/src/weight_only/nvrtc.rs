@@ -328,7 +328,29 @@ pub fn compile_cubin(source: &str, file: &str, options: &[String]) -> Result<(Ve
     if cubin.is_empty() {
         return Err(GpuError::Unsupported(format!("NVRTC produced no CUBIN for {file} (log: {log})")));
     }
+    if let Some(dir) = std::env::var_os("ROOFLINE_DUMP_CUBIN") {
+        dump_cubin(std::path::Path::new(&dir), file, options, &cubin, &log)?;
+    }
     Ok((cubin, log))
+}
+
+/// Developer hook: with `ROOFLINE_DUMP_CUBIN=DIR`, every CUBIN this process compiles is written to
+/// `DIR/<file>-<hash of the options>.cubin`, its options and ptxas report beside it (`.txt`), for
+/// `cuobjdump -sass` / `nvdisasm` without a GPU run (the kernels compile wherever libnvrtc loads).
+fn dump_cubin(dir: &std::path::Path, file: &str, options: &[String], cubin: &[u8], log: &str) -> Result<(), GpuError> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    options.hash(&mut h);
+    let stem = dir.join(format!("{}-{:016x}", file.trim_end_matches(".cu"), h.finish()));
+    let write = |ext: &str, bytes: &[u8]| {
+        let path = stem.with_extension(ext);
+        std::fs::write(&path, bytes)
+            .map_err(|e| GpuError::Unsupported(format!("ROOFLINE_DUMP_CUBIN: cannot write {}: {e}", path.display())))
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| GpuError::Unsupported(format!("ROOFLINE_DUMP_CUBIN: cannot create {}: {e}", dir.display())))?;
+    write("cubin", cubin)?;
+    write("txt", format!("{file}\n{}\n\n{log}", options.join(" ")).as_bytes())
 }
 
 fn poisoned() -> GpuError {

@@ -432,8 +432,17 @@ pub fn e2m1_dev_unword(w: u32) -> u32 {
 pub fn decode_e2m1_dev(v: u32) -> [u32; 4] {
     const PAIR: u32 = 0x8E00_8E00; // bits 15 and 11-9 of both halves
     const MAG: u32 = 0x0E0E_0E0E; // bits 1-3 of every byte
-    let b = ((v >> 3) & MAG) | ((v << 7) & !MAG); // every byte's second code moved to the first's bits
+    let b = lop3(v >> 3, v << 7, MAG, 0xE4); // every byte's second code moved to the first's bits
     [v & PAIR, (v << 8) & PAIR, b & PAIR, (b << 8) & PAIR]
+}
+
+/// PTX `lop3.b32 d, a, b, c, lut`: bit i of d is bit `(a_i << 2) | (b_i << 1) | c_i` of `lut` (the table
+/// is written as the function of a = 0xF0, b = 0xCC, c = 0xAA).
+pub fn lop3(a: u32, b: u32, c: u32, lut: u8) -> u32 {
+    (0..32).fold(0, |d, i| {
+        let idx = (((a >> i) & 1) << 2) | (((b >> i) & 1) << 1) | ((c >> i) & 1);
+        d | ((u32::from(lut) >> idx) & 1) << i
+    })
 }
 
 /// The codes of `p` as the CUDA-core kernels read them: MXFP4 and NVFP4 words in [`e2m1_dev_word`]'s
@@ -561,6 +570,17 @@ fn quantize_pack_inner(
 mod tests {
     use super::*;
     use crate::random_f32;
+
+    #[test]
+    fn lop3_tables_are_the_functions_the_kernels_mean() {
+        let words = random_f32(3 * 64, 8);
+        for t in words.chunks(3) {
+            let (a, b, c) = (t[0].to_bits(), t[1].to_bits().rotate_left(7), t[2].to_bits() ^ 0x5A5A_A5A5);
+            assert_eq!(lop3(a, b, c, 0xEA), (a & b) | c, "lop3_and_or");
+            assert_eq!(lop3(a, b, c, 0xE4), (a & c) | (b & !c), "select by c");
+            assert_eq!(lop3(a, b, c, 0xD8), (a & !c) | (b & c), "select by c, the other way (nf4_pairs)");
+        }
+    }
 
     #[test]
     fn e2m1_device_layout_is_a_bijection_whose_decode_gives_each_value_times_two_to_the_minus_14() {
