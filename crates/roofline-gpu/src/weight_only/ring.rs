@@ -410,6 +410,20 @@ mod tests {
     use super::super::nvrtc::parse_ptxas;
     use super::*;
 
+    /// wo_ring.cu's E2M1 factor with the fused norm, `2^(14 - (33 - clz(FD - 1)) / 2)`: x after the norm is
+    /// at most sqrt(FD) in magnitude, so times the factor it must stay within f16 (at most 2^14, exact), and
+    /// the factor must not exceed the decode's 2^14 (the output takes the rest, `E2M1_UP / up`).
+    #[test]
+    fn e2m1_norm_factor_keeps_x_in_f16_for_every_k() {
+        for fd in (1024..=16384u32).step_by(1024) {
+            let e = 14 - (33 - (fd - 1).leading_zeros() as i32) / 2;
+            assert!((0..=14).contains(&e), "K = {fd}: 2^{e}");
+            let largest = f64::from(fd).sqrt() * 2f64.powi(e);
+            assert!(largest <= 16384.0, "K = {fd}: |x| up to {largest} in f16");
+            assert!(largest > 4096.0, "K = {fd}: a factor of 2^{e} wastes range ({largest})");
+        }
+    }
+
     #[test]
     fn llama_8b_qkv_and_o_fit_an_h100() {
         // o_proj 4096 x 4096: 512 steps, 4 per CTA, 128 CTAs; qkv 6144 x 4096: 768 steps, 6 per CTA.
