@@ -317,16 +317,10 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
     load_step(w, scales, zeros, n_rows, n_pad, kc, row0, cbase, q, meta);
 #endif
 #if XH && FMT == 5
-    // NF4 in f16x2: a table of the 256 code pairs a byte holds, f16x2 (code of the low nibble, code of the
-    // high nibble), one copy per shared-memory bank ([pair][copy]): lane l reads copy l, so a warp's 32
-    // lookups never conflict. 32 KB, filled while the previous kernel finishes.
+    // NF4 in f16x2 through the table of code pairs (wo_common.cuh `nf4_pair_fill`), filled while the
+    // previous kernel finishes.
     __shared__ __align__(16) u32 nf4_tab[256 * 32];
-    for (int e = threadIdx.x; e < 256; e += blockDim.x) {
-        const u32 v = (u32)f2h(kLut[e & 15]) | ((u32)f2h(kLut[e >> 4]) << 16);
-        uint4* row = (uint4*)(nf4_tab + e * 32);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) row[i] = make_uint4(v, v, v, v);
-    }
+    nf4_pair_fill(nf4_tab);
     const u32* nf4_lane = nf4_tab + lane;
 #endif
     pdl_wait();  // the first weights are in flight; x, y and the workspace are touched only from here
@@ -471,24 +465,14 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
                     dot8f4(qq.y, xh[j][1], ae, ao);
                     dot8f4(qq.z, xh[j][2], be, bo);
                     dot8f4(qq.w, xh[j][3], be, bo);
-                    float s0, s1;
-                    e4m3x2_to_f(meta[u][j].s2, s0, s1);
-                    acc[u][0] = fmaf(s0, hsum4(ae, ao), fmaf(s1, hsum4(be, bo), acc[u][0]));
+                    acc[u][0] += nv_chunk(ae, ao, be, bo, meta[u][j].s2);
 #else
 #pragma unroll
                     for (int wd = 0; wd < 4; ++wd) {
 #if FMT == 4
                         dot8h(word(qq, wd), xh[j][wd], ae, ao);
 #elif FMT == 5
-                        {
-                            // byte k of the word (codes 2k, 2k + 1) looked up in this lane's copy of the table
-                            const u32 v = word(qq, wd);
-                            u32 pr[4];
-#pragma unroll
-                            for (int k = 0; k < 4; ++k) pr[k] = nf4_lane[prmt(v, 0u, 0x4440u + k) << 5];
-                            ae = hfma2(pr[2], xh[j][wd][2], hfma2(pr[0], xh[j][wd][0], ae));
-                            ao = hfma2(pr[3], xh[j][wd][3], hfma2(pr[1], xh[j][wd][1], ao));
-                        }
+                        dot8nf4t(word(qq, wd), xh[j][wd], nf4_lane, ae, ao);
 #else
                         dot8f4(word(qq, wd), xh[j][wd], ae, ao);
 #endif

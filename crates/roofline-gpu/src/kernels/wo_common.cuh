@@ -248,6 +248,33 @@ __device__ __forceinline__ void dot8nf4(u32 v, const u32 a[4], u32& acc_e, u32& 
 }
 #endif
 
+#if FMT == 5
+// NF4's table of code pairs (the x-in-registers kernel at M = 1 with XH, the ring GEMV with NF4_PAIRS): the
+// 256 pairs a byte of codes holds as f16x2 (code of the low nibble, code of the high nibble), one copy per
+// shared-memory bank, [pair][copy] (32 KB): lane l reads copy l, so a warp's 32 lookups never conflict. Every
+// thread of the CTA calls it; the caller synchronizes before the first lookup.
+__device__ __forceinline__ void nf4_pair_fill(u32* tab) {
+    for (int e = threadIdx.x; e < 256; e += blockDim.x) {
+        const u32 v = (u32)f2h(kLut[e & 15]) | ((u32)f2h(kLut[e >> 4]) << 16);
+        uint4* row = (uint4*)(tab + e * 32);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) row[i] = make_uint4(v, v, v, v);
+    }
+}
+
+// dot8h for NF4 through the pair table (`lt`: this lane's copy, `tab + lane`): byte k of word v (codes 2k,
+// 2k + 1) is one conflict-free shared-memory load of their f16x2, against a[k] = (x_{2k}, x_{2k+1}). A byte
+// permute, an address and a load per two codes where `dot8nf4` spends about five byte permutes and lop3s
+// on the integer pipe, which is what the decode saturates.
+__device__ __forceinline__ void dot8nf4t(u32 v, const u32 a[4], const u32* lt, u32& acc_e, u32& acc_o) {
+    u32 p[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k) p[k] = lt[prmt(v, 0u, 0x4440u + k) << 5];
+    acc_e = hfma2(p[2], a[2], hfma2(p[0], a[0], acc_e));
+    acc_o = hfma2(p[3], a[3], hfma2(p[1], a[1], acc_o));
+}
+#endif
+
 // The two f16x2 accumulators of dot8h as one float.
 __device__ __forceinline__ float hsum4(u32 e, u32 o) {
     float a, b, c, d;
@@ -255,6 +282,26 @@ __device__ __forceinline__ float hsum4(u32 e, u32 o) {
     h2x2f(o, c, d);
     return (a + b) + (c + d);
 }
+
+#if FMT == 7
+__device__ __forceinline__ u32 hadd2(u32 a, u32 b) {
+    u32 d;
+    asm("add.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+    return d;
+}
+
+// NVFP4's chunk from its two segments' f16x2 accumulators (ae, ao: values 0-15, be, bo: 16-31) and their
+// E4M3 scales (two bytes of s2): s0 (ae + ao) + s1 (be + bo), each segment's two accumulators added in
+// f16x2 first, so two pairs are widened instead of four (two hsum4: eight f16 -> f32 conversions and six
+// adds against four and two; the one more f16 rounding a segment is of a sum of 16 products).
+__device__ __forceinline__ float nv_chunk(u32 ae, u32 ao, u32 be, u32 bo, u32 s2) {
+    float a0, a1, b0, b1, s0, s1;
+    h2x2f(hadd2(ae, ao), a0, a1);
+    h2x2f(hadd2(be, bo), b0, b1);
+    e4m3x2_to_f(s2, s0, s1);
+    return fmaf(s0, a0 + a1, s1 * (b0 + b1));
+}
+#endif
 
 // x times `inv` as dot8h's f16x2 pairs, [word wd][k] = (x[8 wd + k], x[8 wd + k + 4]); returns the chunk's
 // sum (the zero points' term).

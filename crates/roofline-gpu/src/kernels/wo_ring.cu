@@ -93,6 +93,14 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         }
     }
 #endif
+#if FMT == 5 && NF4_PAIRS
+    // NF4's pair table (32 KB beside the dynamic shared memory), filled before x is ready.
+    __shared__ __align__(16) u32 nf4_tab[256 * 32];
+    nf4_pair_fill(nf4_tab);
+    const u32* nf4t = nf4_tab + lane;
+#else
+    const u32* nf4t = nullptr;
+#endif
     __syncthreads();
     if (RW_PRODUCER && warp == RW_WARPS) {
         // ---- Producer: every row step of the CTA, in order, as ring slots free up ----
@@ -165,7 +173,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         const int slot = j % RW_STEPS;
         const float sum = row_step(smem + slot * RW_STAGE + cbase * 16, ms + (col * rows + j * R) * (RS_SB / R),
                                    mz + col * (rows / 2) + j * R / 2, full_s + 8 * slot,
-                                   (u32)((j / RW_STEPS) & 1), xh, xsum);
+                                   (u32)((j / RW_STEPS) & 1), xh, xsum, nf4t);
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);
 #if !RW_PRODUCER

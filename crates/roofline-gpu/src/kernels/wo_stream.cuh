@@ -53,6 +53,12 @@
 #if FMT == 5 && !defined(NF4_T0)
 #error "NF4 needs its f16 byte tables NF4_T0..NF4_T7 (mma::nf4_f16_tables)"
 #endif
+// NF4_PAIRS 1 (the ring GEMV's default for NF4): NF4 codes through the shared-memory table of code pairs
+// (wo_common.cuh `nf4_pair_fill`, `dot8nf4t`; the caller fills it and passes the lane's copy to row_step);
+// 0: the byte-permute decode (`dot8nf4`, the fused FFN, whose ring takes the shared memory).
+#ifndef NF4_PAIRS
+#define NF4_PAIRS 0
+#endif
 
 // The lane's 32-value chunk of x (values cbase x EPC ...) as floats; returns their sum of squares.
 __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EPC]) {
@@ -74,9 +80,10 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EP
 // One row step (8 rows of FD INT4 codes at `sp`, the lane's chunk at cbase) against the lane's x: the rows'
 // scales (8 f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting on the
 // stage's `full` mbarrier (shared address `fb`, phase parity `par`). Returns row (lane >> 2) & 7's dot
-// product summed over the warp (in the lanes with lane & 3 == 0).
+// product summed over the warp (in the lanes with lane & 3 == 0). `nf4t`: with NF4_PAIRS, the lane's copy
+// of NF4's pair table.
 __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
-                                          const u32 xh[4][4], float xsum) {
+                                          const u32 xh[4][4], float xsum, const u32* nf4t = nullptr) {
     u32 sw[4], zw = 0u;
 #if FMT == 4 || FMT == 5 || FMT == 7
     {
@@ -112,7 +119,13 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
         acc[u] = meta[u][0].scale * fmaf(z8, xsum, hsum4(ae, ao));
 #elif FMT == 5
 #pragma unroll
-        for (int wd = 0; wd < 4; ++wd) dot8nf4(word(q, wd), xh[wd], ae, ao);
+        for (int wd = 0; wd < 4; ++wd) {
+#if NF4_PAIRS
+            dot8nf4t(word(q, wd), xh[wd], nf4t, ae, ao);
+#else
+            dot8nf4(word(q, wd), xh[wd], ae, ao);
+#endif
+        }
         acc[u] = meta[u][0].scale * hsum4(ae, ao);
 #elif FMT == 6
 #pragma unroll
@@ -125,9 +138,7 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
         dot8f4(word(q, 1), xh[1], ae, ao);
         dot8f4(word(q, 2), xh[2], be, bo);
         dot8f4(word(q, 3), xh[3], be, bo);
-        float s0, s1;
-        e4m3x2_to_f(meta[u][0].s2, s0, s1);
-        acc[u] = fmaf(s0, hsum4(ae, ao), s1 * hsum4(be, bo));
+        acc[u] = nv_chunk(ae, ao, be, bo, meta[u][0].s2);
 #endif
     }
     // Row (lane >> 2) & 7 summed over the warp in 3 + 2 shuffles (wo_xreg's butterfly, R = 8).

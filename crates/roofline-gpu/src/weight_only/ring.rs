@@ -2,13 +2,14 @@
 //! 4-bit weights, FP16 activations, sm_90+. A producer warp per CTA streams the CTA's rows with bulk
 //! copies into a ring in shared memory from its first instruction, before `griddepcontrol.wait` (a CTA
 //! resident beside the previous kernel of the step has its first slots, or all its rows, by the time x is
-//! ready); the consumer warps multiply them in f16x2 as in the fused FFN (INT4 g128; MXFP4 / NVFP4 and NF4
-//! through byte-permute tables of exact f16 values). The x-in-registers engine runs it at M = 1 where each
+//! ready); the consumer warps multiply them in f16x2 as in the fused FFN (INT4 g128; MXFP4 / NVFP4 in the
+//! E2M1 device layout; NF4 through a shared-memory table of its 256 code pairs, a copy per bank, 32 KB of
+//! static shared memory that [`layout`] leaves room for). The x-in-registers engine runs it at M = 1 where each
 //! CTA takes many row steps and its ring stays deep ([`auto`]; `Tuning::ring` forces it either way). H100,
 //! us, x-in-registers vs ring (bench/RESULTS.md, sessions 14 and 15): INT4 1x14336x4096 14.9 vs 13.3,
 //! 1x128256x4096 96.9 vs 94.1 (2.90 TB/s); MXFP4 1x14336x4096 16.7 vs 15.1, 1x28672x4096 29.0 vs 24.9,
 //! 1x128256x4096 109 vs 110-125 (2-3 ring slots); NVFP4 1x14336x4096 18.8 vs 17.3, 1x28672x4096 33.1 vs
-//! 28.0; NF4 (opt-in only) 1x14336x4096 16.2 vs 17.5; with few row steps per CTA the ring's start costs
+//! 28.0; NF4 (session 23, pair table) 1x14336x4096 16.1 vs 14.9; with few row steps per CTA the ring's start costs
 //! more than it saves (INT4 1x4096x4096 5.40 vs 7.16, 1x6144x4096 6.75 vs 9.00, 1x4096x14336 16.4 vs 16.9).
 //!
 //! Layout: codes row-major (as packed), scale and zero-point tables transposed (`pack::xreg_tables`).
@@ -77,16 +78,14 @@ pub const AUTO_MIN_STEPS: usize = 8;
 /// scale columns each, leaves 2: 123 us against the x-in-registers kernel's 109; INT4's leaves 6: 94 vs 97).
 pub const AUTO_MIN_SLOTS: usize = 6;
 
-/// Whether the engine runs an `n x k` M = 1 call of `format` on the ring kernel by default: INT4, MXFP4 or
-/// NVFP4, each CTA taking at least [`AUTO_MIN_STEPS`] row steps with at least [`AUTO_MIN_SLOTS`] of them in
-/// its ring.
+/// Whether the engine runs an `n x k` M = 1 call of `format` on the ring kernel by default: each CTA taking
+/// at least [`AUTO_MIN_STEPS`] row steps with at least [`AUTO_MIN_SLOTS`] of them in its ring. NF4 too since
+/// its codes go through the pair table (`NF4_PAIRS`; H100, session 23, us, ring vs x-in-registers:
+/// 1x14336x4096 14.9 vs 16.1, 1x28672x4096 24.3 vs 28.7; with the byte-permute decode the ring was the slower,
+/// 17.6 and 29.3).
 pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
     let (_, per) = grid(n, sm_count);
-    // NF4's decode (16-entry f16 byte tables: six byte permutes and two lop3 per four codes) keeps the ring
-    // kernel slower than the x-in-registers one (1x14336x4096 17.2-18.2 vs 16.2 us, 1x28672x4096 29.1-30.4
-    // vs 28.7): it runs only when asked for.
-    format != WoFormat::Nf4
-        && unsupported(format, 1, n, k, sm_count).is_none()
+    unsupported(format, 1, n, k, sm_count).is_none()
         && per >= AUTO_MIN_STEPS
         && layout(format, k, per, row_groups(k)).is_some_and(|(slots, _)| slots >= AUTO_MIN_SLOTS)
 }
@@ -121,14 +120,20 @@ pub fn grid(n: usize, sm_count: u32) -> (u32, usize) {
     (steps.div_ceil(per) as u32, per)
 }
 
+/// Static shared memory of NF4's table of code pairs (`nf4_pair_fill` in wo_common.cuh: 256 f16x2 pairs, a
+/// copy per bank), which the dynamic shared memory leaves room for.
+pub const NF4_PAIR_TABLE_BYTES: usize = 256 * 32 * 4;
+
 /// The ring's slots and the CTA's dynamic shared memory for at most `per` row steps of `k` values: the
 /// tables (scales and zero points of its rows, the per-K-slice row sums) and as many slots (up to `per`, a
-/// multiple of `groups`) as fit beside them. `None`: not even `groups` slots fit.
+/// multiple of `groups`) as fit beside them (and beside NF4's pair table). `None`: not even `groups` slots
+/// fit.
 fn layout(format: WoFormat, k: usize, per: usize, groups: usize) -> Option<(usize, usize)> {
     let rows = per * STEP_ROWS;
     let tables = tables_bytes(format, k, rows);
     let stage = STEP_ROWS * k / 2;
-    let ring = ring_limit().min(SMEM_BUDGET.checked_sub(tables)?);
+    let budget = if format == WoFormat::Nf4 { SMEM_BUDGET - NF4_PAIR_TABLE_BYTES } else { SMEM_BUDGET };
+    let ring = ring_limit().min(budget.checked_sub(tables)?);
     let slots = (ring / stage).min(per.div_ceil(groups) * groups) / groups * groups;
     (slots >= groups).then_some((slots, slots * stage + tables))
 }
@@ -384,6 +389,9 @@ fn options(
     opts.push(format!("-DRW_GROUPS={groups}"));
     opts.push(format!("-DNORM={}", u32::from(epilogue == Epilogue::Norm)));
     opts.push(format!("-DADD={}", u32::from(epilogue == Epilogue::Add)));
+    if format == WoFormat::Nf4 {
+        opts.push("-DNF4_PAIRS=1".into());
+    }
     opts.extend(super::nvrtc::extra_options());
     opts
 }
@@ -434,6 +442,10 @@ mod tests {
         let (slots, smem) = layout(WoFormat::Int4G128, 4096, 14, 2).unwrap();
         assert_eq!(slots, 10);
         assert!(smem <= SMEM_BUDGET && slots % 2 == 0);
+        // NF4 leaves its pair table's 32 KB of static shared memory within the H100's 227 KB per CTA.
+        let (slots, smem) = layout(WoFormat::Nf4, 4096, 14, 2).unwrap();
+        assert_eq!(slots, 8);
+        assert!(smem + NF4_PAIR_TABLE_BYTES <= 227 * 1024 - 1024);
         assert!(unsupported(WoFormat::Int4G128, 1, 4096, 4096, 132).is_none());
         assert!(unsupported(WoFormat::Int4G128, 1, 14336, 4096, 132).is_none());
         // The LM head's 976 rows per CTA: their tables (78 KB) still leave a ring.
@@ -451,7 +463,9 @@ mod tests {
         assert!(unsupported(WoFormat::Mxfp4, 1, 14336, 4096, 132).is_none());
         let mx = WoFormat::Mxfp4;
         assert!(auto(mx, 14336, 4096, 132) && auto(mx, 28672, 4096, 132) && !auto(mx, 128256, 4096, 132));
-        assert!(auto(WoFormat::Nvfp4, 14336, 4096, 132) && !auto(WoFormat::Nf4, 14336, 4096, 132));
+        assert!(auto(WoFormat::Nvfp4, 14336, 4096, 132) && auto(WoFormat::Nf4, 14336, 4096, 132));
+        // NF4's LM head: its scale tables beside the pair table leave no ring.
+        assert!(auto(WoFormat::Nf4, 28672, 4096, 132) && !auto(WoFormat::Nf4, 128256, 4096, 132));
         assert!(unsupported(WoFormat::Fp8E4M3, 1, 14336, 4096, 132).unwrap().contains("NF4"));
         // A CTA stays within 1024 threads: K = 16384 takes one row group of 16 warps.
         assert_eq!((row_groups(4096), row_groups(14336), row_groups(16384)), (3, 2, 1));
@@ -473,8 +487,9 @@ mod tests {
             let g = row_groups(k);
             for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
                 let Some((slots, _)) = layout(f, k, per, g) else {
-                    // NVFP4's LM head: 976 rows x 128 columns x 2 bytes of scales leave no ring.
-                    assert!(f == WoFormat::Nvfp4 && per == 122, "{f:?} {k} {per}");
+                    // The LM head's 976 rows: NVFP4's 128 columns x 2 bytes of scales leave no ring, nor
+                    // NF4's 64 x 2 beside its pair table.
+                    assert!(matches!(f, WoFormat::Nvfp4 | WoFormat::Nf4) && per == 122, "{f:?} {k} {per}");
                     continue;
                 };
                 for ep in [Epilogue::Norm, Epilogue::Store, Epilogue::Add] {
