@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 23's device check: NF4 through the pair table in the ring GEMV, NVFP4's chunk widened once. GPU
-# tests of NF4 and NVFP4 (weight-only set, ring, fused FFN, model bench), then A/B tables against
+# Session 23's device check: NF4 through the pair table in the ring GEMV and the fused FFN, NVFP4's chunk
+# widened once. GPU tests of NF4 and NVFP4 (weight-only set, ring, fused FFN, model bench), then A/B tables against
 # .gpu/roofline-base on the same GPU. Run from the repository root on the GPU machine with the binaries in
-# .gpu/; logs to $OUT. Parts: tests, m1, model.
+# .gpu/; logs to $OUT. Parts: tests, m1, model (Llama-3.1-8B batch 1, fused FFN).
 set -uo pipefail
 out=${OUT:-/tmp/session23-check}
 mkdir -p "$out"
@@ -14,6 +14,7 @@ if has tests; then
     ROOFLINE_TEST_FORMATS=NF4,NVFP4 .gpu/weight_only_gpu --ignored --nocapture every_format variants fused_norm 2>&1 \
         | grep -E "NF4|NVFP4|test result|FAILED|panicked" | tail -40 | tee "$out/tests.txt"
     .gpu/ring_gpu --ignored --nocapture 2>&1 | grep -E "Nf4|Nvfp4|NF4|NVFP4|test result|FAILED|panicked" | tail -30 | tee -a "$out/tests.txt"
+    .gpu/ffn_gpu --ignored --nocapture 2>&1 | grep -E "Nf4|NF4|test result|FAILED|panicked" | tee -a "$out/tests.txt"
     .gpu/model_bench_gpu --ignored 2>&1 | grep -E "test result|FAILED|panicked" | tee -a "$out/tests.txt"
 fi
 if has m1; then

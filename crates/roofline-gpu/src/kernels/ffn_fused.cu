@@ -213,6 +213,14 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
     }
     // The scales go out first (no kernel writes them), ahead of the weights in the DRAM queue.
     if (warp < NACT) stage_meta(gu_s, gu_z, dn_s, dn_z, p0, fs, groups_b, ma_s, ma_z, mb_s, mb_z);
+#if FMT == 5 && NF4_PAIRS
+    // NF4's pair table (32 KB of static shared memory beside the ring), for both phases' products.
+    __shared__ __align__(16) u32 nf4_tab[256 * 32];
+    nf4_pair_fill(nf4_tab);
+    const u32* nf4t = nf4_tab + lane;
+#else
+    const u32* nf4t = nullptr;
+#endif
     __syncthreads();
 
     if (warp == NACT) {
@@ -266,7 +274,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
             const int slot = st % NST;
             const float sum = row_step(smem + slot * STAGE + cbase * 16, ma_s + (col * 2 * fs + st * R) * (RS_SB / R),
                                        ma_z + (col * 2 * fs + st * R) * RS_ZB / R, full_s + 8 * slot,
-                                       (u32)((st / NST) & 1), xh, xsum);
+                                       (u32)((st / NST) & 1), xh, xsum, nf4t);
             __syncwarp();
             if (lane == 0) mbar_arrive(empty_s + 8 * slot, RGS);  // the group's KSL warps: NACT arrivals
             if ((lane & 3) == 0) psum[ks * 2 * fs + st * R + ((lane >> 2) & 7)] = sum;
@@ -352,10 +360,17 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                         gp0[hb][i] += hsum4(e0, o0);
                         gp1[hb][i] += hsum4(e1, o1);
 #elif FMT == 5
+#if NF4_PAIRS
+                        dot8nf4t(q.x, h[0], nf4t, e0, o0);  // row 2 pr
+                        dot8nf4t(q.y, h[1], nf4t, e0, o0);
+                        dot8nf4t(q.z, h[0], nf4t, e1, o1);  // row 2 pr + 1
+                        dot8nf4t(q.w, h[1], nf4t, e1, o1);
+#else
                         dot8nf4(q.x, h[0], e0, o0);  // row 2 pr
                         dot8nf4(q.y, h[1], e0, o0);
                         dot8nf4(q.z, h[0], e1, o1);  // row 2 pr + 1
                         dot8nf4(q.w, h[1], e1, o1);
+#endif
 #else
                         dot8f4(q.x, h[0], e0, o0);  // row 2 pr
                         dot8f4(q.y, h[1], e0, o0);

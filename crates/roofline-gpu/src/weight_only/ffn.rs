@@ -16,6 +16,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr
 
 use super::nvrtc::{compile_cubin, load_checked, KernelKey, WEIGHT_ONLY_XREG_SOURCE};
 use super::pack::{xreg_tables, PackedWeights, WoFormat};
+use super::ring::NF4_PAIR_TABLE_BYTES;
 use super::{launch_ex, nvrtc_available, upload_table, XDtype};
 use crate::{Gpu, GpuError};
 
@@ -65,6 +66,9 @@ struct Layout {
     stages: usize,
     /// Dynamic shared memory per CTA.
     smem: usize,
+    /// NF4 through the pair table (`NF4_PAIRS`, 32 KB of static shared memory): where the ring keeps at
+    /// least as many stages beside it as the row groups need, else the byte-permute decode.
+    nf4_pairs: bool,
 }
 
 impl Layout {
@@ -87,15 +91,19 @@ impl Layout {
             _ => 5 * d + (d / 128) * fs * 5,
         };
         let rest = scales + (slices * 2 * fs + fs + fs / PIECE) * 4;
-        let ring = ring_bytes().min(SMEM_BUDGET.saturating_sub(rest));
-        let stages = (ring / stage).min(16) / groups * groups;
+        let stages_in =
+            |budget: usize| (ring_bytes().min(budget.saturating_sub(rest)) / stage).min(16) / groups * groups;
+        // NF4's pair table is static shared memory beside all of this, where it leaves a ring.
+        let with_table = stages_in(SMEM_BUDGET - NF4_PAIR_TABLE_BYTES);
+        let nf4_pairs = format == WoFormat::Nf4 && with_table > 0;
+        let stages = if nf4_pairs { with_table } else { stages_in(SMEM_BUDGET) };
         if stages == 0 {
             return Err(GpuError::Unsupported(format!(
                 "the fused FFN's shared memory ({rest} bytes of scales and sums at hidden {d}, {fs} values per \
                  CTA) leaves no room for {groups} ring stages of {stage} bytes"
             )));
         }
-        Ok(Layout { warps, threads: warps * 32 + 32, stage, stages, smem: stages * stage + rest })
+        Ok(Layout { warps, threads: warps * 32 + 32, stage, stages, smem: stages * stage + rest, nf4_pairs })
     }
 }
 
@@ -434,6 +442,10 @@ fn ffn_options(
     // MXFP4 / NVFP4 in the codec's nibble order (`e2m1_pairs`): h is not scaled into a known range, so the
     // CUDA-core layout's 2^14 on the activations could overflow f16 (wo_common.cuh E2M1_DEV).
     opts.push("-DE2M1_DEV=0".into());
+    if layout.nf4_pairs {
+        // Both phases look NF4's codes up in the pair table (wo_stream.cuh NF4_PAIRS).
+        opts.push("-DNF4_PAIRS=1".into());
+    }
     opts.push(format!("-DFF={intermediate}"));
     if format != WoFormat::Int4G128 {
         opts.push(format!("-DMBG={}", down_groups(format, per)));
@@ -490,10 +502,12 @@ mod tests {
         let l = Layout::new(WoFormat::Int4G128, 4096, 112).unwrap();
         assert_eq!((l.warps, l.threads, l.stage, l.stages), (16, 544, 16384, 8));
         assert_eq!(l.smem, 8 * 16384 + 5 * 4096 + 32 * 112 * 5 + (4 * 2 * 112 + 112 + 7) * 4);
+        // NF4 keeps the same 8 stages beside its 32 KB pair table.
+        let l = Layout::new(WoFormat::Nf4, 4096, 112).unwrap();
+        assert!(l.nf4_pairs && l.stages == 8);
         for (format, d) in FORMATS.iter().flat_map(|&f| (1024..=6144).step_by(1024).map(move |d| (f, d))) {
             for fs in [16, 112, 224, 448] {
                 let Ok(l) = Layout::new(format, d, fs) else {
-                    // Only wide CTAs of the widest models run out of shared memory.
                     // Only wide CTAs of the widest models run out of shared memory (sooner with the larger
                     // scale tables of the per-32 and per-16 formats; Llama-3.1-8B's 112 values always fit).
                     let least = match format {
@@ -512,7 +526,12 @@ mod tests {
                     l.stages
                 );
                 assert!(l.stages * l.stage <= RING_BYTES && l.stages <= 16, "hidden {d}");
-                assert!(l.smem <= SMEM_BUDGET, "hidden {d}, {fs}: {} bytes", l.smem);
+                // NF4 takes its pair table wherever a ring of `groups` stages fits beside it.
+                let rest = l.smem - l.stages * l.stage;
+                let fits = rest + groups * l.stage + NF4_PAIR_TABLE_BYTES <= SMEM_BUDGET;
+                assert_eq!(l.nf4_pairs, format == WoFormat::Nf4 && fits, "{format:?} hidden {d}, {fs}");
+                let table = if l.nf4_pairs { NF4_PAIR_TABLE_BYTES } else { 0 };
+                assert!(l.smem + table <= SMEM_BUDGET, "hidden {d}, {fs}: {} bytes", l.smem);
             }
         }
     }
