@@ -267,6 +267,16 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
             for (int s = 0; s < KSL; ++s) t += ss_sh[s];
             inv = rsqrtf(t / (float)FD + eps);
         }
+        // MXFP4 / NVFP4 in the E2M1 device layout (decoded to their values times 2^-14): x goes up by 2^14 /
+        // 2^ceil(log2(FD) / 2) (normalized, |x| <= sqrt(FD), so still below 2^14 in f16, as in the ring's
+        // fused norm) and the sums come back by the rest (`a_fix`, on gate and up before the SiLU).
+#if E2M1_SCALED
+        const float up = ldexpf(1.0f, 14 - (33 - __clz(FD - 1)) / 2);
+        const float a_fix = E2M1_UP / up;
+        inv *= up;
+#else
+        const float a_fix = 1.0f;
+#endif
         u32 xh[4][4];  // word wd, pair k: (x[8 wd + k], x[8 wd + k + 4])
         const float xsum = pack_x(xr, inv, xh);
 
@@ -296,24 +306,36 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                 g += psum[s * 2 * fs + i];
                 u += psum[s * 2 * fs + fs + i];
             }
-            g *= gs_gu, u *= gs_gu;  // NVFP4's tensor scale (1 for the others)
+            g *= gs_gu * a_fix, u *= gs_gu * a_fix;  // NVFP4's tensor scale (1 for the others), the E2M1 factor
             hsh[i] = __fdividef(g, 1.0f + __expf(-g)) * u;
         }
         consumers_sync();
         // Per piece: the sum of its h (the zero points' term) and h as f16x2 pairs in dot8h's order, packed
         // over the piece's floats: [word][k] = (h[8 word + k], h[8 word + k + 4]); neighbours (h[8 word + 2 k],
-        // h[8 word + 2 k + 1]) for the formats of 16-entry codes (dot8nf4, dot8f4).
+        // h[8 word + 2 k + 1]) for the formats of 16-entry codes (dot8nf4, dot8f4). E2M1 device layout: h
+        // times 2^(14 - e), 2^(e - 1) <= the piece's largest |h| < 2^e (below 2^14 in f16, exact), so the
+        // products come out 2^-e small and hs keeps 2^e for the piece's sums instead.
         if (threadIdx.x < fs / 16) {
             float* hp = hsh + threadIdx.x * 16;
             float t = 0.0f;
             u32 pk[8];
+#if E2M1_SCALED
+            float mx = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 16; ++e) mx = fmaxf(mx, fabsf(hp[e]));
+            const int ex = mx > 0.0f ? ilogbf(mx) + 1 : 0;
+            const float hup = ldexpf(1.0f, 14 - ex);
+            t = ldexpf(1.0f, ex);  // h 2^(14 - ex) times the decode's w 2^-14
+#else
+            const float hup = 1.0f;
 #pragma unroll
             for (int e = 0; e < 16; ++e) t += hp[e];
+#endif
 #pragma unroll
             for (int wd = 0; wd < 2; ++wd)
 #pragma unroll
                 for (int k = 0; k < 4; ++k)
-                    pk[4 * wd + k] = FMT >= 5 ? f2x2h(hp[8 * wd + 2 * k], hp[8 * wd + 2 * k + 1])  // 16-entry codes: neighbours
+                    pk[4 * wd + k] = FMT >= 5 ? f2x2h(hp[8 * wd + 2 * k] * hup, hp[8 * wd + 2 * k + 1] * hup)  // 16-entry codes: neighbours
                                               : f2x2h(hp[8 * wd + k], hp[8 * wd + k + 4]);
 #pragma unroll
             for (int e = 0; e < 8; ++e) ((u32*)hp)[e] = pk[e];
@@ -340,6 +362,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                 }
             }
             hsum += hs[p - p0];
+            const float pf = E2M1_SCALED ? hs[p - p0] : 1.0f;  // the piece's factor back (E2M1 device layout)
 #pragma unroll
             for (int hb = 0; hb < 2; ++hb) {
                 const int s = steps_a + 2 * (p - p0) + hb;
@@ -390,16 +413,16 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
 #elif FMT == 6
                         // Their E8M0 scales (one u16).
                         const u32 eb = *(const unsigned short*)mr;
-                        acc0[hb][i] = fmaf(e8m0f(eb & 0xffu), hsum4(e0, o0), acc0[hb][i]);
-                        acc1[hb][i] = fmaf(e8m0f(eb >> 8), hsum4(e1, o1), acc1[hb][i]);
+                        acc0[hb][i] = fmaf(e8m0f(eb & 0xffu) * pf, hsum4(e0, o0), acc0[hb][i]);
+                        acc1[hb][i] = fmaf(e8m0f(eb >> 8) * pf, hsum4(e1, o1), acc1[hb][i]);
 #elif FMT == 7
                         // Their E4M3 pairs of this piece's chunk (one u32), the byte of this piece (the chunk's
                         // first or second 16 values) from each.
                         const u32 eb = *(const u32*)mr;
                         float s0, s1;
                         e4m3x2_to_f(prmt(eb, 0u, (p & 1) ? 0x31u : 0x20u), s0, s1);  // bytes (p&1, 2 + (p&1))
-                        acc0[hb][i] = fmaf(s0, hsum4(e0, o0), acc0[hb][i]);
-                        acc1[hb][i] = fmaf(s1, hsum4(e1, o1), acc1[hb][i]);
+                        acc0[hb][i] = fmaf(s0 * pf, hsum4(e0, o0), acc0[hb][i]);
+                        acc1[hb][i] = fmaf(s1 * pf, hsum4(e1, o1), acc1[hb][i]);
 #endif
                     }
                 }

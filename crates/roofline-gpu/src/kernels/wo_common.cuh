@@ -25,8 +25,8 @@
 // E2M1_DEV 1 (default): MXFP4 / NVFP4 codes in the CUDA-core layout (pack.rs `device_codes`), decoded by
 // `e2m1_dev_pairs` to their values times 2^-14, so the f16x2 kernels multiply x by E2M1_UP = 2^14 (x scaled
 // into [-1, 1) stays below 2^14; products and sums are those of the unscaled decode) and the FP32 decode's
-// partial sums are multiplied by it before their block scale. 0: the codec's nibble order and `e2m1_pairs`
-// (the fused FFN, whose intermediate h is not scaled into a known range).
+// partial sums are multiplied by it before their block scale (the fused FFN scales its normalized x and each
+// piece of h by powers of two). 0: the codec's nibble order and `e2m1_pairs` (no kernel builds it now).
 #ifndef E2M1_DEV
 #define E2M1_DEV 1
 #endif

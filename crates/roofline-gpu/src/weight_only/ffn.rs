@@ -7,7 +7,9 @@
 //!
 //! Layouts: gate_up as the x-in-registers kernel reads it (codes row-major, `pack::xreg_tables`); W_down's
 //! codes piece-major (`[F/16][D][8 bytes]`, see [`down_pieces`]) with its scale tables transposed
-//! (`pack::xreg_tables`).
+//! (`pack::xreg_tables`). MXFP4 / NVFP4 codes in the E2M1 device layout (`pack::device_codes`): phase A's
+//! normalized x and each 16-value piece of h are scaled by powers of two so that the decode's 2^-14 costs
+//! nothing.
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
 use super::nvrtc::{compile_cubin, load_checked, KernelKey, WEIGHT_ONLY_XREG_SOURCE};
-use super::pack::{xreg_tables, PackedWeights, WoFormat};
+use super::pack::{device_codes, xreg_tables, PackedWeights, WoFormat};
 use super::ring::NF4_PAIR_TABLE_BYTES;
 use super::{launch_ex, nvrtc_available, upload_table, XDtype};
 use crate::{Gpu, GpuError};
@@ -285,11 +287,14 @@ impl FusedFfn {
         }
         let (gu_scales, gu_zeros) = xreg_tables(gate_up);
         let (dn_scales, dn_zeros) = xreg_tables(down);
+        // MXFP4 / NVFP4 codes in the E2M1 device layout (a permutation within each 32-bit word, so it
+        // commutes with W_down's pieces of two words).
+        let dn_codes = device_codes(down);
         Ok(StagedFfn {
-            gu_codes: gate_up.codes.clone(),
+            gu_codes: device_codes(gate_up).unwrap_or_else(|| gate_up.codes.clone()),
             gu_scales,
             gu_zeros,
-            dn_codes: down_pieces(&down.codes, d, f),
+            dn_codes: down_pieces(dn_codes.as_deref().unwrap_or(&down.codes), d, f),
             dn_scales,
             dn_zeros,
             global_scales: [gate_up.global_scale, down.global_scale],
@@ -439,9 +444,6 @@ fn ffn_options(
     layout: &Layout,
 ) -> Vec<String> {
     let mut opts = stream_options(arch, format, hidden);
-    // MXFP4 / NVFP4 in the codec's nibble order (`e2m1_pairs`): h is not scaled into a known range, so the
-    // CUDA-core layout's 2^14 on the activations could overflow f16 (wo_common.cuh E2M1_DEV).
-    opts.push("-DE2M1_DEV=0".into());
     if layout.nf4_pairs {
         // Both phases look NF4's codes up in the pair table (wo_stream.cuh NF4_PAIRS).
         opts.push("-DNF4_PAIRS=1".into());
