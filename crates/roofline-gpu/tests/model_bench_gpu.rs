@@ -52,6 +52,11 @@ fn small_llama_step_runs_in_every_format_and_checks_attention() {
             let cfg = small(weights, batch, seq, fuse);
             let r = gpu.model_bench(&cfg, |_| {}).unwrap_or_else(|e| panic!("{weights:?} B={batch} S={seq}: {e}"));
             assert!(r.attention_rel_error < 1e-2, "{weights:?} B={batch} S={seq}: {}", r.attention_rel_error);
+            // The fused step checks the last layer's FFN (fused kernel or GEMVs) against the CPU too.
+            match r.ffn_rel_error {
+                Some(e) => assert!(fuse && e < 1e-2, "{weights:?} B={batch} S={seq}: FFN {e:.2e}"),
+                None => assert!(!fuse, "{weights:?} B={batch} S={seq}: the fused step's FFN went unchecked"),
+            }
             assert!(r.step_us > 0.0 && r.ops_sum_us > 0.0);
             assert_eq!(r.layers_built, 2);
             // The step scales two built layers to four: every per-layer op counts four times.
@@ -62,8 +67,8 @@ fn small_llama_step_runs_in_every_format_and_checks_attention() {
             let tps = r.tokens_per_s(batch);
             assert!((tps - batch as f64 * 1e6 / r.step_us).abs() < 1e-6 * tps.max(1.0));
             println!(
-                "{weights:?} B={batch:>2} S={seq:>4} fuse={fuse}: step {:8.1} us, ops sum {:8.1} us, attention err {:.1e}",
-                r.step_us, r.ops_sum_us, r.attention_rel_error
+                "{weights:?} B={batch:>2} S={seq:>4} fuse={fuse}: step {:8.1} us, ops sum {:8.1} us, attention err {:.1e}, FFN err {:.1e}",
+                r.step_us, r.ops_sum_us, r.attention_rel_error, r.ffn_rel_error.unwrap_or(f64::NAN)
             );
         }
     }

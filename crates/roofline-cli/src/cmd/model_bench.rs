@@ -457,6 +457,9 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
     if let Some(e) = m.qkv_rel_error {
         println!("qkv projection inside the attention vs the qkv GEMV on the same x: rel. error {e:.1e}");
     }
+    if let Some(e) = m.ffn_rel_error {
+        println!("last layer's FFN (what it adds to the residual stream) vs CPU f64 of its quantized weights: rel. error {e:.1e}");
+    }
     if let Some(c) = &m.moe {
         let mut per_layer: Vec<String> = c.experts_per_layer.iter().take(4).map(|e| format!("{e:?}")).collect();
         if c.experts_per_layer.len() > 4 {
@@ -598,6 +601,7 @@ mod tests {
             fused: fused.iter().map(|(n, i)| FusedOp { name: (*n).into(), into: (*i).into(), after: None }).collect(),
             attention_rel_error: 0.0,
             qkv_rel_error: None,
+            ffn_rel_error: None,
             attention_kernel: "test".into(),
             weights: "random".into(),
             moe: None,

@@ -21,6 +21,7 @@ use half::f16;
 use crate::bench_weights::{fold_columns, head_matrices, layer_matrices};
 use crate::weight_only::ffn::{self, FfnWeights, FusedFfn};
 use crate::weight_only::nvrtc::compile_cubin;
+use crate::weight_only::pack::PackedWeights;
 use crate::weight_only::precompile;
 use crate::weight_only::{
     launch_cluster_ex, launch_ex, max_active_clusters, quantize_pack, DeviceWeights, Fusion, GemvOverride, Variant,
@@ -324,6 +325,10 @@ pub struct StepResult {
     /// Where the qkv projection runs inside the attention: the relative error of its qkv rows against the
     /// x-in-registers GEMV's on the same x and weights (`None`: the projection is that GEMV).
     pub qkv_rel_error: Option<f64>,
+    /// Dense models with random weights and the fused step: the relative error of what the last layer's FFN
+    /// (fused kernel or GEMVs) added to the residual stream, against the f64 CPU reference of its quantized
+    /// weights (batch row 0).
+    pub ffn_rel_error: Option<f64>,
     /// The attention kernel and its geometry, e.g. "attn_cluster, 8 clusters of 16 CTAs".
     pub attention_kernel: String,
     /// Where the weights came from: "random", or "checkpoint `<dir>`".
@@ -547,7 +552,7 @@ impl Gpu {
                 compiler.join().unwrap_or_else(|_| Err(GpuError::Unsupported("the NVRTC thread panicked".into())));
             (cubin, built)
         });
-        let Built { mut layers, mut lm_head, final_norm: norm_w, x0 } = built?;
+        let Built { mut layers, mut lm_head, final_norm: norm_w, x0, dense_ffn } = built?;
         let module = self.ctx.load_module(Ptx::from_binary(cubin?))?;
         let ops = Ops {
             add_rmsnorm: module.load_function("add_rmsnorm")?,
@@ -660,7 +665,17 @@ impl Gpu {
         // last layer's attention (and routing) against the CPU.
         progress("checking one step against the CPU reference");
         let norm_final = &norm_w;
-        let moe_check = en.check_layers(&mut layers, &mut acts)?;
+        let (moe_check, ffn_rel_error) = if cfg.moe.is_some() {
+            (en.check_layers(&mut layers, &mut acts)?, None)
+        } else {
+            (None, en.check_dense_layers(&mut layers, &mut acts, dense_ffn.as_ref())?)
+        };
+        drop(dense_ffn);
+        if let Some(e) = ffn_rel_error.filter(|e| e.is_nan() || *e > 1e-2) {
+            return Err(GpuError::Incorrect(format!(
+                "the last layer's FFN: relative error {e:.2e} > 1e-2 of what it adds to the residual stream"
+            )));
+        }
         en.final_ops(norm_final, &mut lm_head, &mut acts)?;
         s.synchronize()?;
         let attention_rel_error =
@@ -811,6 +826,7 @@ impl Gpu {
             ),
             attention_rel_error,
             qkv_rel_error,
+            ffn_rel_error,
             attention_kernel,
             weights: match &cfg.checkpoint {
                 Some(dir) => format!("checkpoint {}", dir.display()),
@@ -829,6 +845,9 @@ struct Built {
     final_norm: CudaSlice<u16>,
     /// The residual stream the first layer reads, batch x hidden.
     x0: Vec<f32>,
+    /// A dense model's quantized gate_up (the norm folded in with the fused step) and down, shared by its
+    /// layers, for the step check (`None` for checkpoints and MoE models).
+    dense_ffn: Option<(PackedWeights, PackedWeights)>,
 }
 
 impl Gpu {
@@ -905,11 +924,17 @@ impl Gpu {
                 vc,
             });
         }
+        let lm_head = gemv.upload_staged(packed_at(4)?)?;
+        let dense_ffn = match (packed.get_mut(2).and_then(Option::take), packed.get_mut(3).and_then(Option::take)) {
+            (Some(gu), Some(dn)) => Some((gu, dn)),
+            _ => None,
+        };
         Ok(Built {
             layers,
-            lm_head: gemv.upload_staged(packed_at(4)?)?,
+            lm_head,
             final_norm: self.stream.clone_htod(&f16_bits(&g_final))?,
             x0: random_f32(cfg.batch * d, 3),
+            dense_ffn,
         })
     }
 
@@ -976,6 +1001,7 @@ impl Gpu {
             lm_head: up("lm_head", &h.lm_head, ln, lk)?,
             final_norm: self.stream.clone_htod(&f16_bits(&h.final_norm))?,
             x0: h.embedding.repeat(cfg.batch),
+            dense_ffn: None,
         })
     }
 
@@ -1053,17 +1079,7 @@ impl Enqueue<'_> {
             for layer in layers.iter_mut() {
                 self.qkv_and_attention(layer, a)?;
                 self.linear(&mut layer.o, Lin::O, a)?;
-                match &mut layer.ffn {
-                    Ffn::Dense { gate_up, down } => {
-                        self.linear(gate_up, Lin::GateUp, a)?;
-                        if !self.silu_in_down {
-                            self.silu(a)?;
-                        }
-                        self.linear(down, Lin::Down, a)?;
-                    }
-                    Ffn::Moe(m) => self.moe_ffn(m, a)?,
-                    Ffn::Fused(w) => self.fused_ffn(w, a)?,
-                }
+                self.ffn_block(layer, a)?;
             }
             return Ok(());
         }
@@ -1081,6 +1097,56 @@ impl Enqueue<'_> {
             self.linear(down, Lin::Down, a)?;
         }
         Ok(())
+    }
+
+    /// The fused step's FFN of one layer (after o_proj): x += FFN(rmsnorm(x)).
+    fn ffn_block(&self, layer: &mut Layer, a: &mut Acts) -> Result<(), GpuError> {
+        match &mut layer.ffn {
+            Ffn::Dense { gate_up, down } => {
+                self.linear(gate_up, Lin::GateUp, a)?;
+                if !self.silu_in_down {
+                    self.silu(a)?;
+                }
+                self.linear(down, Lin::Down, a)
+            }
+            Ffn::Moe(m) => self.moe_ffn(m, a),
+            Ffn::Fused(w) => self.fused_ffn(w, a),
+        }
+    }
+
+    /// The checked step of a dense model with the fused step: [`Enqueue::layers`], the last layer's FFN
+    /// (fused kernel or GEMVs) checked against the f64 CPU reference of its quantized weights (`weights`:
+    /// gate_up with the norm folded in, down) on the residual stream it got, batch row 0: the relative error
+    /// of the FFN's contribution (what it added to x). `None` without the weights (checkpoints, whose
+    /// layers are quantized one at a time) or with the unfused step.
+    fn check_dense_layers(
+        &self,
+        layers: &mut [Layer],
+        a: &mut Acts,
+        weights: Option<&(PackedWeights, PackedWeights)>,
+    ) -> Result<Option<f64>, GpuError> {
+        let (Some((gate_up, down)), true, Some((last, before))) = (weights, self.cfg.fuse, layers.split_last_mut())
+        else {
+            self.layers(layers, a)?;
+            return Ok(None);
+        };
+        self.layers(before, a)?;
+        self.qkv_and_attention(last, a)?;
+        self.linear(&mut last.o, Lin::O, a)?;
+        self.s.synchronize()?;
+        let d = self.cfg.hidden;
+        let h = |v: &u16| f16::from_bits(*v).to_f32();
+        let x_in: Vec<f32> = self.s.clone_dtoh(&a.x)?[..d].iter().map(h).collect();
+        self.ffn_block(last, a)?;
+        self.s.synchronize()?;
+        let x_out: Vec<f32> = self.s.clone_dtoh(&a.x)?[..d].iter().map(h).collect();
+        let want = ffn::reference(&x_in, gate_up, down, f64::from(NORM_EPS));
+        let (mut err, mut delta) = (0.0f64, 0.0f64);
+        for ((g, w), x) in x_out.iter().zip(&want).zip(&x_in) {
+            err += (f64::from(*g) - w).powi(2);
+            delta += (w - f64::from(*x)).powi(2);
+        }
+        Ok(Some((err / delta.max(1e-300)).sqrt()))
     }
 
     fn final_ops(&self, w: &CudaSlice<u16>, lm: &mut DeviceWeights, a: &mut Acts) -> Result<(), GpuError> {
