@@ -338,6 +338,8 @@ fn checkpoint_weights_run_and_check() {
         let cfg = BenchConfig { weights, fuse, checkpoint: Some(dir.clone()), ..base.clone() };
         let r = gpu.model_bench(&cfg, |_| {}).unwrap_or_else(|e| panic!("{weights:?} fuse={fuse}: {e}"));
         assert!(r.attention_rel_error < 1e-2, "{weights:?}: {}", r.attention_rel_error);
+        // The fused step checks the last layer's FFN on the checkpoint's weights too.
+        assert_eq!(r.ffn_rel_error.is_some(), fuse, "{weights:?} fuse={fuse}: {:?}", r.ffn_rel_error);
         assert!(r.weights.starts_with("checkpoint"), "{}", r.weights);
         println!(
             "checkpoint {weights:?} fuse={fuse}: step {:.1} us, attention err {:.1e}",

@@ -325,7 +325,7 @@ pub struct StepResult {
     /// Where the qkv projection runs inside the attention: the relative error of its qkv rows against the
     /// x-in-registers GEMV's on the same x and weights (`None`: the projection is that GEMV).
     pub qkv_rel_error: Option<f64>,
-    /// Dense models with random weights and the fused step: the relative error of what the last layer's FFN
+    /// Dense models with the fused step: the relative error of what the last layer's FFN
     /// (fused kernel or GEMVs) added to the residual stream, against the f64 CPU reference of its quantized
     /// weights (batch row 0).
     pub ffn_rel_error: Option<f64>,
@@ -845,8 +845,8 @@ struct Built {
     final_norm: CudaSlice<u16>,
     /// The residual stream the first layer reads, batch x hidden.
     x0: Vec<f32>,
-    /// A dense model's quantized gate_up (the norm folded in with the fused step) and down, shared by its
-    /// layers, for the step check (`None` for checkpoints and MoE models).
+    /// A dense model's quantized gate_up (the norm folded in with the fused step) and down of its last
+    /// layer (random weights: every layer's), for the step check (`None` for MoE models).
     dense_ffn: Option<(PackedWeights, PackedWeights)>,
 }
 
@@ -957,6 +957,8 @@ impl Gpu {
         };
         let [(_, qn, qk), (_, on, ok), (_, gn, gk), (_, dn, dk), (_, ln, lk)] = cfg.linears();
         let mut layers = Vec::with_capacity(cfg.layers_built);
+        // The last dense layer's quantized FFN, kept for the step check.
+        let mut dense_ffn = None;
         for l in 0..cfg.layers_built {
             progress(&format!(
                 "layer {}/{}: reading and quantizing to {}",
@@ -974,19 +976,22 @@ impl Gpu {
                         // The norm as folded into the router and experts: the fused step's (MoE needs it).
                         Ffn::Moe(self.checkpoint_moe_layer(cfg, &src, dir, l, &m.norm_post, gemv, r, progress)?)
                     }
-                    (None, Some(ffn)) => {
+                    (None, fused) => {
                         let pack = |name: &str, w: &[f32], n: usize, k: usize| {
                             quantize_pack(cfg.weights, w, n, k)
                                 .map_err(|e| GpuError::Weights(format!("layer {l} {name}: {e}")))
                         };
                         let gate_up = pack("gate_up", &m.gate_up, gn, gk)?;
                         let down = pack("down_proj", &m.down, dn, dk)?;
-                        Ffn::Fused(ffn.upload(&ffn.stage(&gate_up, &down)?)?)
+                        let ffn = match fused {
+                            Some(ffn) => Ffn::Fused(ffn.upload(&ffn.stage(&gate_up, &down)?)?),
+                            None => Ffn::Dense { gate_up: gemv.upload(&gate_up)?, down: gemv.upload(&down)? },
+                        };
+                        if l + 1 == cfg.layers_built {
+                            dense_ffn = Some((gate_up, down));
+                        }
+                        ffn
                     }
-                    (None, None) => Ffn::Dense {
-                        gate_up: up(&format!("layer {l} gate_up"), &m.gate_up, gn, gk)?,
-                        down: up(&format!("layer {l} down_proj"), &m.down, dn, dk)?,
-                    },
                 },
                 norm_in: self.stream.clone_htod(&f16_bits(&m.norm_in))?,
                 norm_post: self.stream.clone_htod(&f16_bits(&m.norm_post))?,
@@ -1001,7 +1006,7 @@ impl Gpu {
             lm_head: up("lm_head", &h.lm_head, ln, lk)?,
             final_norm: self.stream.clone_htod(&f16_bits(&h.final_norm))?,
             x0: h.embedding.repeat(cfg.batch),
-            dense_ffn: None,
+            dense_ffn,
         })
     }
 
@@ -1117,8 +1122,7 @@ impl Enqueue<'_> {
     /// The checked step of a dense model with the fused step: [`Enqueue::layers`], the last layer's FFN
     /// (fused kernel or GEMVs) checked against the f64 CPU reference of its quantized weights (`weights`:
     /// gate_up with the norm folded in, down) on the residual stream it got, batch row 0: the relative error
-    /// of the FFN's contribution (what it added to x). `None` without the weights (checkpoints, whose
-    /// layers are quantized one at a time) or with the unfused step.
+    /// of the FFN's contribution (what it added to x). `None` without the weights or with the unfused step.
     fn check_dense_layers(
         &self,
         layers: &mut [Layer],
