@@ -22,22 +22,19 @@
 #define SEGS 1
 #endif
 #define BLOCK_SCALED (FMT >= 4)
-// E2M1_DEV 1 (default): MXFP4 / NVFP4 codes in the CUDA-core layout (pack.rs `device_codes`), decoded by
-// `e2m1_dev_pairs` to their values times 2^-14, so the f16x2 kernels multiply x by E2M1_UP = 2^14 (x scaled
-// into [-1, 1) stays below 2^14; products and sums are those of the unscaled decode) and the FP32 decode's
-// partial sums are multiplied by it before their block scale (the fused FFN scales its normalized x and each
-// piece of h by powers of two). 0: the codec's nibble order and `e2m1_pairs` (no kernel builds it now).
-#ifndef E2M1_DEV
-#define E2M1_DEV 1
-#endif
-#define E2M1_SCALED (FMT >= 6 && E2M1_DEV)
+// MXFP4 / NVFP4 codes come in the E2M1 device layout (pack.rs `device_codes`), decoded by `e2m1_dev_pairs`
+// to their values times 2^-14, so the f16x2 kernels multiply x by E2M1_UP = 2^14 (x scaled into [-1, 1)
+// stays below 2^14; products and sums are those of the unscaled decode) and the FP32 decode's partial sums
+// are multiplied by it before their block scale (the fused FFN scales its normalized x and each piece of h
+// by powers of two).
+#define E2M1_SCALED (FMT >= 6)
 #if E2M1_SCALED
 #define E2M1_UP 16384.0f
 #else
 #define E2M1_UP 1.0f
 #endif
-// The FP32 decode reads a 16-entry LUT (NF4; E2M1 in the codec's order).
-#define USES_LUT (FMT == 5 || (FMT >= 6 && !E2M1_DEV))
+// The FP32 decode reads a 16-entry LUT (NF4).
+#define USES_LUT (FMT == 5)
 #define ROW_SCALED (FMT == 2 || FMT == 3)
 
 __device__ __forceinline__ u16 f2out(float v) {
@@ -137,7 +134,7 @@ __device__ __forceinline__ void decode8(const uint4& q, int j, const Meta& meta,
 #pragma unroll
     for (int i = 0; i < 4; ++i) h2x2f(p[i], w[2 * i], w[2 * i + 1]);
 #else
-    // NF4 / E2M1: shared-memory LUT of 16 floats; offsets pre-multiplied by 4 (bytes).
+    // NF4: shared-memory LUT of 16 floats; offsets pre-multiplied by 4 (bytes).
     u32 v = word(q, j);
     const char* base = (const char*)lut;
     w[0] = *(const float*)(base + ((v << 2) & 0x3cu));
@@ -150,9 +147,6 @@ __device__ __forceinline__ void decode8(const uint4& q, int j, const Meta& meta,
 __constant__ float kLut[16] = {-1.0f, -0.6961928f, -0.52507305f, -0.3949175f, -0.28444138f, -0.18477343f,
                                -0.091050036f, 0.0f, 0.0795803f, 0.1609302f, 0.2461123f, 0.33791524f,
                                0.44070983f, 0.562617f, 0.72295684f, 1.0f};
-#elif FMT == 6 || FMT == 7
-__constant__ float kLut[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
-                               -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 #endif
 
 __device__ __forceinline__ Meta zero_meta() {
@@ -223,14 +217,10 @@ __device__ __forceinline__ void dot8h(u32 v, const u32 a[4], u32& acc_e, u32& ac
 
 // dot8h for MXFP4 / NVFP4: the 8 E2M1 codes of word v against a[k] = (x_{2k}, x_{2k+1}) (neighbours, as
 // NF4), decoded by wo_prims.cuh's `e2m1_dev_pairs` (9 instructions and the 4 multiply-adds per word; x
-// times E2M1_UP) or with E2M1_DEV 0 `e2m1_pairs` (13; the (k, k + 4) pairing before took 16, session 17).
+// times E2M1_UP).
 __device__ __forceinline__ void dot8f4(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
     u32 p[4];
-#if E2M1_DEV
     e2m1_dev_pairs(v, p);
-#else
-    e2m1_pairs(v, p);
-#endif
     acc_e = hfma2(p[2], a[2], hfma2(p[0], a[0], acc_e));
     acc_o = hfma2(p[3], a[3], hfma2(p[1], a[1], acc_o));
 }

@@ -88,34 +88,15 @@ __device__ __forceinline__ u32 lop3_and_or(u32 a, u32 mask, u32 magic) {
     return d;
 }
 
-// E2M1 (MXFP4 / NVFP4) -> f16: the 8 codes of word v (nibble i = code i: sign bit 3, magnitude bits 2-0) as
-// the f16x2 neighbour pairs p[k] = (code 2k, code 2k + 1), 13 instructions (host mirror: mma.rs
-// `decode_e2m1`). The f16 of every E2M1 magnitude (0, 0.5, 1, 1.5, 2, 3, 4, 6) has a zero low byte, so one
-// prmt over the 8-byte table of their high bytes decodes four magnitudes; a prmt of v and v << 4 brings each
-// code's sign bit to bit 7 of its byte (code 2j's, bit 8j + 3 of v, is bit 8j + 7 of v << 4; code 2j + 1's
-// is bit 8j + 7 of v), one lop3 sets them, and a prmt with zero bytes spreads two bytes into an f16x2. Used
-// by the tensor-core kernel's A fragments and the streaming kernels' f16x2 dot products.
-__device__ __forceinline__ void e2m1_pairs(u32 v, u32 p[4]) {
-    const u32 T0 = 0x3e3c3800u, T1 = 0x46444240u;  // f16 high bytes of 0, 0.5, 1, 1.5 | 2, 3, 4, 6
-    const u32 sel = v & 0x77777777u;
-    const u32 v4 = v << 4;
-    u32 lo = prmt(T0, T1, sel);        // |codes 0-3|
-    u32 hi = prmt(T0, T1, sel >> 16);  // |codes 4-7|
-    lo = lop3_and_or(prmt(v4, v, 0x5140u), 0x80808080u, lo);  // their signs at bit 7 of each byte
-    hi = lop3_and_or(prmt(v4, v, 0x7362u), 0x80808080u, hi);
-    p[0] = prmt(lo, 0u, 0x1404u);  // bytes [0, b0, 0, b1]: codes 0, 1
-    p[1] = prmt(lo, 0u, 0x3424u);  // codes 2, 3
-    p[2] = prmt(hi, 0u, 0x1404u);  // codes 4, 5
-    p[3] = prmt(hi, 0u, 0x3424u);  // codes 6, 7
-}
-
 // E2M1 (MXFP4 / NVFP4) -> f16 in the CUDA-core kernels' layout (host: pack.rs `e2m1_dev_word`, mirror
 // `decode_e2m1_dev`): every byte of v holds one code at bits 1-3 (magnitude) and 7 (sign), which is where an
 // f16's high byte keeps exponent bits 0-1, mantissa bit 9 and the sign, and one at bits 4-6 and 0. Masking
 // bits 15 and 11-9 of v and of v << 8 decodes the first kind (two codes each), and the same of b, every
 // byte's second code moved into the first's bits (`>> 3`, `<< 7`), the second: p[k] = (code 2k, code 2k + 1)
 // as f16 bits (sign, 0, e1, e0, m, 0...) = the code's value times 2^-14 exactly (magnitude 0.5 is the
-// subnormal 2^-15). 9 instructions against `e2m1_pairs`' 13; the kernels multiply x by 2^14 instead.
+// subnormal 2^-15). 9 instructions where the codec's nibble order took 13 (a byte-table permute per four
+// magnitudes, a permute and lop3 per four signs, a permute per pair; until session 23); the kernels multiply
+// x by 2^14 instead.
 __device__ __forceinline__ void e2m1_dev_pairs(u32 v, u32 p[4]) {
     const u32 pair = 0x8E008E00u;  // f16 bits 15, 11-9 of both halves
     // b = (v >> 3 & K) | (v << 7 & ~K), K = 0x0E0E0E0E: one lop3 selecting by K (ptxas, given the two masks,

@@ -88,26 +88,8 @@ pub fn decode_nf4(v: u32, t: &[u32; 8]) -> [u32; 4] {
     [a[0], a[1], b[0], b[1]]
 }
 
-/// `lop3.b32` with table 0xEA: `(a & mask) | magic`.
-fn and_or(a: u32, mask: u32, magic: u32) -> u32 {
-    (a & mask) | magic
-}
-
 /// Largest E8M0 scale byte the tensor-core kernel takes for MXFP4 (2^113; see [`repack`]).
 pub const MXFP4_MMA_MAX_SCALE: u8 = 240;
-
-/// The kernels' E2M1 decode in the codec's nibble order (`e2m1_pairs` in `wo_prims.cuh`: MXFP4 and NVFP4
-/// in the fused FFN) of one word of 8 codes (element `j` in nibble `j`) into four f16x2 registers (elements
-/// 0-1, 2-3, 4-5, 6-7), instruction for instruction.
-pub fn decode_e2m1(v: u32) -> [u32; 4] {
-    const T0: u32 = 0x3e3c_3800; // f16 high bytes of 0, 0.5, 1, 1.5
-    const T1: u32 = 0x4644_4240; // 2, 3, 4, 6
-    let sel = v & 0x7777_7777;
-    let v4 = v << 4;
-    let lo = and_or(prmt(v4, v, 0x5140), 0x8080_8080, prmt(T0, T1, sel));
-    let hi = and_or(prmt(v4, v, 0x7362), 0x8080_8080, prmt(T0, T1, sel >> 16));
-    [prmt(lo, 0, 0x1404), prmt(lo, 0, 0x3424), prmt(hi, 0, 0x1404), prmt(hi, 0, 0x3424)]
-}
 
 /// Rows and K positions of the eight fragment elements of lane `(g, t)` at k-step `s`, in `a0..a7` order.
 fn fragment(g: usize, t: usize, s: usize) -> [(usize, usize); 8] {
@@ -172,7 +154,7 @@ pub fn repack(p: &PackedWeights) -> Result<Vec<u8>, GpuError> {
         }
     };
     // MXFP4's and NVFP4's words go in the CUDA-core kernels' E2M1 layout (`e2m1_dev_pairs`, 9 instructions
-    // against `e2m1_pairs`' 13), whose 2^-14 the kernel takes back in MXFP4's E8M0 scale as 2^(e + 14 - 127)
+    // against the codec order's 13), whose 2^-14 the kernel takes back in MXFP4's E8M0 scale as 2^(e + 14 - 127)
     // (a scale byte above 240, blocks of magnitude 2^115 and more, would overflow FP32 there) and in NVFP4's
     // f16 scales and tensor scale (`NV_UP`).
     let dev = p.format.e2m1();
@@ -414,29 +396,6 @@ mod tests {
                 let hi = h(0x6400 | (q << 4));
                 assert_eq!(hi, 1024.0 + 16.0 * f32::from(q));
                 assert_eq!(f16::from_f32(hi.mul_add(h(0x2c00), h(zg8))).to_f32(), want);
-            }
-        }
-    }
-
-    #[test]
-    fn e2m1_decode_gives_every_code_in_every_position() {
-        const E2M1: [f32; 8] = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0];
-        let want = |c: u32| {
-            let m = E2M1[(c & 7) as usize];
-            u32::from(half::f16::from_f32(if c & 8 != 0 { -m } else { m }).to_bits())
-        };
-        // Every code in every nibble, the other nibbles holding other codes (signs included).
-        for c in 0..16u32 {
-            for pos in 0..8 {
-                for salt in [1u32, 5, 11] {
-                    let v = (0..8u32)
-                        .fold(0u32, |w, j| w | ((if j == pos { c } else { (c + salt * j + 1) & 15 }) << (4 * j)));
-                    let a = decode_e2m1(v);
-                    for j in 0..8u32 {
-                        let got = (a[(j / 2) as usize] >> (16 * (j % 2))) & 0xffff;
-                        assert_eq!(got, want((v >> (4 * j)) & 15), "word {v:08x} element {j}");
-                    }
-                }
             }
         }
     }
