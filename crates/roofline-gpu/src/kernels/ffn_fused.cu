@@ -213,14 +213,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
     }
     // The scales go out first (no kernel writes them), ahead of the weights in the DRAM queue.
     if (warp < NACT) stage_meta(gu_s, gu_z, dn_s, dn_z, p0, fs, groups_b, ma_s, ma_z, mb_s, mb_z);
-#if FMT == 5 && NF4_PAIRS
-    // NF4's pair table (32 KB of static shared memory beside the ring), for both phases' products.
-    __shared__ __align__(16) u32 nf4_tab[256 * 32];
-    nf4_pair_fill(nf4_tab);
-    const u32* nf4t = nf4_tab + lane;
-#else
-    const u32* nf4t = nullptr;
-#endif
+    const u32* nf4t = nf4_pair_table(lane);  // NF4's pair table, for both phases' products
     __syncthreads();
 
     if (warp == NACT) {

@@ -93,14 +93,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         }
     }
 #endif
-#if FMT == 5 && NF4_PAIRS
-    // NF4's pair table (32 KB beside the dynamic shared memory), filled before x is ready.
-    __shared__ __align__(16) u32 nf4_tab[256 * 32];
-    nf4_pair_fill(nf4_tab);
-    const u32* nf4t = nf4_tab + lane;
-#else
-    const u32* nf4t = nullptr;
-#endif
+    const u32* nf4t = nf4_pair_table(lane);  // NF4's pair table, filled before x is ready
     __syncthreads();
     if (RW_PRODUCER && warp == RW_WARPS) {
         // ---- Producer: every row step of the CTA, in order, as ring slots free up ----

@@ -60,6 +60,18 @@
 #define NF4_PAIRS 0
 #endif
 
+// With NF4_PAIRS, NF4's pair table (32 KB of static shared memory) filled, and the lane's copy of it; else
+// nullptr. Every thread of the CTA calls it; the caller synchronizes before the first lookup.
+__device__ __forceinline__ const u32* nf4_pair_table(int lane) {
+#if FMT == 5 && NF4_PAIRS
+    __shared__ __align__(16) u32 nf4_tab[256 * 32];
+    nf4_pair_fill(nf4_tab);
+    return nf4_tab + lane;
+#else
+    return nullptr;
+#endif
+}
+
 // The lane's 32-value chunk of x (values cbase x EPC ...) as floats; returns their sum of squares.
 __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EPC]) {
     const uint4* xp = (const uint4*)(x + (size_t)cbase * EPC);
