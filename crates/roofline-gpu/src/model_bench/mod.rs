@@ -117,7 +117,8 @@ pub enum FfnKernel {
     /// `Fused` where [`ffn::unsupported`] allows it and it is the faster on the H100 (INT4 g128, MXFP4 or
     /// NVFP4, batch 1, a dense FFN of a supported size), else `Gemv`. The default: per Llama-3.1-8B layer the
     /// fused kernel takes 35.0 us against 26.9 + 17.2 for INT4's two GEMVs, MXFP4 39 vs 25.1 + 19.9, NVFP4
-    /// 42.9 vs 28.6 + 22.1; NF4's (45.0 us, step 2496 vs 2450) stays opt-in (bench/RESULTS.md, session 16).
+    /// 42.9 vs 28.6 + 22.1; NF4's (45.0 us, step 2496 vs 2450) stays opt-in (bench/RESULTS.md, session 16;
+    /// session 23, both faster through NF4's pair table: 39.1 vs 25.2 + 18.9 us, step 2285 vs 2271).
     #[default]
     Auto,
     /// One launch for the whole FFN (`weight_only::ffn`); an error where it does not apply.
