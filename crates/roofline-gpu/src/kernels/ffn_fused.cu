@@ -260,11 +260,10 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
             for (int s = 0; s < KSL; ++s) t += ss_sh[s];
             inv = rsqrtf(t / (float)FD + eps);
         }
-        // MXFP4 / NVFP4 in the E2M1 device layout (decoded to their values times 2^-14): x goes up by 2^14 /
-        // 2^ceil(log2(FD) / 2) (normalized, |x| <= sqrt(FD), so still below 2^14 in f16, as in the ring's
-        // fused norm) and the sums come back by the rest (`a_fix`, on gate and up before the SiLU).
+        // MXFP4 / NVFP4 in the E2M1 device layout (decoded to their values times 2^-14): the normalized x goes
+        // up by `e2m1_norm_up` and the sums come back by the rest (`a_fix`, on gate and up before the SiLU).
 #if E2M1_SCALED
-        const float up = ldexpf(1.0f, 14 - (33 - __clz(FD - 1)) / 2);
+        const float up = e2m1_norm_up();
         const float a_fix = E2M1_UP / up;
         inv *= up;
 #else

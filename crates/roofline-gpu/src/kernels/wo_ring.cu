@@ -152,9 +152,8 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #if E2M1_SCALED
     {
         // The E2M1 decode's 2^-14 (wo_common.cuh E2M1_UP) cancelled on x: x in [-1, 1) goes up by 2^14; with
-        // the norm |x| <= sqrt(FD), so only by 2^14 / 2^ceil(log2(FD) / 2) (still below 2^14 in f16), and the
-        // rest of 2^14 goes onto the output.
-        const float up = NORM ? ldexpf(1.0f, 14 - (33 - __clz(FD - 1)) / 2) : E2M1_UP;
+        // the norm only by `e2m1_norm_up`, and the rest of 2^14 goes onto the output.
+        const float up = NORM ? e2m1_norm_up() : E2M1_UP;
         inv *= up;
         out_scale *= E2M1_UP / up;
     }

@@ -60,6 +60,11 @@
 #define NF4_PAIRS 0
 #endif
 
+// What normalized x (rms 1, so |x| <= sqrt(FD)) is multiplied by for the E2M1 decode's 2^-14
+// (wo_common.cuh E2M1_UP): 2^14 / 2^ceil(log2(FD) / 2), so it stays within f16 (at most 2^14, exact); the
+// rest of 2^14, E2M1_UP / this, goes onto the sums (host test: ring.rs `e2m1_norm_factor_keeps_x_in_f16_for_every_k`).
+__device__ __forceinline__ float e2m1_norm_up() { return ldexpf(1.0f, 14 - (33 - __clz(FD - 1)) / 2); }
+
 // With NF4_PAIRS, NF4's pair table (32 KB of static shared memory) filled, and the lane's copy of it; else
 // nullptr. Every thread of the CTA calls it; the caller synchronizes before the first lookup.
 __device__ __forceinline__ const u32* nf4_pair_table(int lane) {

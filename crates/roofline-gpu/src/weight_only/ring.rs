@@ -418,7 +418,8 @@ mod tests {
     use super::super::nvrtc::parse_ptxas;
     use super::*;
 
-    /// wo_ring.cu's E2M1 factor with the fused norm, `2^(14 - (33 - clz(FD - 1)) / 2)`: x after the norm is
+    /// The E2M1 factor of normalized x (wo_stream.cuh `e2m1_norm_up`, the ring's fused norm and the fused
+    /// FFN's phase A), `2^(14 - (33 - clz(FD - 1)) / 2)`: x after the norm is
     /// at most sqrt(FD) in magnitude, so times the factor it must stay within f16 (at most 2^14, exact), and
     /// the factor must not exceed the decode's 2^14 (the output takes the rest, `E2M1_UP / up`).
     #[test]
