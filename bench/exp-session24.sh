@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Session 24 device probes. Run from the repository root on the GPU machine with .gpu/ built (see
+# bench/ab-check.sh); logs to $OUT. Parts (first argument, comma-separated):
+#   verify  GPU tests of session 23's un-run changes: fused FFN, ring, model-bench (FFN check), weight-only NF4/MXFP4
+#   ncu     Nsight Compute on the ring GEMV at 1x14336x4096, NF4 beside INT4 (one launch each, after warm-up)
+#   nf4     NF4's wide pair table (one byte permute a lookup): GPU tests of the NF4 kernels, then A/B tables
+#           (.gpu/roofline-base beside .gpu/roofline) at M = 1 and Llama-3.1-8B batch 1, and ring row groups
+set -uo pipefail
+out=${OUT:-/tmp/exp-session24}
+mkdir -p "$out"
+parts=${1:-verify}
+hw=bench/results/h100-measured.toml
+has() { [[ ",$parts," == *",$1,"* ]]; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
+if has verify; then
+    .gpu/ffn_gpu --ignored --nocapture 2>&1 | grep -E "fused FFN|test result|FAILED|panicked" | tee "$out/verify.txt"
+    .gpu/ring_gpu --ignored 2>&1 | grep -E "test |test result|FAILED|panicked" | tee -a "$out/verify.txt"
+    .gpu/model_bench_gpu --ignored --nocapture 2>&1 | grep -E "ffn|FFN|test result|FAILED|panicked|error" | tail -40 \
+        | tee -a "$out/verify.txt"
+    ROOFLINE_TEST_FORMATS=NF4,MXFP4,NVFP4 .gpu/weight_only_gpu --ignored every_format variants fused_norm 2>&1 \
+        | grep -E "test result|FAILED|panicked" | tee -a "$out/verify.txt"
+fi
+if has ncu; then
+    for f in nf4 int4_g128; do
+        ncu --launch-skip 30 --launch-count 1 -k regex:wo_ring \
+            --section SpeedOfLight --section SchedulerStats --section WarpStateStats --section InstructionStats \
+            --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section Occupancy \
+            .gpu/roofline measure --m 1 --n 14336 --k 4096 --weights $f --gemv ring=true --hw $hw \
+            >"$out/ncu-$f.txt" 2>&1
+        grep -E "Duration|Throughput|Issued|Eligible|Active Warps|No Eligible|Stall|Registers|Pipe|Executed Ipc" \
+            "$out/ncu-$f.txt" | head -40
+    done
+fi
+if has nf4; then
+    ROOFLINE_TEST_FORMATS=NF4 .gpu/weight_only_gpu --ignored every_format variants fused_norm 2>&1 \
+        | grep -E "test result|FAILED|panicked" | tee "$out/nf4-tests.txt"
+    .gpu/ring_gpu --ignored 2>&1 | grep -E "test result|FAILED|panicked" | tee -a "$out/nf4-tests.txt"
+    .gpu/ffn_gpu --ignored --nocapture 2>&1 | grep -E "Nf4|test result|FAILED|panicked" | tee -a "$out/nf4-tests.txt"
+    for rep in 1 2; do
+        for bin in roofline-base roofline; do
+            for nk in 14336x4096 28672x4096 4096x14336 128256x4096; do
+                echo "=== $bin rep $rep 1x$nk" | tee -a "$out/nf4-compare.txt"
+                .gpu/$bin compare --weight-only --hw $hw --m 1 --n ${nk%x*} --k ${nk#*x} -p fp16 -p int4_g128 -p nf4 2>&1 \
+                    | grep -E "W:|FP16 " | tee -a "$out/nf4-compare.txt"
+            done
+        done
+    done
+    for g in 2 4; do
+        for nk in 14336x4096 28672x4096; do
+            echo "=== groups $g 1x$nk" | tee -a "$out/nf4-compare.txt"
+            ROOFLINE_RING_GROUPS=$g .gpu/roofline compare --weight-only --hw $hw --m 1 --n ${nk%x*} --k ${nk#*x} -p nf4 2>&1 \
+                | grep -E "W:" | tee -a "$out/nf4-compare.txt"
+        done
+    done
+    for bin in roofline-base roofline; do
+        echo "=== $bin model-bench llama-3.1-8b batch 1" | tee -a "$out/nf4-model.txt"
+        .gpu/$bin model-bench --config llama-3.1-8b --batch 1 --schemes int4,nf4 --hw $hw 2>&1 \
+            | grep -E "^(step|tokens|│ (qkv|o_proj|gate_up|down|lm_head))" | tee -a "$out/nf4-model.txt"
+    done
+fi
