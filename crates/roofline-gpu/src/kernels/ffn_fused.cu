@@ -213,7 +213,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
     }
     // The scales go out first (no kernel writes them), ahead of the weights in the DRAM queue.
     if (warp < NACT) stage_meta(gu_s, gu_z, dn_s, dn_z, p0, fs, groups_b, ma_s, ma_z, mb_s, mb_z);
-    const u32* nf4t = nf4_pair_table(lane);  // NF4's pair table, for both phases' products
+    const u8* nf4t = nf4_pair_table(nullptr);  // NF4's pair table, for both phases' products
     __syncthreads();
 
     if (warp == NACT) {
@@ -376,10 +376,10 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                         gp1[hb][i] += hsum4(e1, o1);
 #elif FMT == 5
 #if NF4_PAIRS
-                        dot8nf4t(q.x, h[0], nf4t, e0, o0);  // row 2 pr
-                        dot8nf4t(q.y, h[1], nf4t, e0, o0);
-                        dot8nf4t(q.z, h[0], nf4t, e1, o1);  // row 2 pr + 1
-                        dot8nf4t(q.w, h[1], nf4t, e1, o1);
+                        dot8nf4t<false>(q.x, h[0], nf4t, 4u * lane, e0, o0);  // row 2 pr
+                        dot8nf4t<false>(q.y, h[1], nf4t, 4u * lane, e0, o0);
+                        dot8nf4t<false>(q.z, h[0], nf4t, 4u * lane, e1, o1);  // row 2 pr + 1
+                        dot8nf4t<false>(q.w, h[1], nf4t, 4u * lane, e1, o1);
 #else
                         dot8nf4(q.x, h[0], e0, o0);  // row 2 pr
                         dot8nf4(q.y, h[1], e0, o0);

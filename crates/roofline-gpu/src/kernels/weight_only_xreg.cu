@@ -319,9 +319,9 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 #if XH && FMT == 5
     // NF4 in f16x2 through the table of code pairs (wo_common.cuh `nf4_pair_fill`), filled while the
     // previous kernel finishes.
-    __shared__ __align__(16) u32 nf4_tab[256 * 32];
-    nf4_pair_fill(nf4_tab);
-    const u32* nf4_lane = nf4_tab + lane;
+    __shared__ __align__(16) u8 nf4_tab[nf4_tab_bytes<false>()];
+    nf4_pair_fill<false>(nf4_tab);
+    const u32 lane4 = 4u * lane;
 #endif
     pdl_wait();  // the first weights are in flight; x, y and the workspace are touched only from here
 #if FUSE
@@ -472,7 +472,7 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 #if FMT == 4
                         dot8h(word(qq, wd), xh[j][wd], ae, ao);
 #elif FMT == 5
-                        dot8nf4t(word(qq, wd), xh[j][wd], nf4_lane, ae, ao);
+                        dot8nf4t<false>(word(qq, wd), xh[j][wd], nf4_tab, lane4, ae, ao);
 #else
                         dot8f4(word(qq, wd), xh[j][wd], ae, ao);
 #endif

@@ -239,27 +239,42 @@ __device__ __forceinline__ void dot8nf4(u32 v, const u32 a[4], u32& acc_e, u32& 
 #endif
 
 #if FMT == 5
-// NF4's table of code pairs (the x-in-registers kernel at M = 1 with XH, the ring GEMV with NF4_PAIRS): the
-// 256 pairs a byte of codes holds as f16x2 (code of the low nibble, code of the high nibble), one copy per
-// shared-memory bank, [pair][copy] (32 KB): lane l reads copy l, so a warp's 32 lookups never conflict. Every
-// thread of the CTA calls it; the caller synchronizes before the first lookup.
-__device__ __forceinline__ void nf4_pair_fill(u32* tab) {
+// NF4's table of code pairs (the x-in-registers kernel at M = 1 with XH, the ring GEMV and the fused FFN with
+// NF4_PAIRS): the 256 pairs a byte of codes holds as f16x2 (code of the low nibble, code of the high nibble),
+// one copy per shared-memory bank, [pair][copy]: lane l reads copy l, so a warp's 32 lookups never conflict.
+// Rows of 128 bytes (32 KB, the copies alone) or, WIDE, 256 (64 KB, the upper half of each row unused), so
+// that a lookup's byte offset is one byte permute: [lane x 4, the byte of codes, 0, 0].
+template <bool WIDE>
+__host__ __device__ constexpr int nf4_tab_bytes() {
+    return 256 * (WIDE ? 256 : 128);
+}
+
+// Fills the table at `tab` (16-byte aligned). Every thread of the CTA calls it; the caller synchronizes before
+// the first lookup.
+template <bool WIDE>
+__device__ __forceinline__ void nf4_pair_fill(u8* tab) {
     for (int e = threadIdx.x; e < 256; e += blockDim.x) {
         const u32 v = (u32)f2h(kLut[e & 15]) | ((u32)f2h(kLut[e >> 4]) << 16);
-        uint4* row = (uint4*)(tab + e * 32);
+        uint4* row = (uint4*)(tab + e * (WIDE ? 256 : 128));
 #pragma unroll
         for (int i = 0; i < 8; ++i) row[i] = make_uint4(v, v, v, v);
     }
 }
 
-// dot8h for NF4 through the pair table (`lt`: this lane's copy, `tab + lane`): byte k of word v (codes 2k,
-// 2k + 1) is one conflict-free shared-memory load of their f16x2, against a[k] = (x_{2k}, x_{2k+1}). A byte
-// permute, an address and a load per two codes where `dot8nf4` spends about five byte permutes and lop3s
-// on the integer pipe, which is what the decode saturates.
-__device__ __forceinline__ void dot8nf4t(u32 v, const u32 a[4], const u32* lt, u32& acc_e, u32& acc_o) {
+// dot8h for NF4 through the pair table at `tab` (`lane4`: the lane's byte offset, 4 x lane): byte k of word v
+// (codes 2k, 2k + 1) is one conflict-free shared-memory load of their f16x2, against a[k] = (x_{2k},
+// x_{2k+1}). WIDE: the load's offset is one byte permute (and the table's base folds into the load where it
+// is a constant, as in the ring GEMV's dynamic shared memory); else a byte permute and a shift-add. `dot8nf4`
+// spends about five byte permutes and lop3s a pair on the integer pipe, which is what that decode saturates.
+template <bool WIDE>
+__device__ __forceinline__ void dot8nf4t(u32 v, const u32 a[4], const u8* tab, u32 lane4, u32& acc_e, u32& acc_o) {
     u32 p[4];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) p[k] = lt[prmt(v, 0u, 0x4440u + k) << 5];
+    for (int k = 0; k < 4; ++k) {
+        const u32 off = WIDE ? prmt(v, lane4, 0x7604u + 16u * k)  // bytes [lane4.0, v.k, 0, 0]
+                             : (prmt(v, 0u, 0x4440u + k) << 7) + lane4;
+        p[k] = *(const u32*)(tab + off);
+    }
     acc_e = hfma2(p[2], a[2], hfma2(p[0], a[0], acc_e));
     acc_o = hfma2(p[3], a[3], hfma2(p[1], a[1], acc_o));
 }

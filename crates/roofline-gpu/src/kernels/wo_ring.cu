@@ -29,6 +29,11 @@
 #ifndef NORM
 #define NORM 0
 #endif
+// NF4_WIDE: where NF4's 64 KB pair table sits in the dynamic shared memory (after the ring and the tables;
+// host: ring.rs `layout`).
+#ifndef RW_NF4_OFF
+#define RW_NF4_OFF 0
+#endif
 #ifndef ADD
 #define ADD 0
 #endif
@@ -93,7 +98,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         }
     }
 #endif
-    const u32* nf4t = nf4_pair_table(lane);  // NF4's pair table, filled before x is ready
+    const u8* nf4t = nf4_pair_table(smem + RW_NF4_OFF);  // NF4's pair table, filled before x is ready
     __syncthreads();
     if (RW_PRODUCER && warp == RW_WARPS) {
         // ---- Producer: every row step of the CTA, in order, as ring slots free up ----

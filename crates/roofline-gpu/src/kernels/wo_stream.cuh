@@ -53,11 +53,16 @@
 #if FMT == 5 && !defined(NF4_T0)
 #error "NF4 needs its f16 byte tables NF4_T0..NF4_T7 (mma::nf4_f16_tables)"
 #endif
-// NF4_PAIRS 1 (the ring GEMV's default for NF4): NF4 codes through the shared-memory table of code pairs
-// (wo_common.cuh `nf4_pair_fill`, `dot8nf4t`; the caller fills it and passes the lane's copy to row_step);
-// 0: the byte-permute decode (`dot8nf4`, the fused FFN, whose ring takes the shared memory).
+// NF4_PAIRS 1 (the ring GEMV's default for NF4, and the fused FFN's where a ring fits beside it): NF4 codes
+// through the shared-memory table of code pairs (wo_common.cuh `nf4_pair_fill`, `dot8nf4t`; the caller fills
+// it and passes it to row_step); 0: the byte-permute decode (`dot8nf4`). NF4_WIDE 1 (the ring GEMV): the
+// table's 64 KB layout, one byte permute a lookup, in the caller's dynamic shared memory; 0: the 32 KB one,
+// a static array.
 #ifndef NF4_PAIRS
 #define NF4_PAIRS 0
+#endif
+#ifndef NF4_WIDE
+#define NF4_WIDE 0
 #endif
 
 // What normalized x (rms 1, so |x| <= sqrt(FD)) is multiplied by for the E2M1 decode's 2^-14
@@ -65,13 +70,17 @@
 // rest of 2^14, E2M1_UP / this, goes onto the sums (host test: ring.rs `e2m1_norm_factor_keeps_x_in_f16_for_every_k`).
 __device__ __forceinline__ float e2m1_norm_up() { return ldexpf(1.0f, 14 - (33 - __clz(FD - 1)) / 2); }
 
-// With NF4_PAIRS, NF4's pair table (32 KB of static shared memory) filled, and the lane's copy of it; else
-// nullptr. Every thread of the CTA calls it; the caller synchronizes before the first lookup.
-__device__ __forceinline__ const u32* nf4_pair_table(int lane) {
-#if FMT == 5 && NF4_PAIRS
-    __shared__ __align__(16) u32 nf4_tab[256 * 32];
-    nf4_pair_fill(nf4_tab);
-    return nf4_tab + lane;
+// With NF4_PAIRS, NF4's pair table filled: NF4_WIDE at `dyn` (64 KB of the caller's dynamic shared memory,
+// 16-byte aligned), else in 32 KB of static shared memory; nullptr without. Every thread of the CTA calls it;
+// the caller synchronizes before the first lookup.
+__device__ __forceinline__ const u8* nf4_pair_table(u8* dyn) {
+#if FMT == 5 && NF4_PAIRS && NF4_WIDE
+    nf4_pair_fill<true>(dyn);
+    return dyn;
+#elif FMT == 5 && NF4_PAIRS
+    __shared__ __align__(16) u8 nf4_tab[nf4_tab_bytes<false>()];
+    nf4_pair_fill<false>(nf4_tab);
+    return nf4_tab;
 #else
     return nullptr;
 #endif
@@ -97,10 +106,10 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EP
 // One row step (8 rows of FD INT4 codes at `sp`, the lane's chunk at cbase) against the lane's x: the rows'
 // scales (8 f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting on the
 // stage's `full` mbarrier (shared address `fb`, phase parity `par`). Returns row (lane >> 2) & 7's dot
-// product summed over the warp (in the lanes with lane & 3 == 0). `nf4t`: with NF4_PAIRS, the lane's copy
-// of NF4's pair table.
+// product summed over the warp (in the lanes with lane & 3 == 0). `nf4t`: with NF4_PAIRS, NF4's pair table
+// (`nf4_pair_table`).
 __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
-                                          const u32 xh[4][4], float xsum, const u32* nf4t = nullptr) {
+                                          const u32 xh[4][4], float xsum, const u8* nf4t = nullptr) {
     u32 sw[4], zw = 0u;
 #if FMT == 4 || FMT == 5 || FMT == 7
     {
@@ -138,7 +147,7 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
 #pragma unroll
         for (int wd = 0; wd < 4; ++wd) {
 #if NF4_PAIRS
-            dot8nf4t(word(q, wd), xh[wd], nf4t, ae, ao);
+            dot8nf4t<NF4_WIDE>(word(q, wd), xh[wd], nf4t, 4u * (threadIdx.x & 31), ae, ao);
 #else
             dot8nf4(word(q, wd), xh[wd], ae, ao);
 #endif

@@ -3,14 +3,14 @@
 //! copies into a ring in shared memory from its first instruction, before `griddepcontrol.wait` (a CTA
 //! resident beside the previous kernel of the step has its first slots, or all its rows, by the time x is
 //! ready); the consumer warps multiply them in f16x2 as in the fused FFN (INT4 g128; MXFP4 / NVFP4 in the
-//! E2M1 device layout; NF4 through a shared-memory table of its 256 code pairs, a copy per bank, 32 KB of
-//! static shared memory that [`layout`] leaves room for). The x-in-registers engine runs it at M = 1 where each
-//! CTA takes many row steps and its ring stays deep ([`auto`]; `Tuning::ring` forces it either way). H100,
+//! E2M1 device layout; NF4 through a shared-memory table of its 256 code pairs, a copy per bank, 64 KB of
+//! the dynamic shared memory after the ring, [`NF4_WIDE_TABLE_BYTES`]). The x-in-registers engine runs it at
+//! M = 1 where each CTA takes many row steps and its ring stays deep ([`auto`]; `Tuning::ring` forces it either way). H100,
 //! us, x-in-registers vs ring (bench/RESULTS.md, sessions 14 and 15): INT4 1x14336x4096 14.9 vs 13.3,
 //! 1x128256x4096 96.9 vs 94.1 (2.90 TB/s); MXFP4 1x14336x4096 16.7 vs 15.1, 1x28672x4096 29.0 vs 24.9,
 //! 1x128256x4096 109 vs 110-125 (2-3 ring slots); NVFP4 1x14336x4096 18.8 vs 17.3, 1x28672x4096 33.1 vs
-//! 28.0; NF4 (session 23, pair table) 1x14336x4096 16.1 vs 14.9; with few row steps per CTA the ring's start costs
-//! more than it saves (INT4 1x4096x4096 5.40 vs 7.16, 1x6144x4096 6.75 vs 9.00, 1x4096x14336 16.4 vs 16.9).
+//! 28.0; NF4 (session 23, pair table) 1x14336x4096 16.1 vs 14.9 (session 24, wide table: 13.9-14.0, 13.5 in
+//! two row groups); with few row steps per CTA the ring's start costs more than it saves (INT4 1x4096x4096 5.40 vs 7.16, 1x6144x4096 6.75 vs 9.00, 1x4096x14336 16.4 vs 16.9).
 //!
 //! Layout: codes row-major (as packed), scale and zero-point tables transposed (`pack::xreg_tables`).
 
@@ -44,18 +44,21 @@ fn ring_limit() -> usize {
 /// Rows per row step (one bulk copy).
 const STEP_ROWS: usize = 8;
 
-/// Row groups (of K / 1024 warps each) for rows of `k` values: `ROOFLINE_RING_GROUPS` (1 to 4) for tuning
-/// experiments, else 3; at most what keeps the CTA (one producer warp more) within 1024 threads. With one
-/// CTA per SM a consumer warp's row step is a chain of dependent waits, shuffles and (for the E2M1 and NF4
-/// decodes) more instructions than INT4's, so more warps hide more of it (H100, K = 4096, us, 2 vs 3 groups,
-/// bench/RESULTS.md session 15: NVFP4 1x14336x4096 18.1 vs 17.3, 1x28672x4096 29.7 vs 28.0; MXFP4 15.4 vs
-/// 15.1, 25.3 vs 24.9; INT4 13.6 vs 13.3, 23.2 vs 23.1, LM head 95.3 vs 95.8).
-fn row_groups(k: usize) -> usize {
+/// Row groups (of K / 1024 warps each) for rows of `k` values of `format`: `ROOFLINE_RING_GROUPS` (1 to 4)
+/// for tuning experiments, else 3 (NF4: 2); at most what keeps the CTA (one producer warp more) within 1024
+/// threads. With one CTA per SM a consumer warp's row step is a chain of dependent waits, shuffles and (for
+/// the E2M1 decode) more instructions than INT4's, so more warps hide more of it (H100, K = 4096, us, 2 vs 3
+/// groups, bench/RESULTS.md session 15: NVFP4 1x14336x4096 18.1 vs 17.3, 1x28672x4096 29.7 vs 28.0; MXFP4
+/// 15.4 vs 15.1, 25.3 vs 24.9; INT4 13.6 vs 13.3, 23.2 vs 23.1, LM head 95.3 vs 95.8). NF4's lookups in its
+/// wide pair table run best with fewer warps, the ring one slot deeper (session 24: 1x14336x4096 13.5 vs
+/// 13.9-14.0, 1x28672x4096 23.2 vs 23.7; 4 groups 13.7, 23.4).
+fn row_groups(format: WoFormat, k: usize) -> usize {
+    let default = if format == WoFormat::Nf4 { 2 } else { 3 };
     let want = std::env::var("ROOFLINE_RING_GROUPS")
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|g| (1..=4).contains(g))
-        .unwrap_or(3);
+        .unwrap_or(default);
     want.min(31 / (k / 1024).max(1)).max(1)
 }
 
@@ -82,12 +85,12 @@ pub const AUTO_MIN_SLOTS: usize = 6;
 /// at least [`AUTO_MIN_STEPS`] row steps with at least [`AUTO_MIN_SLOTS`] of them in its ring. NF4 too since
 /// its codes go through the pair table (`NF4_PAIRS`; H100, session 23, us, ring vs x-in-registers:
 /// 1x14336x4096 14.9 vs 16.1, 1x28672x4096 24.3 vs 28.7; with the byte-permute decode the ring was the slower,
-/// 17.6 and 29.3).
+/// 17.6 and 29.3; session 24's wide table: 13.9-14.0 and 23.7).
 pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
     let (_, per) = grid(n, sm_count);
     unsupported(format, 1, n, k, sm_count).is_none()
         && per >= AUTO_MIN_STEPS
-        && layout(format, k, per, row_groups(k)).is_some_and(|(slots, _)| slots >= AUTO_MIN_SLOTS)
+        && layout(format, k, per, row_groups(format, k)).is_some_and(|(slots, _)| slots >= AUTO_MIN_SLOTS)
 }
 
 /// Bytes of the block scales per row of `k` values (`pack::xreg_tables`' entries).
@@ -120,22 +123,42 @@ pub fn grid(n: usize, sm_count: u32) -> (u32, usize) {
     (steps.div_ceil(per) as u32, per)
 }
 
-/// Static shared memory of NF4's table of code pairs (`nf4_pair_fill` in wo_common.cuh: 256 f16x2 pairs, a
-/// copy per bank), which the dynamic shared memory leaves room for.
-pub const NF4_PAIR_TABLE_BYTES: usize = 256 * 32 * 4;
+/// Static shared memory of NF4's table of code pairs in the fused FFN and the x-in-registers kernel
+/// (`nf4_pair_fill<false>` in wo_common.cuh: 256 f16x2 pairs, a copy per bank, rows of 128 bytes).
+pub const NF4_PAIR_TABLE_BYTES: usize = 256 * 128;
+
+/// NF4's table of code pairs in the ring GEMV's dynamic shared memory (`nf4_pair_fill<true>`): rows of 256
+/// bytes, the upper half of each unused, so that a lookup's byte offset is one byte permute (lane x 4 and
+/// the byte of codes) and the table's base folds into the load.
+pub const NF4_WIDE_TABLE_BYTES: usize = 256 * 256;
+
+/// Dynamic shared memory an NF4 CTA of the ring GEMV may take in all (of the H100's 227 KB): its wide table
+/// beside a ring as deep as [`SMEM_BUDGET`] leaves the other formats.
+const NF4_SMEM_BUDGET: usize = 224 * 1024;
 
 /// The ring's slots and the CTA's dynamic shared memory for at most `per` row steps of `k` values: the
-/// tables (scales and zero points of its rows, the per-K-slice row sums) and as many slots (up to `per`, a
-/// multiple of `groups`) as fit beside them (and beside NF4's pair table). `None`: not even `groups` slots
-/// fit.
+/// tables (scales and zero points of its rows, the per-K-slice row sums), as many slots (up to `per`, a
+/// multiple of `groups`) as fit beside them, and NF4's wide pair table after them ([`nf4_table_offset`]).
+/// `None`: not even `groups` slots fit.
 fn layout(format: WoFormat, k: usize, per: usize, groups: usize) -> Option<(usize, usize)> {
     let rows = per * STEP_ROWS;
     let tables = tables_bytes(format, k, rows);
     let stage = STEP_ROWS * k / 2;
-    let budget = if format == WoFormat::Nf4 { SMEM_BUDGET - NF4_PAIR_TABLE_BYTES } else { SMEM_BUDGET };
+    // NF4: the table and up to 128 bytes of alignment before it.
+    let (budget, table) = if format == WoFormat::Nf4 {
+        (NF4_SMEM_BUDGET - NF4_WIDE_TABLE_BYTES - 128, NF4_WIDE_TABLE_BYTES + 128)
+    } else {
+        (SMEM_BUDGET, 0)
+    };
     let ring = ring_limit().min(budget.checked_sub(tables)?);
     let slots = (ring / stage).min(per.div_ceil(groups) * groups) / groups * groups;
-    (slots >= groups).then_some((slots, slots * stage + tables))
+    (slots >= groups).then_some((slots, slots * stage + tables + table))
+}
+
+/// Where NF4's wide pair table starts in the dynamic shared memory of a CTA of `per` row steps with `slots`
+/// ring slots: after the ring and the tables, 128-byte aligned (`RW_NF4_OFF` in wo_ring.cu).
+fn nf4_table_offset(format: WoFormat, k: usize, per: usize, slots: usize) -> usize {
+    (slots * STEP_ROWS * k / 2 + tables_bytes(format, k, per * STEP_ROWS)).next_multiple_of(128)
 }
 
 /// Why the ring GEMV cannot run `n x k` INT4 g128 weights on `sm_count` SMs (`None`: it can).
@@ -153,7 +176,7 @@ pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count:
         return Some(format!("the ring GEMV needs N a multiple of {STEP_ROWS}, not {n}"));
     }
     let (_, per) = grid(n, sm_count);
-    layout(format, k, per, row_groups(k)).is_none().then(|| {
+    layout(format, k, per, row_groups(format, k)).is_none().then(|| {
         format!(
             "{n}x{k} on {sm_count} SMs: the scale tables of {} rows per CTA leave no room for a ring in {} KB",
             per * STEP_ROWS,
@@ -227,7 +250,7 @@ impl RingGemv {
         }
         nvrtc_available()?;
         let (ctas, per) = grid(n, sm_count);
-        let groups = row_groups(k);
+        let groups = row_groups(format, k);
         let (slots, smem) = layout(format, k, per, groups)
             .ok_or_else(|| GpuError::Unsupported(format!("the ring GEMV's tables for {n}x{k} do not fit")))?;
         let (cubin, log) =
@@ -391,6 +414,8 @@ fn options(
     opts.push(format!("-DADD={}", u32::from(epilogue == Epilogue::Add)));
     if format == WoFormat::Nf4 {
         opts.push("-DNF4_PAIRS=1".into());
+        opts.push("-DNF4_WIDE=1".into());
+        opts.push(format!("-DRW_NF4_OFF={}", nf4_table_offset(format, k, per, slots)));
     }
     opts.extend(super::nvrtc::extra_options());
     opts
@@ -443,10 +468,15 @@ mod tests {
         let (slots, smem) = layout(WoFormat::Int4G128, 4096, 14, 2).unwrap();
         assert_eq!(slots, 10);
         assert!(smem <= SMEM_BUDGET && slots % 2 == 0);
-        // NF4 leaves its pair table's 32 KB of static shared memory within the H100's 227 KB per CTA.
+        // NF4's ring and tables beside its 64 KB pair table within the H100's 227 KB per CTA; the table after
+        // them, aligned, within the CTA's dynamic shared memory.
         let (slots, smem) = layout(WoFormat::Nf4, 4096, 14, 2).unwrap();
         assert_eq!(slots, 8);
-        assert!(smem + NF4_PAIR_TABLE_BYTES <= 227 * 1024 - 1024);
+        assert!(smem <= 227 * 1024 - 1024);
+        let off = nf4_table_offset(WoFormat::Nf4, 4096, 14, slots);
+        assert!(off % 128 == 0 && off >= slots * 16384 + tables_bytes(WoFormat::Nf4, 4096, 112));
+        assert!(off + NF4_WIDE_TABLE_BYTES <= smem);
+        assert_eq!(layout(WoFormat::Nf4, 4096, 14, 3).map(|l| l.0), Some(9));
         assert!(unsupported(WoFormat::Int4G128, 1, 4096, 4096, 132).is_none());
         assert!(unsupported(WoFormat::Int4G128, 1, 14336, 4096, 132).is_none());
         // The LM head's 976 rows per CTA: their tables (78 KB) still leave a ring.
@@ -469,7 +499,8 @@ mod tests {
         assert!(auto(WoFormat::Nf4, 28672, 4096, 132) && !auto(WoFormat::Nf4, 128256, 4096, 132));
         assert!(unsupported(WoFormat::Fp8E4M3, 1, 14336, 4096, 132).unwrap().contains("NF4"));
         // A CTA stays within 1024 threads: K = 16384 takes one row group of 16 warps.
-        assert_eq!((row_groups(4096), row_groups(14336), row_groups(16384)), (3, 2, 1));
+        assert_eq!((row_groups(i4, 4096), row_groups(i4, 14336), row_groups(i4, 16384)), (3, 2, 1));
+        assert_eq!((row_groups(WoFormat::Nf4, 4096), row_groups(WoFormat::Nf4, 16384)), (2, 1));
         for (n, sms) in [(4096usize, 132u32), (6144, 132), (1000, 7), (8, 132), (2056, 100)] {
             let (ctas, per) = grid(n, sms);
             let steps = n / 8;
@@ -485,8 +516,8 @@ mod tests {
             return;
         }
         for (k, per) in [(4096usize, 4usize), (4096, 14), (2048, 3), (8192, 1), (14336, 4), (4096, 122), (16384, 2)] {
-            let g = row_groups(k);
             for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+                let g = row_groups(f, k);
                 let Some((slots, _)) = layout(f, k, per, g) else {
                     // The LM head's 976 rows: NVFP4's 128 columns x 2 bytes of scales leave no ring, nor
                     // NF4's 64 x 2 beside its pair table.
