@@ -5,6 +5,9 @@
 #   ncu     Nsight Compute on the ring GEMV at 1x14336x4096, NF4 beside INT4 (one launch each, after warm-up)
 #   nf4     NF4's wide pair table (one byte permute a lookup): GPU tests of the NF4 kernels, then A/B tables
 #           (.gpu/roofline-base beside .gpu/roofline) at M = 1 and Llama-3.1-8B batch 1, and ring row groups
+#   m16x    batch-16 bulk ring with x in coarser chunks (-DXCT=32, 64 tiles: 2 or 1 chunks at K = 4096)
+#   m16     batch-16 bulk ring: x's chunks requested in a rotated order per CTA (-DXSTAGGER=1) and finer
+#           chunks (-DXCT=n tiles), against x's traffic cut to one row (-DEXP_XROWS=1, wrong results)
 set -uo pipefail
 out=${OUT:-/tmp/exp-session24}
 mkdir -p "$out"
@@ -56,5 +59,23 @@ if has nf4; then
         echo "=== $bin model-bench llama-3.1-8b batch 1" | tee -a "$out/nf4-model.txt"
         .gpu/$bin model-bench --config llama-3.1-8b --batch 1 --schemes int4,nf4 --hw $hw 2>&1 \
             | grep -E "^(step|tokens|│ (qkv|o_proj|gate_up|down|lm_head))" | tee -a "$out/nf4-model.txt"
+    done
+fi
+if has m16; then
+    for extra in "" "-DXSTAGGER=1" "-DXCT=4" "-DXCT=4 -DXSTAGGER=1" "-DXCT=8 -DXSTAGGER=1" "-DEXP_XROWS=1"; do
+        for nk in 14336x4096 28672x4096 4096x14336; do
+            echo "=== [$extra] 16x$nk" | tee -a "$out/m16.txt"
+            ROOFLINE_NVRTC_EXTRA="$extra" .gpu/roofline compare --weight-only --hw $hw --m 16 --n ${nk%x*} --k ${nk#*x} \
+                -p int4_g128 -p mxfp4 -p nvfp4 -p nf4 2>&1 | grep -E "W:|rror" | tee -a "$out/m16.txt"
+        done
+    done
+fi
+if has m16x; then
+    for extra in "" "-DXCT=32" "-DXCT=64"; do
+        for nk in 14336x4096 28672x4096 4096x14336 4096x4096; do
+            echo "=== [$extra] 16x$nk" | tee -a "$out/m16x.txt"
+            ROOFLINE_NVRTC_EXTRA="$extra" .gpu/roofline compare --weight-only --hw $hw --m 16 --n ${nk%x*} --k ${nk#*x} \
+                -p int4_g128 -p mxfp4 -p nvfp4 -p nf4 2>&1 | grep -E "W:|rror" | tee -a "$out/m16x.txt"
+        done
     done
 fi

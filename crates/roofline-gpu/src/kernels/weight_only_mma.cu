@@ -957,6 +957,8 @@ __device__ __forceinline__ Meta xb_meta(const u8* e, int g) {
 // x, 15.9 / 14.8 / 13.7 with 1/2, 1/4, 1/64 of it; staged in another order per CTA, 17.9): every CTA
 // reads its K split of x, 16 rows, from L2. Chunks of 16 tiles against cp.async and a CTA barrier: the
 // kernel 21.7 vs 22.8 us (2 splits), the loads alone 17.5 vs 18.4; chunks of 4 tiles were slower (24.5).
+// Session 24 (INT4 16x14336x4096, one split): chunks of 16 tiles 17.1 us, of 4 / 8 / 32 / 64 tiles 21.6 /
+// 18.6 / 17.5 / 18.2; the chunks requested in a rotated order per CTA 17.4.
 #ifndef XCT
 #define XCT 16
 #endif
