@@ -5,6 +5,8 @@
 #   ncu     Nsight Compute on the ring GEMV at 1x14336x4096, NF4 beside INT4 (one launch each, after warm-up)
 #   nf4     NF4's wide pair table (one byte permute a lookup): GPU tests of the NF4 kernels, then A/B tables
 #           (.gpu/roofline-base beside .gpu/roofline) at M = 1 and Llama-3.1-8B batch 1, and ring row groups
+#   k14     1x4096x14336 (down_proj), where every low-bit format sits below 85% of the copy bandwidth: the
+#           x-in-registers plans for 8-bit (unroll 2 = one CTA over all of K in 14 warps, splits) and 4-bit
 #   m16x    batch-16 bulk ring with x in coarser chunks (-DXCT=32, 64 tiles: 2 or 1 chunks at K = 4096)
 #   m16     batch-16 bulk ring: x's chunks requested in a rotated order per CTA (-DXSTAGGER=1) and finer
 #           chunks (-DXCT=n tiles), against x's traffic cut to one row (-DEXP_XROWS=1, wrong results)
@@ -77,5 +79,19 @@ if has m16x; then
             ROOFLINE_NVRTC_EXTRA="$extra" .gpu/roofline compare --weight-only --hw $hw --m 16 --n ${nk%x*} --k ${nk#*x} \
                 -p int4_g128 -p mxfp4 -p nvfp4 -p nf4 2>&1 | grep -E "W:|rror" | tee -a "$out/m16x.txt"
         done
+    done
+fi
+if has k14; then
+    for g in "" "unroll=2" "unroll=2,split_k=2" "split_k=2" "split_k=8" "unroll=4"; do
+        for nk in 4096x14336 14336x4096; do
+            echo "=== [$g] 1x$nk" | tee -a "$out/k14.txt"
+            .gpu/roofline compare --weight-only --hw $hw --m 1 --n ${nk%x*} --k ${nk#*x} -p fp8_e4m3 -p int8 \
+                ${g:+--gemv variant=xreg,$g} 2>&1 | grep -E "W:|rror" | tee -a "$out/k14.txt"
+        done
+    done
+    for g in "" "split_k=2" "rows=8" "rows=8,split_k=2" "ring=true" "unroll=2"; do
+        echo "=== [$g] 1x4096x14336" | tee -a "$out/k14.txt"
+        .gpu/roofline compare --weight-only --hw $hw --m 1 --n 4096 --k 14336 -p int4_g128 -p nf4 -p mxfp4 -p nvfp4 \
+            ${g:+--gemv variant=xreg,$g} 2>&1 | grep -E "W:|rror" | tee -a "$out/k14.txt"
     done
 fi
