@@ -363,6 +363,21 @@ impl LaunchPlan {
         m as u32 * chunks * (128 / format.bits() as u32) <= 64
     }
 
+    /// Default 16-byte chunks per lane and row step of the `XReg` kernel: 1, except 8-bit weights at M = 1
+    /// whose K needs more than 16 warps of one chunk (split-K) and at most 16 of two: 2, one CTA over all of
+    /// K ("wide"). H100, session 24, us, 1x4096x14336 (down_proj) 2 chunks vs 1 (4 K splits): FP8 22.4 vs
+    /// 24.9, INT8 23.3 vs 26.5; at 1x14336x4096 (8 warps of one chunk) 2 chunks lose (FP8 23.1 vs 22.7, INT8
+    /// 25.5 vs 23.2), as they do for 4-bit weights at K = 14336 (a 14-warp CTA of one chunk already).
+    pub fn xreg_unroll(format: WoFormat, m: usize, k: usize) -> u32 {
+        let kc = (k * format.bits() / 128).max(1);
+        let slices = |chunks: usize| kc.div_ceil(32 * chunks);
+        if m == 1 && format.bits() == 8 && slices(1) > 16 && (9..=16).contains(&slices(2)) {
+            2
+        } else {
+            1
+        }
+    }
+
     /// Rows per `XReg` CTA so that `ctas` CTAs (all resident at once) cover `n` rows in `splits` K splits.
     pub fn xreg_rows_per_cta(n: usize, splits: u32, ctas: u32) -> u32 {
         ((n * splits as usize).div_ceil(ctas.max(1) as usize).div_ceil(8) * 8).clamp(8, XREG_MAX_RPC as usize) as u32
@@ -707,7 +722,7 @@ impl LaunchPlan {
         let min_blocks = tuning.min_blocks.unwrap_or(1);
         let split_k = tuning.split_k;
         let pdl = tuning.pdl.unwrap_or(true) && variant != Variant::Mma;
-        let chunks = tuning.unroll.unwrap_or(1);
+        let chunks = tuning.unroll.unwrap_or_else(|| Self::xreg_unroll(format, m, k));
         if variant == Variant::XReg && Self::xreg_fits(format, m, chunks) {
             let kc = (k * format.bits() / 128).max(1) as u32;
             let slices = kc.div_ceil(32 * chunks);
@@ -2009,6 +2024,22 @@ struct Reference<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn xreg_8bit_takes_two_chunks_where_that_avoids_split_k() {
+        use WoFormat::*;
+        for f in [Fp8E4M3, Int8] {
+            assert_eq!(LaunchPlan::xreg_unroll(f, 1, 14336), 2);
+            let p = LaunchPlan::new(Variant::XReg, f, 1, 4096, 14336, 132, Tuning::default());
+            assert_eq!((p.unroll, p.splits, p.warps), (2, 1, 14), "{p:?}");
+            // K = 4096 fits 8 warps of one chunk; M = 2 keeps one chunk; an explicit unroll wins.
+            assert_eq!((LaunchPlan::xreg_unroll(f, 1, 4096), LaunchPlan::xreg_unroll(f, 2, 14336)), (1, 1));
+            let t = Tuning { unroll: Some(1), ..Tuning::default() };
+            assert_eq!(LaunchPlan::new(Variant::XReg, f, 1, 4096, 14336, 132, t).unroll, 1);
+        }
+        // 4-bit K = 14336 is one 14-warp CTA at one chunk already; 16-bit never takes two.
+        assert_eq!((LaunchPlan::xreg_unroll(Int4G128, 1, 14336), LaunchPlan::xreg_unroll(Fp16, 1, 14336)), (1, 1));
+    }
 
     #[test]
     fn xreg_plans_cover_k_and_rows() {
