@@ -7,6 +7,8 @@
 #           (.gpu/roofline-base beside .gpu/roofline) at M = 1 and Llama-3.1-8B batch 1, and ring row groups
 #   k14     1x4096x14336 (down_proj), where every low-bit format sits below 85% of the copy bandwidth: the
 #           x-in-registers plans for 8-bit (unroll 2 = one CTA over all of K in 14 warps, splits) and 4-bit
+#   final   8-bit two-chunk plan checked (GPU tests of FP8 / INT8, A/B at 1x4096x14336 and 1x14336x4096),
+#           Llama-3.1-8B batch 1 (FP8, INT8) and batch 16 (every scheme) on the new binary
 #   m16x    batch-16 bulk ring with x in coarser chunks (-DXCT=32, 64 tiles: 2 or 1 chunks at K = 4096)
 #   m16     batch-16 bulk ring: x's chunks requested in a rotated order per CTA (-DXSTAGGER=1) and finer
 #           chunks (-DXCT=n tiles), against x's traffic cut to one row (-DEXP_XROWS=1, wrong results)
@@ -94,4 +96,20 @@ if has k14; then
         .gpu/roofline compare --weight-only --hw $hw --m 1 --n 4096 --k 14336 -p int4_g128 -p nf4 -p mxfp4 -p nvfp4 \
             ${g:+--gemv variant=xreg,$g} 2>&1 | grep -E "W:|rror" | tee -a "$out/k14.txt"
     done
+fi
+if has final; then
+    ROOFLINE_TEST_FORMATS=FP8_E4M3,INT8 .gpu/weight_only_gpu --ignored --nocapture every_format variants every_m fused_norm \
+        2>&1 | grep -E "x14336|test result|FAILED|panicked" | tee "$out/final-tests.txt"
+    for bin in roofline-base roofline; do
+        for nk in 4096x14336 14336x4096; do
+            echo "=== $bin 1x$nk" | tee -a "$out/final-compare.txt"
+            .gpu/$bin compare --weight-only --hw $hw --m 1 --n ${nk%x*} --k ${nk#*x} -p fp16 -p fp8_e4m3 -p int8 2>&1 \
+                | grep -E "W:|FP16 " | tee -a "$out/final-compare.txt"
+        done
+    done
+    .gpu/roofline model-bench --config llama-3.1-8b --batch 1 --schemes fp8,int8 --hw $hw >"$out/final-model-b1.txt" 2>&1
+    grep -E "^step|^tokens|FP8_E4M3 |INT8 " "$out/final-model-b1.txt" | tail -6
+    timeout 300 .gpu/roofline model-bench --config llama-3.1-8b --batch 16 --schemes fp16,fp8,int4,nf4,mxfp4,nvfp4 --hw $hw \
+        >"$out/final-model-b16.txt" 2>&1
+    grep -E "^step|^tokens|FP16 |FP8_E4M3 |INT4_G128 |NF4 |MXFP4 |NVFP4 " "$out/final-model-b16.txt" | tail -8
 fi
