@@ -9,6 +9,8 @@
 #           x-in-registers plans for 8-bit (unroll 2 = one CTA over all of K in 14 warps, splits) and 4-bit
 #   final   8-bit two-chunk plan checked (GPU tests of FP8 / INT8, A/B at 1x4096x14336 and 1x14336x4096),
 #           Llama-3.1-8B batch 1 (FP8, INT8) and batch 16 (every scheme) on the new binary
+#   down8   8-bit down_proj on the x-in-registers engine (Variant::best_for): model-bench GPU tests, A/B at
+#           1x4096x14336, Llama-3.1-8B batch 1 FP8 / INT8 (base and new)
 #   m16x    batch-16 bulk ring with x in coarser chunks (-DXCT=32, 64 tiles: 2 or 1 chunks at K = 4096)
 #   m16     batch-16 bulk ring: x's chunks requested in a rotated order per CTA (-DXSTAGGER=1) and finer
 #           chunks (-DXCT=n tiles), against x's traffic cut to one row (-DEXP_XROWS=1, wrong results)
@@ -112,4 +114,15 @@ if has final; then
     timeout 300 .gpu/roofline model-bench --config llama-3.1-8b --batch 16 --schemes fp16,fp8,int4,nf4,mxfp4,nvfp4 --hw $hw \
         >"$out/final-model-b16.txt" 2>&1
     grep -E "^step|^tokens|FP16 |FP8_E4M3 |INT4_G128 |NF4 |MXFP4 |NVFP4 " "$out/final-model-b16.txt" | tail -8
+fi
+if has down8; then
+    .gpu/model_bench_gpu --ignored --nocapture 2>&1 | grep -E "Fp8|Int8|test result|FAILED|panicked" | tee "$out/down8-tests.txt"
+    for bin in roofline-base roofline; do
+        echo "=== $bin 1x4096x14336" | tee -a "$out/down8-compare.txt"
+        .gpu/$bin compare --weight-only --hw $hw --m 1 --n 4096 --k 14336 -p fp16 -p fp8_e4m3 -p int8 2>&1 \
+            | grep -E "W:|FP16 " | tee -a "$out/down8-compare.txt"
+        echo "=== $bin model-bench llama-3.1-8b batch 1" | tee -a "$out/down8-model.txt"
+        .gpu/$bin model-bench --config llama-3.1-8b --batch 1 --schemes fp8,int8 --hw $hw 2>&1 \
+            | grep -E "^(step|tokens|│ (qkv|o_proj|gate_up|silu|down|lm_head))" | tee -a "$out/down8-model.txt"
+    done
 fi

@@ -47,9 +47,15 @@ fn small_llama_step_runs_in_every_format_and_checks_attention() {
     for f in [WoFormat::Fp16, WoFormat::Int4G128] {
         cases.extend([(f, 1, 1000, false), (f, 3, 15, false)]);
     }
-    for (weights, batch, seq, fuse) in cases {
+    // 8-bit weights with Llama-3.1-8B's intermediate size: down_proj (K = 14336) on an engine of its own
+    // (x in registers, `Variant::best_for`), SwiGLU fused into it, the FFN checked.
+    let mut configs: Vec<BenchConfig> = cases.iter().map(|&(w, b, s, f)| small(w, b, s, f)).collect();
+    for f in [WoFormat::Fp8E4M3, WoFormat::Int8] {
+        configs.extend([true, false].map(|fuse| BenchConfig { intermediate: 14336, ..small(f, 1, 1000, fuse) }));
+    }
+    for cfg in configs {
         {
-            let cfg = small(weights, batch, seq, fuse);
+            let (weights, batch, seq, fuse) = (cfg.weights, cfg.batch, cfg.seq, cfg.fuse);
             let r = gpu.model_bench(&cfg, |_| {}).unwrap_or_else(|e| panic!("{weights:?} B={batch} S={seq}: {e}"));
             assert!(r.attention_rel_error < 1e-2, "{weights:?} B={batch} S={seq}: {}", r.attention_rel_error);
             // The fused step checks the last layer's FFN (fused kernel or GEMVs) against the CPU too.

@@ -468,15 +468,18 @@ fn cluster_ctas(
 
 /// The weight-only calls of one dense step (`m x n x k` and fusion), for compiling their kernels ahead; MoE
 /// experts and the router compile on first use.
-fn step_calls(cfg: &BenchConfig, silu_in_down: bool, fused_ffn: bool) -> Vec<(usize, usize, usize, Fusion)> {
+fn step_calls(cfg: &BenchConfig, silu_in_down: bool, fused_ffn: bool) -> Vec<(Lin, Call)> {
     let dense = |l: &Lin| (cfg.moe.is_none() && !fused_ffn) || !matches!(l, Lin::GateUp | Lin::Down);
     Lin::ALL
         .into_iter()
         .zip(cfg.linears())
         .filter(|(l, _)| dense(l))
-        .map(|(l, (_, n, k))| (cfg.batch, n, k, l.fusion(cfg.fuse, silu_in_down)))
+        .map(|(l, (_, n, k))| (l, (cfg.batch, n, k, l.fusion(cfg.fuse, silu_in_down))))
         .collect()
 }
+
+/// One weight-only call: `m x n x k` and its fusion.
+type Call = (usize, usize, usize, Fusion);
 
 /// `decode_ops.cu` compiled with `opts`, once per process (every scheme of a `--schemes` run shares it).
 fn decode_ops_cubin(opts: &[String]) -> Result<Vec<u8>, GpuError> {
@@ -515,6 +518,18 @@ impl Gpu {
         let gemv = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?
             .with_variant(cfg.gemv.variant.unwrap_or(Variant::best(cfg.weights, XDtype::F16, cfg.batch)), None)
             .with_tuning(cfg.gemv.tuning)?;
+        // down_proj (K = intermediate) on an engine of its own where its shape has another best variant
+        // (`Variant::best_for`: 8-bit weights at batch 1) and no variant was forced.
+        let down_variant = Variant::best_for(cfg.weights, XDtype::F16, cfg.batch, cfg.intermediate);
+        let down_gemv = match cfg.gemv.variant {
+            None if down_variant != Variant::best(cfg.weights, XDtype::F16, cfg.batch) => Some(
+                WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?
+                    .with_variant(down_variant, None)
+                    .with_tuning(cfg.gemv.tuning)?,
+            ),
+            _ => None,
+        };
+        let down_gemv = down_gemv.as_ref().unwrap_or(&gemv);
         // The MoE router stays in FP16 (the activation format), as serving engines keep it.
         let router = match cfg.moe {
             Some(_) => Some(
@@ -532,22 +547,33 @@ impl Gpu {
                 .ok(),
             (true, _) => Some(FusedFfn::new(self, cfg.weights, d, f)?),
         };
-        let silu_in_down = cfg.fuse && cfg.moe.is_none() && fused_ffn.is_none() && gemv.fuses_silu(b, d, f);
+        let silu_in_down = cfg.fuse && cfg.moe.is_none() && fused_ffn.is_none() && down_gemv.fuses_silu(b, d, f);
         // NVRTC compiles the step's kernels on other threads while this one quantizes and uploads the weights
         // (checked first, so a missing NVRTC fails before minutes of quantization).
         crate::weight_only::nvrtc_available()?;
         progress("compiling decode kernels (NVRTC, in the background)");
-        let keys = gemv.kernel_keys(&step_calls(cfg, silu_in_down, fused_ffn.is_some()));
+        let (down_calls, calls): (Vec<_>, Vec<_>) =
+            step_calls(cfg, silu_in_down, fused_ffn.is_some()).into_iter().partition(|(l, _)| *l == Lin::Down);
+        let strip = |c: Vec<(Lin, Call)>| c.into_iter().map(|(_, c)| c).collect::<Vec<_>>();
+        let mut keys = gemv.kernel_keys(&strip(calls));
+        keys.extend(down_gemv.kernel_keys(&strip(down_calls)));
         let (cubin, built) = std::thread::scope(|scope| {
             let compiler = scope.spawn(|| {
                 precompile(&keys);
                 decode_ops_cubin(&opts)
             });
             let built = match &cfg.checkpoint {
-                None => self.random_weights(cfg, &gemv, router.as_ref(), fused_ffn.as_ref(), &mut progress),
-                Some(dir) => {
-                    self.checkpoint_weights(cfg, dir, &gemv, router.as_ref(), fused_ffn.as_ref(), &mut progress)
+                None => {
+                    self.random_weights(cfg, [&gemv, down_gemv], router.as_ref(), fused_ffn.as_ref(), &mut progress)
                 }
+                Some(dir) => self.checkpoint_weights(
+                    cfg,
+                    dir,
+                    [&gemv, down_gemv],
+                    router.as_ref(),
+                    fused_ffn.as_ref(),
+                    &mut progress,
+                ),
             };
             let cubin =
                 compiler.join().unwrap_or_else(|_| Err(GpuError::Unsupported("the NVRTC thread panicked".into())));
@@ -651,6 +677,7 @@ impl Gpu {
             cfg,
             ops: &ops,
             gemv: &gemv,
+            down_gemv,
             router: router.as_ref(),
             ffn: fused_ffn.as_ref(),
             qkv_attn: qkv_attn.as_ref(),
@@ -854,10 +881,11 @@ struct Built {
 impl Gpu {
     /// Random weights of the model's shapes: one tensor per linear type, quantized once and uploaded for
     /// every layer (each layer reads its own memory), RMSNorm weights around 1, a random residual stream.
+    /// `engines`: the weight-only engine of the step's linears and that of down_proj (often the same).
     fn random_weights(
         &self,
         cfg: &BenchConfig,
-        gemv: &WeightOnlyGemv,
+        engines: [&WeightOnlyGemv; 2],
         router: Option<&WeightOnlyGemv>,
         fused_ffn: Option<&FusedFfn>,
         progress: &mut impl FnMut(&str),
@@ -891,8 +919,13 @@ impl Gpu {
             packed.push(Some(p));
         }
         // Rearranged for the kernels once (tensor-core fragment order, scale tables), uploaded per layer.
-        let staged =
-            packed.iter().map(|p| p.as_ref().map(|p| gemv.stage(p)).transpose()).collect::<Result<Vec<_>, _>>()?;
+        let [gemv, down_gemv] = engines;
+        let engine = |i: usize| if i == 3 { down_gemv } else { gemv };
+        let staged = packed
+            .iter()
+            .enumerate()
+            .map(|(i, p)| p.as_ref().map(|p| engine(i).stage(p)).transpose())
+            .collect::<Result<Vec<_>, _>>()?;
         let ffn_staged = match (fused_ffn, &packed[2], &packed[3]) {
             (Some(ffn), Some(gu), Some(dn)) => Some((ffn, ffn.stage(gu, dn)?)),
             _ => None,
@@ -911,9 +944,10 @@ impl Gpu {
             let ffn = match (moe.as_mut(), &ffn_staged) {
                 (Some(m), _) => Ffn::Moe(m.take_layer()?),
                 (None, Some((ffn, st))) => Ffn::Fused(ffn.upload(st)?),
-                (None, None) => {
-                    Ffn::Dense { gate_up: gemv.upload_staged(packed_at(2)?)?, down: gemv.upload_staged(packed_at(3)?)? }
-                }
+                (None, None) => Ffn::Dense {
+                    gate_up: gemv.upload_staged(packed_at(2)?)?,
+                    down: down_gemv.upload_staged(packed_at(3)?)?,
+                },
             };
             layers.push(Layer {
                 qkv: gemv.upload_staged(packed_at(0)?)?,
@@ -946,11 +980,12 @@ impl Gpu {
         &self,
         cfg: &BenchConfig,
         dir: &std::path::Path,
-        gemv: &WeightOnlyGemv,
+        engines: [&WeightOnlyGemv; 2],
         router: Option<&WeightOnlyGemv>,
         fused_ffn: Option<&FusedFfn>,
         progress: &mut impl FnMut(&str),
     ) -> Result<Built, GpuError> {
+        let [gemv, down_gemv] = engines;
         let src = SourceModel::open(dir).map_err(|e| GpuError::Weights(e.to_string()))?;
         let up = |name: &str, w: &[f32], n: usize, k: usize| -> Result<DeviceWeights, GpuError> {
             let p = quantize_pack(cfg.weights, w, n, k).map_err(|e| GpuError::Weights(format!("{name}: {e}")))?;
@@ -986,7 +1021,7 @@ impl Gpu {
                         let down = pack("down_proj", &m.down, dn, dk)?;
                         let ffn = match fused {
                             Some(ffn) => Ffn::Fused(ffn.upload(&ffn.stage(&gate_up, &down)?)?),
-                            None => Ffn::Dense { gate_up: gemv.upload(&gate_up)?, down: gemv.upload(&down)? },
+                            None => Ffn::Dense { gate_up: gemv.upload(&gate_up)?, down: down_gemv.upload(&down)? },
                         };
                         if l + 1 == cfg.layers_built {
                             dense_ffn = Some((gate_up, down));
@@ -1026,7 +1061,7 @@ impl Gpu {
     }
 }
 
-#[derive(Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lin {
     Qkv,
     O,
@@ -1059,6 +1094,8 @@ struct Enqueue<'a> {
     cfg: &'a BenchConfig,
     ops: &'a Ops,
     gemv: &'a WeightOnlyGemv,
+    /// The engine of the dense down_proj (`gemv` unless its shape has another best variant).
+    down_gemv: &'a WeightOnlyGemv,
     /// The FP16 engine of the MoE router (MoE models only).
     router: Option<&'a WeightOnlyGemv>,
     /// The fused FFN kernel, when the step runs its dense FFNs through it.
@@ -1079,7 +1116,7 @@ struct Enqueue<'a> {
 /// RMSNorm epsilon (Llama).
 const NORM_EPS: f32 = 1e-5;
 
-impl Enqueue<'_> {
+impl<'a> Enqueue<'a> {
     fn layers(&self, layers: &mut [Layer], a: &mut Acts) -> Result<(), GpuError> {
         if self.cfg.fuse {
             for layer in layers.iter_mut() {
@@ -1197,7 +1234,7 @@ impl Enqueue<'_> {
                 Lin::Down => (&a.act, &mut a.x),
                 Lin::LmHead => (&a.x, &mut a.logits),
             };
-            return self.gemv.run_fused(self.s, w, x, y, m, which.fusion(true, self.silu_in_down));
+            return self.engine(which).run_fused(self.s, w, x, y, m, which.fusion(true, self.silu_in_down));
         }
         let (x, y) = match which {
             Lin::Qkv => (&a.h, &mut a.qkv),
@@ -1206,7 +1243,16 @@ impl Enqueue<'_> {
             Lin::Down => (&a.act, &mut a.down),
             Lin::LmHead => (&a.h, &mut a.logits),
         };
-        self.gemv.run_on(self.s, w, x, y, m)
+        self.engine(which).run_on(self.s, w, x, y, m)
+    }
+
+    /// The engine that runs `which`: the dense down_proj's own, or the step's.
+    fn engine(&self, which: Lin) -> &'a WeightOnlyGemv {
+        if which == Lin::Down {
+            self.down_gemv
+        } else {
+            self.gemv
+        }
     }
 
     fn rope(&self, layer: &mut Layer, a: &mut Acts) -> Result<(), GpuError> {
@@ -1607,23 +1653,23 @@ mod tests {
         assert_eq!(
             calls,
             vec![
-                (1, 6144, 4096, norm),
-                (1, 4096, 4096, add),
-                (1, 28672, 4096, norm),
-                (1, 4096, 14336, Fusion { silu_x: true, ..add }),
-                (1, 128256, 4096, norm)
+                (Lin::Qkv, (1, 6144, 4096, norm)),
+                (Lin::O, (1, 4096, 4096, add)),
+                (Lin::GateUp, (1, 28672, 4096, norm)),
+                (Lin::Down, (1, 4096, 14336, Fusion { silu_x: true, ..add })),
+                (Lin::LmHead, (1, 128256, 4096, norm))
             ]
         );
-        assert_eq!(step_calls(&c, false, false)[3].3, add);
+        assert_eq!(step_calls(&c, false, false)[3].1 .3, add);
         // the fused FFN: no gate_up or down GEMV
-        let fused: Vec<usize> = step_calls(&c, false, true).iter().map(|c| c.1).collect();
+        let fused: Vec<usize> = step_calls(&c, false, true).iter().map(|c| c.1 .1).collect();
         assert_eq!(fused, vec![6144, 4096, 128256]);
         // unfused: plain launches; MoE: no dense FFN
         let plain = step_calls(&BenchConfig { fuse: false, batch: 16, ..llama8b() }, false, false);
-        assert!(plain.iter().all(|&(m, _, _, f)| m == 16 && f == Fusion::default()));
+        assert!(plain.iter().all(|&(_, (m, _, _, f))| m == 16 && f == Fusion::default()));
         let mixtral = MoeShape { experts: 8, top_k: 2, expert_intermediate: 14336, shared_intermediate: 0 };
         let moe = step_calls(&BenchConfig { moe: Some(mixtral), ..llama8b() }, false, false);
-        assert_eq!(moe.iter().map(|c| c.1).collect::<Vec<_>>(), vec![6144, 4096, 128256]);
+        assert_eq!(moe.iter().map(|c| c.1 .1).collect::<Vec<_>>(), vec![6144, 4096, 128256]);
     }
 
     #[test]

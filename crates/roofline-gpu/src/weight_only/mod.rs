@@ -112,6 +112,20 @@ impl Variant {
     }
 }
 
+impl Variant {
+    /// [`Variant::best`] for a call of `k` input values: 8-bit weights at M = 1 take the x-in-registers
+    /// kernel where its two-chunk plan covers all of K in one CTA ([`LaunchPlan::xreg_unroll`]; K = 14336,
+    /// down_proj's shape), split-K on CUDA cores elsewhere (H100, session 24, us, 1x4096x14336 x-in-registers
+    /// vs split-K: FP8 22.4 vs 24.9, INT8 23.3 vs 26.5; 1x14336x4096 in two chunks 23.1 / 25.5 vs 22.7 / 23.2).
+    pub fn best_for(format: WoFormat, x: XDtype, m: usize, k: usize) -> Variant {
+        if m == 1 && format.bits() == 8 && LaunchPlan::xreg_unroll(format, m, k) == 2 {
+            Variant::XReg
+        } else {
+            Variant::best(format, x, m)
+        }
+    }
+}
+
 /// Overrides of the automatic launch plan (for tuning tables; `None` keeps the plan's choice).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Tuning {
@@ -1824,7 +1838,7 @@ impl Gpu {
         opts: &WeightOnlyOptions,
     ) -> Result<WeightOnlyMeasurement, GpuError> {
         let wf = WoFormat::from_format(format)?;
-        let variant = opts.variant.unwrap_or_else(|| Variant::best(wf, opts.x, m));
+        let variant = opts.variant.unwrap_or_else(|| Variant::best_for(wf, opts.x, m, k));
         let mut out = self.measure_weight_only_configs(format, m, n, k, cfg, opts, &[(variant, opts.tuning)])?;
         out.pop().unwrap_or_else(|| Err(GpuError::Unsupported("no configuration measured".into())))
     }
@@ -2037,6 +2051,11 @@ mod tests {
             let t = Tuning { unroll: Some(1), ..Tuning::default() };
             assert_eq!(LaunchPlan::new(Variant::XReg, f, 1, 4096, 14336, 132, t).unroll, 1);
         }
+        // The engine's choice follows: x in registers for 8-bit down_proj at M = 1, split-K at K = 4096.
+        for (m, k, v) in [(1, 14336, Variant::XReg), (1, 4096, Variant::SplitK), (2, 14336, Variant::SplitK)] {
+            assert_eq!(Variant::best_for(Fp8E4M3, XDtype::F16, m, k), v, "M = {m}, K = {k}");
+        }
+        assert_eq!(Variant::best_for(Int4G128, XDtype::F16, 1, 4096), Variant::best(Int4G128, XDtype::F16, 1));
         // 4-bit K = 14336 is one 14-warp CTA at one chunk already; 16-bit never takes two.
         assert_eq!((LaunchPlan::xreg_unroll(Int4G128, 1, 14336), LaunchPlan::xreg_unroll(Fp16, 1, 14336)), (1, 1));
     }
