@@ -12,8 +12,8 @@
 #   down8   8-bit down_proj on the x-in-registers engine (Variant::best_for): model-bench GPU tests, A/B at
 #           1x4096x14336, Llama-3.1-8B batch 1 FP8 / INT8 (base and new)
 #   m16x    batch-16 bulk ring with x in coarser chunks (-DXCT=32, 64 tiles: 2 or 1 chunks at K = 4096)
-#   m16     batch-16 bulk ring: x's chunks requested in a rotated order per CTA (-DXSTAGGER=1) and finer
-#           chunks (-DXCT=n tiles), against x's traffic cut to one row (-DEXP_XROWS=1, wrong results)
+#   m16     batch-16 bulk ring with x in finer chunks (-DXCT=4, 8 tiles); session 24's run (r3) also tried
+#           the chunks in a rotated order per CTA (-DXSTAGGER=1, since removed: no gain)
 set -uo pipefail
 out=${OUT:-/tmp/exp-session24}
 mkdir -p "$out"
@@ -67,23 +67,23 @@ if has nf4; then
             | grep -E "^(step|tokens|│ (qkv|o_proj|gate_up|down|lm_head))" | tee -a "$out/nf4-model.txt"
     done
 fi
-if has m16; then
-    for extra in "" "-DXSTAGGER=1" "-DXCT=4" "-DXCT=4 -DXSTAGGER=1" "-DXCT=8 -DXSTAGGER=1" "-DEXP_XROWS=1"; do
-        for nk in 14336x4096 28672x4096 4096x14336; do
-            echo "=== [$extra] 16x$nk" | tee -a "$out/m16.txt"
+# $1: log name, $2: shapes (NxK) at M = 16, then one NVRTC extra option set per table.
+m16_probe() {
+    local log=$1 shapes=$2 extra nk
+    shift 2
+    for extra in "$@"; do
+        for nk in $shapes; do
+            echo "=== [$extra] 16x$nk" | tee -a "$out/$log.txt"
             ROOFLINE_NVRTC_EXTRA="$extra" .gpu/roofline compare --weight-only --hw $hw --m 16 --n ${nk%x*} --k ${nk#*x} \
-                -p int4_g128 -p mxfp4 -p nvfp4 -p nf4 2>&1 | grep -E "W:|rror" | tee -a "$out/m16.txt"
+                -p int4_g128 -p mxfp4 -p nvfp4 -p nf4 2>&1 | grep -E "W:|rror" | tee -a "$out/$log.txt"
         done
     done
+}
+if has m16; then
+    m16_probe m16 "14336x4096 28672x4096 4096x14336" "" "-DXCT=4" "-DXCT=8"
 fi
 if has m16x; then
-    for extra in "" "-DXCT=32" "-DXCT=64"; do
-        for nk in 14336x4096 28672x4096 4096x14336 4096x4096; do
-            echo "=== [$extra] 16x$nk" | tee -a "$out/m16x.txt"
-            ROOFLINE_NVRTC_EXTRA="$extra" .gpu/roofline compare --weight-only --hw $hw --m 16 --n ${nk%x*} --k ${nk#*x} \
-                -p int4_g128 -p mxfp4 -p nvfp4 -p nf4 2>&1 | grep -E "W:|rror" | tee -a "$out/m16x.txt"
-        done
-    done
+    m16_probe m16x "14336x4096 28672x4096 4096x14336 4096x4096" "" "-DXCT=32" "-DXCT=64"
 fi
 if has k14; then
     for g in "" "unroll=2" "unroll=2,split_k=2" "split_k=2" "split_k=8" "unroll=4"; do
