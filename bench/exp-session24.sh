@@ -11,6 +11,8 @@
 #           Llama-3.1-8B batch 1 (FP8, INT8) and batch 16 (every scheme) on the new binary
 #   down8   8-bit down_proj on the x-in-registers engine (Variant::best_for): model-bench GPU tests, A/B at
 #           1x4096x14336, Llama-3.1-8B batch 1 FP8 / INT8 (base and new)
+#   graph   CUDA-graph replay timings (`--graph`): the GPU test, then compare --weight-only --graph at M = 1
+#           for the issue's four shapes and at 16x14336x4096
 #   m16x    batch-16 bulk ring with x in coarser chunks (-DXCT=32, 64 tiles: 2 or 1 chunks at K = 4096)
 #   m16     batch-16 bulk ring with x in finer chunks (-DXCT=4, 8 tiles); session 24's run (r3) also tried
 #           the chunks in a rotated order per CTA (-DXSTAGGER=1, since removed: no gain)
@@ -124,5 +126,15 @@ if has down8; then
         echo "=== $bin model-bench llama-3.1-8b batch 1" | tee -a "$out/down8-model.txt"
         .gpu/$bin model-bench --config llama-3.1-8b --batch 1 --schemes fp8,int8 --hw $hw 2>&1 \
             | grep -E "^(step|tokens|│ (qkv|o_proj|gate_up|silu|down|lm_head))" | tee -a "$out/down8-model.txt"
+    done
+fi
+if has graph; then
+    .gpu/weight_only_gpu --ignored --nocapture graph_replay 2>&1 | grep -E "graph|test result|FAILED|panicked" \
+        | tee "$out/graph-tests.txt"
+    for mnk in 1x4096x4096 1x14336x4096 1x4096x14336 1x128256x4096 16x14336x4096; do
+        IFS=x read -r m n k <<<"$mnk"
+        echo "=== $mnk --graph" | tee -a "$out/graph-compare.txt"
+        .gpu/roofline compare --weight-only --graph --hw $hw --m $m --n $n --k $k 2>&1 | grep -E "W:|FP16 |Graph" \
+            | tee -a "$out/graph-compare.txt"
     done
 fi

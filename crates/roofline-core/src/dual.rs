@@ -47,6 +47,10 @@ pub struct Measurement {
     /// Power and energy, when sampled.
     #[serde(default)]
     pub power: Option<PowerStats>,
+    /// Median time per launch with the launches replayed from a CUDA graph (weight-only GEMVs measured
+    /// with `--graph`), microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub graph_us: Option<f64>,
 }
 
 /// A prediction and (optionally) the measurement of the same op, with the relative error.

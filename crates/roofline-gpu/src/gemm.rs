@@ -171,14 +171,19 @@ impl Gpu {
                     tflops: cost.flops as f64 / (wo.stats.median_us * 1e6),
                     bandwidth_gb_s: cost.bytes as f64 / (wo.stats.median_us * 1e3),
                     kernel: format!(
-                        "{} (rel. error {:.1e} vs f64 reference, {} rotating weight sets, {} launches per sample{})",
+                        "{} (rel. error {:.1e} vs f64 reference, {} rotating weight sets, {} launches per sample{}{})",
                         wo.kernel,
                         wo.rel_error,
                         wo.sets,
                         wo.stats.inner,
+                        wo.graph.map_or(String::new(), |g| format!(
+                            "; CUDA-graph replay {:.2} us a launch ({} launches a graph)",
+                            g.median_us, g.inner
+                        )),
                         if meter.is_some() { "; power not sampled for weight-only kernels" } else { "" }
                     ) + &if *gemv == GemvOverride::default() { String::new() } else { format!("; --gemv {gemv}") },
                     power: None,
+                    graph_us: wo.graph.map(|g| g.median_us),
                 })
             }
             _ => Err(GpuError::Unsupported(format!(
@@ -298,6 +303,8 @@ impl Gpu {
                 stats.inner
             ),
             power,
+            // CUDA-graph replay is timed for the weight-only GEMVs only.
+            graph_us: None,
         })
     }
 }

@@ -2,7 +2,8 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::{sys::CUevent_flags, CudaContext, CudaStream};
+use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::GpuError;
 
@@ -21,11 +22,21 @@ pub struct TimingConfig {
     pub max_inner: u32,
     /// GPU time to hold a steady load while a power meter samples (milliseconds; `--power` runs).
     pub power_ms: f64,
+    /// Also time the op replayed from a CUDA graph ([`time_graph`]; weight-only GEMVs, `--graph`).
+    pub graph: bool,
 }
 
 impl Default for TimingConfig {
     fn default() -> Self {
-        TimingConfig { warmup: 10, min_runs: 100, max_runs: 1000, budget_ms: 2000.0, max_inner: 64, power_ms: 1500.0 }
+        TimingConfig {
+            warmup: 10,
+            min_runs: 100,
+            max_runs: 1000,
+            budget_ms: 2000.0,
+            max_inner: 64,
+            power_ms: 1500.0,
+            graph: false,
+        }
     }
 }
 
@@ -94,6 +105,51 @@ pub fn time(
     let mut s = stats(times);
     s.inner = inner as u32;
     Ok(s)
+}
+
+/// Launches of the op captured in one CUDA graph by [`time_graph`] (at least).
+pub const GRAPH_LAUNCHES: usize = 64;
+
+/// Times `op` replayed from a CUDA graph, the way serving engines run a decode step: `per_graph` launches
+/// (`op(stream, i)`, `i` in `0..per_graph`, e.g. cycling over rotating buffers) are captured once on a new
+/// stream, then the graph is launched back to back and timed as [`time`] does (one graph a launch); the
+/// statistics are per op launch (the graph's time over `per_graph`). Launches inside a graph skip the
+/// driver's per-launch work, and kernels launched with programmatic dependent launch keep their overlap as
+/// programmatic graph edges.
+///
+/// Disables `ctx`'s cudarc event tracking for the rest of the process (as model-bench does): the caller's
+/// buffers must be idle (their stream synchronized) and, from here on, used on one stream at a time with the
+/// host reading them only after synchronizing.
+pub fn time_graph(
+    ctx: &Arc<CudaContext>,
+    cfg: &TimingConfig,
+    per_graph: usize,
+    mut op: impl FnMut(&Arc<CudaStream>, usize) -> Result<(), GpuError>,
+) -> Result<TimingStats, GpuError> {
+    ctx.synchronize()?;
+    // SAFETY: the device is idle (synchronized above); every launch of this measurement goes to the one
+    // capture stream `s` and nothing reads the buffers before `s` is synchronized, so cudarc's cross-stream
+    // event tracking (which would record events inside the capture, invalid there) is not needed. The
+    // caller's contract (docs above) covers the rest of the process.
+    unsafe { ctx.disable_event_tracking() };
+    let s = ctx.new_stream()?;
+    let per_graph = per_graph.max(1);
+    s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    let captured = (0..per_graph).try_for_each(|i| op(&s, i));
+    let graph = s.end_capture(CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
+    captured?;
+    let graph = graph?.ok_or_else(|| GpuError::Unsupported("stream capture produced no graph".into()))?;
+    let gcfg = TimingConfig { max_inner: 1, warmup: cfg.warmup.min(3), ..*cfg };
+    let st = time(ctx, &s, &gcfg, |_| Ok(graph.launch()?))?;
+    s.synchronize()?;
+    let per = per_graph as f64;
+    Ok(TimingStats {
+        median_us: st.median_us / per,
+        min_us: st.min_us / per,
+        max_us: st.max_us / per,
+        runs: st.runs,
+        inner: per_graph as u32,
+    })
 }
 
 /// Launches per timed sample for an op of `probe_us`: enough to fill [`SAMPLE_TARGET_US`], at most `max`.

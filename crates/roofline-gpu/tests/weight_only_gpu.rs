@@ -86,6 +86,35 @@ fn every_format_matches_the_reference_at_the_issue_shapes() {
     }
 }
 
+/// `TimingConfig::graph`: the GEMV's launches replayed from a CUDA graph, timed per launch, for a ring,
+/// an x-in-registers, a split-K and a tensor-core plan; the stream timing is unchanged beside it.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn graph_replay_times_each_launch() {
+    let gpu = Gpu::open(0).unwrap();
+    let cfg = TimingConfig { graph: true, ..quick() };
+    for (f, m, n, k) in [
+        (Format::INT4_G128, 1, 14336, 4096),
+        (Format::INT4_G128, 1, 4096, 4096),
+        (Format::FP16, 1, 4096, 4096),
+        (Format::MXFP4, 16, 4096, 4096),
+    ] {
+        let r = gpu.measure_weight_only(f, m, n, k, &cfg).unwrap_or_else(|e| panic!("{f} {m}x{n}x{k}: {e}"));
+        let g = r.graph.unwrap_or_else(|| panic!("{f} {m}x{n}x{k}: no graph timing"));
+        println!(
+            "{f:<9} {m:>2}x{n:>5}x{k}: stream {:7.2} us, graph {:7.2} us a launch ({} a graph, {} samples)",
+            r.stats.median_us, g.median_us, g.inner, g.runs
+        );
+        assert!(g.median_us > 0.0 && g.min_us <= g.median_us && g.median_us <= g.max_us);
+        assert!(g.inner as usize >= r.sets && g.inner % r.sets as u32 == 0 && g.inner >= 64);
+        // The same kernels: a graph saves launch work, it cannot make the bytes move twice as fast.
+        assert!(g.median_us > 0.5 * r.stats.median_us && g.median_us < 2.0 * r.stats.median_us, "{g:?} {r:?}");
+        assert_eq!(r.to_measurement(&gpu.name).graph_us, Some(g.median_us));
+    }
+    let plain = gpu.measure_weight_only(Format::INT4_G128, 1, 4096, 4096, &quick()).unwrap();
+    assert!(plain.graph.is_none());
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn variants_and_bf16_activations_match_the_reference() {

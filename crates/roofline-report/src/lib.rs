@@ -368,7 +368,7 @@ pub fn report_markdown(hw: &HardwareProfile, points: &[DualPoint], images: &[Rep
 }
 
 /// Header of the sweep CSV (see [`write_csv`]).
-pub const CSV_HEADER: [&str; 15] = [
+pub const CSV_HEADER: [&str; 16] = [
     "label",
     "m",
     "n",
@@ -384,12 +384,14 @@ pub const CSV_HEADER: [&str; 15] = [
     "predicted_us",
     "measured_us",
     "error",
+    "graph_us",
 ];
 
 /// Writes points as CSV with columns
-/// `label,m,n,k,batch,weights,activations,output,flops,bytes,ai,bound,predicted_us,measured_us,error`.
+/// `label,m,n,k,batch,weights,activations,output,flops,bytes,ai,bound,predicted_us,measured_us,error,graph_us`.
 /// `weights/activations/output` are canonical format names; `ai` is FLOP/byte; `bound` is `memory|compute`;
-/// `measured_us` and `error` (`(measured - predicted) / measured`) are empty when not measured.
+/// `measured_us` and `error` (`(measured - predicted) / measured`) are empty when not measured, `graph_us`
+/// (the time per launch replayed from a CUDA graph, `--graph`) when not timed so.
 pub fn write_csv(points: &[DualPoint]) -> Result<String, ReportError> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(CSV_HEADER)?;
@@ -412,6 +414,7 @@ pub fn write_csv(points: &[DualPoint]) -> Result<String, ReportError> {
             pr.time_us.to_string(),
             p.measurement.as_ref().map(|m| m.time_us.to_string()).unwrap_or_default(),
             p.error().map(|e| e.to_string()).unwrap_or_default(),
+            p.measurement.as_ref().and_then(|m| m.graph_us).map(|t| t.to_string()).unwrap_or_default(),
         ])?;
     }
     let bytes = w.into_inner().map_err(|e| ReportError::Row { row: 0, msg: e.to_string() })?;
@@ -446,6 +449,15 @@ pub fn read_csv(text: &str, hw: &HardwareProfile) -> Result<Vec<DualPoint>, Repo
             if !t.is_finite() || t <= 0.0 {
                 return Err(bad(format!("measured_us must be > 0, got {t}")));
             }
+            // `graph_us`: absent in CSVs written before it existed.
+            let graph_us = match rec.get(15).map(str::trim).filter(|g| !g.is_empty()) {
+                Some(g) => match g.parse::<f64>() {
+                    Ok(v) if v.is_finite() && v > 0.0 => Some(v),
+                    Ok(v) => return Err(bad(format!("graph_us must be > 0, got {v}"))),
+                    Err(e) => return Err(bad(format!("graph_us: {e}"))),
+                },
+                None => None,
+            };
             Some(roofline_core::Measurement {
                 device: "csv".into(),
                 time_us: t,
@@ -456,6 +468,7 @@ pub fn read_csv(text: &str, hw: &HardwareProfile) -> Result<Vec<DualPoint>, Repo
                 bandwidth_gb_s: prediction.bytes as f64 / t / 1e3,
                 kernel: "unknown".into(),
                 power: None,
+                graph_us,
             })
         };
         out.push(DualPoint { label: get(0)?.to_string(), gemm, prediction, measurement });
@@ -502,6 +515,7 @@ mod tests {
             bandwidth_gb_s: p.prediction.bytes as f64 / t / 1e3,
             kernel: "k".into(),
             power: None,
+            graph_us: None,
         });
     }
 
@@ -772,6 +786,30 @@ mod tests {
             assert_eq!(a.gemm, b.gemm);
             assert_eq!(a.prediction, b.prediction);
         }
+    }
+
+    #[test]
+    fn csv_keeps_the_graph_replay_time_and_reads_older_csvs() {
+        let mut s = spec();
+        measure(&mut s.points[0], 1.25);
+        measure(&mut s.points[1], 1.5);
+        if let Some(m) = s.points[0].measurement.as_mut() {
+            m.graph_us = Some(m.time_us * 0.9);
+        }
+        let text = write_csv(&s.points).unwrap();
+        let back = read_csv(&text, &s.hardware).unwrap();
+        let graph = |p: &DualPoint| p.measurement.as_ref().and_then(|m| m.graph_us);
+        let want = graph(&s.points[0]).unwrap();
+        assert!((graph(&back[0]).unwrap() - want).abs() <= 1e-9 * want);
+        assert_eq!((graph(&back[1]), back[1].measurement.is_some()), (None, true));
+        // A CSV without the column (written before it existed) still reads, without graph times.
+        let old: String =
+            text.lines().map(|l| l.rsplit_once(',').map_or(l, |(head, _)| head).to_string() + "\n").collect();
+        let back = read_csv(&old, &s.hardware).unwrap();
+        assert!(back.iter().all(|p| graph(p).is_none()) && back[0].measurement.is_some());
+        // A bad graph time is an error naming the column.
+        let bad = text.replacen(&format!(",{}", want), ",-1", 1);
+        assert!(read_csv(&bad, &s.hardware).unwrap_err().to_string().contains("graph_us"));
     }
 
     #[test]

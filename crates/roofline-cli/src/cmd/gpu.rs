@@ -67,6 +67,10 @@ pub struct MeasureArgs {
         "--gemv variant=xmma,x_smem=true,split_k=4"
     ))]
     pub gemv: GemvOverride,
+    /// With --weights: also time the GEMV replayed from a CUDA graph (64 or more launches over the rotating
+    /// weight sets, captured once), as serving engines launch a decode step; printed as a row of its own.
+    #[arg(long)]
+    pub graph: bool,
     /// GPU index.
     #[arg(long, default_value = "0")]
     pub device: usize,
@@ -122,6 +126,9 @@ pub fn measure(args: MeasureArgs) -> Result<()> {
     if args.weights.is_none() && args.gemv != GemvOverride::default() {
         anyhow::bail!("--gemv {} sets the weight-only GEMV kernel: it needs --weights FORMAT", args.gemv);
     }
+    if args.weights.is_none() && args.graph {
+        anyhow::bail!("--graph times the weight-only GEMVs replayed from a CUDA graph: it needs --weights FORMAT");
+    }
     let (scheme, kind) = match args.weights {
         Some(w) => (Scheme::weight_only(w, args.activations), KernelKind::WeightOnly),
         None => {
@@ -135,7 +142,7 @@ pub fn measure(args: MeasureArgs) -> Result<()> {
     let prediction = predict(&gemm, &hw)?;
     let gpu = Gpu::open(args.device)?;
     let mut meter = args.power.meter(args.device)?;
-    let cfg = TimingConfig { power_ms: args.power.power_ms, ..TimingConfig::default() };
+    let cfg = TimingConfig { power_ms: args.power.power_ms, graph: args.graph, ..TimingConfig::default() };
     let meter_ref = meter.as_mut().map(|m| m as &mut dyn PowerMeter);
     let m = gpu.measure_with(&gemm, Some(kind), &cfg, meter_ref, &args.gemv)?;
     let point = DualPoint { label: scheme.label(), gemm, prediction, measurement: Some(m) };
@@ -183,6 +190,19 @@ pub fn measure(args: MeasureArgs) -> Result<()> {
         format!("{:.1}%", 100.0 * meas.tflops / p.peak_tflops),
         String::new(),
     ]);
+    if let Some(g) = meas.graph_us {
+        let tflops = p.flops as f64 / (g * 1e6);
+        let gb_s = p.bytes as f64 / (g * 1e3);
+        t.add_row(vec![
+            "CUDA-graph replay".into(),
+            sig3(g),
+            sig3(tflops),
+            sig3(gb_s),
+            format!("{:.1}%", 100.0 * gb_s / p.bandwidth_gb_s),
+            format!("{:.1}%", 100.0 * tflops / p.peak_tflops),
+            String::new(),
+        ]);
+    }
     println!("{t}");
     println!("error (measured - predicted) / measured: {:+.1}%", 100.0 * point.error().unwrap_or(f64::NAN));
     if let (Some(pw), Some(s)) = (meas.power.as_ref(), meter.as_ref().and_then(|m| m.last.as_ref())) {

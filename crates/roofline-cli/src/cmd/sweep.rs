@@ -87,6 +87,11 @@ pub struct CompareArgs {
         "--gemv variant=xmma,x_smem=true,split_k=4"
     ))]
     pub gemv: GemvOverride,
+    /// With --weight-only: also time every GEMV replayed from a CUDA graph (64 or more launches over the
+    /// rotating weight sets, captured once), as serving engines launch a decode step: columns "Graph (us)"
+    /// and "% of BW graph".
+    #[arg(long)]
+    pub graph: bool,
 }
 
 fn shapes(spec: &str) -> Result<Vec<(u64, u64, u64)>> {
@@ -212,7 +217,9 @@ fn speedup(points: &[DualPoint], p: &DualPoint) -> (Option<f64>, Option<f64>) {
 }
 
 fn print_points(points: &[DualPoint]) {
-    let mut t = table(&[
+    // CUDA-graph replay columns where any point was timed so (`compare --weight-only --graph`).
+    let graph = points.iter().any(|p| p.measurement.as_ref().is_some_and(|m| m.graph_us.is_some()));
+    let mut header = vec![
         "Precision",
         "M x N x K",
         "Predicted (us)",
@@ -223,11 +230,15 @@ fn print_points(points: &[DualPoint]) {
         "vs FP16 meas",
         "GB/s meas",
         "% of BW",
-    ]);
+    ];
+    if graph {
+        header.extend(["Graph (us)", "% of BW graph"]);
+    }
+    let mut t = table(&header);
     for p in points {
         let g = &p.gemm;
         let (sp, sm) = speedup(points, p);
-        t.add_row(vec![
+        let mut row = vec![
             p.gemm.scheme.label(),
             format!("{}x{}x{}", g.m, g.n, g.k),
             sig3(p.prediction.time_us),
@@ -241,7 +252,16 @@ fn print_points(points: &[DualPoint]) {
             p.measurement
                 .as_ref()
                 .map_or("-".into(), |m| format!("{:.0}%", 100.0 * m.bandwidth_gb_s / p.prediction.bandwidth_gb_s)),
-        ]);
+        ];
+        if graph {
+            let g = p.measurement.as_ref().and_then(|m| m.graph_us);
+            row.push(g.map_or("-".into(), sig3));
+            // The op's counted bytes over the graph time, of the profile's bandwidth.
+            row.push(g.map_or("-".into(), |g| {
+                format!("{:.0}%", 100.0 * p.prediction.bytes as f64 / (g * 1e3) / p.prediction.bandwidth_gb_s)
+            }));
+        }
+        t.add_row(row);
     }
     println!("{t}");
     if let Some((med, p90)) = error_summary(points) {
@@ -320,12 +340,15 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     if !args.weight_only && args.gemv != GemvOverride::default() {
         bail!("--gemv {} sets the weight-only GEMV kernel: it needs --weight-only", args.gemv);
     }
+    if !args.weight_only && args.graph {
+        bail!("--graph times the weight-only GEMVs replayed from a CUDA graph: it needs --weight-only");
+    }
     let gpu = Gpu::open(args.device)?;
     let s = args.shape;
     let bench = Bench {
         gpu: &gpu,
         meter: args.power.meter(args.device)?,
-        cfg: TimingConfig { power_ms: args.power.power_ms, ..TimingConfig::default() },
+        cfg: TimingConfig { power_ms: args.power.power_ms, graph: args.graph, ..TimingConfig::default() },
         gemv: args.gemv,
     };
     let precisions = default_precisions(&args.precisions, args.weight_only);

@@ -832,8 +832,15 @@ impl Gpu {
         let graph = s.end_capture(CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
         captured?;
         let graph = graph?.ok_or_else(|| GpuError::Unsupported("stream capture produced no graph".into()))?;
-        let gcfg =
-            TimingConfig { warmup: 3, min_runs: 20, max_runs: 200, budget_ms: 2000.0, max_inner: 1, power_ms: 0.0 };
+        let gcfg = TimingConfig {
+            warmup: 3,
+            min_runs: 20,
+            max_runs: 200,
+            budget_ms: 2000.0,
+            max_inner: 1,
+            power_ms: 0.0,
+            graph: false,
+        };
         let st = timing::time(&self.ctx, &s, &gcfg, |_| Ok(graph.launch()?))?;
         let fin: f64 = op_times.iter().filter(|o| o.count == 1).map(|o| o.time_us).sum();
         let step_us = st.median_us * cfg.layers as f64 / nl as f64 + fin;

@@ -1712,6 +1712,9 @@ pub struct WeightOnlyMeasurement {
     pub sets: usize,
     /// Description of the kernel.
     pub kernel: String,
+    /// Per launch, the launches replayed from a CUDA graph ([`timing::time_graph`]; with
+    /// `TimingConfig::graph`).
+    pub graph: Option<TimingStats>,
 }
 
 impl WeightOnlyMeasurement {
@@ -1728,6 +1731,7 @@ impl WeightOnlyMeasurement {
             bandwidth_gb_s: self.bandwidth_gb_s,
             kernel: self.kernel.clone(),
             power: None,
+            graph_us: self.graph.map(|g| g.median_us),
         }
     }
 }
@@ -1942,6 +1946,16 @@ impl Gpu {
             let s = i % sets;
             gemv.run(&mut ws[s], &xs[s], &mut ys[s], m)
         })?;
+        // The same launches replayed from a CUDA graph: every rotating set, at least GRAPH_LAUNCHES launches.
+        let graph = if cfg.graph {
+            let per_graph = timing::GRAPH_LAUNCHES.div_ceil(sets) * sets;
+            Some(timing::time_graph(&self.ctx, cfg, per_graph, |s, i| {
+                let i = i % sets;
+                gemv.run_on(s, &mut ws[i], &xs[i], &mut ys[i], m)
+            })?)
+        } else {
+            None
+        };
         let bytes = (packed.bytes() + 2 * m * k + 2 * m * n) as u64;
         let plan = gemv.launch_plan(m, n, k)?;
         let grid_n = gemv.grid_n(m, &plan)?;
@@ -1976,6 +1990,7 @@ impl Gpu {
             spill_bytes: if ring.is_some() { Some(0) } else { compiled.spill_bytes },
             sets,
             kernel,
+            graph,
         })
     }
 }
@@ -2444,9 +2459,11 @@ mod tests {
             spill_bytes: Some(0),
             sets: 4,
             kernel: "k".into(),
+            graph: Some(TimingStats { median_us: 8.5, min_us: 8.0, max_us: 9.0, runs: 20, inner: 64 }),
         };
         let m = w.to_measurement("H100");
         assert_eq!((m.time_us, m.time_us_min, m.time_us_max, m.runs), (10.0, 9.0, 12.0, 50));
+        assert_eq!(m.graph_us, Some(8.5));
         assert!((m.tflops - 2.0 * 2.0 * 1000.0 * 4096.0 / 10e6).abs() < 1e-12);
         assert_eq!(m.bandwidth_gb_s, 200.0);
         assert_eq!(m.device, "H100");
