@@ -13,6 +13,7 @@
 #           1x4096x14336, Llama-3.1-8B batch 1 FP8 / INT8 (base and new)
 #   graph   CUDA-graph replay timings (`--graph`): the GPU test, then compare --weight-only --graph at M = 1
 #           for the issue's four shapes and at 16x14336x4096
+#   nf4xh   NF4 x-in-registers at N <= 6144 with the f16x2 pair-table path (xh) against the FP32 default
 #   m16x    batch-16 bulk ring with x in coarser chunks (-DXCT=32, 64 tiles: 2 or 1 chunks at K = 4096)
 #   m16     batch-16 bulk ring with x in finer chunks (-DXCT=4, 8 tiles); session 24's run (r3) also tried
 #           the chunks in a rotated order per CTA (-DXSTAGGER=1, since removed: no gain)
@@ -136,5 +137,14 @@ if has graph; then
         echo "=== $mnk --graph" | tee -a "$out/graph-compare.txt"
         .gpu/roofline compare --weight-only --graph --hw $hw --m $m --n $n --k $k 2>&1 | grep -E "W:|FP16 |Graph" \
             | tee -a "$out/graph-compare.txt"
+    done
+fi
+if has nf4xh; then
+    for nk in 4096x4096 6144x4096; do
+        for g in "" "xh=true" "xh=true,rows_per_cta=32" "xh=true,rows_per_cta=64" "xh=true,rows_per_cta=128" "xh=true,warps=8"; do
+            echo "=== [$g] 1x$nk" | tee -a "$out/nf4xh.txt"
+            .gpu/roofline compare --weight-only --hw $hw --m 1 --n ${nk%x*} --k ${nk#*x} -p nf4 \
+                ${g:+--gemv variant=xreg,$g} 2>&1 | grep -E "W:|rror" | tee -a "$out/nf4xh.txt"
+        done
     done
 fi
