@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# GPU check of the server (run on a GPU machine after `cargo build --release`): NVML status, /api/measure,
+# GPU check of the server (run on a GPU machine after `cargo build --release`): NVML status, /api/measure
+# (cuBLASLt GEMMs and a weight-only GEMV with its CUDA-graph replay),
 # the bounded measurement queue (--measure-queue 1: of 4 concurrent requests at most one waits while one runs; the others get 503),
 # and a chart with the measured point. Outputs go to $OUT (default: a new temp dir).
 set -u
@@ -12,6 +13,8 @@ sleep 1
 echo "== nvml"; curl -s -w ' %{http_code}\n' http://127.0.0.1:8300/api/nvml/status | head -c 1500; echo
 echo "== measure FP16 4096^3"; curl -s -w ' %{http_code}\n' -X POST 'http://127.0.0.1:8300/api/measure?hardware_key=h100' -H 'content-type: application/json' -d '{"m":4096,"n":4096,"k":4096,"precision":"FP16"}' | tee $OUT/measure.json | head -c 2000; echo
 echo "== measure FP8 GEMV"; curl -s -w ' %{http_code}\n' -X POST 'http://127.0.0.1:8300/api/measure?hardware_key=h100' -H 'content-type: application/json' -d '{"M":1,"N":4096,"K":4096,"precision":"FP8_E4M3"}' | head -c 1500; echo
+echo "== measure INT4_G128 weight-only GEMV with its CUDA-graph replay"; curl -s -w ' %{http_code}\n' -X POST 'http://127.0.0.1:8300/api/measure?hardware_key=h100' -H 'content-type: application/json' -d '{"m":1,"n":14336,"k":4096,"weights":"INT4_G128","graph":true}' | head -c 2500; echo
+echo "== weight-only with M = 17 (expect 422, field m)"; curl -s -w ' %{http_code}\n' -X POST 'http://127.0.0.1:8300/api/measure' -H 'content-type: application/json' -d '{"m":17,"n":4096,"k":4096,"weights":"NF4"}'; echo
 echo "== 4 concurrent measures, queue 1 (expect 503s for the overflow)"
 REQS=""
 for i in 1 2 3 4; do curl -s -o /dev/null -w "req$i %{http_code} %{time_total}s\n" -X POST 'http://127.0.0.1:8300/api/measure' -H 'content-type: application/json' -d '{"m":8192,"n":8192,"k":8192,"precision":"BF16"}' & REQS="$REQS $!"; done

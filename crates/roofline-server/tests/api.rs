@@ -428,10 +428,22 @@ async fn measure_validates_then_needs_a_gpu() {
     rejects("/api/measure", r#"{"m":1,"n":4096,"k":100000}"#, "k").await;
     rejects("/api/measure", r#"{"m":0,"n":4096,"k":4096}"#, "m").await;
     rejects("/api/measure?hardware_key=nope", r#"{"m":1,"n":4096,"k":4096}"#, "hardware_key").await;
+    // Weight-only: the formats roofline's GEMV kernels take, at most 16 rows, K a multiple of the block.
+    rejects("/api/measure", r#"{"m":1,"n":4096,"k":4096,"weights":"MXINT8"}"#, "weights").await;
+    rejects("/api/measure", r#"{"m":1,"n":4096,"k":4096,"weights":"bogus"}"#, "weights").await;
+    rejects("/api/measure", r#"{"m":17,"n":4096,"k":4096,"weights":"INT4_G128"}"#, "m").await;
+    rejects("/api/measure", r#"{"m":1,"n":4096,"k":4000,"weights":"INT4_G128"}"#, "k").await;
+    rejects("/api/measure", r#"{"m":1,"n":4096,"k":4096,"weights":"NF4","activations":"FP8_E4M3"}"#, "activations")
+        .await;
+    rejects("/api/measure", r#"{"m":1,"n":4096,"k":4096,"weights":"NF4","precision":"FP16"}"#, "precision").await;
+    rejects("/api/measure", r#"{"m":1,"n":4096,"k":4096,"precision":"FP16","graph":true}"#, "graph").await;
+    rejects("/api/measure", r#"{"m":1,"n":4096,"k":4096,"activations":"BF16"}"#, "activations").await;
     if !has_driver() {
         let r = post("/api/measure", r#"{"m":1,"n":4096,"k":4096,"precision":"FP16"}"#).await;
         assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(r.error().error.contains("no NVIDIA GPU"), "{}", r.text());
+        let r = post("/api/measure", r#"{"m":1,"n":4096,"k":4096,"weights":"NVFP4","graph":true}"#).await;
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.text());
     }
 }
 
@@ -443,6 +455,15 @@ async fn measure_on_gpu() {
     let p: roofline_core::DualPoint = r.json();
     let m = p.measurement.expect("measured");
     assert!(m.time_us > 0.0 && m.tflops > 0.0);
+    // A weight-only GEMV on roofline's kernels, with its CUDA-graph replay time.
+    let r = post("/api/measure?hardware_key=h100", r#"{"m":1,"n":14336,"k":4096,"weights":"INT4_G128","graph":true}"#)
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let p: roofline_core::DualPoint = r.json();
+    assert_eq!(p.label, "W:INT4_G128 A:FP16");
+    let m = p.measurement.expect("measured");
+    assert!(m.time_us > 0.0 && m.graph_us.is_some_and(|g| g > 0.0), "{m:?}");
+    assert!(m.kernel.contains("roofline"), "{}", m.kernel);
 }
 
 #[tokio::test]

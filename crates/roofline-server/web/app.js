@@ -23,6 +23,16 @@ const state = {
 
 // Dense formats POST /api/measure can time (cuBLASLt).
 const MEASURABLE = ["FP32", "TF32", "FP16", "BF16", "FP8_E4M3", "FP8_E5M2", "INT8"];
+// Weight-only schemes ("W:<weights> A:<activations>") it times on roofline's GEMV kernels, at M <= 16.
+const WO_MEASURABLE = ["FP16", "BF16", "FP8_E4M3", "INT8", "INT4_G128", "NF4", "MXFP4", "NVFP4"];
+const WO_MAX_M = 16;
+
+// The /api/measure body fields of a format or scheme label, or null when nothing measures it at `m` rows.
+function measureFields(label, m) {
+  const wo = /^W:(\S+) A:(FP16|BF16)$/.exec(label);
+  if (wo) return WO_MEASURABLE.includes(wo[1]) && m <= WO_MAX_M ? { weights: wo[1], activations: wo[2] } : null;
+  return MEASURABLE.includes(label) ? { precision: label } : null;
+}
 // Weight-only schemes offered next to the catalog's uniform formats.
 const WEIGHT_ONLY = ["W:INT4_G128 A:FP16", "W:NF4 A:FP16", "W:FP8_E4M3 A:FP16"];
 // Checked by default when the hardware runs them natively.
@@ -331,15 +341,18 @@ function renderRecommendation(rec) {
 async function measureSelected() {
   const shape = readShape();
   if (shape.error) return;
-  const todo = [...state.selected].filter((f) => MEASURABLE.includes(f));
+  const todo = [...state.selected].filter((f) => measureFields(f, shape.m));
   const status = $("#measure-status");
-  if (!todo.length) { status.textContent = `Select a measurable format (${MEASURABLE.join(", ")}).`; return; }
+  if (!todo.length) {
+    status.textContent = `Select a measurable format (${MEASURABLE.join(", ")}; weight-only W:… A:FP16 schemes up to M = ${WO_MAX_M}).`;
+    return;
+  }
   const btn = $("#measure-btn");
   btn.disabled = true;
   try {
     for (const [i, f] of todo.entries()) {
       status.textContent = `Measuring ${f} (${i + 1}/${todo.length})…`;
-      const dp = await api("/api/measure?" + q({ hardware_key: hwKey() }), { m: shape.m, n: shape.n, k: shape.k, precision: f });
+      const dp = await api("/api/measure?" + q({ hardware_key: hwKey() }), { m: shape.m, n: shape.n, k: shape.k, ...measureFields(f, shape.m) });
       state.measured.set(f, dp);
     }
     status.textContent = `Measured ${todo.join(", ")} on ${[...state.measured.values()][0].measurement.device}; filled dots are measurements.`;
