@@ -40,6 +40,10 @@ pub struct SweepArgs {
     /// GEMV kernels, M <= 16) instead of dense cuBLASLt GEMMs.
     #[arg(long)]
     pub weight_only: bool,
+    /// With --measure: also time every weight-only GEMV replayed from a CUDA graph (the CSV's graph_us,
+    /// `measurement.graph_us` in the JSON, the table's Graph columns).
+    #[arg(long, requires = "measure")]
+    pub graph: bool,
     #[command(flatten)]
     pub power: super::telemetry::PowerArgs,
     /// Folder for sweep.csv and sweep.json.
@@ -317,7 +321,12 @@ pub fn sweep(args: SweepArgs) -> Result<()> {
         Some(gpu) => Some(Bench {
             gpu,
             meter: args.power.meter(args.device)?,
-            cfg: TimingConfig { budget_ms: 500.0, power_ms: args.power.power_ms, ..TimingConfig::default() },
+            cfg: TimingConfig {
+                budget_ms: 500.0,
+                power_ms: args.power.power_ms,
+                graph: args.graph,
+                ..TimingConfig::default()
+            },
             gemv: GemvOverride::default(),
         }),
         None => None,
