@@ -110,15 +110,14 @@ impl Variant {
             Variant::SplitK
         }
     }
-}
 
-impl Variant {
     /// [`Variant::best`] for a call of `k` input values: 8-bit weights at M = 1 take the x-in-registers
     /// kernel where its two-chunk plan covers all of K in one CTA ([`LaunchPlan::xreg_unroll`]; K = 14336,
     /// down_proj's shape), split-K on CUDA cores elsewhere (H100, session 24, us, 1x4096x14336 x-in-registers
     /// vs split-K: FP8 22.4 vs 24.9, INT8 23.3 vs 26.5; 1x14336x4096 in two chunks 23.1 / 25.5 vs 22.7 / 23.2).
     pub fn best_for(format: WoFormat, x: XDtype, m: usize, k: usize) -> Variant {
-        if m == 1 && format.bits() == 8 && LaunchPlan::xreg_unroll(format, m, k) == 2 {
+        // Two chunks only where they make the plan one CTA over K (8-bit, M = 1; see xreg_unroll).
+        if LaunchPlan::xreg_unroll(format, m, k) == 2 {
             Variant::XReg
         } else {
             Variant::best(format, x, m)
