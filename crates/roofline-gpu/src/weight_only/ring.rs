@@ -141,24 +141,33 @@ const NF4_SMEM_BUDGET: usize = 224 * 1024;
 /// multiple of `groups`) as fit beside them, and NF4's wide pair table after them ([`nf4_table_offset`]).
 /// `None`: not even `groups` slots fit.
 fn layout(format: WoFormat, k: usize, per: usize, groups: usize) -> Option<(usize, usize)> {
-    let rows = per * STEP_ROWS;
-    let tables = tables_bytes(format, k, rows);
-    let stage = STEP_ROWS * k / 2;
-    // NF4: the table and up to 128 bytes of alignment before it.
-    let (budget, table) = if format == WoFormat::Nf4 {
-        (NF4_SMEM_BUDGET - NF4_WIDE_TABLE_BYTES - 128, NF4_WIDE_TABLE_BYTES + 128)
-    } else {
-        (SMEM_BUDGET, 0)
-    };
+    let tables = tables_bytes(format, k, per * STEP_ROWS);
+    // NF4: room for the table and up to 128 bytes of alignment before it.
+    let budget = if format == WoFormat::Nf4 { NF4_SMEM_BUDGET - NF4_WIDE_TABLE_BYTES - 128 } else { SMEM_BUDGET };
     let ring = ring_limit().min(budget.checked_sub(tables)?);
-    let slots = (ring / stage).min(per.div_ceil(groups) * groups) / groups * groups;
-    (slots >= groups).then_some((slots, slots * stage + tables + table))
+    let slots = (ring / stage_bytes(k)).min(per.div_ceil(groups) * groups) / groups * groups;
+    let smem = if format == WoFormat::Nf4 {
+        nf4_table_offset(format, k, per, slots) + NF4_WIDE_TABLE_BYTES
+    } else {
+        ring_and_tables(format, k, per, slots)
+    };
+    (slots >= groups).then_some((slots, smem))
+}
+
+/// Bytes of one ring slot: a row step of `k` 4-bit values.
+fn stage_bytes(k: usize) -> usize {
+    STEP_ROWS * k / 2
+}
+
+/// Bytes of a CTA's ring of `slots` slots and the tables of its `per` row steps.
+fn ring_and_tables(format: WoFormat, k: usize, per: usize, slots: usize) -> usize {
+    slots * stage_bytes(k) + tables_bytes(format, k, per * STEP_ROWS)
 }
 
 /// Where NF4's wide pair table starts in the dynamic shared memory of a CTA of `per` row steps with `slots`
 /// ring slots: after the ring and the tables, 128-byte aligned (`RW_NF4_OFF` in wo_ring.cu).
 fn nf4_table_offset(format: WoFormat, k: usize, per: usize, slots: usize) -> usize {
-    (slots * STEP_ROWS * k / 2 + tables_bytes(format, k, per * STEP_ROWS)).next_multiple_of(128)
+    ring_and_tables(format, k, per, slots).next_multiple_of(128)
 }
 
 /// Why the ring GEMV cannot run `n x k` INT4 g128 weights on `sm_count` SMs (`None`: it can).
