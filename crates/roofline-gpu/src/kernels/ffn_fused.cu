@@ -375,17 +375,10 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
                         gp0[hb][i] += hsum4(e0, o0);
                         gp1[hb][i] += hsum4(e1, o1);
 #elif FMT == 5
-#if NF4_PAIRS
-                        dot8nf4t<false>(q.x, h[0], nf4t, 4u * lane, e0, o0);  // row 2 pr
-                        dot8nf4t<false>(q.y, h[1], nf4t, 4u * lane, e0, o0);
-                        dot8nf4t<false>(q.z, h[0], nf4t, 4u * lane, e1, o1);  // row 2 pr + 1
-                        dot8nf4t<false>(q.w, h[1], nf4t, 4u * lane, e1, o1);
-#else
-                        dot8nf4(q.x, h[0], e0, o0);  // row 2 pr
-                        dot8nf4(q.y, h[1], e0, o0);
-                        dot8nf4(q.z, h[0], e1, o1);  // row 2 pr + 1
-                        dot8nf4(q.w, h[1], e1, o1);
-#endif
+                        dot8nf4_any(q.x, h[0], nf4t, e0, o0);  // row 2 pr
+                        dot8nf4_any(q.y, h[1], nf4t, e0, o0);
+                        dot8nf4_any(q.z, h[0], nf4t, e1, o1);  // row 2 pr + 1
+                        dot8nf4_any(q.w, h[1], nf4t, e1, o1);
 #else
                         dot8f4(q.x, h[0], e0, o0);  // row 2 pr
                         dot8f4(q.y, h[1], e0, o0);

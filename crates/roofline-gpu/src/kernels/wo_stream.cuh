@@ -86,6 +86,18 @@ __device__ __forceinline__ const u8* nf4_pair_table(u8* dyn) {
 #endif
 }
 
+#if FMT == 5
+// dot8h for NF4 the way this build decodes it: through the pair table `nf4t` (NF4_PAIRS, `nf4_pair_table`;
+// its layout per NF4_WIDE) or by byte permutes (`dot8nf4`, `nf4t` unused).
+__device__ __forceinline__ void dot8nf4_any(u32 v, const u32 a[4], const u8* nf4t, u32& acc_e, u32& acc_o) {
+#if NF4_PAIRS
+    dot8nf4t<NF4_WIDE>(v, a, nf4t, 4u * (threadIdx.x & 31), acc_e, acc_o);
+#else
+    dot8nf4(v, a, acc_e, acc_o);
+#endif
+}
+#endif
+
 // The lane's 32-value chunk of x (values cbase x EPC ...) as floats; returns their sum of squares.
 __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EPC]) {
     const uint4* xp = (const uint4*)(x + (size_t)cbase * EPC);
@@ -145,13 +157,7 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
         acc[u] = meta[u][0].scale * fmaf(z8, xsum, hsum4(ae, ao));
 #elif FMT == 5
 #pragma unroll
-        for (int wd = 0; wd < 4; ++wd) {
-#if NF4_PAIRS
-            dot8nf4t<NF4_WIDE>(word(q, wd), xh[wd], nf4t, 4u * (threadIdx.x & 31), ae, ao);
-#else
-            dot8nf4(word(q, wd), xh[wd], ae, ao);
-#endif
-        }
+        for (int wd = 0; wd < 4; ++wd) dot8nf4_any(word(q, wd), xh[wd], nf4t, ae, ao);
         acc[u] = meta[u][0].scale * hsum4(ae, ao);
 #elif FMT == 6
 #pragma unroll
