@@ -134,14 +134,8 @@ pub fn time_graph(
     unsafe { ctx.disable_event_tracking() };
     let s = ctx.new_stream()?;
     let per_graph = per_graph.max(1);
-    s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-    let captured = (0..per_graph).try_for_each(|i| op(&s, i));
-    let graph = s.end_capture(CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
-    captured?;
-    let graph = graph?.ok_or_else(|| GpuError::Unsupported("stream capture produced no graph".into()))?;
-    let gcfg = TimingConfig { max_inner: 1, warmup: cfg.warmup.min(3), ..*cfg };
-    let st = time(ctx, &s, &gcfg, |_| Ok(graph.launch()?))?;
-    s.synchronize()?;
+    let gcfg = TimingConfig { warmup: cfg.warmup.min(3), ..*cfg };
+    let st = time_captured(ctx, &s, &gcfg, || (0..per_graph).try_for_each(|i| op(&s, i)))?;
     let per = per_graph as f64;
     Ok(TimingStats {
         median_us: st.median_us / per,
@@ -150,6 +144,27 @@ pub fn time_graph(
         runs: st.runs,
         inner: per_graph as u32,
     })
+}
+
+/// Captures what `enqueue` launches on `s` into one CUDA graph, times the graph's replays as [`time`] does,
+/// one graph between each pair of events (`cfg.max_inner` is not used), and synchronizes `s`; the
+/// statistics are per replay. `s` must be a stream of its own and cudarc's event tracking off (see
+/// [`time_graph`]): a capture records only what `enqueue` launches on it.
+pub fn time_captured(
+    ctx: &Arc<CudaContext>,
+    s: &Arc<CudaStream>,
+    cfg: &TimingConfig,
+    enqueue: impl FnOnce() -> Result<(), GpuError>,
+) -> Result<TimingStats, GpuError> {
+    s.synchronize()?;
+    s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+    let captured = enqueue();
+    let graph = s.end_capture(CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
+    captured?;
+    let graph = graph?.ok_or_else(|| GpuError::Unsupported("stream capture produced no graph".into()))?;
+    let st = time(ctx, s, &TimingConfig { max_inner: 1, ..*cfg }, |_| Ok(graph.launch()?))?;
+    s.synchronize()?;
+    Ok(st)
 }
 
 /// Launches per timed sample for an op of `probe_us`: enough to fill [`SAMPLE_TARGET_US`], at most `max`.

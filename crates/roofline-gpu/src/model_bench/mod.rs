@@ -11,7 +11,6 @@
 
 use std::sync::Arc;
 
-use cudarc::driver::sys::{CUgraphInstantiate_flags, CUstreamCaptureMode};
 use std::ffi::c_void;
 
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr};
@@ -855,12 +854,6 @@ impl Gpu {
 
         // The step as a CUDA graph: the built layers, scaled, plus the final norm and LM head.
         progress("capturing the step in a CUDA graph");
-        s.synchronize()?;
-        s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        let captured = en.layers(&mut layers, &mut acts);
-        let graph = s.end_capture(CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
-        captured?;
-        let graph = graph?.ok_or_else(|| GpuError::Unsupported("stream capture produced no graph".into()))?;
         let gcfg = TimingConfig {
             warmup: 3,
             min_runs: 20,
@@ -870,10 +863,9 @@ impl Gpu {
             power_ms: 0.0,
             graph: false,
         };
-        let st = timing::time(&self.ctx, &s, &gcfg, |_| Ok(graph.launch()?))?;
+        let st = timing::time_captured(&self.ctx, &s, &gcfg, || en.layers(&mut layers, &mut acts))?;
         let fin: f64 = op_times.iter().filter(|o| o.count == 1).map(|o| o.time_us).sum();
         let step_us = st.median_us * cfg.layers as f64 / nl as f64 + fin;
-        s.synchronize()?;
         Ok(StepResult {
             device: self.name.clone(),
             step_us,
