@@ -99,13 +99,8 @@ pub async fn measure(
     }
     let hw = hardware(q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
     let kind = what_to_measure(&body)?;
-    let scheme = match kind {
-        Kernel::Dense(precision) => gemm_scheme(precision),
-        Kernel::WeightOnly(scheme) => scheme,
-    };
-    // The scheme the kernel computes (cuBLASLt FP8 writes BF16, INT8 writes INT32), so the bytes match.
-    let field = if matches!(kind, Kernel::Dense(_)) { "precision" } else { "weights" };
-    let gemm = Gemm::new(body.m, body.n, body.k, scheme).map_err(|e| ApiError::core(e, field))?;
+    let field = kind.field();
+    let gemm = Gemm::new(body.m, body.n, body.k, kind.scheme()).map_err(|e| ApiError::core(e, field))?;
     let prediction = predict(&gemm, &hw).map_err(|e| ApiError::core(e, field))?;
     // Fail fast when there is no driver at all, before queueing.
     roofline_gpu::probe_driver().map_err(|e| gpu_error(e, field))?;
@@ -132,20 +127,12 @@ pub async fn measure(
         let _permit = permit; // held until the GPU is released
         let gpu = Gpu::open(device)?;
         let cfg = TimingConfig { budget_ms: 1000.0, graph, ..TimingConfig::default() };
-        let kernel = match kind {
-            Kernel::Dense(_) => KernelKind::CublasLt,
-            Kernel::WeightOnly(_) => KernelKind::WeightOnly,
-        };
-        gpu.measure_with(&gemm, Some(kernel), &cfg, None, &GemvOverride::default())
+        gpu.measure_with(&gemm, Some(kind.kernel()), &cfg, None, &GemvOverride::default())
     })
     .await
     .map_err(|e| ApiError::status(StatusCode::INTERNAL_SERVER_ERROR, format!("measurement task failed: {e}")))?
     .map_err(|e| gpu_error(e, field))?;
-    let label = match kind {
-        Kernel::Dense(precision) => precision.to_string(),
-        Kernel::WeightOnly(scheme) => scheme.label(),
-    };
-    Ok(Json(DualPoint { label, gemm, prediction, measurement: Some(measured) }))
+    Ok(Json(DualPoint { label: kind.label(), gemm, prediction, measurement: Some(measured) }))
 }
 
 /// What a request times.
@@ -155,6 +142,40 @@ enum Kernel {
     Dense(Format),
     /// A weight-only GEMV on roofline's kernels.
     WeightOnly(Scheme),
+}
+
+impl Kernel {
+    /// The scheme the kernel computes (cuBLASLt FP8 writes BF16, INT8 writes INT32), so the bytes match.
+    fn scheme(self) -> Scheme {
+        match self {
+            Kernel::Dense(precision) => gemm_scheme(precision),
+            Kernel::WeightOnly(scheme) => scheme,
+        }
+    }
+
+    /// The request field a configuration the kernel refuses is blamed on.
+    fn field(self) -> &'static str {
+        match self {
+            Kernel::Dense(_) => "precision",
+            Kernel::WeightOnly(_) => "weights",
+        }
+    }
+
+    /// Which measurement path runs it.
+    fn kernel(self) -> KernelKind {
+        match self {
+            Kernel::Dense(_) => KernelKind::CublasLt,
+            Kernel::WeightOnly(_) => KernelKind::WeightOnly,
+        }
+    }
+
+    /// The answer's label: the dense format, or the weight-only scheme (`W:INT4_G128 A:FP16`).
+    fn label(self) -> String {
+        match self {
+            Kernel::Dense(precision) => precision.to_string(),
+            Kernel::WeightOnly(scheme) => scheme.label(),
+        }
+    }
 }
 
 /// The kernel `body` asks for, checked: a dense format cuBLASLt runs, or weight-only weights and activations
