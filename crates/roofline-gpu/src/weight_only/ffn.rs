@@ -18,7 +18,6 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr
 
 use super::nvrtc::{compile_cubin, load_checked, KernelKey, WEIGHT_ONLY_XREG_SOURCE};
 use super::pack::{device_codes, xreg_tables, PackedWeights, WoFormat};
-use super::ring::NF4_PAIR_TABLE_BYTES;
 use super::{launch_ex, nvrtc_available, upload_table, XDtype};
 use crate::{Gpu, GpuError};
 
@@ -52,6 +51,10 @@ fn ring_bytes() -> usize {
 fn max_consumer_warps() -> usize {
     std::env::var("ROOFLINE_FFN_WARPS").ok().and_then(|v| v.parse().ok()).filter(|w| (1..=31).contains(w)).unwrap_or(16)
 }
+
+/// Static shared memory of NF4's table of code pairs in the fused FFN (and the x-in-registers kernel):
+/// `nf4_pair_fill<false>` in wo_common.cuh, 256 f16x2 pairs, a copy per bank, rows of 128 bytes.
+pub const NF4_PAIR_TABLE_BYTES: usize = 256 * 128;
 
 /// The kernel's geometry for hidden size `d` and at most `fs` intermediate values per CTA (mirrors its
 /// macros and its shared-memory carve-up).

@@ -123,10 +123,6 @@ pub fn grid(n: usize, sm_count: u32) -> (u32, usize) {
     (steps.div_ceil(per) as u32, per)
 }
 
-/// Static shared memory of NF4's table of code pairs in the fused FFN and the x-in-registers kernel
-/// (`nf4_pair_fill<false>` in wo_common.cuh: 256 f16x2 pairs, a copy per bank, rows of 128 bytes).
-pub const NF4_PAIR_TABLE_BYTES: usize = 256 * 128;
-
 /// NF4's table of code pairs in the ring GEMV's dynamic shared memory (`nf4_pair_fill<true>`): rows of 256
 /// bytes, the upper half of each unused, so that a lookup's byte offset is one byte permute (lane x 4 and
 /// the byte of codes) and the table's base folds into the load.
