@@ -1137,6 +1137,10 @@ __device__ __forceinline__ void xb_table_sum(const float* red, int ps, int rt0, 
     }
 }
 
+#ifndef KS
+#define KS 0
+#endif
+#if !KS
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
           const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
@@ -1256,6 +1260,251 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 
     splitk_finish(ws, y, counters, rt0 * 16, rows, n_rows, MT, flags, [](float v) { return f2h(v); });
 }
+#else  // KS
+// The K stream (KS=1, same entry and arguments as the bulk ring): the CTA walks its K split in stages of S
+// 64-K tiles, all its row tiles at once, and one producer warp (the last) streams each stage (x's MT rows of
+// the stage's columns, every row tile's S tiles and their scale columns) into a ring of slots in shared
+// memory with bulk copies, one "full" mbarrier per slot, while the other warps (consumers) decode and
+// multiply, each a fixed set of (row tile, K part) units of every stage, and free the slot on its "empty"
+// mbarrier. Why: the bulk ring needs all of x's columns in shared memory before its warps can walk their
+// row tiles along K (128 KB at K = 4096, M = 16: a burst of L2 reads at the start and a ring of 32 KB in
+// flight per SM); here x arrives with the weights it multiplies, a stage at a time, and the ring takes all
+// the shared memory. The units' sums meet in the parking table at the end.
+#ifndef KS_KW
+#define KS_KW 0  // K parts a stage's row tile is cut into (0: as many as the consumer warps allow)
+#endif
+#ifndef KS_G
+#define KS_G 2       // tiles of a unit's K part (even: INT4 groups of 128 whole)
+#endif
+#define KS_UPW 2     // most units a consumer warp takes
+#define KS_NS 16     // most slots
+#define KS_CW (WARPS - 1)
+// KS_XLSU=1 (experiment): x's stage copied by the producer warp's lanes with cp.async (16 bytes a lane, the
+// load-store path) instead of bulk copies (the TMA), each lane's copies tracked by the slot's full barrier
+// (cp.async.mbarrier.arrive.noinc: 32 arrivals more).
+#ifndef KS_XLSU
+#define KS_XLSU 0
+#endif
+#if FMT == 4
+#define KS_COLS(s) ((s) / 2 + 1)
+#else
+#define KS_COLS(s) (s)
+#endif
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
+wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
+          const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+          int n_rows, int k, int rtpc, int flags, float eps) {
+    pdl_trigger();
+    flags = fuse_flags(flags);
+    extern __shared__ __align__(128) u8 xb_smem[];
+    __shared__ __align__(8) unsigned long long full[KS_NS], empty[KS_NS];
+    __shared__ float fuse_inv[MT];
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int row_tiles = (n_rows + 15) / 16;
+    const int kt_total = k / 64;
+    const int tps = (kt_total + gridDim.y - 1) / gridDim.y;
+    const int kb = blockIdx.y * tps;
+    const int ke = min(kt_total, kb + tps);
+    const int span = max(0, ke - kb);
+    const int rt0 = blockIdx.x * rtpc;
+    const int rows = max(0, min(row_tiles, rt0 + rtpc) - rt0);
+    // The slot layout and the units follow rtpc, not `rows`, so that both CTAs of an XMC pair (one may have
+    // no rows) lay their slots out alike.
+    const int kw = KS_KW > 0 ? KS_KW : max(1, min(KS_CW / rtpc, (span + KS_G - 1) / KS_G));
+    if (rtpc * kw > KS_UPW * KS_CW) __trap();  // the host plans at most KS_UPW units a consumer warp
+    const int S = kw * KS_G;                   // tiles a stage
+    const int nst = (span + S - 1) / S;        // stages
+    const int lds = S * 64 + 8;                // halfs between x's rows in a slot
+    const int xsb = NB * 8 * lds * 2;          // x's bytes in a slot
+    const int wsb = rtpc * S * XB_TILE;        // weights' bytes
+    const int cols = FMT == 4 ? kt_total / 2 : kt_total;  // scale columns of a row tile
+    const int slot = (xsb + wsb + rtpc * KS_COLS(S) * XB_CB + 127) / 128 * 128;
+    const int ps = rtpc * 16 + 4;
+    const int table = MT * ps * 4;
+    float* red = (float*)(xb_smem + dynamic_smem_bytes() - table);
+    const int ns = min(KS_NS, (int)((dynamic_smem_bytes() - table) / slot));
+    const u32 base_s = (u32)__cvta_generic_to_shared(xb_smem);
+    const u32 full_s = (u32)__cvta_generic_to_shared(&full[0]);
+    const u32 empty_s = (u32)__cvta_generic_to_shared(&empty[0]);
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < ns; ++i) {
+            mbar_init(full_s + 8 * i, 1 + (KS_XLSU ? 32 : 0));
+            mbar_init(empty_s + 8 * i, KS_CW * (XMC ? 2 : 1));  // XMC: both CTAs' consumers free a slot
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+#if XMC
+    cluster_sync();  // the pair's barriers initialized before either copies into both
+#else
+    __syncthreads();
+#endif
+
+    // Producer: stage st into slot st % ns; `xpart` false: the weights and scales only (before pdl_wait),
+    // true: x only (the rest of a stage whose weights went before), or both (`both`).
+    auto issue = [&](int st, bool wts, bool xs, bool expect) {
+        const int sl = st % ns, kt0 = kb + st * S, nt = min(S, ke - kt0);
+        const u32 sb = base_s + (u32)(sl * slot), bar = full_s + 8 * sl;
+        const int c0 = XB_COL(kt0), nc = XB_COL(kt0 + nt - 1) - c0 + 1;
+        if (expect && lane == 0)
+            mbar_expect_tx(bar, (u32)((KS_XLSU ? 0 : XB_XROWS * nt * 128) + rows * (nt * XB_TILE + nc * XB_CB)));
+        __syncwarp();
+#if KS_XLSU
+        if (xs) {
+            for (int c = lane; c < XB_XROWS * nt * 8; c += 32) {
+                const int m = c / (nt * 8), o = c % (nt * 8);
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sb + (u32)(m * lds * 2 + o * 16)),
+                             "l"(x + (size_t)m * k + (size_t)kt0 * 64 + o * 8)
+                             : "memory");
+            }
+            asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+        }
+#endif
+        for (int j = lane; j < MT + 2 * rows; j += 32) {
+            if (j < MT) {
+                if (KS_XLSU || j >= XB_XROWS) continue;  // EXP_XROWS: x's L2 traffic cut (wrong results)
+                const u32 dst = sb + (u32)(j * lds * 2);
+                const u16* src = x + (size_t)j * k + (size_t)kt0 * 64;
+#if XMC
+                // x's rows of this CTA's parity into both CTAs of the pair
+                if (xs && (u32)(j & 1) == cluster_rank()) bulk_copy_pair(dst, src, (u32)(nt * 128), bar);
+#else
+                if (xs) bulk_copy(dst, src, (u32)(nt * 128), bar);
+#endif
+            } else if (wts) {
+                const int r = (j - MT) >> 1;
+                if (((j - MT) & 1) == 0)
+                    bulk_copy(sb + (u32)(xsb + r * S * XB_TILE), w + ((size_t)(rt0 + r) * kt_total + kt0) * QV * 32,
+                              (u32)(nt * XB_TILE), bar);
+#if XB_CB > 0
+                else
+                    bulk_copy(sb + (u32)(xsb + wsb + r * KS_COLS(S) * XB_CB),
+                              scales + ((size_t)(rt0 + r) * cols + c0) * XB_CB, (u32)(nc * XB_CB), bar);
+#endif
+            }
+        }
+    };
+    const bool producer = warp == WARPS - 1;
+    const int pro = min(ns, nst);
+    if (producer)
+        for (int st = 0; st < pro; ++st) issue(st, true, false, true);
+    pdl_wait();
+    if (producer)
+        for (int st = 0; st < pro; ++st) issue(st, false, true, false);
+    // x's padding rows MT .. NB x 8 in every slot (no copy writes them), the table zeroed, the norm factors
+    for (int i = threadIdx.x; i < ns * (NB * 8 - MT) * (lds / 8); i += blockDim.x) {
+        const int sl = i / ((NB * 8 - MT) * (lds / 8)), r = i % ((NB * 8 - MT) * (lds / 8));
+        const int m = MT + r / (lds / 8), c = r % (lds / 8);
+        asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(base_s + (u32)(sl * slot + (m * lds + c * 8) * 2)),
+                     "r"(0u)
+                     : "memory");
+    }
+    for (int i = threadIdx.x; i < MT * ps; i += blockDim.x) red[i] = 0.0f;
+    fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);
+    __syncthreads();
+
+    if (producer) {
+        for (int st = pro; st < nst; ++st) {
+            mbar_wait(empty_s + 8 * (st % ns), (u32)((st / ns - 1) & 1));
+            issue(st, true, true, true);
+        }
+    } else {
+        float acc[KS_UPW][NB][4];
+#pragma unroll
+        for (int i = 0; i < KS_UPW; ++i)
+#pragma unroll
+            for (int b = 0; b < NB; ++b)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) acc[i][b][j] = 0.0f;
+        const int units = rows * kw;
+        for (int st = 0; st < nst; ++st) {
+            const int sl = st % ns, kt0 = kb + st * S, nt = min(S, ke - kt0);
+            mbar_wait(full_s + 8 * sl, (u32)((st / ns) & 1));
+            const u32 sb = base_s + (u32)(sl * slot);
+            const u8* sp = xb_smem + sl * slot;
+            const u32 xaddr = xk_x_addr(sb, lds, lane);
+            const int c0 = XB_COL(kt0);
+#pragma unroll
+            for (int i = 0; i < KS_UPW; ++i) {
+                const int un = warp + i * KS_CW;
+                if (un < units) {
+                    const int lr = un / kw, kh = un % kw, u0 = kh * KS_G;
+                    if (u0 < nt) {
+                        const u8* wp = sp + xsb + (lr * S + u0) * XB_TILE;
+                        const u8* mp = sp + xsb + wsb + lr * KS_COLS(S) * XB_CB;
+                        uint4 q[KS_G][QV];
+                        Meta meta[KS_G];
+#pragma unroll
+                        for (int h = 0; h < KS_G; ++h) {
+#pragma unroll
+                            for (int v = 0; v < QV; ++v) q[h][v] = *(const uint4*)(wp + h * XB_TILE + v * 512 + 16 * lane);
+                            meta[h] = xb_meta(mp + (XB_COL(kt0 + u0 + h) - c0) * XB_CB, g);
+                        }
+#if EXP_LOADONLY
+                        u32 xv = 0u;
+#pragma unroll
+                        for (int h = 0; h < KS_G; ++h)
+#pragma unroll
+                            for (int v = 0; v < QV; ++v) xv ^= q[h][v].x ^ q[h][v].y ^ q[h][v].z ^ q[h][v].w;
+                        acc[i][0][0] += as_float((xv & 0x007fffffu) | 0x3f800000u) + block_scale(meta[0], 0, 3);
+                        if (xv == 0x12345u) // keep the x fragments' loads (never true in practice)
+#endif
+#pragma unroll
+                        for (int h2 = 0; h2 < KS_G; h2 += 2) {
+#if FMT == 4
+                            if (u0 + h2 + 1 < nt && ((kt0 + u0) & 1) == 0) {
+                                mma_group(q[h2], q[h2 + 1], meta[h2], xaddr, u0 + h2, acc[i]);
+                                continue;
+                            }
+#endif
+#pragma unroll
+                            for (int h = h2; h < h2 + 2; ++h) {
+                                if (u0 + h < nt) {
+                                    u32 bx[NB][4][2];
+                                    xk_x_frags(xaddr, u0 + h, bx);
+                                    mma_tile(q[h], meta[h], bx, acc[i]);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            __syncwarp();
+            if (lane == 0) {
+                mbar_arrive(empty_s + 8 * sl, 1);
+#if XMC
+                mbar_arrive_remote(empty_s + 8 * sl, cluster_rank() ^ 1u);
+#endif
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < KS_UPW; ++i) {
+            const int un = warp + i * KS_CW;
+            if (un < units) xb_park(acc[i], red, ps, un / kw, g, t, true);
+        }
+    }
+    const int outs = min(n_rows, (rt0 + rows) * 16) - rt0 * 16;
+    const bool split = gridDim.y > 1;
+#if CL
+    if (split) {
+        cluster_sync();  // every split's sums parked
+        xb_table_sum(red, ps, rt0, outs, n_rows, scales, gscale, flags, fuse_inv, ws, y, true, true);
+        cluster_exit_sync();  // no CTA leaves while another reads its table
+        return;
+    }
+#endif
+    __syncthreads();  // every unit's sums parked
+    xb_table_sum(red, ps, rt0, outs, n_rows, scales, gscale, flags, fuse_inv, ws, y, false, split);
+#if XMC
+    cluster_exit_sync();  // no CTA leaves while its partner may still arrive on its barriers
+#endif
+    if (!split) return;
+    splitk_finish(ws, y, counters, rt0 * 16, outs, n_rows, MT, flags, [](float v) { return f2h(v); });
+}
+#endif  // KS
 #endif  // XB
 #endif  // XS == 2
 #endif

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Session 25 device probes. Run from the repository root on the GPU machine with .gpu/ built (see
+# bench/ab-check.sh); logs to $OUT. Parts (first argument, comma-separated):
+#   verify  GPU tests not reached by run 1 (model-bench, the server's GPU test)
+#   ks      the K-stream batch-16 kernel (KS=1: a producer warp streams x and the weights a K stage at a
+#           time for all of a CTA's row tiles) against the bulk ring, 4-bit formats at M = 16, one split
+set -uo pipefail
+out=${OUT:-/tmp/exp-session25}
+mkdir -p "$out"
+parts=${1:-verify}
+hw=bench/results/h100-measured.toml
+has() { [[ ",$parts," == *",$1,"* ]]; }
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
+if has verify; then
+    .gpu/model_bench_gpu --ignored 2>&1 | grep -E "test result|FAILED|panicked" | tee "$out/verify.txt"
+    .gpu/server_api --ignored 2>&1 | grep -E "test result|FAILED|panicked" | tee -a "$out/verify.txt"
+fi
+# $1: log, $2: shapes NxK at M = 16, $3: formats, then one "EXTRA|GEMV" setting per table.
+ks_probe() {
+    local log=$1 shapes=$2 fmts=$3 s extra gemv nk f args
+    shift 3
+    args=""
+    for f in $fmts; do args="$args -p $f"; done
+    for s in "$@"; do
+        extra=${s%%|*}
+        gemv=${s#*|}
+        for nk in $shapes; do
+            echo "=== [$extra] [$gemv] 16x$nk" | tee -a "$out/$log.txt"
+            ROOFLINE_NVRTC_EXTRA="$extra" timeout 120 .gpu/roofline compare --weight-only --hw $hw --m 16 --n ${nk%x*} \
+                --k ${nk#*x} $args ${gemv:+--gemv $gemv} 2>&1 | grep -E "W:|rror" | tee -a "$out/$log.txt"
+        done
+    done
+}
+if has ks; then
+    ks_probe ks "14336x4096 28672x4096" "int4_g128 mxfp4 nvfp4 nf4" \
+        "|" "-DKS=1|split_k=1" "-DKS=1 -DKS_KW=4|split_k=1" "-DKS=1 -DKS_KW=1|split_k=1"
+    ks_probe ks "4096x4096 6144x4096 4096x14336" "int4_g128 mxfp4" "|" "-DKS=1|split_k=1"
+    ks_probe ks "14336x4096" "fp8_e4m3 int8" "|" "-DKS=1|split_k=1"
+fi
+#   ksexp   where the K stream's time goes (tune_table, INT4 16x14336x4096, the bulk ring's plan): the kernel,
+#           x cut to 1 row (EXP_XROWS, wrong results), the loads alone (EXP_LOADONLY), both; the bulk ring too
+if has ksexp; then
+    for extra in "" "-DEXP_XROWS=1" "-DEXP_LOADONLY=1" "-DEXP_LOADONLY=1 -DEXP_XROWS=1" "-DEXP_XROWS=8"; do
+        for ks in 0 1; do
+            echo "=== KS=$ks [$extra]" | tee -a "$out/ksexp.txt"
+            ROOFLINE_NVRTC_EXTRA="-DKS=$ks $extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 ROOFLINE_TUNE_SHAPES=16x14336x4096,16x28672x4096 \
+                ROOFLINE_TUNE_FORMATS=INT4_G128 ROOFLINE_TUNE_ONLY="XSM+XB NST=2 U=4 W=16" \
+                .gpu/weight_only_gpu --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=1|splits +1 " \
+                | tee -a "$out/ksexp.txt"
+        done
+    done
+fi
+#   ks2     the K stream with x's copies shared by CTA pairs (multicast=true) and in 2 / 4 K splits summed in
+#           clusters, against the bulk ring (default and with multicast)
+if has ks2; then
+    ks_probe ks2 "14336x4096 28672x4096" "int4_g128 mxfp4 nvfp4 nf4" \
+        "|" "|multicast=true" "-DKS=1|multicast=true" "-DKS=1|split_k=2" "-DKS=1|split_k=4"
+    ks_probe ks2 "4096x4096 4096x14336" "int4_g128 mxfp4" \
+        "|" "-DKS=1|multicast=true" "-DKS=1|split_k=2" "-DKS=1|split_k=4" "-DKS=1|split_k=8"
+fi
+#   ks3     the K stream with x through cp.async (the load-store path) instead of bulk copies (KS_XLSU), and
+#           with the loads alone / 1 row of x, against the bulk ring
+if has ks3; then
+    ks_probe ks3 "14336x4096 28672x4096" "int4_g128 mxfp4 nvfp4 nf4" "|" "-DKS=1 -DKS_XLSU=1|"
+    for extra in "-DKS=1 -DKS_XLSU=1" "-DKS=1 -DKS_XLSU=1 -DEXP_LOADONLY=1" "-DKS=1 -DKS_XLSU=1 -DEXP_XROWS=1" \
+        "-DKS=1 -DKS_XLSU=1 -DEXP_LOADONLY=1 -DEXP_XROWS=1"; do
+        echo "=== [$extra]" | tee -a "$out/ks3.txt"
+        ROOFLINE_NVRTC_EXTRA="$extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 ROOFLINE_TUNE_SHAPES=16x14336x4096 \
+            ROOFLINE_TUNE_FORMATS=INT4_G128 ROOFLINE_TUNE_ONLY="XSM+XB NST=2 U=4 W=16" \
+            .gpu/weight_only_gpu --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=1" | tee -a "$out/ks3.txt"
+    done
+fi
+#   ks4     the K stream in 2 K splits with wider stages (KS_KW / KS_G) and 4-tile units in one split; ncu
+#           memory tables of the K stream at 16x14336x4096 and of the M = 1 GEMV
+if has ks4; then
+    ks_probe ks4 "14336x4096 28672x4096" "int4_g128 mxfp4" "|" "-DKS=1 -DKS_KW=2|split_k=2" \
+        "-DKS=1 -DKS_G=4|split_k=2" "-DKS=1 -DKS_G=4|" "-DKS=1 -DKS_G=4 -DKS_KW=1|"
+    for spec in "16|-DKS=1|wo_mma_xb" "16||wo_mma_xb" "1||wo_"; do
+        m=${spec%%|*}; rest=${spec#*|}; extra=${rest%%|*}; kern=${rest#*|}
+        ROOFLINE_NVRTC_EXTRA="$extra" ncu --launch-skip 30 --launch-count 1 -k regex:$kern \
+            --section SpeedOfLight --section MemoryWorkloadAnalysis --section MemoryWorkloadAnalysis_Tables \
+            --section Occupancy --metrics lts__t_sectors_srcunit_tex_op_read.sum,lts__t_sectors_srcunit_tex_op_read_lookup_hit.sum,dram__bytes_read.sum,l1tex__m_xbar2l1tex_read_bytes.sum \
+            .gpu/roofline measure --m $m --n 14336 --k 4096 --weights int4_g128 --hw $hw > "$out/ncu-m$m${extra:+-ks}.txt" 2>&1
+        echo "=== ncu M=$m [$extra]"; grep -E "Duration|Throughput|Bandwidth|Hit Rate|lts__|dram__bytes|xbar2l1tex|Busy|Max Bandwidth|Mem Pipes" "$out/ncu-m$m${extra:+-ks}.txt" | head -40
+    done
+fi
