@@ -2,6 +2,8 @@
 # Session 25 device probes. Run from the repository root on the GPU machine with .gpu/ built (see
 # bench/ab-check.sh); logs to $OUT. Parts (first argument, comma-separated):
 #   verify  GPU tests not reached by run 1 (model-bench, the server's GPU test)
+# The ks* parts need the K-stream kernel (KS=1), which lives in commit 28976cd only (reverted after these
+# probes: no gain); build .gpu/ from that commit to rerun them.
 #   ks      the K-stream batch-16 kernel (KS=1: a producer warp streams x and the weights a K stage at a
 #           time for all of a CTA's row tiles) against the bulk ring, 4-bit formats at M = 16, one split
 set -uo pipefail

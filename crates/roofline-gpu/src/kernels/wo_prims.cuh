@@ -215,13 +215,6 @@ __device__ __forceinline__ void mbar_arrive(u32 a, u32 count) {
     asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0], %1; }" ::"r"(a), "r"(count) : "memory");
 }
 
-// One arrival on the mbarrier at the same shared-memory offset `a` in CTA `rank` of the cluster.
-__device__ __forceinline__ void mbar_arrive_remote(u32 a, u32 rank) {
-    u32 ra;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
-    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(ra) : "memory");
-}
-
 __device__ __forceinline__ void mbar_expect_tx(u32 a, u32 bytes) {
     asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(a), "r"(bytes)
                  : "memory");
