@@ -28,7 +28,7 @@ ks_probe() {
         gemv=${s#*|}
         for nk in $shapes; do
             echo "=== [$extra] [$gemv] 16x$nk" | tee -a "$out/$log.txt"
-            ROOFLINE_NVRTC_EXTRA="$extra" timeout 120 .gpu/roofline compare --weight-only --hw $hw --m 16 --n ${nk%x*} \
+            ROOFLINE_NVRTC_EXTRA="$extra" timeout 120 .gpu/${BIN:-roofline} compare --weight-only --hw $hw --m 16 --n ${nk%x*} \
                 --k ${nk#*x} $args ${gemv:+--gemv $gemv} 2>&1 | grep -E "W:|rror" | tee -a "$out/$log.txt"
         done
     done
@@ -85,4 +85,10 @@ if has ks4; then
             .gpu/roofline measure --m $m --n 14336 --k 4096 --weights int4_g128 --hw $hw > "$out/ncu-m$m${extra:+-ks}.txt" 2>&1
         echo "=== ncu M=$m [$extra]"; grep -E "Duration|Throughput|Bandwidth|Hit Rate|lts__|dram__bytes|xbar2l1tex|Busy|Max Bandwidth|Mem Pipes" "$out/ncu-m$m${extra:+-ks}.txt" | head -40
     done
+fi
+#   ks5     (BIN=roofline-ks, built from 28976cd with KS_NOMC) what a cluster pair costs the K stream without x
+#           multicast (KS_NOMC), and 2 K splits through the workspace (cluster=false) instead of a cluster
+if has ks5; then
+    BIN=roofline-ks ks_probe ks5 "14336x4096 28672x4096" "int4_g128 mxfp4" "|" "-DKS=1|" "-DKS=1|multicast=true" \
+        "-DKS=1 -DKS_NOMC=1|multicast=true" "-DKS=1|split_k=2,cluster=false" "|split_k=2,cluster=false" "|split_k=2"
 fi
