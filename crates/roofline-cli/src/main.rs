@@ -7,7 +7,7 @@ mod output;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Roofline predictions, GPU measurements and quantization advice for transformer inference.
 ///
@@ -79,7 +79,16 @@ enum GpuCommand {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // `--version` names the CUDA sources compiled into this binary (what a GPU run of it executes).
+    let version: &'static str = Box::leak(
+        format!("{} (CUDA kernel sources {})", env!("CARGO_PKG_VERSION"), roofline_gpu::kernel_sources_hash())
+            .into_boxed_str(),
+    );
+    let matches = Cli::command().version(version).get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         Command::Predict(args) => cmd::predict::run(args),
         Command::Model(args) => cmd::model::run(args),

@@ -411,3 +411,13 @@ fn sweep_writes_csv_and_json_and_gpu_commands_fail_cleanly_without_gpu() {
         .failure()
         .stderr(predicate::str::contains("needs a Blackwell GPU").and(predicate::str::contains("--weights NVFP4")));
 }
+
+#[test]
+fn version_names_the_cuda_sources_it_carries() {
+    let out = roofline().arg("--version").output().expect("runs");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let want = format!("(CUDA kernel sources {})", roofline_gpu::kernel_sources_hash());
+    assert!(text.starts_with(concat!("roofline ", env!("CARGO_PKG_VERSION"))), "{text}");
+    assert!(text.contains(&want), "{text}");
+}

@@ -12,6 +12,7 @@ mod gemm;
 pub mod lt;
 pub mod model_bench;
 pub mod power;
+mod provenance;
 mod timing;
 pub mod weight_only;
 
@@ -24,6 +25,7 @@ use thiserror::Error;
 
 pub use gemm::{gemm_scheme, KernelKind, GEMM_FORMATS};
 pub use power::{MeterReading, PowerMeter};
+pub use provenance::kernel_sources_hash;
 pub use timing::{TimingConfig, TimingStats};
 
 /// Errors of the GPU engine.

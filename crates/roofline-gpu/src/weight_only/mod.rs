@@ -1974,6 +1974,7 @@ impl Gpu {
             ),
             None => describe(gemv, format, opts.x, &plan, grid_n, sets, stats.inner),
         };
+        let kernel = with_sources(kernel);
         Ok(WeightOnlyMeasurement {
             format,
             x: opts.x,
@@ -1991,6 +1992,17 @@ impl Gpu {
             kernel,
             graph,
         })
+    }
+}
+
+/// A measured kernel's words with the CUDA sources it was built from ([`crate::kernel_sources_hash`]) and
+/// any developer options of `ROOFLINE_NVRTC_EXTRA` (which change what runs).
+fn with_sources(kernel: String) -> String {
+    let extra = nvrtc::extra_options();
+    if extra.is_empty() {
+        format!("{kernel}, CUDA sources {}", crate::kernel_sources_hash())
+    } else {
+        format!("{kernel}, CUDA sources {} with {}", crate::kernel_sources_hash(), extra.join(" "))
     }
 }
 
