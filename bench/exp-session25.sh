@@ -92,3 +92,14 @@ if has ks5; then
     BIN=roofline-ks ks_probe ks5 "14336x4096 28672x4096" "int4_g128 mxfp4" "|" "-DKS=1|" "-DKS=1|multicast=true" \
         "-DKS=1 -DKS_NOMC=1|multicast=true" "-DKS=1|split_k=2,cluster=false" "|split_k=2,cluster=false" "|split_k=2"
 fi
+#   ks6     (BIN=roofline-ks: 28976cd + KS_ROT / KS_NS switches) the K stream with each CTA starting its walk
+#           at another stage (KS_ROT) and with fewer slots (KS_NS), against the bulk ring
+if has ks6; then
+    BIN=roofline-ks ks_probe ks6 "14336x4096 28672x4096" "int4_g128 mxfp4" "|" "-DKS=1|" "-DKS=1 -DKS_ROT=1|" \
+        "-DKS=1 -DKS_ROT=1 -DKS_NS=4|" "-DKS=1 -DKS_NS=3|" "-DKS=1 -DKS_ROT=1 -DKS_G=4|"
+fi
+#   ks7     (BIN=roofline-ks) the K stream's stage size: 4-, 8- and 16-tile units (KS_G) over 1 or 2 K parts
+if has ks7; then
+    BIN=roofline-ks ks_probe ks7 "14336x4096 28672x4096" "int4_g128 mxfp4" "-DKS=1 -DKS_G=4|" "-DKS=1 -DKS_G=4 -DKS_KW=1|" \
+        "-DKS=1 -DKS_G=8|" "-DKS=1 -DKS_G=8 -DKS_KW=1|" "-DKS=1 -DKS_G=16 -DKS_KW=1|"
+fi
