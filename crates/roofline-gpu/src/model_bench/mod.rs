@@ -24,7 +24,7 @@ use crate::weight_only::pack::PackedWeights;
 use crate::weight_only::precompile;
 use crate::weight_only::{
     launch_cluster_ex, launch_ex, max_active_clusters, quantize_pack, DeviceWeights, Fusion, GemvOverride, Variant,
-    WeightOnlyGemv, WoFormat, XDtype,
+    WeightOnlyGemv, WoFormat, XDtype, MAX_M,
 };
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
 pub use attn_qkv::{QkvAttention, QkvShape};
@@ -176,8 +176,8 @@ impl BenchConfig {
                 self.heads / self.kv_heads
             ));
         }
-        if !(1..=16).contains(&self.batch) {
-            return bad(format!("batch must be 1..=16 (the weight-only kernels' M), got {}", self.batch));
+        if !(1..=MAX_M).contains(&self.batch) {
+            return bad(format!("batch must be 1..={MAX_M} (the weight-only kernels' M), got {}", self.batch));
         }
         if self.layers_built == 0 || self.layers_built > self.layers {
             return bad(format!("--layers must be 1..={}, got {}", self.layers, self.layers_built));

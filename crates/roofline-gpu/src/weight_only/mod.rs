@@ -82,6 +82,10 @@ pub enum Variant {
     XMma,
 }
 
+/// Most rows of x (tokens) the weight-only kernels take: every kernel, workspace and server check is built
+/// for M = 1..=`MAX_M`, the decode regime.
+pub const MAX_M: usize = 16;
+
 impl Variant {
     /// The fastest variant measured on the H100 for `m` rows of x (bench/RESULTS.md): tensor cores with x
     /// stationary for every weight format they take (all but BF16) with FP16 activations from M = 3 (4-bit
@@ -1373,7 +1377,7 @@ impl WeightOnlyGemv {
             xzeros: up(&st.xzeros)?,
             global_scale: p.global_scale,
             xreg_tables: st.variant == Variant::XReg && !st.mma_layout,
-            workspace: self.stream.alloc_zeros::<f32>(16 * p.n)?,
+            workspace: self.stream.alloc_zeros::<f32>(MAX_M * p.n)?,
             counters: self.stream.alloc_zeros::<u32>(p.n.div_ceil(4) + 1)?,
         })
     }
@@ -1444,8 +1448,8 @@ impl WeightOnlyGemv {
                 return Err(GpuError::Unsupported(format!("the fused RMSNorm needs eps > 0, got {eps}")));
             }
         }
-        if !(1..=16).contains(&m) {
-            return Err(GpuError::Unsupported(format!("weight-only kernels take M = 1..16 rows of x, not {m}")));
+        if !(1..=MAX_M).contains(&m) {
+            return Err(GpuError::Unsupported(format!("weight-only kernels take M = 1..{MAX_M} rows of x, not {m}")));
         }
         // With SwiGLU on load, x is the gate_up row: 2K values per row.
         let xk = if fusion.silu_x { 2 * k } else { k };
@@ -1532,7 +1536,7 @@ impl WeightOnlyGemv {
         // ..., int n_rows, int k, int last, int flags, float eps) in order and type,
         // each pointing at a local that lives until the launch returns; codes hold N*K*bits/8 bytes (checked
         // by `pack`), scales/zeros hold the tables the format and kernel read (or 16 dummy bytes), x and y
-        // hold at least M*K and M*N elements (checked above), the workspace holds 16*N floats (M <= 16) and
+        // hold at least M*K and M*N elements (checked above), the workspace holds MAX_M*N floats (M <= MAX_M) and
         // the counters one per CTA along N (blocks_n <= ceil(N / 4)), all zero between calls. The guards
         // `_g*` keep the buffers' stream ordering until the launch is queued. PDL is requested only for
         // kernels compiled with it (their `griddepcontrol.wait` precedes every access to x, y and workspace);
@@ -1864,9 +1868,9 @@ impl Gpu {
     ) -> Result<Vec<Result<WeightOnlyMeasurement, GpuError>>, GpuError> {
         let wf = WoFormat::from_format(format)?;
         wf.check_k(k)?;
-        if !(1..=16).contains(&m) || n == 0 {
+        if !(1..=MAX_M).contains(&m) || n == 0 {
             return Err(GpuError::Unsupported(format!(
-                "weight-only shapes need M in 1..=16 and N > 0, got M={m}, N={n}"
+                "weight-only shapes need M in 1..={MAX_M} and N > 0, got M={m}, N={n}"
             )));
         }
         let mut engines = Vec::with_capacity(configs.len());

@@ -366,8 +366,12 @@ pub(crate) fn extra_options() -> Vec<String> {
 
 fn compile_uncached(key: &KernelKey) -> Result<CompiledKernel, GpuError> {
     nvrtc_available()?;
-    if !(1..=16).contains(&key.m) {
-        return Err(GpuError::Unsupported(format!("weight-only kernels take M = 1..16 rows of x, not {}", key.m)));
+    if !(1..=super::MAX_M).contains(&(key.m as usize)) {
+        return Err(GpuError::Unsupported(format!(
+            "weight-only kernels take M = 1..{} rows of x, not {}",
+            super::MAX_M,
+            key.m
+        )));
     }
     if key.arch < key.format.min_arch() {
         return Err(GpuError::Unsupported(format!(

@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use roofline_core::{predict, DualPoint, Format, Gemm, Scheme};
-use roofline_gpu::weight_only::{GemvOverride, WoFormat};
+use roofline_gpu::weight_only::{GemvOverride, WoFormat, MAX_M};
 use roofline_gpu::{gemm_scheme, Gpu, GpuError, KernelKind, TimingConfig, GEMM_FORMATS};
 use serde::Deserialize;
 use utoipa::ToSchema;
@@ -179,7 +179,7 @@ impl Kernel {
 }
 
 /// The kernel `body` asks for, checked: a dense format cuBLASLt runs, or weight-only weights and activations
-/// roofline's GEMV kernels take (at most 16 rows of x).
+/// roofline's GEMV kernels take (at most [`MAX_M`] rows of x).
 fn what_to_measure(body: &MeasureBody) -> Result<Kernel, ApiError> {
     let format = |field: &str, v: &str| v.parse::<Format>().map_err(|e| ApiError::invalid(field, e.to_string()));
     let Some(w) = body.weights.as_deref() else {
@@ -216,8 +216,11 @@ fn what_to_measure(body: &MeasureBody) -> Result<Kernel, ApiError> {
             format!("weight-only kernels take FP16 or BF16 x, not {activations}"),
         ));
     }
-    if body.m > 16 {
-        return Err(ApiError::invalid("m", format!("weight-only kernels take M = 1 to 16 rows of x, not {}", body.m)));
+    if body.m > MAX_M as u64 {
+        return Err(ApiError::invalid(
+            "m",
+            format!("weight-only kernels take M = 1 to {MAX_M} rows of x, not {}", body.m),
+        ));
     }
     Ok(Kernel::WeightOnly(Scheme::weight_only(weights, activations)))
 }
