@@ -103,3 +103,28 @@ if has ks7; then
     BIN=roofline-ks ks_probe ks7 "14336x4096 28672x4096" "int4_g128 mxfp4" "-DKS=1 -DKS_G=4|" "-DKS=1 -DKS_G=4 -DKS_KW=1|" \
         "-DKS=1 -DKS_G=8|" "-DKS=1 -DKS_G=8 -DKS_KW=1|" "-DKS=1 -DKS_G=16 -DKS_KW=1|"
 fi
+#   ks8     (.gpu/weight_only_gpu-ks: 28976cd + the KS_ROT patch) the K stream with 4-tile units: 1 row of x
+#           (EXP_XROWS), the loads alone (EXP_LOADONLY), both, against the bulk ring's same probes
+if has ks8; then
+    for ks in "-DKS=1 -DKS_G=4" "-DKS=0"; do
+        for extra in "" "-DEXP_XROWS=1" "-DEXP_LOADONLY=1" "-DEXP_LOADONLY=1 -DEXP_XROWS=1"; do
+            echo "=== [$ks $extra]" | tee -a "$out/ks8.txt"
+            ROOFLINE_NVRTC_EXTRA="$ks $extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 \
+                ROOFLINE_TUNE_SHAPES=16x14336x4096,16x28672x4096 ROOFLINE_TUNE_FORMATS=INT4_G128 \
+                ROOFLINE_TUNE_ONLY="XSM+XB NST=2 U=4 W=16" .gpu/weight_only_gpu-ks --ignored tune_table --nocapture 2>&1 \
+                | grep -E "^TT " | grep -E "S=1" | tee -a "$out/ks8.txt"
+        done
+    done
+fi
+#   ks9     (.gpu/weight_only_gpu-ks) the K stream's x through cp.async (KS_XLSU, the load-store path) instead
+#           of bulk copies: the kernel and the loads alone
+if has ks9; then
+    for extra in "-DKS_G=4 -DKS_XLSU=1" "-DKS_G=4 -DKS_XLSU=1 -DEXP_LOADONLY=1" "-DKS_G=8 -DKS_XLSU=1" \
+        "-DKS_G=8 -DKS_XLSU=1 -DEXP_LOADONLY=1"; do
+        echo "=== [-DKS=1 $extra]" | tee -a "$out/ks9.txt"
+        ROOFLINE_NVRTC_EXTRA="-DKS=1 $extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 \
+            ROOFLINE_TUNE_SHAPES=16x14336x4096,16x28672x4096 ROOFLINE_TUNE_FORMATS=INT4_G128 \
+            ROOFLINE_TUNE_ONLY="XSM+XB NST=2 U=4 W=16" .gpu/weight_only_gpu-ks --ignored tune_table --nocapture 2>&1 \
+            | grep -E "^TT " | grep -E "S=1" | tee -a "$out/ks9.txt"
+    done
+fi
