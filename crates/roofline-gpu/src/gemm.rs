@@ -171,11 +171,10 @@ impl Gpu {
                     tflops: cost.flops as f64 / (wo.stats.median_us * 1e6),
                     bandwidth_gb_s: cost.bytes as f64 / (wo.stats.median_us * 1e3),
                     kernel: format!(
-                        "{} (rel. error {:.1e} vs f64 reference, {} rotating weight sets, {} launches per sample{}{})",
+                        // (the kernel's words already say its rotating weight sets and launches per sample)
+                        "{} (rel. error {:.1e} vs f64 reference{}{})",
                         wo.kernel,
                         wo.rel_error,
-                        wo.sets,
-                        wo.stats.inner,
                         wo.graph.map_or(String::new(), |g| format!(
                             "; CUDA-graph replay {:.2} us a launch ({} launches a graph)",
                             g.median_us, g.inner
