@@ -17,13 +17,8 @@
 #   m16x    batch-16 bulk ring with x in coarser chunks (-DXCT=32, 64 tiles: 2 or 1 chunks at K = 4096)
 #   m16     batch-16 bulk ring with x in finer chunks (-DXCT=4, 8 tiles); session 24's run (r3) also tried
 #           the chunks in a rotated order per CTA (-DXSTAGGER=1, since removed: no gain)
-set -uo pipefail
-out=${OUT:-/tmp/exp-session24}
-mkdir -p "$out"
-parts=${1:-verify}
-hw=bench/results/h100-measured.toml
-has() { [[ ",$parts," == *",$1,"* ]]; }
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session24 "${1:-verify}"
 if has verify; then
     .gpu/ffn_gpu --ignored --nocapture 2>&1 | grep -E "fused FFN|test result|FAILED|panicked" | tee "$out/verify.txt"
     .gpu/ring_gpu --ignored 2>&1 | grep -E "test |test result|FAILED|panicked" | tee -a "$out/verify.txt"

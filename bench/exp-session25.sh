@@ -6,13 +6,8 @@
 # probes: no gain); build .gpu/ from that commit to rerun them.
 #   ks      the K-stream batch-16 kernel (KS=1: a producer warp streams x and the weights a K stage at a
 #           time for all of a CTA's row tiles) against the bulk ring, 4-bit formats at M = 16, one split
-set -uo pipefail
-out=${OUT:-/tmp/exp-session25}
-mkdir -p "$out"
-parts=${1:-verify}
-hw=bench/results/h100-measured.toml
-has() { [[ ",$parts," == *",$1,"* ]]; }
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session25 "${1:-verify}"
 if has verify; then
     .gpu/model_bench_gpu --ignored 2>&1 | grep -E "test result|FAILED|panicked" | tee "$out/verify.txt"
     .gpu/server_api --ignored 2>&1 | grep -E "test result|FAILED|panicked" | tee -a "$out/verify.txt"
@@ -33,6 +28,18 @@ ks_probe() {
         done
     done
 }
+# $1: log, $2: test binary in .gpu/, $3: shapes MxNxK (comma-separated), then one NVRTC extra option set per
+# table: tune_table's rows of the bulk-ring plan in one split, INT4, any error accepted (the wrong-result probes).
+ks_tune() {
+    local log=$1 bin=$2 shapes=$3 extra
+    shift 3
+    for extra in "$@"; do
+        echo "=== [$extra]" | tee -a "$out/$log.txt"
+        ROOFLINE_NVRTC_EXTRA="$extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 ROOFLINE_TUNE_SHAPES=$shapes \
+            ROOFLINE_TUNE_FORMATS=INT4_G128 ROOFLINE_TUNE_ONLY="XSM+XB NST=2 U=4 W=16" \
+            .gpu/$bin --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=1|splits +1 " | tee -a "$out/$log.txt"
+    done
+}
 if has ks; then
     ks_probe ks "14336x4096 28672x4096" "int4_g128 mxfp4 nvfp4 nf4" \
         "|" "-DKS=1|split_k=1" "-DKS=1 -DKS_KW=4|split_k=1" "-DKS=1 -DKS_KW=1|split_k=1"
@@ -43,13 +50,7 @@ fi
 #           x cut to 1 row (EXP_XROWS, wrong results), the loads alone (EXP_LOADONLY), both; the bulk ring too
 if has ksexp; then
     for extra in "" "-DEXP_XROWS=1" "-DEXP_LOADONLY=1" "-DEXP_LOADONLY=1 -DEXP_XROWS=1" "-DEXP_XROWS=8"; do
-        for ks in 0 1; do
-            echo "=== KS=$ks [$extra]" | tee -a "$out/ksexp.txt"
-            ROOFLINE_NVRTC_EXTRA="-DKS=$ks $extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 ROOFLINE_TUNE_SHAPES=16x14336x4096,16x28672x4096 \
-                ROOFLINE_TUNE_FORMATS=INT4_G128 ROOFLINE_TUNE_ONLY="XSM+XB NST=2 U=4 W=16" \
-                .gpu/weight_only_gpu --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=1|splits +1 " \
-                | tee -a "$out/ksexp.txt"
-        done
+        ks_tune ksexp weight_only_gpu 16x14336x4096,16x28672x4096 "-DKS=0 $extra" "-DKS=1 $extra"
     done
 fi
 #   ks2     the K stream with x's copies shared by CTA pairs (multicast=true) and in 2 / 4 K splits summed in
@@ -64,13 +65,8 @@ fi
 #           with the loads alone / 1 row of x, against the bulk ring
 if has ks3; then
     ks_probe ks3 "14336x4096 28672x4096" "int4_g128 mxfp4 nvfp4 nf4" "|" "-DKS=1 -DKS_XLSU=1|"
-    for extra in "-DKS=1 -DKS_XLSU=1" "-DKS=1 -DKS_XLSU=1 -DEXP_LOADONLY=1" "-DKS=1 -DKS_XLSU=1 -DEXP_XROWS=1" \
-        "-DKS=1 -DKS_XLSU=1 -DEXP_LOADONLY=1 -DEXP_XROWS=1"; do
-        echo "=== [$extra]" | tee -a "$out/ks3.txt"
-        ROOFLINE_NVRTC_EXTRA="$extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 ROOFLINE_TUNE_SHAPES=16x14336x4096 \
-            ROOFLINE_TUNE_FORMATS=INT4_G128 ROOFLINE_TUNE_ONLY="XSM+XB NST=2 U=4 W=16" \
-            .gpu/weight_only_gpu --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=1" | tee -a "$out/ks3.txt"
-    done
+    ks_tune ks3 weight_only_gpu 16x14336x4096 "-DKS=1 -DKS_XLSU=1" "-DKS=1 -DKS_XLSU=1 -DEXP_LOADONLY=1" \
+        "-DKS=1 -DKS_XLSU=1 -DEXP_XROWS=1" "-DKS=1 -DKS_XLSU=1 -DEXP_LOADONLY=1 -DEXP_XROWS=1"
 fi
 #   ks4     the K stream in 2 K splits with wider stages (KS_KW / KS_G) and 4-tile units in one split; ncu
 #           memory tables of the K stream at 16x14336x4096 and of the M = 1 GEMV
@@ -107,24 +103,13 @@ fi
 #           (EXP_XROWS), the loads alone (EXP_LOADONLY), both, against the bulk ring's same probes
 if has ks8; then
     for ks in "-DKS=1 -DKS_G=4" "-DKS=0"; do
-        for extra in "" "-DEXP_XROWS=1" "-DEXP_LOADONLY=1" "-DEXP_LOADONLY=1 -DEXP_XROWS=1"; do
-            echo "=== [$ks $extra]" | tee -a "$out/ks8.txt"
-            ROOFLINE_NVRTC_EXTRA="$ks $extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 \
-                ROOFLINE_TUNE_SHAPES=16x14336x4096,16x28672x4096 ROOFLINE_TUNE_FORMATS=INT4_G128 \
-                ROOFLINE_TUNE_ONLY="XSM+XB NST=2 U=4 W=16" .gpu/weight_only_gpu-ks --ignored tune_table --nocapture 2>&1 \
-                | grep -E "^TT " | grep -E "S=1" | tee -a "$out/ks8.txt"
-        done
+        ks_tune ks8 weight_only_gpu-ks 16x14336x4096,16x28672x4096 "$ks" "$ks -DEXP_XROWS=1" "$ks -DEXP_LOADONLY=1" \
+            "$ks -DEXP_LOADONLY=1 -DEXP_XROWS=1"
     done
 fi
 #   ks9     (.gpu/weight_only_gpu-ks) the K stream's x through cp.async (KS_XLSU, the load-store path) instead
 #           of bulk copies: the kernel and the loads alone
 if has ks9; then
-    for extra in "-DKS_G=4 -DKS_XLSU=1" "-DKS_G=4 -DKS_XLSU=1 -DEXP_LOADONLY=1" "-DKS_G=8 -DKS_XLSU=1" \
-        "-DKS_G=8 -DKS_XLSU=1 -DEXP_LOADONLY=1"; do
-        echo "=== [-DKS=1 $extra]" | tee -a "$out/ks9.txt"
-        ROOFLINE_NVRTC_EXTRA="-DKS=1 $extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 \
-            ROOFLINE_TUNE_SHAPES=16x14336x4096,16x28672x4096 ROOFLINE_TUNE_FORMATS=INT4_G128 \
-            ROOFLINE_TUNE_ONLY="XSM+XB NST=2 U=4 W=16" .gpu/weight_only_gpu-ks --ignored tune_table --nocapture 2>&1 \
-            | grep -E "^TT " | grep -E "S=1" | tee -a "$out/ks9.txt"
-    done
+    ks_tune ks9 weight_only_gpu-ks 16x14336x4096,16x28672x4096 "-DKS=1 -DKS_G=4 -DKS_XLSU=1" \
+        "-DKS=1 -DKS_G=4 -DKS_XLSU=1 -DEXP_LOADONLY=1" "-DKS=1 -DKS_G=8 -DKS_XLSU=1" "-DKS=1 -DKS_G=8 -DKS_XLSU=1 -DEXP_LOADONLY=1"
 fi
