@@ -12,66 +12,38 @@ if has verify; then
     .gpu/model_bench_gpu --ignored 2>&1 | grep -E "test result|FAILED|panicked" | tee "$out/verify.txt"
     .gpu/server_api --ignored 2>&1 | grep -E "test result|FAILED|panicked" | tee -a "$out/verify.txt"
 fi
-# $1: log, $2: shapes NxK at M = 16, $3: formats, then one "EXTRA|GEMV" setting per table.
-ks_probe() {
-    local log=$1 shapes=$2 fmts=$3 s extra gemv nk f args
-    shift 3
-    args=""
-    for f in $fmts; do args="$args -p $f"; done
-    for s in "$@"; do
-        extra=${s%%|*}
-        gemv=${s#*|}
-        for nk in $shapes; do
-            echo "=== [$extra] [$gemv] 16x$nk" | tee -a "$out/$log.txt"
-            ROOFLINE_NVRTC_EXTRA="$extra" timeout 120 .gpu/${BIN:-roofline} compare --weight-only --hw $hw --m 16 --n ${nk%x*} \
-                --k ${nk#*x} $args ${gemv:+--gemv $gemv} 2>&1 | grep -E "W:|rror" | tee -a "$out/$log.txt"
-        done
-    done
-}
-# $1: log, $2: test binary in .gpu/, $3: shapes MxNxK (comma-separated), then one NVRTC extra option set per
-# table: tune_table's rows of the bulk-ring plan in one split, INT4, any error accepted (the wrong-result probes).
-ks_tune() {
-    local log=$1 bin=$2 shapes=$3 extra
-    shift 3
-    for extra in "$@"; do
-        echo "=== [$extra]" | tee -a "$out/$log.txt"
-        ROOFLINE_NVRTC_EXTRA="$extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 ROOFLINE_TUNE_SHAPES=$shapes \
-            ROOFLINE_TUNE_FORMATS=INT4_G128 ROOFLINE_TUNE_ONLY="XSM+XB NST=2 U=4 W=16" \
-            .gpu/$bin --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=1|splits +1 " | tee -a "$out/$log.txt"
-    done
-}
 if has ks; then
-    ks_probe ks "14336x4096 28672x4096" "int4_g128 mxfp4 nvfp4 nf4" \
+    m16_compare ks "14336x4096 28672x4096" "int4_g128 mxfp4 nvfp4 nf4" \
         "|" "-DKS=1|split_k=1" "-DKS=1 -DKS_KW=4|split_k=1" "-DKS=1 -DKS_KW=1|split_k=1"
-    ks_probe ks "4096x4096 6144x4096 4096x14336" "int4_g128 mxfp4" "|" "-DKS=1|split_k=1"
-    ks_probe ks "14336x4096" "fp8_e4m3 int8" "|" "-DKS=1|split_k=1"
+    m16_compare ks "4096x4096 6144x4096 4096x14336" "int4_g128 mxfp4" "|" "-DKS=1|split_k=1"
+    m16_compare ks "14336x4096" "fp8_e4m3 int8" "|" "-DKS=1|split_k=1"
 fi
 #   ksexp   where the K stream's time goes (tune_table, INT4 16x14336x4096, the bulk ring's plan): the kernel,
 #           x cut to 1 row (EXP_XROWS, wrong results), the loads alone (EXP_LOADONLY), both; the bulk ring too
 if has ksexp; then
     for extra in "" "-DEXP_XROWS=1" "-DEXP_LOADONLY=1" "-DEXP_LOADONLY=1 -DEXP_XROWS=1" "-DEXP_XROWS=8"; do
-        ks_tune ksexp weight_only_gpu 16x14336x4096,16x28672x4096 "-DKS=0 $extra" "-DKS=1 $extra"
+        bulk_tune ksexp weight_only_gpu 16x14336x4096,16x28672x4096 "-DKS=0 $extra" "-DKS=1 $extra"
     done
 fi
 #   ks2     the K stream with x's copies shared by CTA pairs (multicast=true) and in 2 / 4 K splits summed in
 #           clusters, against the bulk ring (default and with multicast)
 if has ks2; then
-    ks_probe ks2 "14336x4096 28672x4096" "int4_g128 mxfp4 nvfp4 nf4" \
+    m16_compare ks2 "14336x4096 28672x4096" "int4_g128 mxfp4 nvfp4 nf4" \
         "|" "|multicast=true" "-DKS=1|multicast=true" "-DKS=1|split_k=2" "-DKS=1|split_k=4"
-    ks_probe ks2 "4096x4096 4096x14336" "int4_g128 mxfp4" \
+    m16_compare ks2 "4096x4096 4096x14336" "int4_g128 mxfp4" \
         "|" "-DKS=1|multicast=true" "-DKS=1|split_k=2" "-DKS=1|split_k=4" "-DKS=1|split_k=8"
 fi
 #   ks3     the K stream with x through cp.async (the load-store path) instead of bulk copies (KS_XLSU), and
 #           with the loads alone / 1 row of x, against the bulk ring
 if has ks3; then
-    ks_probe ks3 "14336x4096 28672x4096" "int4_g128 mxfp4 nvfp4 nf4" "|" "-DKS=1 -DKS_XLSU=1|"
-    ks_tune ks3 weight_only_gpu 16x14336x4096 "-DKS=1 -DKS_XLSU=1" "-DKS=1 -DKS_XLSU=1 -DEXP_LOADONLY=1" \
+    m16_compare ks3 "14336x4096 28672x4096" "int4_g128 mxfp4 nvfp4 nf4" "|" "-DKS=1 -DKS_XLSU=1|"
+    bulk_tune ks3 weight_only_gpu 16x14336x4096 "-DKS=1 -DKS_XLSU=1" "-DKS=1 -DKS_XLSU=1 -DEXP_LOADONLY=1" \
         "-DKS=1 -DKS_XLSU=1 -DEXP_XROWS=1" "-DKS=1 -DKS_XLSU=1 -DEXP_LOADONLY=1 -DEXP_XROWS=1"
 fi
 #   ks4     the K stream in 2 K splits with wider stages (KS_KW / KS_G) and 4-tile units in one split; ncu
 #           memory tables of the K stream at 16x14336x4096 and of the M = 1 GEMV
 if has ks4; then
-    ks_probe ks4 "14336x4096 28672x4096" "int4_g128 mxfp4" "|" "-DKS=1 -DKS_KW=2|split_k=2" \
+    m16_compare ks4 "14336x4096 28672x4096" "int4_g128 mxfp4" "|" "-DKS=1 -DKS_KW=2|split_k=2" \
         "-DKS=1 -DKS_G=4|split_k=2" "-DKS=1 -DKS_G=4|" "-DKS=1 -DKS_G=4 -DKS_KW=1|"
     for spec in "16|-DKS=1|wo_mma_xb" "16||wo_mma_xb" "1||wo_"; do
         m=${spec%%|*}; rest=${spec#*|}; extra=${rest%%|*}; kern=${rest#*|}
@@ -85,31 +57,31 @@ fi
 #   ks5     (BIN=roofline-ks, built from 28976cd with KS_NOMC) what a cluster pair costs the K stream without x
 #           multicast (KS_NOMC), and 2 K splits through the workspace (cluster=false) instead of a cluster
 if has ks5; then
-    BIN=roofline-ks ks_probe ks5 "14336x4096 28672x4096" "int4_g128 mxfp4" "|" "-DKS=1|" "-DKS=1|multicast=true" \
+    BIN=roofline-ks m16_compare ks5 "14336x4096 28672x4096" "int4_g128 mxfp4" "|" "-DKS=1|" "-DKS=1|multicast=true" \
         "-DKS=1 -DKS_NOMC=1|multicast=true" "-DKS=1|split_k=2,cluster=false" "|split_k=2,cluster=false" "|split_k=2"
 fi
 #   ks6     (BIN=roofline-ks: 28976cd + KS_ROT / KS_NS switches) the K stream with each CTA starting its walk
 #           at another stage (KS_ROT) and with fewer slots (KS_NS), against the bulk ring
 if has ks6; then
-    BIN=roofline-ks ks_probe ks6 "14336x4096 28672x4096" "int4_g128 mxfp4" "|" "-DKS=1|" "-DKS=1 -DKS_ROT=1|" \
+    BIN=roofline-ks m16_compare ks6 "14336x4096 28672x4096" "int4_g128 mxfp4" "|" "-DKS=1|" "-DKS=1 -DKS_ROT=1|" \
         "-DKS=1 -DKS_ROT=1 -DKS_NS=4|" "-DKS=1 -DKS_NS=3|" "-DKS=1 -DKS_ROT=1 -DKS_G=4|"
 fi
 #   ks7     (BIN=roofline-ks) the K stream's stage size: 4-, 8- and 16-tile units (KS_G) over 1 or 2 K parts
 if has ks7; then
-    BIN=roofline-ks ks_probe ks7 "14336x4096 28672x4096" "int4_g128 mxfp4" "-DKS=1 -DKS_G=4|" "-DKS=1 -DKS_G=4 -DKS_KW=1|" \
+    BIN=roofline-ks m16_compare ks7 "14336x4096 28672x4096" "int4_g128 mxfp4" "-DKS=1 -DKS_G=4|" "-DKS=1 -DKS_G=4 -DKS_KW=1|" \
         "-DKS=1 -DKS_G=8|" "-DKS=1 -DKS_G=8 -DKS_KW=1|" "-DKS=1 -DKS_G=16 -DKS_KW=1|"
 fi
 #   ks8     (.gpu/weight_only_gpu-ks: 28976cd + the KS_ROT patch) the K stream with 4-tile units: 1 row of x
 #           (EXP_XROWS), the loads alone (EXP_LOADONLY), both, against the bulk ring's same probes
 if has ks8; then
     for ks in "-DKS=1 -DKS_G=4" "-DKS=0"; do
-        ks_tune ks8 weight_only_gpu-ks 16x14336x4096,16x28672x4096 "$ks" "$ks -DEXP_XROWS=1" "$ks -DEXP_LOADONLY=1" \
+        bulk_tune ks8 weight_only_gpu-ks 16x14336x4096,16x28672x4096 "$ks" "$ks -DEXP_XROWS=1" "$ks -DEXP_LOADONLY=1" \
             "$ks -DEXP_LOADONLY=1 -DEXP_XROWS=1"
     done
 fi
 #   ks9     (.gpu/weight_only_gpu-ks) the K stream's x through cp.async (KS_XLSU, the load-store path) instead
 #           of bulk copies: the kernel and the loads alone
 if has ks9; then
-    ks_tune ks9 weight_only_gpu-ks 16x14336x4096,16x28672x4096 "-DKS=1 -DKS_G=4 -DKS_XLSU=1" \
+    bulk_tune ks9 weight_only_gpu-ks 16x14336x4096,16x28672x4096 "-DKS=1 -DKS_G=4 -DKS_XLSU=1" \
         "-DKS=1 -DKS_G=4 -DKS_XLSU=1 -DEXP_LOADONLY=1" "-DKS=1 -DKS_G=8 -DKS_XLSU=1" "-DKS=1 -DKS_G=8 -DKS_XLSU=1 -DEXP_LOADONLY=1"
 fi

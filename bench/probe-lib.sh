@@ -1,6 +1,6 @@
 # Sourced by the bench/exp-session*.sh probe scripts: `probe_start NAME PARTS` sets $out (logs: $OUT, else
 # /tmp/NAME), $parts (comma-separated, PARTS), $hw (the calibrated H100 profile) and `has PART`, and logs
-# the GPU's clocks, temperature and power to $out/gpu.txt.
+# the GPU's clocks, temperature and power to $out/gpu.txt; `bulk_tune` (below) runs wrong-result probes.
 set -uo pipefail
 probe_start() {
     out=${OUT:-/tmp/$1}
@@ -10,3 +10,34 @@ probe_start() {
     nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
 }
 has() { [[ ",$parts," == *",$1,"* ]]; }
+# `bulk_tune LOG BIN SHAPES EXTRA...`: tune_table's rows of the batch-16 bulk-ring plan in one split (INT4,
+# any error accepted: the wrong-result probes) from the test binary .gpu/BIN at SHAPES (MxNxK, comma-separated),
+# one table per NVRTC extra option set, to $out/LOG.txt.
+bulk_tune() {
+    local log=$1 bin=$2 shapes=$3 extra
+    shift 3
+    for extra in "$@"; do
+        echo "=== [$extra]" | tee -a "$out/$log.txt"
+        ROOFLINE_NVRTC_EXTRA="$extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 ROOFLINE_TUNE_SHAPES=$shapes \
+            ROOFLINE_TUNE_FORMATS=INT4_G128 ROOFLINE_TUNE_ONLY="XSM+XB NST=2 U=4 W=16" \
+            .gpu/$bin --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=1|splits +1 " | tee -a "$out/$log.txt"
+    done
+}
+# `m16_compare LOG SHAPES FORMATS SETTING...`: `compare --weight-only` at M = 16 for SHAPES (NxK, space-separated)
+# and FORMATS, one table per SETTING "EXTRA|GEMV" (ROOFLINE_NVRTC_EXTRA options | --gemv options; $BIN picks
+# another CLI build in .gpu/), to $out/LOG.txt.
+m16_compare() {
+    local log=$1 shapes=$2 fmts=$3 s extra gemv nk f args
+    shift 3
+    args=""
+    for f in $fmts; do args="$args -p $f"; done
+    for s in "$@"; do
+        extra=${s%%|*}
+        gemv=${s#*|}
+        for nk in $shapes; do
+            echo "=== [$extra] [$gemv] 16x$nk" | tee -a "$out/$log.txt"
+            ROOFLINE_NVRTC_EXTRA="$extra" timeout 120 .gpu/${BIN:-roofline} compare --weight-only --hw $hw --m 16 --n ${nk%x*} \
+                --k ${nk#*x} $args ${gemv:+--gemv $gemv} 2>&1 | grep -E "W:|rror" | tee -a "$out/$log.txt"
+        done
+    done
+}

@@ -121,7 +121,16 @@ __device__ __forceinline__ void decode_step(const uint4 (&qw)[QV], int s, u32 zg
 #endif
 }
 
+// Profiling experiment (ROOFLINE_NVRTC_EXTRA=-DEXP_NOMMA=1, wrong results): the MMAs dropped, their operands
+// still computed (an empty asm consumes them), so the time is the loads and the decode alone.
+#ifndef EXP_NOMMA
+#define EXP_NOMMA 0
+#endif
 __device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) {
+#if EXP_NOMMA
+    asm volatile("" ::"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    return;
+#endif
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};"
@@ -1015,6 +1024,12 @@ __device__ __forceinline__ void xb_stage_x(const u16* __restrict__ x, int k, int
     }
 }
 
+// Profiling experiment (ROOFLINE_NVRTC_EXTRA=-DEXP_XREUSE=r, wrong results for r > 1): x's fragments read from
+// shared memory (ldmatrix) for every r-th tile of a slot only, the others reusing them, so the ldmatrix
+// traffic is 1 / r of the real one (what reading x once for r row tiles would cost).
+#ifndef EXP_XREUSE
+#define EXP_XREUSE 1
+#endif
 #if FMT == 4
 // INT4: the two tiles of one group of 128 (an even tile and the next; x's fragments at `xa`, tiles u and u +
 // 1 of the slot): their eight k-steps' MMAs into one partial sum, flushed once with the group's scales
@@ -1028,10 +1043,10 @@ __device__ __forceinline__ void mma_group(const uint4 (&q0)[QV], const uint4 (&q
     for (int b = 0; b < NB; ++b)
 #pragma unroll
         for (int i = 0; i < 4; ++i) part[b][i] = 0.0f;
+    u32 bx[NB][4][2] = {};  // (dead stores unless EXP_XREUSE > 2)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-        u32 bx[NB][4][2];
-        xk_x_frags(xa, u + h, bx);
+        if ((u + h) % EXP_XREUSE == 0) xk_x_frags(xa, u + h, bx);
 #pragma unroll
         for (int s = 0; s < 4; ++s) {
             u32 a[4];
@@ -1070,11 +1085,11 @@ __device__ __forceinline__ void xb_slot(const u8* sp, int n, int ckt, u32 xa, in
         return;
     }
 #endif
+    u32 bx[NB][4][2] = {};
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         if (FULL || u < n) {
-            u32 bx[NB][4][2];
-            xk_x_frags(xa, u, bx);
+            if (u % EXP_XREUSE == 0) xk_x_frags(xa, u, bx);
 #if EXP_LOADONLY
             // Profiling experiment (wrong results): the slot's words consumed without decode or MMA.
             u32 xv = bx[0][0][0];
@@ -1221,7 +1236,8 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             xb_slot<true>(sp, n, ckt, xa, lane, g, acc);
         else
             xb_slot<false>(sp, n, ckt, xa, lane, g, acc);
-        // Every lane has used its words of the slot: lane 0 refills it with the slot NST on.
+        // Every lane has used its words of the slot: lane 0 refills it with the slot NST on. (Session 26
+        // refilled it as soon as its words were in registers, before the MMAs: no gain, RESULTS.md.)
         __syncwarp();
         if (lane == 0 && fc.left > 0) xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, fc, kb, ke, kt_total, w, scales);
         const int crt = cc.rt;

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Session 26 device probes. Run from the repository root on the GPU machine with .gpu/ built
+# (bench/build-gpu.sh); logs to $OUT. Parts (first argument, comma-separated):
+#   m16p    where the batch-16 bulk ring's time goes beyond the loads (tune_table, INT4 16x14336x4096 and
+#           16x28672x4096, wrong-result probes): x's fragments read from shared memory for every 2nd / 4th
+#           tile only (EXP_XREUSE), the MMAs dropped (EXP_NOMMA), the loads alone (EXP_LOADONLY), x cut to
+#           one row (EXP_XROWS), and combinations; the M = 1 GEMVs beside them
+#   ncu     Nsight Compute on the bulk ring (INT4 16x14336x4096) and the ring GEMV (INT4 and NF4
+#           1x14336x4096): pipe utilization, warp stalls, shared-memory wavefronts
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session26 "${1:-m16p}"
+if has m16p; then
+    bulk_tune m16p weight_only_gpu 16x14336x4096,16x28672x4096 "" "-DEXP_XREUSE=2" "-DEXP_XREUSE=4" \
+        "-DEXP_NOMMA=1" "-DEXP_NOMMA=1 -DEXP_XREUSE=4" "-DEXP_LOADONLY=1" "-DEXP_LOADONLY=1 -DEXP_XREUSE=4" \
+        "-DEXP_XROWS=1" "-DEXP_XROWS=1 -DEXP_XREUSE=4" "-DEXP_NOMMA=1 -DEXP_XROWS=1 -DEXP_XREUSE=4" ""
+    for nk in 14336x4096 28672x4096; do
+        timeout 120 .gpu/roofline compare --weight-only --hw $hw --m 1 --n ${nk%x*} --k ${nk#*x} -p int4_g128 -p nf4 \
+            2>&1 | grep -E "W:|rror" | tee -a "$out/m16p.txt"
+    done
+fi
+if has ncu; then
+    metrics=sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
+    metrics+=,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum,l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum
+    metrics+=,smsp__inst_executed.sum,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
+    metrics+=,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active
+    metrics+=,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum
+    for spec in "16|int4_g128|wo_mma_xb" "1|int4_g128|wo_ring" "1|nf4|wo_ring"; do
+        IFS='|' read -r m fmt kern <<<"$spec"
+        log="$out/ncu-m$m-$fmt.txt"
+        ncu --launch-skip 30 --launch-count 1 -k regex:$kern --section SpeedOfLight --section ComputeWorkloadAnalysis \
+            --section WarpStateStats --section InstructionStats --section MemoryWorkloadAnalysis_Tables \
+            --metrics $metrics .gpu/roofline measure --m $m --n 14336 --k 4096 --weights $fmt --hw $hw >"$log" 2>&1
+        echo "=== ncu M=$m $fmt ($kern)"
+        grep -E "Duration|Throughput|Busy|Issue|Stall|stall|pipe|wavefronts|bank|inst_executed|Executed Ipc|Warp Cycles" "$log" | head -60
+    done
+fi
+#   early   the bulk ring handing each slot back once its words are in registers (XB_EARLY, the default now)
+#           against after its MMAs (-DXB_EARLY=0): tune_table rows twice each, then `compare` at M = 16
+if has early; then
+    bulk_tune early weight_only_gpu 16x14336x4096,16x28672x4096 "-DXB_EARLY=0" "" "-DXB_EARLY=0" ""
+    m16_compare early "14336x4096 28672x4096 4096x14336 4096x4096" "int4_g128 nf4 mxfp4 nvfp4" "-DXB_EARLY=0|" "|"
+fi
+#   nf4fill NF4's pair table filled without bank conflicts (this build) against the base (.gpu/roofline-base):
+#           `compare` at M = 1, NF4 with INT4 as the control, base / new twice; the ring and FFN GPU tests
+if has nf4fill; then
+    for rep in 1 2; do
+        for bin in roofline-base roofline; do
+            for nk in 14336x4096 4096x14336 4096x4096 128256x4096; do
+                echo "=== $bin rep $rep 1x$nk" | tee -a "$out/nf4fill.txt"
+                timeout 120 .gpu/$bin compare --weight-only --hw $hw --m 1 --n ${nk%x*} --k ${nk#*x} -p nf4 -p int4_g128 \
+                    2>&1 | grep -E "W:|rror" | tee -a "$out/nf4fill.txt"
+            done
+        done
+    done
+    for t in ring_gpu ffn_gpu; do
+        timeout 200 .gpu/$t --ignored 2>&1 | grep -E "test result|FAILED|panicked" | tee -a "$out/nf4fill-tests.txt"
+    done
+fi
