@@ -56,3 +56,32 @@ if has nf4fill; then
         timeout 200 .gpu/$t --ignored 2>&1 | grep -E "test result|FAILED|panicked" | tee -a "$out/nf4fill-tests.txt"
     done
 fi
+#   nf4tab  NF4 on the bulk ring through a shared-memory table of code pairs (NF4_TAB; default 16 copies at
+#           the shapes) against the byte-permute decode (nf4_table=0), 8 copies, and slots of 2 tiles
+#           (32 copies fit), `compare` at M = 16 with INT4 as the control
+if has nf4tab; then
+    m16_compare nf4tab "14336x4096 28672x4096 4096x14336 4096x4096" "nf4 int4_g128" "|nf4_table=0" "|" \
+        "|nf4_table=8" "|unroll=2" "|unroll=2,nf4_table=0" "|nf4_table=0" "|"
+fi
+#   ftests  the weight-only GPU tests on this build (every format, variant and M; ~450 s)
+if has ftests; then
+    timeout 570 .gpu/weight_only_gpu --ignored 2>&1 | grep -E "^test |test result|FAILED|panicked" | tee "$out/ftests.txt"
+fi
+#   fperf   NF4 at M = 16 (default plan: the code-pair table) against the base (.gpu/roofline-base, byte
+#           permutes), `compare` at the issue's shapes, then model-bench Llama-3.1-8B batch 16 and 1
+if has fperf; then
+    for bin in roofline-base roofline; do
+        for nk in 14336x4096 28672x4096 4096x14336 4096x4096 6144x4096; do
+            echo "=== $bin 16x$nk" | tee -a "$out/fperf.txt"
+            timeout 120 .gpu/$bin compare --weight-only --hw $hw --m 16 --n ${nk%x*} --k ${nk#*x} -p nf4 2>&1 \
+                | grep -E "W:|rror" | tee -a "$out/fperf.txt"
+        done
+    done
+    for b in 16 1; do
+        for bin in roofline-base roofline; do
+            echo "=== $bin model-bench llama-3.1-8b batch $b" | tee -a "$out/fperf.txt"
+            .gpu/$bin model-bench --config llama-3.1-8b --batch $b --schemes nf4 --hw $hw 2>&1 \
+                | grep -E "^(step|tokens|│ (qkv|o_proj|gate_up|down|lm_head))" | tee -a "$out/fperf.txt"
+        done
+    done
+fi

@@ -66,6 +66,39 @@
 // sums come out 2^-7 small: the tensor scale takes 2^7 back.
 #define NV_UP 128.0f
 
+#if FMT == 5 && defined(NF4_TAB)
+// NF4_TAB (the bulk ring, set by the host where the table fits its shared memory; LaunchPlan::nf4_table):
+// NF4's codes decoded through a table of code pairs at the start of the dynamic shared memory instead of
+// `nf4_pairs`' byte permutes: the 256 values a byte of codes takes as f16x2 (code of the low nibble, code of
+// the high nibble), NF4_TAB copies (8, 16 or 32) each, lane l reading copy l % NF4_TAB (32: no bank
+// conflicts). Why: at M = 16 the byte-permute decode (about 20 integer instructions a word) made NF4 the
+// slowest 4-bit format, 22.6 us against INT4's 17.2 at 16x14336x4096 (session 26); at M = 1 the ring GEMV's
+// pair table took NF4 from 16.1 to 13.5 us (session 24).
+#define XB_TAB_BYTES (256 * NF4_TAB * 4)
+extern __shared__ __align__(128) u8 nf4_dyn[];  // the dynamic shared memory (wo_mma_xb's xb_smem)
+
+// Fills the table; every thread of the CTA calls it, the caller synchronizes before the first lookup. Entry e
+// is `nf4_pairs` of the byte e; a warp's 16-byte stores are consecutive (no bank conflicts).
+__device__ __forceinline__ void nf4_tab_fill() {
+    constexpr int per_row = NF4_TAB / 4;  // 16-byte stores a row
+    for (int c = threadIdx.x; c < 256 * per_row; c += blockDim.x) {
+        const int e = c / per_row;
+        u32 p[4];
+        nf4_pairs((u32)e, p);
+        *(uint4*)(nf4_dyn + e * NF4_TAB * 4 + (c % per_row) * 16) = make_uint4(p[0], p[0], p[0], p[0]);
+    }
+}
+
+// The 8 codes of word v as `nf4_pairs` gives them: p[k] = the pair of byte k, one shared-memory load each.
+__device__ __forceinline__ void nf4_tab_pairs(u32 v, u32 p[4]) {
+    const u32 copy = ((u32)threadIdx.x % NF4_TAB) * 4u;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) p[k] = *(const u32*)(nf4_dyn + prmt(v, 0u, 0x4440u + k) * (NF4_TAB * 4u) + copy);
+}
+#else
+#define XB_TAB_BYTES 0
+#endif
+
 // Decodes one word into the four f16x2 A registers. zg: INT4 zero-point pair (1024 + z) of row g; zg8: the
 // pair -(64 + z) of row g + 8 (see Meta::zp).
 __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
@@ -82,6 +115,9 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
     asm("fma.rn.f16x2 %0, %0, %1, %2;" : "+r"(a[1]) : "r"(0x2c002c00u), "r"(zg8));
     asm("sub.f16x2 %0, %0, %1;" : "+r"(a[2]) : "r"(zg));
     asm("fma.rn.f16x2 %0, %0, %1, %2;" : "+r"(a[3]) : "r"(0x2c002c00u), "r"(zg8));
+#elif FMT == 5 && defined(NF4_TAB)
+    // NF4 through the bulk ring's shared-memory table of code pairs (nf4_tab_pairs below).
+    nf4_tab_pairs(v, a);
 #elif FMT == 5
     // NF4 -> f16 through byte tables (wo_prims.cuh `nf4_pairs`): the A registers are neighbour pairs.
     nf4_pairs(v, a);
@@ -1158,7 +1194,8 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
           int n_rows, int k, int rtpc, int flags, float eps) {
     pdl_trigger();
     flags = fuse_flags(flags);
-    extern __shared__ __align__(128) u8 xb_smem[];
+    extern __shared__ __align__(128) u8 xb_dyn[];
+    u8* const xb_smem = xb_dyn + XB_TAB_BYTES;  // x, the rings and the parking table after NF4's table, if any
     __shared__ __align__(8) unsigned long long full[WARPS][NST];
     __shared__ __align__(8) unsigned long long xfull[XB_XCH];
     __shared__ float fuse_inv[MT];
@@ -1180,7 +1217,7 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     const u32 bar_s = (u32)__cvta_generic_to_shared(&full[warp][0]);
     float* red = (float*)(xb_smem + xbytes + WARPS * NST * XB_SLOT);  // the parking table, if any
     const int ps = rtpc * 16 + 4;
-    const bool table = dynamic_smem_bytes() >= (u32)(xbytes + WARPS * NST * XB_SLOT + MT * ps * 4);
+    const bool table = dynamic_smem_bytes() >= (u32)(XB_TAB_BYTES + xbytes + WARPS * NST * XB_SLOT + MT * ps * 4);
     const bool bal = xb_balanced(table, rt_end - rt0);
     const bool split = gridDim.y > 1;
     const bool parked = bal || (CL && split);  // the sums go through the table (CL plans always have it)
@@ -1200,6 +1237,9 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
             if (fc.left > 0) xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, fc, kb, ke, kt_total, w, scales);
     }
     __syncwarp();
+#if FMT == 5 && defined(NF4_TAB)
+    nf4_tab_fill();  // depends on no kernel (read after the barrier below)
+#endif
     pdl_wait();
 #if XMC
     cluster_sync();  // the pair's chunk barriers initialized before either requests x into both
@@ -1210,7 +1250,8 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     if (bal)
         for (int i = threadIdx.x; i < MT * ps; i += blockDim.x) red[i] = 0.0f;
     fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);
-    __syncthreads();  // x's padding rows, the zeroed table, the norm factors, the chunk barriers' initialization
+    __syncthreads();  // x's padding rows, the zeroed table, the norm factors, the chunk barriers' initialization,
+                      // NF4's table
     const u32 xaddr = xk_x_addr(xs_base, ld, lane);
     const int xct = xb_chunk_tiles(span);
     int xin = 0;  // x's tiles [kb, kb + xin) are known to be in

@@ -428,6 +428,7 @@ pub(crate) fn stream_options(arch: u32, format: WoFormat, k: usize) -> Vec<Strin
         bulk: false,
         cluster: false,
         multicast: false,
+        nf4_table: 0,
         arch,
     };
     // (NF4's f16 byte tables for `dot8nf4` come with the x-in-registers key's options.)

@@ -208,6 +208,11 @@ pub struct Tuning {
     /// NF4 24.0 vs 22.6, 1024x4096 6.79 vs 6.16; the pair's start-up barrier and each CTA's copies of the
     /// other's rows outweigh the halved L2 reads).
     pub multicast: Option<bool>,
+    /// NF4 on `XMma` with bulk rings ([`Tuning::bulk`]): copies (8, 16 or 32) of a shared-memory table of
+    /// code pairs the decode looks its codes up in (`NF4_TAB`), 0 for the byte-permute decode in registers.
+    /// Default: 32 copies, with slots of 2 tiles or 16 copies where the shared memory is short (the plan's
+    /// `x_smem_plan`).
+    pub nf4_table: Option<u32>,
 }
 
 impl Tuning {
@@ -250,6 +255,11 @@ impl Tuning {
         }
         if self.split_k == Some(0) {
             return Err(GpuError::Unsupported("split-K count must be at least 1".into()));
+        }
+        if let Some(c) = self.nf4_table {
+            if ![0, 8, 16, 32].contains(&c) {
+                return Err(GpuError::Unsupported(format!("NF4 table copies must be 0, 8, 16 or 32, got {c}")));
+            }
         }
         Ok(())
     }
@@ -340,6 +350,9 @@ pub struct LaunchPlan {
     /// `XMma` with bulk rings in one K split: x's copies shared by CTA pairs (clusters of two along N;
     /// `blocks_n` even). See [`Tuning::multicast`].
     pub multicast: bool,
+    /// NF4 with bulk rings: copies of the code-pair table at the start of the dynamic shared memory (counted
+    /// in `smem_bytes`), 0 for none. See [`Tuning::nf4_table`].
+    pub nf4_table: u32,
 }
 
 impl LaunchPlan {
@@ -371,6 +384,11 @@ impl LaunchPlan {
             bulk: self.bulk && self.x_smem && arch >= 90,
             cluster: self.cluster && self.bulk && self.x_smem && arch >= 90,
             multicast: self.multicast && self.bulk && self.x_smem && arch >= 90,
+            nf4_table: if format == WoFormat::Nf4 && self.bulk && self.x_smem && arch >= 90 {
+                self.nf4_table
+            } else {
+                0
+            },
             arch,
         }
     }
@@ -551,7 +569,7 @@ impl LaunchPlan {
     /// (session 11, M = 16, us: INT4 6144x4096 14.2 in 4 splits vs 23.3 in 2; FP8 4096x14336 30.5 in 8 vs 35.5
     /// in 5 and 40.6 in 9, where 3 of 16 warps took two row tiles).
     #[allow(clippy::too_many_arguments)]
-    fn x_smem_plan(
+    fn x_smem_layout(
         format: WoFormat,
         m: usize,
         n: usize,
@@ -646,6 +664,53 @@ impl LaunchPlan {
         }
     }
 
+    /// [`LaunchPlan::x_smem_layout`] with NF4's code-pair table in front where the bulk kernel takes one
+    /// ([`Tuning::nf4_table`]): asked for, the most copies up to the count asked for that fit; by default 32
+    /// copies (conflict-free), with slots of 2 tiles where the default slots leave no room for them, else 16
+    /// copies, else none. H100, session 26, NF4 at M = 16, us, byte permutes / 16 copies / 8 copies / slots of
+    /// 2 tiles and 32 copies: 14336x4096 22.8 / 21.5-21.7 / 25.1 / 21.8, 28672x4096 39.3-39.8 / (16 do not
+    /// fit) / 43.0 / 37.5, 4096x4096 11.3 / 10.7 / 11.7 / 10.3; 4096x14336 (32 copies beside the default
+    /// slots) 25.2-25.5 -> 22.0.
+    #[allow(clippy::too_many_arguments)]
+    fn x_smem_plan(
+        format: WoFormat,
+        m: usize,
+        n: usize,
+        k: usize,
+        sm_count: u32,
+        tuning: Tuning,
+        pdl: bool,
+        min_blocks: u32,
+    ) -> LaunchPlan {
+        let layout = |t: Tuning| Self::x_smem_layout(format, m, n, k, sm_count, t, pdl, min_blocks);
+        let plan = layout(tuning);
+        if format != WoFormat::Nf4 || !plan.bulk {
+            return plan;
+        }
+        let with = |p: LaunchPlan, copies: u32| {
+            let smem_bytes = p.smem_bytes + Self::nf4_table_bytes(copies);
+            (smem_bytes <= XB_SMEM_BYTES).then_some(LaunchPlan { nf4_table: copies, smem_bytes, ..p })
+        };
+        match tuning.nf4_table {
+            Some(want) => [32, 16, 8].into_iter().filter(|&c| c <= want).find_map(|c| with(plan, c)),
+            None => with(plan, 32)
+                .or_else(|| {
+                    tuning
+                        .unroll
+                        .is_none()
+                        .then(|| layout(Tuning { unroll: Some(2), ..tuning }))
+                        .and_then(|p| with(p, 32))
+                })
+                .or_else(|| with(plan, 16)),
+        }
+        .unwrap_or(plan)
+    }
+
+    /// Bytes of NF4's code-pair table with `copies` copies (`XB_TAB_BYTES` in the kernel): 256 f16x2 pairs each.
+    pub fn nf4_table_bytes(copies: u32) -> u32 {
+        256 * 4 * copies
+    }
+
     /// The thread-block cluster this plan launches with (`(1, 1)`: none): its K splits along y with
     /// [`LaunchPlan::cluster`], CTA pairs along N with [`LaunchPlan::multicast`].
     pub fn cluster_dims(&self) -> (u32, u32) {
@@ -719,6 +784,7 @@ impl LaunchPlan {
             cluster: false,
             park: false,
             multicast: false,
+            nf4_table: 0,
         }
     }
 
@@ -801,6 +867,7 @@ impl LaunchPlan {
                 cluster: false,
                 park: false,
                 multicast: false,
+                nf4_table: 0,
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
@@ -916,6 +983,7 @@ impl LaunchPlan {
                 cluster: false,
                 park: false,
                 multicast: false,
+                nf4_table: 0,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -990,6 +1058,7 @@ impl LaunchPlan {
             cluster: false,
             park: false,
             multicast: false,
+            nf4_table: 0,
         }
     }
 }
@@ -2233,7 +2302,19 @@ mod tests {
                                     let fits = unparked + p.park_bytes(m) <= XB_SMEM_BYTES;
                                     assert_eq!(p.park, fits, "{f:?} M={m} {n}x{k}: {p:?}");
                                     let park = if p.park { p.park_bytes(m) } else { 0 };
-                                    assert_eq!(p.smem_bytes, unparked + park, "{p:?}");
+                                    // NF4's code-pair table in front where it fits: 32 copies, else 16, else
+                                    // none (never 8 unless asked for)
+                                    let table = LaunchPlan::nf4_table_bytes(p.nf4_table);
+                                    assert_eq!(p.smem_bytes, table + unparked + park, "{p:?}");
+                                    assert!(f == WoFormat::Nf4 || p.nf4_table == 0, "{p:?}");
+                                    assert!([0, 16, 32].contains(&p.nf4_table), "{p:?}");
+                                    let more = LaunchPlan::nf4_table_bytes(p.nf4_table.max(8) * 2);
+                                    assert!(
+                                        p.nf4_table == 32
+                                            || f != WoFormat::Nf4
+                                            || unparked + park + more > XB_SMEM_BYTES,
+                                        "{p:?}"
+                                    );
                                     assert!(p.smem_bytes <= XB_SMEM_BYTES, "{f:?} M={m} {n}x{k}: {p:?}");
                                     assert!(!p.cluster || p.park, "{p:?}");
                                     assert!(!p.cluster || (2..=MAX_CLUSTER_SPLITS).contains(&p.splits), "{p:?}");
@@ -2291,6 +2372,37 @@ mod tests {
         assert!(p.multicast && p.splits == 1 && p.rows_per_cta == 1 && p.blocks_n == 64, "{p:?}");
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 1000, 4096, 132, Tuning::default());
         assert!(!p.multicast && p.blocks_n == 63, "{p:?}");
+        // NF4's code-pair table in front: 32 copies need slots of 2 tiles at 16x14336x4096 (beside the default
+        // rings the rest takes 208,384 bytes of 224 KB); 16 copies fit the default rings when asked for 16
+        let nf4 = |t: Tuning| LaunchPlan::new(Variant::XMma, WoFormat::Nf4, 16, 14336, 4096, 132, t);
+        let p = nf4(Tuning::default());
+        assert_eq!((p.nf4_table, p.unroll, p.stages), (32, 2, 2), "{p:?}");
+        let rest = (16 * (64 * 64 + 8) * 2u32).div_ceil(128) * 128 + 16 * 2 * 1152 + park;
+        assert_eq!(p.smem_bytes, rest + 32 * 1024);
+        let p = nf4(Tuning { nf4_table: Some(16), ..Tuning::default() });
+        assert_eq!((p.nf4_table, p.unroll), (16, 4), "{p:?}");
+        let rest = (16 * (64 * 64 + 8) * 2u32).div_ceil(128) * 128 + 16 * 2 * 2176 + park;
+        assert_eq!(p.smem_bytes, rest + 16 * 1024);
+        let p = nf4(Tuning { nf4_table: Some(32), ..Tuning::default() });
+        assert_eq!((p.nf4_table, p.unroll), (16, 4), "asked for 32, the most that fit: {p:?}");
+        let p = nf4(Tuning { unroll: Some(4), ..Tuning::default() });
+        assert_eq!((p.nf4_table, p.unroll), (16, 4), "slots asked for stay: {p:?}");
+        let p = nf4(Tuning { nf4_table: Some(0), ..Tuning::default() });
+        assert_eq!((p.nf4_table, p.unroll), (0, 4), "{p:?}");
+        let p = nf4(Tuning::default());
+        assert_eq!(p.key(WoFormat::Nf4, XDtype::F16, 16, 90).nf4_table, 32);
+        assert_eq!(p.key(WoFormat::Nf4, XDtype::F16, 16, 80).nf4_table, 0, "bulk rings are sm_90+");
+        // K = 14336 (8 splits): 32 copies beside the default slots
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Nf4, 16, 4096, 14336, 132, Tuning::default());
+        assert_eq!((p.nf4_table, p.unroll), (32, 4), "{p:?}");
+        let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 14336, 4096, 132, Tuning::default());
+        assert_eq!(p.nf4_table, 0);
+        for (n, k) in [(4096, 4096), (28672, 4096), (4096, 14336), (1000, 4096)] {
+            for m in 9..=16 {
+                let p = LaunchPlan::new(Variant::XMma, WoFormat::Nf4, m, n, k, 132, Tuning::default());
+                assert!(p.smem_bytes <= XB_SMEM_BYTES, "{m}x{n}x{k}: {p:?}");
+            }
+        }
         // the small shapes in one split too (session 19's rule took 8 and 5), long K as session 19 (x's columns
         // need 3 splits at K = 14336, where the table does not fit: 8 splits of whole row tiles)
         for (n, k, splits) in [(4096, 4096, 1), (6144, 4096, 1), (1024, 4096, 1), (28672, 4096, 1), (4096, 14336, 8)] {
@@ -2647,7 +2759,7 @@ mod tests {
                 failures.push(format!("{key:?} spills:\n{}", c.log));
             }
             report.push(format!(
-                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={}{}{}{}{}: {} registers, {} spill bytes, {} stack bytes",
+                "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={}{}{}{}{}{}: {} registers, {} spill bytes, {} stack bytes",
                 key.arch,
                 key.format.format().name(),
                 key.x.name(),
@@ -2662,6 +2774,7 @@ mod tests {
                 if key.xh { " XH" } else { "" },
                 if key.multicast { " XB+XMC" } else if key.bulk { " XB" } else { "" },
                 if key.silu { " FUSE+SILU" } else if key.fuse { " FUSE" } else { "" },
+                if key.nf4_table > 0 { format!(" NF4_TAB={}", key.nf4_table) } else { String::new() },
                 c.registers.unwrap_or(0),
                 c.spill_bytes.unwrap_or(0),
                 c.stack_bytes.unwrap_or(0)
@@ -2693,6 +2806,7 @@ mod tests {
             bulk: false,
             cluster: false,
             multicast: false,
+            nf4_table: 0,
             arch: 90,
         };
         assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));

@@ -114,6 +114,9 @@ pub struct KernelKey {
     /// With `bulk`, in one K split: CTA pairs share x's copies (`XMC`, built for sm_90a there;
     /// [`super::Tuning::multicast`]).
     pub multicast: bool,
+    /// NF4 with `bulk`: copies of the shared-memory code-pair table (`NF4_TAB`; 0: decoded in registers;
+    /// [`super::Tuning::nf4_table`]).
+    pub nf4_table: u32,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -154,6 +157,9 @@ impl KernelKey {
         if self.format == WoFormat::Nf4 && (self.is_mma() || self.xreg) {
             let tables = super::mma::nf4_f16_tables();
             opts.extend(tables.iter().enumerate().map(|(i, t)| format!("-DNF4_T{i}=0x{t:08x}u")));
+            if self.nf4_table > 0 && self.entry() == "wo_mma_xb" {
+                opts.push(format!("-DNF4_TAB={}", self.nf4_table));
+            }
         }
         opts
     }
@@ -436,6 +442,7 @@ mod tests {
             bulk: false,
             cluster: false,
             multicast: false,
+            nf4_table: 0,
             arch: 90,
         };
         let o = key.options();

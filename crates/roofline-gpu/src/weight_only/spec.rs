@@ -41,6 +41,7 @@ pub const GEMV_KEYS: &[(&str, &str)] = &[
     ("cluster", "XMma with bulk rings in 2-8 K splits: a row block's splits as one thread-block cluster, summed through distributed shared memory, true | false"),
     ("balance", "XMma with bulk rings: the CTA's tiles shared evenly by its warps, sums parked in a shared-memory table (false: whole row tiles per warp, no clusters), true | false"),
     ("multicast", "XMma with bulk rings in one K split (sm_90+): the CTAs as pairs (clusters of two along N), each copying half of x's rows into both (opt-in: slower on the H100), true | false"),
+    ("nf4_table", "NF4 on XMma with bulk rings: copies of the shared-memory table of code pairs its decode looks codes up in, 0 (byte permutes in registers) | 8 | 16 | 32 (default: 32, fewer where the shared memory is short)"),
 ];
 
 fn parse_variant(v: &str) -> Result<Variant, String> {
@@ -100,6 +101,7 @@ impl FromStr for GemvOverride {
                 "cluster" => t.cluster = Some(parse_bool(key, v)?),
                 "balance" => t.balance = Some(parse_bool(key, v)?),
                 "multicast" => t.multicast = Some(parse_bool(key, v)?),
+                "nf4_table" => t.nf4_table = Some(parse_u32(key, v)?),
                 _ => {
                     let keys: Vec<&str> = GEMV_KEYS.iter().map(|(k, _)| *k).collect();
                     return Err(format!("unknown key {key:?} (keys: {})", keys.join(", ")));
@@ -131,6 +133,7 @@ impl fmt::Display for GemvOverride {
         num("rows", t.rows);
         num("rows_per_cta", t.rows_per_cta);
         num("stages", t.stages);
+        num("nf4_table", t.nf4_table);
         for (k, v) in [
             ("pipeline", t.pipeline),
             ("persistent", t.persistent),
@@ -166,7 +169,7 @@ mod tests {
     #[test]
     fn parses_every_key_and_prints_it_back() {
         let s = "variant=xreg,split_k=2,unroll=2,warps=8,min_blocks=2,rows=8,rows_per_cta=64,stages=4,\
-                 pipeline=true,persistent=false,stage=false,grouped=false,pdl=true,tile_reduce=true,atomic_reduce=false,x_smem=true,ring=false,xh=true,bulk=false,cluster=true,balance=false,multicast=true";
+                 pipeline=true,persistent=false,stage=false,grouped=false,pdl=true,tile_reduce=true,atomic_reduce=false,x_smem=true,ring=false,xh=true,bulk=false,cluster=true,balance=false,multicast=true,nf4_table=8";
         let o: GemvOverride = s.parse().unwrap();
         assert_eq!(o.variant, Some(Variant::XReg));
         let t = o.tuning;
@@ -175,11 +178,13 @@ mod tests {
         assert_eq!((t.pipeline, t.persistent, t.pdl, t.tile_reduce), (Some(true), Some(false), Some(true), Some(true)));
         assert_eq!((t.atomic_reduce, t.x_smem, t.ring, t.xh), (Some(false), Some(true), Some(false), Some(true)));
         assert_eq!((t.bulk, t.cluster, t.balance, t.multicast), (Some(false), Some(true), Some(false), Some(true)));
+        assert_eq!(t.nf4_table, Some(8));
+        assert!("nf4_table=12".parse::<GemvOverride>().is_err());
         assert_eq!(o.to_string().parse::<GemvOverride>().unwrap(), o);
         assert_eq!(" variant = XMma , ".parse::<GemvOverride>().unwrap().variant, Some(Variant::XMma));
         assert_eq!("".parse::<GemvOverride>().unwrap(), GemvOverride::default());
         assert_eq!(GemvOverride::default().to_string(), "default");
-        assert_eq!(GEMV_KEYS.len(), 22);
+        assert_eq!(GEMV_KEYS.len(), 23);
         // the table --help prints is the parser's: every key listed is one it reads
         for (key, _) in GEMV_KEYS {
             let e = format!("{key}=?").parse::<GemvOverride>().unwrap_err();
