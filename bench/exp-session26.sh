@@ -85,3 +85,9 @@ if has fperf; then
         done
     done
 fi
+#   chains  (needs the XB_CHAINS switch, in the build of r8 only) the INT4 bulk ring's MMAs in 1 / 2 / 4
+#           independent accumulator chains a group, twice
+if has chains; then
+    bulk_tune chains weight_only_gpu 16x14336x4096,16x28672x4096 "" "-DXB_CHAINS=2" "-DXB_CHAINS=4" "" "-DXB_CHAINS=2" \
+        "-DXB_CHAINS=4"
+fi
