@@ -91,3 +91,12 @@ if has chains; then
     bulk_tune chains weight_only_gpu 16x14336x4096,16x28672x4096 "" "-DXB_CHAINS=2" "-DXB_CHAINS=4" "" "-DXB_CHAINS=2" \
         "-DXB_CHAINS=4"
 fi
+#   table   the issue's decode table on the final build: `compare --weight-only` at 1x14336x4096 (every format
+#           beside FP16), at 16x14336x4096 and 1x128256x4096
+if has table; then
+    for mnk in 1x14336x4096 16x14336x4096 1x128256x4096; do
+        IFS=x read -r m n k <<<"$mnk"
+        echo "=== $mnk" | tee -a "$out/table.txt"
+        timeout 200 .gpu/roofline compare --weight-only --hw $hw --m $m --n $n --k $k 2>&1 | tee -a "$out/table.txt" | grep -E "W:|rror"
+    done
+fi
