@@ -100,3 +100,8 @@ if has table; then
         timeout 200 .gpu/roofline compare --weight-only --hw $hw --m $m --n $n --k $k 2>&1 | tee -a "$out/table.txt" | grep -E "W:|rror"
     done
 fi
+#   verify  model-bench's GPU tests and the server's GPU test on the final build
+if has verify; then
+    .gpu/model_bench_gpu --ignored 2>&1 | grep -E "test result|FAILED|panicked" | tee "$out/verify.txt"
+    .gpu/server_api --ignored 2>&1 | grep -E "test result|FAILED|panicked" | tee -a "$out/verify.txt"
+fi
