@@ -211,7 +211,7 @@ pub struct Tuning {
     /// NF4 on `XMma` with bulk rings ([`Tuning::bulk`]): copies (8, 16 or 32) of a shared-memory table of
     /// code pairs the decode looks its codes up in (`NF4_TAB`), 0 for the byte-permute decode in registers.
     /// Default: 32 copies, with slots of 2 tiles or 16 copies where the shared memory is short (the plan's
-    /// `x_smem_plan`).
+    /// `with_nf4_table`).
     pub nf4_table: Option<u32>,
 }
 
@@ -569,7 +569,7 @@ impl LaunchPlan {
     /// (session 11, M = 16, us: INT4 6144x4096 14.2 in 4 splits vs 23.3 in 2; FP8 4096x14336 30.5 in 8 vs 35.5
     /// in 5 and 40.6 in 9, where 3 of 16 warps took two row tiles).
     #[allow(clippy::too_many_arguments)]
-    fn x_smem_layout(
+    fn x_smem_plan(
         format: WoFormat,
         m: usize,
         n: usize,
@@ -664,26 +664,19 @@ impl LaunchPlan {
         }
     }
 
-    /// [`LaunchPlan::x_smem_layout`] with NF4's code-pair table in front where the bulk kernel takes one
-    /// ([`Tuning::nf4_table`]): asked for, the most copies up to the count asked for that fit; by default 32
-    /// copies (conflict-free), with slots of 2 tiles where the default slots leave no room for them, else 16
-    /// copies, else none. H100, session 26, NF4 at M = 16, us, byte permutes / 16 copies / 8 copies / slots of
-    /// 2 tiles and 32 copies: 14336x4096 22.8 / 21.5-21.7 / 25.1 / 21.8, 28672x4096 39.3-39.8 / (16 do not
-    /// fit) / 43.0 / 37.5, 4096x4096 11.3 / 10.7 / 11.7 / 10.3; 4096x14336 (32 copies beside the default
-    /// slots) 25.2-25.5 -> 22.0.
-    #[allow(clippy::too_many_arguments)]
-    fn x_smem_plan(
+    /// `plan` (an `x_smem_plan`) with NF4's code-pair table in front where the bulk kernel takes one
+    /// ([`Tuning::nf4_table`]; `relayout` plans again with other tuning): asked for, the most copies up to the
+    /// count asked for that fit; by default 32 copies (conflict-free), with slots of 2 tiles where the default
+    /// slots leave no room for them, else 16 copies, else none. H100, session 26, NF4 at M = 16, us, byte
+    /// permutes / 16 copies / 8 copies / slots of 2 tiles and 32 copies: 14336x4096 22.8 / 21.5-21.7 / 25.1 /
+    /// 21.8, 28672x4096 39.3-39.8 / (16 do not fit) / 43.0 / 37.5, 4096x4096 11.3 / 10.7 / 11.7 / 10.3;
+    /// 4096x14336 (32 copies beside the default slots) 25.2-25.5 -> 22.0.
+    fn with_nf4_table(
         format: WoFormat,
-        m: usize,
-        n: usize,
-        k: usize,
-        sm_count: u32,
+        plan: LaunchPlan,
         tuning: Tuning,
-        pdl: bool,
-        min_blocks: u32,
+        relayout: impl Fn(Tuning) -> LaunchPlan,
     ) -> LaunchPlan {
-        let layout = |t: Tuning| Self::x_smem_layout(format, m, n, k, sm_count, t, pdl, min_blocks);
-        let plan = layout(tuning);
         if format != WoFormat::Nf4 || !plan.bulk {
             return plan;
         }
@@ -698,7 +691,7 @@ impl LaunchPlan {
                     tuning
                         .unroll
                         .is_none()
-                        .then(|| layout(Tuning { unroll: Some(2), ..tuning }))
+                        .then(|| relayout(Tuning { unroll: Some(2), ..tuning }))
                         .and_then(|p| with(p, 32))
                 })
                 .or_else(|| with(plan, 16)),
@@ -873,16 +866,9 @@ impl LaunchPlan {
         }
         let bulk = tuning.bulk.unwrap_or_else(|| Self::bulk_default(format, n, k));
         if variant == Variant::XMma && tuning.x_smem.unwrap_or_else(|| Self::x_smem_default(format, m, k, bulk)) {
-            return Self::x_smem_plan(
-                format,
-                m,
-                n,
-                k,
-                sm_count,
-                Tuning { bulk: Some(bulk), ..tuning },
-                pdl,
-                min_blocks,
-            );
+            let tuning = Tuning { bulk: Some(bulk), ..tuning };
+            let layout = |t: Tuning| Self::x_smem_plan(format, m, n, k, sm_count, t, pdl, min_blocks);
+            return Self::with_nf4_table(format, layout(tuning), tuning, layout);
         }
         if variant == Variant::XMma {
             let kt = (k / 64).max(1) as u32;
