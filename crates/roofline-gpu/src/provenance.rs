@@ -6,20 +6,25 @@
 
 use std::sync::OnceLock;
 
+/// `(name, text)` of each named file of `src/kernels`.
+macro_rules! kernel_files {
+    ($($name:literal),* $(,)?) => { [$(($name, include_str!(concat!("kernels/", $name)))),*] };
+}
+
 /// Every file of `src/kernels`, in name order (a unit test checks the list against the folder).
-const SOURCES: [(&str, &str); 12] = [
-    ("attn_cluster.cuh", include_str!("kernels/attn_cluster.cuh")),
-    ("attn_qkv.cu", include_str!("kernels/attn_qkv.cu")),
-    ("decode_ops.cu", include_str!("kernels/decode_ops.cu")),
-    ("ffn_fused.cu", include_str!("kernels/ffn_fused.cu")),
-    ("weight_only_gemv.cu", include_str!("kernels/weight_only_gemv.cu")),
-    ("weight_only_mma.cu", include_str!("kernels/weight_only_mma.cu")),
-    ("weight_only_xreg.cu", include_str!("kernels/weight_only_xreg.cu")),
-    ("wo_common.cuh", include_str!("kernels/wo_common.cuh")),
-    ("wo_prims.cuh", include_str!("kernels/wo_prims.cuh")),
-    ("wo_ring.cu", include_str!("kernels/wo_ring.cu")),
-    ("wo_splitk.cuh", include_str!("kernels/wo_splitk.cuh")),
-    ("wo_stream.cuh", include_str!("kernels/wo_stream.cuh")),
+const SOURCES: [(&str, &str); 12] = kernel_files![
+    "attn_cluster.cuh",
+    "attn_qkv.cu",
+    "decode_ops.cu",
+    "ffn_fused.cu",
+    "weight_only_gemv.cu",
+    "weight_only_mma.cu",
+    "weight_only_xreg.cu",
+    "wo_common.cuh",
+    "wo_prims.cuh",
+    "wo_ring.cu",
+    "wo_splitk.cuh",
+    "wo_stream.cuh",
 ];
 
 /// FNV-1a (64-bit) over every kernel source's name and text, as 16 hex digits: equal for two binaries
