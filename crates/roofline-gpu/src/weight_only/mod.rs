@@ -88,14 +88,17 @@ pub const MAX_M: usize = 16;
 
 impl Variant {
     /// The fastest variant measured on the H100 for `m` rows of x (bench/RESULTS.md): tensor cores with x
-    /// stationary for every weight format they take (all but BF16) with FP16 activations from M = 3 (4-bit
-    /// weights from M = 2), x in registers for 4-bit weights at M = 1, split-K on CUDA cores otherwise.
+    /// stationary for every weight format they take (all but BF16) with FP16 activations from M = 3 (4- and
+    /// 8-bit weights from M = 2), x in registers for 4-bit weights at M = 1, split-K on CUDA cores otherwise.
     pub fn best(format: WoFormat, x: XDtype, m: usize) -> Variant {
         // M = 2 (session 19, `r11-nvfp4-m1.txt`, `r12-m2.txt`, us, x-stationary tensor cores vs x in
         // registers): INT4 14336x4096 15.5 vs 17.4, 4096x14336 16.9 vs 44.6, 128256x4096 113 vs 124; MXFP4
         // 17.1 vs 20.5, 19.3 vs 45.5, 124 vs 143; NVFP4 17.9 vs 20.3, 20.2 vs 47.3, 135 vs 145, 4096x4096
         // 7.47 vs 7.49; NF4 19.6 vs 19.2 and 145 vs 138 but 21.7 vs 44.3 (down_proj's shape: a net gain).
-        let tensor_from = if format.bits() == 4 { 2 } else { 3 };
+        // 8-bit M = 2 (session 27, `r3-m2.txt`, us, x-stationary tensor cores vs split-K, FP8 / INT8):
+        // 1024x4096 4.02 / 4.21 vs 6.70 / 6.17, 4096x4096 8.11 / 8.52 vs 10.6 / 9.60, 14336x4096 22.6 / 23.0
+        // vs 26.6 / 25.7, 4096x14336 23.5 / 23.8 vs 28.7 / 26.4, 128256x4096 177 / 178 vs 179 / 186.
+        let tensor_from = if format.bits() <= 8 { 2 } else { 3 };
         if m >= tensor_from && mma::supports(format, x) {
             // Tensor cores with x stationary from M = 3 (H100 tuning tables, x14336x4096, us, XMma vs split-K):
             // INT4 M = 3 15.8 vs 33.9, M = 8 21.1 vs 31.6 (session 8); session 9: NF4 M = 3 19.3 vs 51.5,
@@ -505,13 +508,33 @@ impl LaunchPlan {
     /// with them at every K (session 18, 16x14336x4096, us, bulk rings vs the reduced default: FP8 28.9 vs
     /// 31.0, INT8 29.3 vs 31.7, NVFP4 31.5 vs 32.8; but see [`LaunchPlan::bulk_default`] for 8-bit weights).
     /// FP16 never (44.1 reduced, 46.1 with bulk rings).
-    pub fn x_smem_default(format: WoFormat, m: usize, k: usize, bulk: bool) -> bool {
-        m > 8
-            && match format {
-                WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nf4 => true,
-                WoFormat::Fp8E4M3 | WoFormat::Int8 | WoFormat::Nvfp4 => bulk || k >= 8192,
-                WoFormat::Fp16 | WoFormat::Bf16 => false,
-            }
+    ///
+    /// From M = 2 to 8 with bulk rings only (session 27, `r1-msweep.txt`, `r2-mshape.txt`, us, x in shared
+    /// memory vs x stationary): NF4 from M = 3, and at M = 2 from 4096 x 4096 weights (its x-stationary
+    /// decode is byte permutes, the bulk ring's a table: 8x14336x4096 15.5 vs 24.7, 2x14336x4096 14.9 vs
+    /// 19.7, 8x128256x4096 108 vs 170, 3x1024x4096 5.06 vs 5.55, but 2x1024x4096 4.98 vs 4.29); INT4, MXFP4
+    /// and NVFP4 from M = 6, and at M = 2 to 4 from 2 x 4096 x 4096 weights (INT4 8x14336x4096 15.1 vs 18.7,
+    /// 2x14336x4096 14.1 vs 14.8, 4x4096x14336 15.8 vs 16.7, 8x28672x4096 26.8 vs 34.5, 6x1024x4096 4.93 vs
+    /// 6.6, but 4x4096x4096 7.37 vs 6.64, 2x6144x4096 8.23 vs 7.86); FP8 and INT8 from M = 6 (FP8
+    /// 8x14336x4096 23.3 vs 26.5, 6x6144x4096 11.9 vs 13.6, 8x28672x4096 44.0 vs 50.0; at M = 3 and 4 mixed:
+    /// 4x14336x4096 22.5 vs 23.7 but 4x4096x14336 25.3 vs 24.5, 3x128256x4096 184 vs 179).
+    pub fn x_smem_default(format: WoFormat, m: usize, n: usize, k: usize, bulk: bool) -> bool {
+        let big = |times: usize| n * k >= times * 4096 * 4096;
+        if m <= 8 {
+            return m >= 2
+                && bulk
+                && match format {
+                    WoFormat::Nf4 => m >= 3 || big(1),
+                    WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nvfp4 => m >= 6 || big(2),
+                    WoFormat::Fp8E4M3 | WoFormat::Int8 => m >= 6,
+                    WoFormat::Fp16 | WoFormat::Bf16 => false,
+                };
+        }
+        match format {
+            WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nf4 => true,
+            WoFormat::Fp8E4M3 | WoFormat::Int8 | WoFormat::Nvfp4 => bulk || k >= 8192,
+            WoFormat::Fp16 | WoFormat::Bf16 => false,
+        }
     }
 
     /// Whether `XMma` with x in shared memory streams its weights through bulk-copy rings by default
@@ -865,7 +888,7 @@ impl LaunchPlan {
             return plan.with_rows_per_cta(n, m, rpc);
         }
         let bulk = tuning.bulk.unwrap_or_else(|| Self::bulk_default(format, n, k));
-        if variant == Variant::XMma && tuning.x_smem.unwrap_or_else(|| Self::x_smem_default(format, m, k, bulk)) {
+        if variant == Variant::XMma && tuning.x_smem.unwrap_or_else(|| Self::x_smem_default(format, m, n, k, bulk)) {
             let tuning = Tuning { bulk: Some(bulk), ..tuning };
             let layout = |t: Tuning| Self::x_smem_plan(format, m, n, k, sm_count, t, pdl, min_blocks);
             return Self::with_nf4_table(format, layout(tuning), tuning, layout);
@@ -2136,13 +2159,51 @@ mod tests {
             let t = Tuning { unroll: Some(1), ..Tuning::default() };
             assert_eq!(LaunchPlan::new(Variant::XReg, f, 1, 4096, 14336, 132, t).unroll, 1);
         }
-        // The engine's choice follows: x in registers for 8-bit down_proj at M = 1, split-K at K = 4096.
-        for (m, k, v) in [(1, 14336, Variant::XReg), (1, 4096, Variant::SplitK), (2, 14336, Variant::SplitK)] {
+        // The engine's choice follows: x in registers for 8-bit down_proj at M = 1, split-K at K = 4096,
+        // tensor cores from M = 2.
+        for (m, k, v) in [(1, 14336, Variant::XReg), (1, 4096, Variant::SplitK), (2, 14336, Variant::XMma)] {
             assert_eq!(Variant::best_for(Fp8E4M3, XDtype::F16, m, k), v, "M = {m}, K = {k}");
         }
         assert_eq!(Variant::best_for(Int4G128, XDtype::F16, 1, 4096), Variant::best(Int4G128, XDtype::F16, 1));
         // 4-bit K = 14336 is one 14-warp CTA at one chunk already; 16-bit never takes two.
         assert_eq!((LaunchPlan::xreg_unroll(Int4G128, 1, 14336), LaunchPlan::xreg_unroll(Fp16, 1, 14336)), (1, 1));
+    }
+
+    #[test]
+    fn x_in_shared_memory_from_m2_where_it_measured_faster() {
+        use WoFormat::*;
+        // (format, M, N, K, x in shared memory by default): session 27's sweep (`x_smem_default`).
+        let cases = [
+            (Nf4, 2, 14336, 4096, true),
+            (Nf4, 2, 4096, 4096, true),
+            (Nf4, 2, 1024, 4096, false),
+            (Nf4, 3, 1024, 4096, true),
+            (Int4G128, 2, 14336, 4096, true),
+            (Int4G128, 4, 4096, 14336, true),
+            (Int4G128, 4, 6144, 4096, false),
+            (Int4G128, 4, 4096, 4096, false),
+            (Mxfp4, 6, 1024, 4096, true),
+            (Nvfp4, 8, 128256, 4096, true),
+            (Fp8E4M3, 2, 14336, 4096, false),
+            (Fp8E4M3, 4, 4096, 14336, false),
+            (Int8, 6, 6144, 4096, true),
+            (Fp8E4M3, 8, 4096, 4096, false), // 8-bit weights take no bulk rings at 4096 x 4096
+            (Fp16, 8, 14336, 4096, false),
+            (Int4G128, 1, 14336, 4096, false),
+            (Fp8E4M3, 16, 4096, 4096, false),
+            (Int4G128, 16, 4096, 4096, true),
+        ];
+        for (f, m, n, k, want) in cases {
+            let p = LaunchPlan::new(Variant::best(f, XDtype::F16, m), f, m, n, k, 132, Tuning::default());
+            assert_eq!(p.x_smem, want, "{f:?} {m}x{n}x{k}: {p:?}");
+            // x in shared memory at M <= 8 always streams the weights through bulk rings (measured so).
+            if m <= 8 && p.x_smem {
+                assert!(p.bulk, "{f:?} {m}x{n}x{k}: {p:?}");
+            }
+        }
+        // Without bulk rings (below sm_90) M <= 8 keeps x stationary.
+        let t = Tuning { bulk: Some(false), ..Tuning::default() };
+        assert!(!LaunchPlan::new(Variant::XMma, Nf4, 8, 14336, 4096, 132, t).x_smem);
     }
 
     #[test]
@@ -2402,12 +2463,15 @@ mod tests {
         assert!(p.splits == 2 && p.cluster && p.park && !p.multicast && p.cluster_dims() == (1, 2), "{p:?}");
         // the default: x in shared memory above M = 8 for the 4-bit formats (through bulk rings), and for 8-bit
         // weights above 4096 x 4096 (through bulk rings), at every size when asked for bulk rings, without
-        // them from K = 8192; NVFP4 without them from K = 8192
+        // them from K = 8192; NVFP4 without them from K = 8192; at M <= 8 only with bulk rings (see
+        // `x_in_shared_memory_from_m2_where_it_measured_faster`)
         for (f, m, k, bulk, want, want_bulk) in [
             (WoFormat::Int4G128, 16, 4096, None, true, true),
             (WoFormat::Nf4, 9, 4096, None, true, true),
             (WoFormat::Nvfp4, 16, 4096, None, true, true),
-            (WoFormat::Int4G128, 8, 4096, None, false, false),
+            (WoFormat::Int4G128, 8, 4096, None, true, true),
+            (WoFormat::Int4G128, 4, 4096, None, false, false),
+            (WoFormat::Int4G128, 8, 4096, Some(false), false, false),
             (WoFormat::Fp8E4M3, 16, 4096, None, false, false),
             (WoFormat::Fp8E4M3, 16, 4096, Some(true), true, true),
             (WoFormat::Fp8E4M3, 16, 14336, None, true, true),
@@ -2490,10 +2554,13 @@ mod tests {
                 let g = (p.unroll, p.warps, p.splits, p.rows_per_cta, p.blocks_n);
                 assert_eq!(g, (2, 16, 2, 14, 64), "{f:?} {p:?}");
             }
-            let p = LaunchPlan::new(Variant::XMma, f, 8, 14336, 4096, 132, Tuning::default());
+            // (x stationary: since session 27 the default at this shape stages x in shared memory from M = 2
+            // to 8 for most formats, `x_in_shared_memory_from_m2_where_it_measured_faster`)
+            let stationary = Tuning { x_smem: Some(false), ..Tuning::default() };
+            let p = LaunchPlan::new(Variant::XMma, f, 8, 14336, 4096, 132, stationary);
             assert_eq!(p.tile_reduce, f == WoFormat::Fp16, "{f:?} {p:?}");
             assert_eq!(p.warps, 8, "{f:?} {p:?}");
-            let p = LaunchPlan::new(Variant::XMma, f, 3, 14336, 4096, 132, Tuning::default());
+            let p = LaunchPlan::new(Variant::XMma, f, 3, 14336, 4096, 132, stationary);
             assert!(!p.tile_reduce, "{f:?} {p:?}");
         }
         // Added with shared-memory atomics: one [M][rows + 4] table per CTA, within the 47 KB at every M

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Session 27 device probes. Run from the repository root on the GPU machine with .gpu/ built
+# (bench/build-gpu.sh); logs to $OUT. Parts (first argument, comma-separated):
+#   msweep  the batch sweep of the weight-only GEMVs: `compare` at M = 1, 2, 3, 4, 6, 8, 12, 16 for every
+#           format at 14336x4096 and 4096x14336 (default plans), then M = 2, 4, 8 with x staged in shared
+#           memory and the weights through bulk rings (`--gemv variant=xmma,x_smem=true`, the M > 8 kernel) beside them
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session27 "${1:-msweep}"
+fmts="-p fp8_e4m3 -p int8 -p nvfp4 -p int4_g128 -p mxfp4 -p nf4"
+if has msweep; then
+    for nk in 14336x4096 4096x14336; do
+        for m in 1 2 3 4 6 8 12 16; do
+            echo "=== default ${m}x$nk" | tee -a "$out/msweep.txt"
+            timeout 120 .gpu/roofline compare --weight-only --hw $hw --m $m --n ${nk%x*} --k ${nk#*x} $fmts 2>&1 \
+                | grep -E "W:|rror" | tee -a "$out/msweep.txt"
+        done
+        for m in 2 4 8; do
+            echo "=== x_smem ${m}x$nk" | tee -a "$out/msweep.txt"
+            timeout 120 .gpu/roofline compare --weight-only --hw $hw --m $m --n ${nk%x*} --k ${nk#*x} $fmts \
+                --gemv variant=xmma,x_smem=true 2>&1 | grep -E "W:|rror" | tee -a "$out/msweep.txt"
+        done
+    done
+fi
+#   mshape  the same at the other shapes of a Llama-3 decode step (gate_up 28672x4096, qkv 6144x4096, o_proj
+#           4096x4096, the LM head 128256x4096, GQA's k / v 1024x4096) for M = 2, 3, 4, 6, 8, and x in shared
+#           memory at M = 3 and 6 for 14336x4096 and 4096x14336: default and x in shared memory side by side
+if has mshape; then
+    for nk in 28672x4096 6144x4096 4096x4096 128256x4096 1024x4096 14336x4096 4096x14336; do
+        case $nk in 14336x4096 | 4096x14336) ms="3 6" sets="x_smem" ;; *) ms="2 3 4 6 8" sets="default x_smem" ;; esac
+        for m in $ms; do
+            for set in $sets; do
+                echo "=== $set ${m}x$nk" | tee -a "$out/mshape.txt"
+                g=""
+                [[ $set == x_smem ]] && g="--gemv variant=xmma,x_smem=true"
+                timeout 120 .gpu/roofline compare --weight-only --hw $hw --m $m --n ${nk%x*} --k ${nk#*x} $fmts $g 2>&1 \
+                    | grep -E "W:|rror" | tee -a "$out/mshape.txt"
+            done
+        done
+    done
+fi
+#   m2      FP16 and 8-bit weights at M = 2 on the x-stationary tensor-core kernel (`--gemv variant=xmma,
+#           x_smem=false`) against the default (split-K on CUDA cores) at the decode step's shapes
+if has m2; then
+    for nk in 1024x4096 4096x4096 6144x4096 14336x4096 4096x14336 28672x4096 128256x4096; do
+        for g in "" "variant=xmma,x_smem=false"; do
+            echo "=== [$g] 2x$nk" | tee -a "$out/m2.txt"
+            timeout 120 .gpu/roofline compare --weight-only --hw $hw --m 2 --n ${nk%x*} --k ${nk#*x} -p fp8_e4m3 -p int8 \
+                ${g:+--gemv $g} 2>&1 | grep -E "FP16  |W:|rror" | tee -a "$out/m2.txt"
+        done
+    done
+fi
+#   mb      model-bench Llama-3.1-8B at batch 2, 4 and 8 ($BATCHES), every weight-only scheme ($SCHEMES), the
+#           base build (.gpu/roofline-base) and this one ($BINS to pick)
+if has mb; then
+    for b in ${BATCHES:-2 4 8}; do
+        for bin in ${BINS:-roofline-base roofline}; do
+            echo "=== $bin model-bench llama-3.1-8b batch $b" | tee -a "$out/mb.txt"
+            timeout 200 .gpu/$bin model-bench --config llama-3.1-8b --batch $b --hw $hw \
+                --schemes ${SCHEMES:-fp16,fp8_e4m3,int8,int4_g128,nf4,mxfp4,nvfp4} 2>&1 | tee -a "$out/mb.txt" | tail -12
+        done
+    done
+fi
+#   tests   the weight-only GPU tests that take the default plans at every M (the reference checks), and
+#           model-bench's GPU tests
+if has tests; then
+    timeout 400 .gpu/weight_only_gpu --ignored every_m every_format fused_norm variants_and 2>&1 \
+        | grep -E "^test |test result|FAILED|panicked" | tee "$out/tests.txt"
+    timeout 200 .gpu/model_bench_gpu --ignored 2>&1 | grep -E "^test |test result|FAILED|panicked" | tee -a "$out/tests.txt"
+fi
