@@ -18,14 +18,19 @@ use crate::output::{sig3, table};
 /// Shapes of the Llama-3-8B linear layers (N, K): QKV, O, gate+up, down.
 const LLAMA_NK: [(u64, u64); 4] = [(6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336)];
 
+/// Batch sizes of the `batch` shape set: the decode regime of the weight-only kernels (M <= 16).
+const BATCH_M: [u64; 6] = [1, 2, 4, 8, 12, 16];
+
 /// Flags of `roofline sweep`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  roofline sweep --hw h100 --shapes llama                         # prediction only\n  roofline sweep --hw measured.toml --shapes llama --measure      # on a GPU: DualPoints with errors\n  roofline sweep --shapes decode -p fp16 -p fp8 -p int4 --out-dir results/"
+    after_help = "Examples:\n  roofline sweep --hw h100 --shapes llama                         # prediction only\n  roofline sweep --hw measured.toml --shapes llama --measure      # on a GPU: DualPoints with errors\n  roofline sweep --shapes decode -p fp16 -p fp8 -p int4 --out-dir results/\n  roofline sweep --shapes batch --weight-only --measure           # how each format's GEMVs scale with the batch"
 )]
 pub struct SweepArgs {
-    /// Shape set: decode (M=1, 16 on 4096x4096 .. 128256x4096), prefill (M=512..8192 on 4096x4096), llama
-    /// (M in 1, 16, 128, 1024, 4096 on the Llama-3-8B layers), or a file of `M N K` lines.
+    /// Shape set: decode (M=1, 16 on 4096x4096 .. 128256x4096), batch (M in 1, 2, 4, 8, 12, 16 on the
+    /// Llama-3-8B layers and its LM head), prefill (M=512..8192 on 4096x4096), llama (M in 1, 16, 128,
+    /// 1024, 4096 on the Llama-3-8B layers), or a file of `M N K` lines. Measured, every N x K timed at M =
+    /// 1 and at other M <= 16 also gets a batch-scaling table: each M's time over M = 1's.
     #[arg(long, default_value = "llama")]
     pub shapes: String,
     /// Precisions (repeatable); default FP16, BF16, FP8_E4M3, INT8. Dense formats (FP32, TF32, FP16, BF16,
@@ -107,10 +112,14 @@ fn shapes(spec: &str) -> Result<Vec<(u64, u64, u64)>> {
             .iter()
             .flat_map(|&m| [(4096, 4096), (14336, 4096), (4096, 14336), (128_256, 4096)].map(|(n, k)| (m, n, k)))
             .collect(),
+        "batch" => BATCH_M
+            .iter()
+            .flat_map(|&m| LLAMA_NK.iter().chain(&[(128_256, 4096)]).map(move |&(n, k)| (m, n, k)))
+            .collect(),
         "prefill" => [512, 1024, 2048, 4096, 8192].iter().map(|&m| (m, 4096, 4096)).collect(),
         path => {
             let text = std::fs::read_to_string(path)
-                .with_context(|| format!("--shapes {path}: not decode, prefill, llama, or a readable file"))?;
+                .with_context(|| format!("--shapes {path}: not decode, batch, prefill, llama, or a readable file"))?;
             text.lines()
                 .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
                 .enumerate()
@@ -274,6 +283,39 @@ fn print_points(points: &[DualPoint]) {
     }
 }
 
+/// The batch-scaling table of measured `points`: a row per precision and N x K measured at M = 1 and at
+/// another M <= 16, its M = 1 time and, for each other M, the time and its ratio to M = 1 (a GEMV's weights
+/// dominate its bytes, so on the memory roof the ratio stays near 1). `None` when no row has both.
+fn batch_scaling(points: &[DualPoint]) -> Option<comfy_table::Table> {
+    let measured = |p: &&DualPoint| p.measurement.is_some() && p.gemm.m <= 16;
+    let mut ms: Vec<u64> = points.iter().filter(measured).map(|p| p.gemm.m).filter(|&m| m > 1).collect();
+    ms.sort_unstable();
+    ms.dedup();
+    // Rows in the order their M = 1 points come.
+    let rows: Vec<&DualPoint> = points.iter().filter(measured).filter(|p| p.gemm.m == 1).collect();
+    let time = |base: &DualPoint, m: u64| {
+        points
+            .iter()
+            .filter(measured)
+            .find(|q| q.gemm.m == m && (q.gemm.n, q.gemm.k) == (base.gemm.n, base.gemm.k) && q.label == base.label)
+            .and_then(|q| q.measurement.as_ref().map(|x| x.time_us))
+    };
+    let rows: Vec<&DualPoint> = rows.into_iter().filter(|b| ms.iter().any(|&m| time(b, m).is_some())).collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let mut header = vec!["Precision".to_string(), "N x K".into(), "M = 1 (us)".into()];
+    header.extend(ms.iter().map(|m| format!("M = {m} (us, / M = 1)")));
+    let mut t = table(&header.iter().map(String::as_str).collect::<Vec<_>>());
+    for b in rows {
+        let t1 = b.measurement.as_ref().map_or(f64::NAN, |x| x.time_us);
+        let mut row = vec![b.gemm.scheme.label(), format!("{}x{}", b.gemm.n, b.gemm.k), sig3(t1)];
+        row.extend(ms.iter().map(|&m| time(b, m).map_or("-".into(), |tm| format!("{} ({:.2}x)", sig3(tm), tm / t1))));
+        t.add_row(row);
+    }
+    Some(t)
+}
+
 fn default_precisions(p: &[Format], weight_only: bool) -> Vec<Format> {
     if p.is_empty() && weight_only {
         vec![Format::FP16, Format::FP8_E4M3, Format::INT8, Format::NVFP4, Format::INT4_G128, Format::MXFP4, Format::NF4]
@@ -313,6 +355,9 @@ pub fn sweep(args: SweepArgs) -> Result<()> {
         let pts = repredict(&old, &hw)?;
         println!("{} points of {} re-scored on {} ({})", pts.len(), path.display(), hw.name, hw.source);
         print_points(&pts);
+        if let Some(t) = batch_scaling(&pts) {
+            println!("Batch scaling (measured):\n{t}");
+        }
         return print_contrasts(&pts, &args.contrast);
     }
     let grid = shapes(&args.shapes)?;
@@ -340,6 +385,9 @@ pub fn sweep(args: SweepArgs) -> Result<()> {
     std::fs::write(&json, write_json(&pts)?).with_context(|| format!("writing {}", json.display()))?;
     println!("{} points on {} ({}); wrote {} and {}", pts.len(), hw.name, hw.source, csv.display(), json.display());
     print_points(&pts);
+    if let Some(t) = batch_scaling(&pts) {
+        println!("Batch scaling (measured):\n{t}");
+    }
     print_contrasts(&pts, &args.contrast)
 }
 
@@ -378,6 +426,52 @@ mod tests {
     fn shape_sets() {
         assert_eq!(shapes("llama").unwrap().len(), 20);
         assert_eq!(shapes("decode").unwrap()[0], (1, 4096, 4096));
+        let batch = shapes("batch").unwrap();
+        assert_eq!(batch.len(), 30);
+        assert_eq!((batch[0], batch[4], batch[29]), ((1, 6144, 4096), (1, 128_256, 4096), (16, 128_256, 4096)));
         assert!(shapes("/nonexistent").is_err());
+    }
+
+    #[test]
+    fn batch_scaling_divides_each_m_by_m1() {
+        let hw = HardwareProfile::preset("h100").unwrap();
+        let point = |p: Format, m: u64, n: u64, t: Option<f64>| {
+            let gemm = Gemm::new(m, n, 4096, Scheme::weight_only(p, Format::FP16)).unwrap();
+            let measurement = t.map(|time_us| roofline_core::Measurement {
+                device: "test".into(),
+                time_us,
+                time_us_min: time_us,
+                time_us_max: time_us,
+                runs: 1,
+                tflops: 0.0,
+                bandwidth_gb_s: 0.0,
+                kernel: "test".into(),
+                power: None,
+                graph_us: None,
+            });
+            DualPoint { label: p.to_string(), prediction: predict(&gemm, &hw).unwrap(), gemm, measurement }
+        };
+        let int4 = Format::INT4_G128;
+        let pts = vec![
+            point(int4, 1, 14336, Some(13.0)),
+            point(Format::NF4, 1, 14336, Some(13.5)),
+            point(int4, 8, 14336, Some(15.6)),
+            point(int4, 16, 14336, Some(17.55)),
+            point(Format::NF4, 16, 14336, None), // not measured: no NF4 row
+            point(int4, 1, 4096, Some(5.0)),     // no other M: no row
+            point(int4, 128, 14336, Some(40.0)), // beyond the decode regime: no column
+        ];
+        let t = batch_scaling(&pts).expect("a table").to_string();
+        assert!(
+            t.contains("M = 8 (us, / M = 1)") && t.contains("M = 16 (us, / M = 1)") && !t.contains("M = 128"),
+            "{t}"
+        );
+        assert!(t.contains("15.6 (1.20x)") && t.contains("17.6 (1.35x)"), "{t}");
+        assert!(t.contains("14336x4096") && !t.contains("4096x4096"), "{t}");
+        assert_eq!(t.lines().filter(|l| l.contains("NF4")).count(), 0, "{t}");
+        // Predictions only, or M = 1 alone: nothing to show.
+        let unmeasured: Vec<DualPoint> = pts.iter().map(|p| DualPoint { measurement: None, ..p.clone() }).collect();
+        assert!(batch_scaling(&unmeasured).is_none());
+        assert!(batch_scaling(&pts[..2]).is_none());
     }
 }
