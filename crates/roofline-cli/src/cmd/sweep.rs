@@ -291,8 +291,6 @@ fn batch_scaling(points: &[DualPoint]) -> Option<comfy_table::Table> {
     let mut ms: Vec<u64> = points.iter().filter(measured).map(|p| p.gemm.m).filter(|&m| m > 1).collect();
     ms.sort_unstable();
     ms.dedup();
-    // Rows in the order their M = 1 points come.
-    let rows: Vec<&DualPoint> = points.iter().filter(measured).filter(|p| p.gemm.m == 1).collect();
     let time = |base: &DualPoint, m: u64| {
         points
             .iter()
@@ -300,7 +298,9 @@ fn batch_scaling(points: &[DualPoint]) -> Option<comfy_table::Table> {
             .find(|q| q.gemm.m == m && (q.gemm.n, q.gemm.k) == (base.gemm.n, base.gemm.k) && q.label == base.label)
             .and_then(|q| q.measurement.as_ref().map(|x| x.time_us))
     };
-    let rows: Vec<&DualPoint> = rows.into_iter().filter(|b| ms.iter().any(|&m| time(b, m).is_some())).collect();
+    // Rows in the order their M = 1 points come.
+    let rows: Vec<&DualPoint> =
+        points.iter().filter(measured).filter(|b| b.gemm.m == 1 && ms.iter().any(|&m| time(b, m).is_some())).collect();
     if rows.is_empty() {
         return None;
     }
