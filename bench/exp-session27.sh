@@ -6,19 +6,11 @@
 #           memory and the weights through bulk rings (`--gemv variant=xmma,x_smem=true`, the M > 8 kernel) beside them
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session27 "${1:-msweep}"
-fmts="-p fp8_e4m3 -p int8 -p nvfp4 -p int4_g128 -p mxfp4 -p nf4"
+fmts=(-p fp8_e4m3 -p int8 -p nvfp4 -p int4_g128 -p mxfp4 -p nf4)
 if has msweep; then
     for nk in 14336x4096 4096x14336; do
-        for m in 1 2 3 4 6 8 12 16; do
-            echo "=== default ${m}x$nk" | tee -a "$out/msweep.txt"
-            timeout 120 .gpu/roofline compare --weight-only --hw $hw --m $m --n ${nk%x*} --k ${nk#*x} $fmts 2>&1 \
-                | grep -E "W:|rror" | tee -a "$out/msweep.txt"
-        done
-        for m in 2 4 8; do
-            echo "=== x_smem ${m}x$nk" | tee -a "$out/msweep.txt"
-            timeout 120 .gpu/roofline compare --weight-only --hw $hw --m $m --n ${nk%x*} --k ${nk#*x} $fmts \
-                --gemv variant=xmma,x_smem=true 2>&1 | grep -E "W:|rror" | tee -a "$out/msweep.txt"
-        done
+        for m in 1 2 3 4 6 8 12 16; do wo_compare msweep default $m $nk "${fmts[@]}"; done
+        for m in 2 4 8; do wo_compare msweep x_smem $m $nk "${fmts[@]}" --gemv variant=xmma,x_smem=true; done
     done
 fi
 #   mshape  the same at the other shapes of a Llama-3 decode step (gate_up 28672x4096, qkv 6144x4096, o_proj
@@ -29,23 +21,19 @@ if has mshape; then
         case $nk in 14336x4096 | 4096x14336) ms="3 6" sets="x_smem" ;; *) ms="2 3 4 6 8" sets="default x_smem" ;; esac
         for m in $ms; do
             for set in $sets; do
-                echo "=== $set ${m}x$nk" | tee -a "$out/mshape.txt"
-                g=""
-                [[ $set == x_smem ]] && g="--gemv variant=xmma,x_smem=true"
-                timeout 120 .gpu/roofline compare --weight-only --hw $hw --m $m --n ${nk%x*} --k ${nk#*x} $fmts $g 2>&1 \
-                    | grep -E "W:|rror" | tee -a "$out/mshape.txt"
+                g=()
+                [[ $set == x_smem ]] && g=(--gemv variant=xmma,x_smem=true)
+                wo_compare mshape $set $m $nk "${fmts[@]}" "${g[@]}"
             done
         done
     done
 fi
-#   m2      FP16 and 8-bit weights at M = 2 on the x-stationary tensor-core kernel (`--gemv variant=xmma,
+#   m2      8-bit weights at M = 2 on the x-stationary tensor-core kernel (`--gemv variant=xmma,
 #           x_smem=false`) against the default (split-K on CUDA cores) at the decode step's shapes
 if has m2; then
     for nk in 1024x4096 4096x4096 6144x4096 14336x4096 4096x14336 28672x4096 128256x4096; do
         for g in "" "variant=xmma,x_smem=false"; do
-            echo "=== [$g] 2x$nk" | tee -a "$out/m2.txt"
-            timeout 120 .gpu/roofline compare --weight-only --hw $hw --m 2 --n ${nk%x*} --k ${nk#*x} -p fp8_e4m3 -p int8 \
-                ${g:+--gemv $g} 2>&1 | grep -E "FP16  |W:|rror" | tee -a "$out/m2.txt"
+            wo_compare m2 "[$g]" 2 $nk -p fp8_e4m3 -p int8 ${g:+--gemv $g}
         done
     done
 fi

@@ -23,21 +23,27 @@ bulk_tune() {
             .gpu/$bin --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=1|splits +1 " | tee -a "$out/$log.txt"
     done
 }
+# `wo_compare LOG LABEL M NxK ARGS...`: `compare --weight-only` at M x N x K with ARGS (formats, --gemv ...) from
+# $BIN (default .gpu/roofline), its table rows under "=== LABEL MxNxK" in $out/LOG.txt.
+wo_compare() {
+    local log=$1 label=$2 m=$3 nk=$4
+    shift 4
+    echo "=== $label ${m}x$nk" | tee -a "$out/$log.txt"
+    timeout 120 .gpu/${BIN:-roofline} compare --weight-only --hw $hw --m $m --n ${nk%x*} --k ${nk#*x} "$@" 2>&1 \
+        | grep -E "W:|rror" | tee -a "$out/$log.txt"
+}
 # `m16_compare LOG SHAPES FORMATS SETTING...`: `compare --weight-only` at M = 16 for SHAPES (NxK, space-separated)
 # and FORMATS, one table per SETTING "EXTRA|GEMV" (ROOFLINE_NVRTC_EXTRA options | --gemv options; $BIN picks
 # another CLI build in .gpu/), to $out/LOG.txt.
 m16_compare() {
-    local log=$1 shapes=$2 fmts=$3 s extra gemv nk f args
+    local log=$1 shapes=$2 fmts=$3 s extra gemv nk f args=()
     shift 3
-    args=""
-    for f in $fmts; do args="$args -p $f"; done
+    for f in $fmts; do args+=(-p "$f"); done
     for s in "$@"; do
         extra=${s%%|*}
         gemv=${s#*|}
         for nk in $shapes; do
-            echo "=== [$extra] [$gemv] 16x$nk" | tee -a "$out/$log.txt"
-            ROOFLINE_NVRTC_EXTRA="$extra" timeout 120 .gpu/${BIN:-roofline} compare --weight-only --hw $hw --m 16 --n ${nk%x*} \
-                --k ${nk#*x} $args ${gemv:+--gemv $gemv} 2>&1 | grep -E "W:|rror" | tee -a "$out/$log.txt"
+            ROOFLINE_NVRTC_EXTRA="$extra" wo_compare "$log" "[$extra] [$gemv]" 16 "$nk" "${args[@]}" ${gemv:+--gemv $gemv}
         done
     done
 }
