@@ -231,7 +231,7 @@ __device__ __forceinline__ void attn_cluster_start(const kv_t* __restrict__ kc, 
 // new key and value appended, the online
 // softmax over the CTA's positions, its warps merged, then the cluster merged through distributed shared
 // memory into out. Warps 0..CW-1 of every CTA of the cluster.
-__device__ __forceinline__ void attn_cluster_finish(const u16* __restrict__ qkv, kv_t* __restrict__ kc,
+__device__ __forceinline__ void attn_cluster_finish(const u16* qkv, kv_t* __restrict__ kc,
                                                    kv_t* __restrict__ vc, u16* __restrict__ out, int len, int hq,
                                                    int hkv, int smax, float scale, const float cs[4],
                                                    const float sn[4], float k_scale, float v_scale) {

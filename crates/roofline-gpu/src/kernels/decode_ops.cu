@@ -40,7 +40,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 // One CTA of 1024 threads per row; each thread keeps its (at most NORM_PER_THREAD) elements in registers, so
 // x, delta and w are read once and x (when updated) and out written once.
 #define NORM_PER_THREAD 16
-extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm(u16* __restrict__ x, const u16* __restrict__ delta,
+extern "C" __global__ void __launch_bounds__(1024) add_rmsnorm(u16* __restrict__ x, const u16* delta,
                                                               const u16* __restrict__ w, u16* __restrict__ out, int d,
                                                               float eps) {
     pdl_enter();
@@ -125,7 +125,7 @@ __device__ __forceinline__ void softmax_step(float s, const float v4[4], float& 
 struct KvRows {
     uint2 k[4], v[4];
 };
-__device__ __forceinline__ void load_kv(const u16* __restrict__ kc, const u16* __restrict__ vc, size_t base, int p0,
+__device__ __forceinline__ void load_kv(const u16* kc, const u16* vc, size_t base, int p0,
                                         int p1, KvRows& r) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
@@ -198,8 +198,8 @@ __device__ __forceinline__ void attend_chunk(const float qv[4], const KvRows& ro
 }
 
 // One (b, q head, chunk) over the cache (q already rotated in qkv, the new key already appended).
-extern "C" __global__ void attn_split(const u16* __restrict__ qkv, const u16* __restrict__ kc,
-                                      const u16* __restrict__ vc, float* __restrict__ part, int len, int hq, int hkv,
+extern "C" __global__ void attn_split(const u16* qkv, const u16* kc,
+                                      const u16* vc, float* __restrict__ part, int len, int hq, int hkv,
                                       int smax, int chunk, float scale) {
     pdl_enter();
     const int bh = blockIdx.x;
@@ -230,7 +230,7 @@ __device__ __forceinline__ float warp_max(float v) {
 // softmax sum, then lane l sums elements 4l..4l+3 over the splits with independent loads (each split's
 // weight exp(m_s - max) recomputed per lane, no shared memory, no barrier). Loads go through L2: the
 // partials were written by other CTAs of this launch.
-__device__ __forceinline__ void combine_heads(const float* __restrict__ part, u16* __restrict__ out, int splits) {
+__device__ __forceinline__ void combine_heads(const float* part, u16* __restrict__ out, int splits) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int g = warp; g < GQA; g += 4) {
         const float* p = part + (size_t)g * splits * (HD + 2);
@@ -260,7 +260,7 @@ __device__ __forceinline__ void combine_heads(const float* __restrict__ part, u1
 
 // Merges the splits of the GQA q heads of one (b, KV head) group (attn_split's partials, heads consecutive)
 // into out; 128 threads.
-extern "C" __global__ void attn_combine(const float* __restrict__ part, u16* __restrict__ out, int splits) {
+extern "C" __global__ void attn_combine(const float* part, u16* __restrict__ out, int splits) {
     pdl_enter();
     const size_t bh0 = (size_t)blockIdx.x * GQA;
     combine_heads(part + bh0 * splits * (HD + 2), out + bh0 * HD, splits);
@@ -273,7 +273,7 @@ extern "C" __global__ void attn_combine(const float* __restrict__ part, u16* __r
 // the new key, appends it and the new value to the cache and attends to them from registers. Every CTA
 // writes one partial per q head, then counts itself in counters[b * hkv + kv head]; the last one merges
 // the splits of the group's heads into out and re-arms the counter.
-extern "C" __global__ void __launch_bounds__(128) attn_rope(const u16* __restrict__ qkv, u16* __restrict__ kc,
+extern "C" __global__ void __launch_bounds__(128) attn_rope(const u16* qkv, u16* __restrict__ kc,
                                                             u16* __restrict__ vc, float* __restrict__ part,
                                                             u32* __restrict__ counters, u16* __restrict__ out, int len,
                                                             int hq, int hkv, int smax, int chunk, float scale,
@@ -396,7 +396,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_rope(const u16* __restric
 #if __CUDA_ARCH__ >= 900
 // attn_cluster: RoPE + KV append + flash-decoding + merge on thread-block clusters (attn_cluster.cuh).
 extern "C" __global__ void __launch_bounds__(CW * 32, CLUSTER_MIN_BLOCKS)
-    attn_cluster(const u16* __restrict__ qkv, kv_t* __restrict__ kc, kv_t* __restrict__ vc, u16* __restrict__ out,
+    attn_cluster(const u16* qkv, kv_t* __restrict__ kc, kv_t* __restrict__ vc, u16* __restrict__ out,
                  int len, int hq, int hkv, int smax, float scale, float theta, float k_scale, float v_scale) {
     pdl_trigger();
     attn_cluster_start(kc, vc, len, hkv, smax);
@@ -407,7 +407,7 @@ extern "C" __global__ void __launch_bounds__(CW * 32, CLUSTER_MIN_BLOCKS)
 }
 #endif
 
-extern "C" __global__ void silu_mul(const u16* __restrict__ gu, u16* __restrict__ out, int f) {
+extern "C" __global__ void silu_mul(const u16* gu, u16* __restrict__ out, int f) {
     pdl_enter();
     const int b = blockIdx.x;
     const int i = blockIdx.y * blockDim.x + threadIdx.x;
@@ -419,7 +419,7 @@ extern "C" __global__ void silu_mul(const u16* __restrict__ gu, u16* __restrict_
 // Most routed experts topk_route takes (8 logits per lane).
 #define MAX_EXPERTS 256
 
-extern "C" __global__ void topk_route(const u16* __restrict__ logits, int* __restrict__ ids, float* __restrict__ wts,
+extern "C" __global__ void topk_route(const u16* logits, int* __restrict__ ids, float* __restrict__ wts,
                                       int e, int k) {
     pdl_enter();
     const int b = blockIdx.x, lane = threadIdx.x;
@@ -478,7 +478,7 @@ __device__ __forceinline__ uint4 pack8(const float* f) {
 
 // One 16-byte word per thread, grid (rows, ceil(d / 8 / 128)): every load of a row is in flight at once (a
 // loop over the row in one CTA measured 10.7 us for the combine, one DRAM round trip per iteration).
-extern "C" __global__ void moe_gather(const u16* __restrict__ x, u16* const* __restrict__ dst,
+extern "C" __global__ void moe_gather(const u16* x, u16* const* __restrict__ dst,
                                       const int* __restrict__ src, int d) {
     pdl_enter();
     const int r = blockIdx.x;
@@ -488,8 +488,8 @@ extern "C" __global__ void moe_gather(const u16* __restrict__ x, u16* const* __r
 }
 
 // grid (B, ceil(d / 8 / 128)), 128 threads, 8 values per thread; k <= 32.
-extern "C" __global__ void moe_combine(u16* __restrict__ x, const float* __restrict__ wts,
-                                       const u16* const* __restrict__ rows, const u16* __restrict__ shared, int k,
+extern "C" __global__ void moe_combine(u16* __restrict__ x, const float* wts,
+                                       const u16* const* rows, const u16* shared, int k,
                                        int d) {
     pdl_enter();
     const int b = blockIdx.x;

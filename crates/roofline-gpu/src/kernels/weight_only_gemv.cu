@@ -13,9 +13,9 @@
 // Layout: W row-major (row n = output channel), K packed LSB-first as roofline-quant packs it, so a row is
 // K*bits/8 bytes = KC 16-byte chunks. Lane l of a warp reads chunks l, l+32, ... of its rows: a warp
 // instruction reads 512 contiguous bytes of one row (coalesced), U chunks x R rows independent loads in
-// flight per lane. x is read through the read-only path (__ldg, 16-byte loads, L1/L2 resident: it is at
-// most 16 x 14336 x 2 B and every CTA of an SM reads the same slice); weights bypass L1 (no_allocate) so
-// they do not evict x. gridDim.y > 1 splits K: each split adds its partial sums into an FP32 workspace
+// flight per lane. x is read with coherent 16-byte loads after griddepcontrol.wait (`ld_dep`: the read-only
+// path could be hoisted above it; L1/L2 resident: it is at most 16 x 14336 x 2 B and every CTA of an SM reads
+// the same slice); weights bypass L1 (no_allocate) so they do not evict x. gridDim.y > 1 splits K: each split adds its partial sums into an FP32 workspace
 // with atomicAdd and the last CTA of a row tile (counter per tile) converts the tile to y and re-zeroes
 // the workspace and the counter, so one launch does it all and the workspace is ready for the next call.
 // No headers: fp16/bf16 conversions are inline PTX (wo_common.cuh, prepended by the host).
@@ -125,7 +125,7 @@ __device__ __forceinline__ void load_set(const uint4* __restrict__ w, const u8* 
 }
 
 // Decodes a loaded set and accumulates its products with x into acc.
-__device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, int c, int c_end, const float* lut,
+__device__ __forceinline__ void compute_set(const u16* x, int k, int c, int c_end, const float* lut,
                                             const uint4 q[U][R], const Meta meta[U][R], float acc[R][MT],
                                             const float* xs, int xstride, int c_begin) {
 #pragma unroll
@@ -164,7 +164,7 @@ __device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, in
 #if EXP_XCONST
                     const uint4 xv = make_uint4(0x3c003c00u, 0x3c003c00u, 0x3c003c00u, 0x3c003c00u);
 #else
-                    const uint4 xv = __ldg((const uint4*)(x + (size_t)m * k + (size_t)cc * EPC + 8 * j));
+                    const uint4 xv = ld_dep((const uint4*)(x + (size_t)m * k + (size_t)cc * EPC + 8 * j));
 #endif
                     x2f(xv.x, xf[0], xf[1]);
                     x2f(xv.y, xf[2], xf[3]);
@@ -255,7 +255,7 @@ __device__ __forceinline__ void finish_group(const u8* __restrict__ scales, floa
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
-        const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+        const u16* x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
         int n_rows, int k, int chunks_per_split, int flags, float eps) {
     flags = fuse_flags(flags);
 #if USES_LUT
@@ -312,7 +312,7 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
         for (int i = threadIdx.x; i < MT * n8; i += blockDim.x) {
             const int m = i / n8, p = i - m * n8;
             const int e = p * 8;  // element offset in the K range
-            const uint4 xv = __ldg((const uint4*)(x + (size_t)m * k + (size_t)c_begin * EPC + e));
+            const uint4 xv = ld_dep((const uint4*)(x + (size_t)m * k + (size_t)c_begin * EPC + e));
             float f[8];
             x2f(xv.x, f[0], f[1]);
             x2f(xv.y, f[2], f[3]);

@@ -320,7 +320,7 @@ __device__ __forceinline__ void load_set(const uint4* __restrict__ wt, const u8*
 }
 
 // Decodes U loaded tiles and runs their MMAs into acc.
-__device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, int kt, int kt_end, int g, int t,
+__device__ __forceinline__ void compute_set(const u16* x, int k, int kt, int kt_end, int g, int t,
                                             const uint4 q[U][QV], const Meta meta[U], float acc[NB][4]) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -335,8 +335,8 @@ __device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, in
                 for (int s = 0; s < 4; ++s) {
                     if (m < MT) {
                         const u32* xr = (const u32*)(x + (size_t)m * k + kbase + 16 * s + 2 * t);
-                        bx[b][s][0] = __ldg(xr);
-                        bx[b][s][1] = __ldg(xr + 4);
+                        bx[b][s][0] = ld_dep(xr);
+                        bx[b][s][1] = ld_dep(xr + 4);
                     } else {
                         bx[b][s][0] = bx[b][s][1] = 0u;
                     }
@@ -349,7 +349,7 @@ __device__ __forceinline__ void compute_set(const u16* __restrict__ x, int k, in
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
-       const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+       const u16* x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
        int n_rows, int k, int tiles_per_split, int flags, float eps) {
     flags = fuse_flags(flags);
     const int lane = threadIdx.x & 31;
@@ -542,7 +542,7 @@ __device__ __forceinline__ void xs_reduce(const float* part, int ps, int r0, int
 #if XS == 1
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
-          const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+          const u16* x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
           int n_rows, int k, int rtpc, int flags, float eps) {
     pdl_trigger();
     flags = fuse_flags(flags);
@@ -588,8 +588,8 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
                 const int m = b * 8 + g;
                 if (m < MT && kt0 + i < kt_total) {
                     const u32* xr = (const u32*)(x + (size_t)m * k + (kt0 + i) * 64 + 16 * s + 2 * t);
-                    bx[i][b][s][0] = __ldg(xr);
-                    bx[i][b][s][1] = __ldg(xr + 4);
+                    bx[i][b][s][0] = ld_dep(xr);
+                    bx[i][b][s][1] = ld_dep(xr + 4);
                 } else {
                     bx[i][b][s][0] = bx[i][b][s][1] = 0u;
                 }
@@ -688,7 +688,7 @@ __device__ __forceinline__ void ldsm_x4(u32 addr, u32& d0, u32& d1, u32& d2, u32
 // (row stride `ld` halfs), 16 bytes per cp.async, all of them in flight at once (a load-then-store loop
 // waited one L2 round trip per 16 bytes and thread: 8 to 32 of them before the first MMA). Committed; the
 // caller waits (cp.async.wait_all) and synchronizes the CTA.
-__device__ __forceinline__ void xk_stage_x(const u16* __restrict__ x, int k, int kb, int span, int ld, u32 xs_base) {
+__device__ __forceinline__ void xk_stage_x(const u16* x, int k, int kb, int span, int ld, u32 xs_base) {
     const int cpr = span * 8;  // 16-byte chunks per row
     for (int i = threadIdx.x; i < NB * 8 * cpr; i += blockDim.x) {
         const int m = i / cpr, c = i - m * cpr;
@@ -718,7 +718,7 @@ __device__ __forceinline__ u32 xk_x_addr(u32 xs_base, int ld, int lane) {
 // The register-ring kernel's x staging: x's columns staged (xk_stage_x) while the fused norm's row factors
 // are computed (the rows dealt out to the warps), both awaited and the CTA synchronized; returns this lane's
 // ldmatrix address. (The bulk ring stages x in chunks through bulk copies instead: xb_stage_x.)
-__device__ __forceinline__ u32 xk_stage(const u16* __restrict__ x, int k, int kb, int span, int ld, u32 xs_base,
+__device__ __forceinline__ u32 xk_stage(const u16* x, int k, int kb, int span, int ld, u32 xs_base,
                                         int flags, float eps, float* fuse_inv) {
     xk_stage_x(x, k, kb, span, ld, xs_base);
     fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, threadIdx.x >> 5, WARPS);
@@ -784,7 +784,7 @@ __device__ __forceinline__ void xk_load(const uint4* __restrict__ wl, const u8* 
 #if !XB  // the bulk ring below replaces this entry
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
-          const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+          const u16* x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
           int n_rows, int k, int rtpc, int flags, float eps) {
     pdl_trigger();
     flags = fuse_flags(flags);
@@ -1027,7 +1027,7 @@ __device__ __forceinline__ int xb_chunk_tiles(int span) { return max(XCT, (span 
 // rank's parity into both CTAs' shared memory (`bulk_copy_pair`, same offsets), so x leaves L2 once per pair;
 // every CTA still expects all of x's bytes on its own chunk barriers. The pair's barriers must be initialized
 // before (cluster_sync after the initialization).
-__device__ __forceinline__ void xb_stage_x(const u16* __restrict__ x, int k, int kb, int span, int ld, u32 xs_base,
+__device__ __forceinline__ void xb_stage_x(const u16* x, int k, int kb, int span, int ld, u32 xs_base,
                                            u32 xbar) {
     const int ct = xb_chunk_tiles(span), nch = (span + ct - 1) / ct;
     const int lane = threadIdx.x & 31;
@@ -1190,7 +1190,7 @@ __device__ __forceinline__ void xb_table_sum(const float* red, int ps, int rt0, 
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
-          const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+          const u16* x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
           int n_rows, int k, int rtpc, int flags, float eps) {
     pdl_trigger();
     flags = fuse_flags(flags);

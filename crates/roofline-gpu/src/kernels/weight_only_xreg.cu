@@ -283,7 +283,7 @@ __device__ __forceinline__ float butterfly_rows(float (&v)[R]) {
 
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
-        const u16* __restrict__ x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+        const u16* x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
         int n_rows, int k, int rpc, int flags, float eps) {
     flags = fuse_flags(flags);
     pdl_trigger();
@@ -356,8 +356,8 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
                     uint4 gv = make_uint4(0u, 0u, 0u, 0u), uv = gv;
                     if (c < kc) {
                         const u16* gr = x + (size_t)m * 2 * k + (size_t)c * EPC + 8 * s;
-                        gv = __ldg((const uint4*)gr);
-                        uv = __ldg((const uint4*)(gr + k));
+                        gv = ld_dep((const uint4*)gr);
+                        uv = ld_dep((const uint4*)(gr + k));
                     }
                     const u32 gw[4] = {gv.x, gv.y, gv.z, gv.w}, uw[4] = {uv.x, uv.y, uv.z, uv.w};
 #pragma unroll
@@ -374,7 +374,7 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
                 }
 #endif
                 uint4 xv = make_uint4(0u, 0u, 0u, 0u);
-                if (c < kc) xv = __ldg((const uint4*)(x + (size_t)m * k + (size_t)c * EPC + 8 * s));
+                if (c < kc) xv = ld_dep((const uint4*)(x + (size_t)m * k + (size_t)c * EPC + 8 * s));
                 x2f(xv.x, xr[m][j][8 * s + 0], xr[m][j][8 * s + 1]);
                 x2f(xv.y, xr[m][j][8 * s + 2], xr[m][j][8 * s + 3]);
                 x2f(xv.z, xr[m][j][8 * s + 4], xr[m][j][8 * s + 5]);

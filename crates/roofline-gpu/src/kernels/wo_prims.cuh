@@ -148,7 +148,7 @@ __device__ __forceinline__ u32 e4m3x2_to_h2(u32 b) {
 // `pdl_trigger` lets the next kernel in the stream be scheduled as this grid's last CTAs run; `pdl_wait`
 // blocks until the previous grid has finished and its writes are visible. Everything before the wait may
 // only read memory no earlier kernel writes (the weights and their scales); x, y and the split-K
-// workspace are touched only after it.
+// workspace are touched only after it, and read with `ld_dep` or plain loads (below).
 #ifndef PDL
 #define PDL 0
 #endif
@@ -161,6 +161,27 @@ __device__ __forceinline__ void pdl_wait() {
 #if PDL
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+}
+
+// Loads of what an earlier kernel of the stream wrote (x, the KV cache, partial sums), after pdl_wait: plain
+// coherent `ld.global`, never the read-only path. ptxas takes `ld.global.nc` (__ldg, and what nvcc makes of
+// loads through `const __restrict__` pointers) as memory no grid writes while this one runs, and may move it
+// above griddepcontrol.wait: session 28 found an x-in-registers GEMV's x loads ahead of ACQBULK in its SASS,
+// and a model-bench LM head that had read the residual stream before the final norm wrote it (right when
+// launched again). So these loads are volatile asm ordered after the wait, and kernel parameters that an
+// earlier kernel writes are not `__restrict__`.
+__device__ __forceinline__ uint4 ld_dep(const uint4* p) {
+    uint4 v;
+    asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p)
+                 : "memory");
+    return v;
+}
+__device__ __forceinline__ u32 ld_dep(const u32* p) {
+    u32 v;
+    asm volatile("ld.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
 }
 
 // Bytes of dynamic shared memory the CTA was launched with.

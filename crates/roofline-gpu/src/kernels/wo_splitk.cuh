@@ -42,7 +42,7 @@ __device__ __forceinline__ float io2f(u16 h) {
 // before reading it. Four 16-byte loads per lane are in flight at a time: one at a time put a dependent L2
 // round trip per 256 elements on the kernel's critical path (INT4 16x28672x4096 with the norm fused, one
 // warp over all 16 rows: 186 us against 40 us unfused, session 8).
-__device__ __forceinline__ void fuse_norm_rows(const u16* __restrict__ x, int k, int mt, int flags, float eps,
+__device__ __forceinline__ void fuse_norm_rows(const u16* x, int k, int mt, int flags, float eps,
                                                float* inv, int m0, int mstep) {
     if (!FUSE) return;
     const int lane = threadIdx.x & 31;
@@ -56,7 +56,7 @@ __device__ __forceinline__ void fuse_norm_rows(const u16* __restrict__ x, int k,
 #pragma unroll
                 for (int u = 0; u < 4; ++u) {
                     const int i = i0 + 32 * u;
-                    v[u] = i < chunks ? __ldg(xr + i) : make_uint4(0u, 0u, 0u, 0u);
+                    v[u] = i < chunks ? ld_dep(xr + i) : make_uint4(0u, 0u, 0u, 0u);
                 }
 #pragma unroll
                 for (int u = 0; u < 4; ++u) {
@@ -77,7 +77,7 @@ __device__ __forceinline__ void fuse_norm_rows(const u16* __restrict__ x, int k,
 }
 
 // This warp's inverse RMS of every row of x into inv[0..mt) (see fuse_norm_rows).
-__device__ __forceinline__ void fuse_norm_prologue(const u16* __restrict__ x, int k, int mt, int flags, float eps,
+__device__ __forceinline__ void fuse_norm_prologue(const u16* x, int k, int mt, int flags, float eps,
                                                    float* inv) {
     fuse_norm_rows(x, k, mt, flags, eps, inv, 0, 1);
 }
