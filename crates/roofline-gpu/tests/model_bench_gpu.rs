@@ -12,6 +12,8 @@ fn small(weights: WoFormat, batch: usize, seq: usize, fuse: bool) -> BenchConfig
     with_attention(weights, batch, seq, fuse, AttnKernel::Auto)
 }
 
+/// The small test model; `ROOFLINE_TEST_GEMV` (a `--gemv` override such as `pdl=false`) reruns every test with
+/// other weight-only launch settings (session 28 tried `pdl=false` this way while chasing a PDL race).
 fn with_attention(weights: WoFormat, batch: usize, seq: usize, fuse: bool, attention: AttnKernel) -> BenchConfig {
     BenchConfig {
         hidden: 1024,
@@ -30,7 +32,7 @@ fn with_attention(weights: WoFormat, batch: usize, seq: usize, fuse: bool, atten
         kv: KvFormat::F16,
         checkpoint: None,
         moe: None,
-        gemv: Default::default(),
+        gemv: std::env::var("ROOFLINE_TEST_GEMV").unwrap_or_default().parse().expect("ROOFLINE_TEST_GEMV"),
         ffn: Default::default(),
         qkv: Default::default(),
     }
@@ -63,6 +65,13 @@ fn small_llama_step_runs_in_every_format_and_checks_attention() {
                 Some(e) => assert!(fuse && e < 1e-2, "{weights:?} B={batch} S={seq}: FFN {e:.2e}"),
                 None => assert!(!fuse, "{weights:?} B={batch} S={seq}: the fused step's FFN went unchecked"),
             }
+            // ... and its qkv and o_proj; the LM head is checked in every step.
+            let l = r.linear_rel_errors;
+            for e in [l.qkv, l.o_proj] {
+                assert_eq!(e.is_some(), fuse, "{weights:?} B={batch} S={seq}: {l:?}");
+                assert!(e.is_none_or(|e| e < 1e-2), "{weights:?} B={batch} S={seq}: {l:?}");
+            }
+            assert!(l.lm_head < 1e-2, "{weights:?} B={batch} S={seq}: {l:?}");
             assert!(r.step_us > 0.0 && r.ops_sum_us > 0.0);
             assert_eq!(r.layers_built, 2);
             // The step scales two built layers to four: every per-layer op counts four times.
@@ -73,7 +82,7 @@ fn small_llama_step_runs_in_every_format_and_checks_attention() {
             let tps = r.tokens_per_s(batch);
             assert!((tps - batch as f64 * 1e6 / r.step_us).abs() < 1e-6 * tps.max(1.0));
             println!(
-                "{weights:?} B={batch:>2} S={seq:>4} fuse={fuse}: step {:8.1} us, ops sum {:8.1} us, attention err {:.1e}, FFN err {:.1e}",
+                "{weights:?} B={batch:>2} S={seq:>4} fuse={fuse}: step {:8.1} us, ops sum {:8.1} us, attention err {:.1e}, FFN err {:.1e}, {l:?}",
                 r.step_us, r.ops_sum_us, r.attention_rel_error, r.ffn_rel_error.unwrap_or(f64::NAN)
             );
         }
@@ -346,6 +355,9 @@ fn checkpoint_weights_run_and_check() {
         assert!(r.attention_rel_error < 1e-2, "{weights:?}: {}", r.attention_rel_error);
         // The fused step checks the last layer's FFN on the checkpoint's weights too.
         assert_eq!(r.ffn_rel_error.is_some(), fuse, "{weights:?} fuse={fuse}: {:?}", r.ffn_rel_error);
+        let l = r.linear_rel_errors;
+        assert_eq!((l.qkv.is_some(), l.o_proj.is_some()), (fuse, fuse), "{weights:?} fuse={fuse}: {l:?}");
+        assert!(l.lm_head < 1e-2 && l.qkv.is_none_or(|e| e < 1e-2) && l.o_proj.is_none_or(|e| e < 1e-2), "{l:?}");
         assert!(r.weights.starts_with("checkpoint"), "{}", r.weights);
         println!(
             "checkpoint {weights:?} fuse={fuse}: step {:.1} us, attention err {:.1e}",
@@ -422,4 +434,49 @@ fn bad_configs_are_errors_not_panics() {
     ] {
         assert!(gpu.model_bench(&cfg, |_| {}).is_err(), "{cfg:?}");
     }
+}
+
+/// The step's checks hold while other threads run steps on the same GPU at once (as the server's measurements
+/// and this test binary do): INT4 and FP16, fused and unfused, each step checked (its LM head too), twice per
+/// thread. `ROOFLINE_STRESS_GEMV` (a `--gemv` override, e.g. `pdl=false`) and `ROOFLINE_STRESS_ROUNDS` for probes.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn checks_hold_under_concurrent_steps() {
+    let gemv: roofline_gpu::weight_only::GemvOverride =
+        std::env::var("ROOFLINE_STRESS_GEMV").unwrap_or_default().parse().expect("ROOFLINE_STRESS_GEMV");
+    let rounds: usize = std::env::var("ROOFLINE_STRESS_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(2);
+    let configs: Vec<BenchConfig> = [(WoFormat::Int4G128, false), (WoFormat::Int4G128, true), (WoFormat::Fp16, false)]
+        .into_iter()
+        .flat_map(|(w, fuse)| (0..2).map(move |_| BenchConfig { gemv, ..small(w, 1, 1000, fuse) }))
+        .collect();
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = configs
+            .iter()
+            .map(|cfg| {
+                scope.spawn(move || {
+                    let gpu = Gpu::open(0).unwrap();
+                    (0..rounds)
+                        .filter_map(|round| match gpu.model_bench(cfg, |_| {}) {
+                            Ok(r) => {
+                                println!(
+                                    "{:?} fuse={} round {round}: lm_head {:.1e}",
+                                    cfg.weights, cfg.fuse, r.linear_rel_errors.lm_head
+                                );
+                                None
+                            }
+                            Err(e) => Some(format!("{:?} fuse={} round {round}: {e}", cfg.weights, cfg.fuse)),
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+    });
+    assert!(
+        failures.is_empty(),
+        "{} of {} steps failed:\n{}",
+        failures.len(),
+        configs.len() * rounds,
+        failures.join("\n")
+    );
 }

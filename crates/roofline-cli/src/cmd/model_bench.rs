@@ -458,8 +458,22 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
         println!("qkv projection inside the attention vs the qkv GEMV on the same x: rel. error {e:.1e}");
     }
     if let Some(e) = m.ffn_rel_error {
-        println!("last layer's FFN (what it adds to the residual stream) vs CPU f64 of its quantized weights: rel. error {e:.1e}");
+        println!(
+            "last layer's FFN (what it adds to the residual stream) vs CPU f64 of its quantized weights: rel. error {}",
+            stream_error(e)
+        );
     }
+    let l = &m.linear_rel_errors;
+    let attn_linears = match (l.qkv, l.o_proj) {
+        (Some(q), Some(o)) => {
+            format!("last layer's qkv_proj {q:.1e}, o_proj (what it adds to the stream) {}, ", stream_error(o))
+        }
+        _ => String::new(),
+    };
+    println!(
+        "{attn_linears}lm_head {:.1e}: rel. error vs CPU f64 of the quantized weights (~512 sampled rows each)",
+        l.lm_head
+    );
     if let Some(c) = &m.moe {
         let mut per_layer: Vec<String> = c.experts_per_layer.iter().take(4).map(|e| format!("{e:?}")).collect();
         if c.experts_per_layer.len() > 4 {
@@ -585,10 +599,27 @@ fn print_comparison(rows: &[Row], batch: usize) {
     println!("{t}");
 }
 
+/// An error of what a block adds to the FP16 residual stream, as model-bench measures it (beyond the stream's
+/// own rounding, which is taken out): 0 means within that rounding, said so rather than printed as "0.0e0".
+fn stream_error(e: f64) -> String {
+    if e == 0.0 {
+        "within the stream's FP16 rounding".into()
+    } else {
+        format!("{e:.1e}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use roofline_gpu::model_bench::{FusedOp, OpTime};
+    use roofline_gpu::model_bench::{FusedOp, LinearErrors, OpTime};
+
+    #[test]
+    fn a_stream_error_of_zero_reads_as_within_the_rounding() {
+        assert_eq!(stream_error(0.0), "within the stream's FP16 rounding");
+        assert_eq!(stream_error(2.5e-3), "2.5e-3");
+        assert_eq!(stream_error(f64::NAN), "NaN");
+    }
 
     fn step(fused: &[(&str, &str)]) -> StepResult {
         StepResult {
@@ -602,6 +633,7 @@ mod tests {
             attention_rel_error: 0.0,
             qkv_rel_error: None,
             ffn_rel_error: None,
+            linear_rel_errors: LinearErrors { qkv: None, o_proj: None, lm_head: 0.0 },
             attention_kernel: "test".into(),
             weights: "random".into(),
             moe: None,

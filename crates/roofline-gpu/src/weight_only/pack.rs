@@ -219,6 +219,25 @@ impl PackedWeights {
         self.codes.len() + self.scales.len() + self.zeros.len()
     }
 
+    /// Rows `rows` of these weights, in that order, in the same layout (codes, scales and zero points are
+    /// stored row after row, the same number of bytes a row): a sample of a large matrix kept for a CPU
+    /// check. Panics on a row out of range.
+    pub fn select_rows(&self, rows: &[usize]) -> PackedWeights {
+        let pick = |bytes: &[u8]| -> Vec<u8> {
+            let per = bytes.len() / self.n.max(1);
+            rows.iter().flat_map(|&r| &bytes[r * per..(r + 1) * per]).copied().collect()
+        };
+        PackedWeights {
+            format: self.format,
+            n: rows.len(),
+            k: self.k,
+            codes: pick(&self.codes),
+            scales: pick(&self.scales),
+            zeros: pick(&self.zeros),
+            global_scale: self.global_scale,
+        }
+    }
+
     /// The values the GPU multiplies, decoded from this layout (independently of roofline-quant's
     /// dequantize, so the tests can check the packing against it), `n x k` row-major.
     pub fn dequantize(&self) -> Vec<f32> {
@@ -737,6 +756,28 @@ mod tests {
         w[150000] = -1e6;
         let e = quantize_pack(WoFormat::Fp16, &w, 3, 65536).unwrap_err().to_string();
         assert!(e.contains("1000000") && e.contains("row 1, column 4464"), "{e}");
+    }
+
+    #[test]
+    fn selected_rows_decode_as_those_rows() {
+        let (n, k) = (37, 256);
+        let w = random_f32(n * k, 12);
+        let rows = [36, 0, 5, 5, 20];
+        for f in WoFormat::ALL {
+            let p = quantize_pack(f, &w, n, k).unwrap();
+            // every stored array is row after row, the same bytes a row
+            for bytes in [&p.codes, &p.scales, &p.zeros] {
+                assert_eq!(bytes.len() % n, 0, "{f:?}");
+            }
+            let all = p.dequantize();
+            let s = p.select_rows(&rows);
+            assert_eq!((s.n, s.k, s.format, s.global_scale), (rows.len(), k, f, p.global_scale));
+            let got = s.dequantize();
+            for (i, &r) in rows.iter().enumerate() {
+                assert_eq!(&got[i * k..(i + 1) * k], &all[r * k..(r + 1) * k], "{f:?} row {r}");
+            }
+            assert_eq!(p.select_rows(&(0..n).collect::<Vec<_>>()), p, "{f:?}");
+        }
     }
 
     #[test]
