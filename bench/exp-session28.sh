@@ -87,13 +87,7 @@ fi
 #           INT4 batch 1 and weight-only GEMVs at 1x14336x4096 against the build before ($BIN_BASE)
 if has fixcheck; then
     ROOFLINE_DUMP_CUBIN=$out/cubins timeout 60 .gpu/model_bench_gpu --ignored checkpoint_weights >/dev/null 2>&1
-    for c in "$out"/cubins/*.cubin; do
-        cuobjdump -sass "$c" 2>/dev/null | awk -v f="$(basename "$c")" '
-            /Function :/ { fn = $3; pre = 1; nc = 0; co = 0 }
-            /ACQBULK/ { if (pre) printf "%s %s: before ACQBULK %d read-only loads, %d coherent loads\n", f, fn, nc, co; pre = 0 }
-            pre && /LDG/ { if (/CONSTANT/) nc++; else co++ }'
-    done | tee "$out/fixcheck-sass.txt"
-    rm -rf "$out/cubins"
+    pdl_sass fixcheck-sass "$out/cubins"
     timeout 200 .gpu/model_bench_gpu --ignored --nocapture >"$out/fixcheck-tests.txt" 2>&1
     grep -E "^test |test result|panicked" "$out/fixcheck-tests.txt"
     for b in ${BIN_BASE:-roofline-base} roofline; do
@@ -102,4 +96,14 @@ if has fixcheck; then
             | grep -E "^step|tokens/s|rel. error" | tee -a "$out/fixcheck-perf.txt"
         BIN=$b wo_compare fixcheck-perf $b 1 14336x4096 -p fp16 -p fp8_e4m3 -p int4_g128 -p nf4 -p nvfp4
     done
+fi
+#   wosuite (for session 29) the weight-only GPU tests that check the default plans at every M against the f64
+#           reference, on the new sources, every kernel they build dumped and its loads before ACQBULK counted
+#           (`pdl_sass`: coherent loads there must be 0 in every weight-only kernel)
+if has wosuite; then
+    ROOFLINE_DUMP_CUBIN=$out/cubins timeout 420 .gpu/weight_only_gpu --ignored --nocapture every_m_and_tiny_odd_shapes \
+        every_format_matches_the_reference_at_the_issue_shapes fused_norm_and_residual_add variants_and_bf16 \
+        >"$out/wosuite-tests.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/wosuite-tests.txt"
+    pdl_sass wosuite-sass "$out/cubins" | awk '$NF == "loads" && $(NF-2) != 0' | head -20
 fi
