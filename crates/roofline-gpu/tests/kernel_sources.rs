@@ -5,9 +5,10 @@
 //! (`ld.global.nc`: `__ldg`, and what nvcc makes of loads through `const __restrict__` pointers) as loads of
 //! memory no grid writes while the kernel runs, and may schedule them above the wait: session 28 found an
 //! x-in-registers GEMV's x loads ahead of the wait (ACQBULK) in its SASS, and a model-bench LM head that had
-//! read the residual stream before the final norm wrote it. So the read-only path is kept for what no kernel
-//! writes (weights, their scales and zero points), and the buffers earlier kernels write are read with
-//! `ld_dep` or plain loads through pointers that are not `__restrict__`.
+//! read the residual stream before the final norm wrote it. So the read-only path (`__ldg`, and the inline
+//! `ld.global.nc` of `ld_weights`) is kept for what no kernel writes (weight codes, their scales and zero
+//! points), and the buffers earlier kernels write are read with `ld_dep` or plain loads through pointers that
+//! are not `__restrict__`.
 
 use std::path::PathBuf;
 
@@ -73,6 +74,38 @@ fn the_read_only_path_reads_only_weights_and_their_tables() {
         "__ldg on something an earlier kernel may write (use ld_dep after pdl_wait):\n{}",
         wrong.join("\n")
     );
+}
+
+#[test]
+fn read_only_asm_loads_are_weight_loads() {
+    // `ld.global.nc` written out in inline PTX: only the weight loaders of wo_prims.cuh, and those only on
+    // weight-code pointers (`w`, `wt`, `wl`: the codes of a row, a tile, a lane).
+    let mut wrong = Vec::new();
+    let mut calls = 0;
+    for (name, text) in sources() {
+        let text = code(&text);
+        for (at, _) in text.match_indices("ld.global.nc") {
+            let function = text[..at].rfind("__device__").map(|i| &text[i..at]).unwrap_or("");
+            if !(name == "wo_prims.cuh" && function.contains("ld_weights")) {
+                wrong.push(format!("{name}: ld.global.nc outside ld_weights"));
+            }
+        }
+        for call in ["ld_weights(", "ld_weights_l1("] {
+            for (at, _) in text.match_indices(call) {
+                if text[..at].ends_with("uint4 ") {
+                    continue; // the definition
+                }
+                calls += 1;
+                let arg = parenthesized(&text, at + call.len() - 1).trim();
+                let base = arg.split(|c: char| !(c.is_alphanumeric() || c == '_')).next().unwrap_or("");
+                if !["w", "wt", "wl"].contains(&base) {
+                    wrong.push(format!("{name}: {call}{arg})"));
+                }
+            }
+        }
+    }
+    assert!(calls >= 5, "the scan found only {calls} weight loads: did the sources move?");
+    assert!(wrong.is_empty(), "read-only loads of what may not be weights:\n{}", wrong.join("\n"));
 }
 
 #[test]
