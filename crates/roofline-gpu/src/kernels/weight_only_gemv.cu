@@ -14,10 +14,11 @@
 // K*bits/8 bytes = KC 16-byte chunks. Lane l of a warp reads chunks l, l+32, ... of its rows: a warp
 // instruction reads 512 contiguous bytes of one row (coalesced), U chunks x R rows independent loads in
 // flight per lane. x is read with coherent 16-byte loads after griddepcontrol.wait (`ld_dep`: the read-only
-// path could be hoisted above it; L1/L2 resident: it is at most 16 x 14336 x 2 B and every CTA of an SM reads
-// the same slice); weights bypass L1 (no_allocate) so they do not evict x. gridDim.y > 1 splits K: each split adds its partial sums into an FP32 workspace
-// with atomicAdd and the last CTA of a row tile (counter per tile) converts the tile to y and re-zeroes
-// the workspace and the counter, so one launch does it all and the workspace is ready for the next call.
+// path could be hoisted above it; L1/L2 resident: it is at most 16 x 14336 x 2 B and every CTA of an SM
+// reads the same slice); weights bypass L1 (no_allocate) so they do not evict x. gridDim.y > 1 splits K:
+// each split adds its partial sums into an FP32 workspace with atomicAdd and the last CTA of a row tile
+// (counter per tile) converts the tile to y and re-zeroes the workspace and the counter, so one launch does
+// it all and the workspace is ready for the next call.
 // No headers: fp16/bf16 conversions are inline PTX (wo_common.cuh, prepended by the host).
 
 #ifndef FMT
