@@ -48,16 +48,19 @@ m16_compare() {
     done
 }
 # `pdl_sass LOG DIR`: every CUBIN in DIR (ROOFLINE_DUMP_CUBIN's) disassembled, and per function the loads it
-# issues before ACQBULK (griddepcontrol.wait), read-only (`.CONSTANT`: weights and their tables may) and
-# coherent (what an earlier kernel writes must not: see ARCHITECTURE.md's roofline-gpu invariant), to
-# $out/LOG.txt; then DIR is removed (the CUBINs are many and large).
+# issues before ACQBULK (griddepcontrol.wait), read-only (`LDG...CONSTANT`: weights and their tables may, and
+# the math library's tables, e.g. sincosf's for RoPE angles), coherent (`LDG`: what an earlier kernel writes
+# must not: see ARCHITECTURE.md's roofline-gpu invariant) and async copies (`LDGSTS`, cp.async: the fused
+# attention's cached K/V rows), to $out/LOG.txt; then DIR is removed (the CUBINs are many and large). Works
+# with any cuobjdump (the device's, or pip's nvidia-cuda-cuobjdump).
 pdl_sass() {
     local log=$1 dir=$2 c
     for c in "$dir"/*.cubin; do
         cuobjdump -sass "$c" 2>/dev/null | awk -v f="$(basename "$c")" '
-            /Function :/ { fn = $3; pre = 1; nc = 0; co = 0 }
-            /ACQBULK/ { if (pre) printf "%s %s: before ACQBULK %d read-only loads, %d coherent loads\n", f, fn, nc, co; pre = 0 }
-            pre && /LDG/ { if (/CONSTANT/) nc++; else co++ }'
+            /Function :/ { fn = $3; pre = 1; nc = 0; co = 0; as = 0 }
+            /ACQBULK/ { if (pre) printf "%s %s: before ACQBULK %d async copies, %d read-only loads, %d coherent loads\n", f, fn, as, nc, co; pre = 0 }
+            pre && /[ \t]LDGSTS/ { as++ }
+            pre && /[ \t]LDG\./ { if (/CONSTANT/) nc++; else co++ }'
     done | tee "$out/$log.txt"
     rm -rf "$dir"
 }

