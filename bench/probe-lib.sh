@@ -52,7 +52,8 @@ m16_compare() {
 # the math library's tables, e.g. sincosf's for RoPE angles), coherent (`LDG`: what an earlier kernel writes
 # must not: see ARCHITECTURE.md's roofline-gpu invariant) and async copies (`LDGSTS`, cp.async: the fused
 # attention's cached K/V rows), to $out/LOG.txt; then DIR is removed (the CUBINs are many and large). Works
-# with any cuobjdump (the device's, or pip's nvidia-cuda-cuobjdump).
+# with any cuobjdump (the device's, or pip's nvidia-cuda-cuobjdump). The same count as roofline-gpu's
+# `nvrtc::loads_before_wait` (which CI runs on the kernels it compiles), for the CUBINs a device run dumps.
 pdl_sass() {
     local log=$1 dir=$2 c
     for c in "$dir"/*.cubin; do

@@ -452,12 +452,10 @@ pub fn loads_before_wait(sass: &str) -> Vec<LoadsBeforeWait> {
 pub fn disassemble(cubin: &[u8]) -> Result<Option<String>, GpuError> {
     let tool = std::env::var("ROOFLINE_CUOBJDUMP").unwrap_or_else(|_| "cuobjdump".into());
     let io = |e: std::io::Error| GpuError::Unsupported(format!("disassembling a CUBIN: {e}"));
-    let dir = std::env::temp_dir().join(format!("roofline-sass-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(io)?;
-    use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    cubin.hash(&mut h);
-    let path = dir.join(format!("{:016x}.cubin", h.finish()));
+    // A file of its own per call (calls run on several threads at once).
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let path = std::env::temp_dir().join(format!("roofline-sass-{}-{n}.cubin", std::process::id()));
     std::fs::write(&path, cubin).map_err(io)?;
     let run = std::process::Command::new(&tool).arg("-sass").arg(&path).output();
     let _ = std::fs::remove_file(&path);
