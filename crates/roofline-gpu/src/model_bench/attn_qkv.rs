@@ -422,6 +422,8 @@ mod tests {
             assert!(!cubin.is_empty());
             let (regs, spills, _) = crate::weight_only::nvrtc::parse_ptxas(&log);
             assert!(spills.unwrap_or(0) == 0, "{format:?} kv8 {kv8} min blocks {minb}: {log}");
+            let early = crate::weight_only::nvrtc::early_dependent_loads(&cubin).unwrap();
+            assert!(early.as_ref().is_none_or(|l| l.is_empty()), "{format:?} kv8 {kv8} min blocks {minb}: {early:?}");
             eprintln!("{format:?} kv8 {kv8} min blocks {minb}: {regs:?} registers");
         }
     }

@@ -484,7 +484,7 @@ pub fn reference(x: &[f32], gate_up: &PackedWeights, down: &PackedWeights, eps: 
 
 #[cfg(test)]
 mod tests {
-    use super::super::nvrtc::parse_ptxas;
+    use super::super::nvrtc::{early_dependent_loads, parse_ptxas};
     use super::*;
 
     #[test]
@@ -583,11 +583,13 @@ mod tests {
             for format in FORMATS {
                 let layout = Layout::new(format, d, per * PIECE).unwrap();
                 let opts = ffn_options(90, format, d, f, per, &layout);
-                let (_, log) = compile_cubin(&ffn_source(), "ffn_fused.cu", &opts)
+                let (cubin, log) = compile_cubin(&ffn_source(), "ffn_fused.cu", &opts)
                     .unwrap_or_else(|e| panic!("{format:?} {d}x{f}: {e}"));
                 let (regs, spills, _) = parse_ptxas(&log);
                 eprintln!("fused FFN {format:?} {d}x{f}: {regs:?} registers, {spills:?} spill bytes");
                 assert_eq!(spills, Some(0), "{format:?} {d}x{f} spills:\n{log}");
+                let early = early_dependent_loads(&cubin).unwrap_or_else(|e| panic!("{format:?} {d}x{f}: {e}"));
+                assert!(early.as_ref().is_none_or(|l| l.is_empty()), "{format:?} {d}x{f}: {early:?}");
             }
         }
     }

@@ -447,6 +447,13 @@ pub fn loads_before_wait(sass: &str) -> Vec<LoadsBeforeWait> {
     out
 }
 
+/// The functions of `cubin` that issue a coherent load (what an earlier kernel writes) before
+/// `griddepcontrol.wait`: empty where the rule of ARCHITECTURE.md (roofline-gpu) holds; `None` where no
+/// cuobjdump runs ([`disassemble`]).
+pub fn early_dependent_loads(cubin: &[u8]) -> Result<Option<Vec<LoadsBeforeWait>>, GpuError> {
+    Ok(disassemble(cubin)?.map(|sass| loads_before_wait(&sass).into_iter().filter(|l| l.coherent > 0).collect()))
+}
+
 /// `cuobjdump -sass` of `cubin` (`ROOFLINE_CUOBJDUMP`, else `cuobjdump` on PATH; it needs `nvdisasm` beside it
 /// or on PATH): `None` where no cuobjdump runs (`scripts/fetch-cuda-tools.sh` installs one, no GPU needed).
 pub fn disassemble(cubin: &[u8]) -> Result<Option<String>, GpuError> {

@@ -445,7 +445,7 @@ pub fn reference(p: &PackedWeights, x: &[f32], y0: &[f32], epilogue: Epilogue, e
 
 #[cfg(test)]
 mod tests {
-    use super::super::nvrtc::parse_ptxas;
+    use super::super::nvrtc::{early_dependent_loads, parse_ptxas};
     use super::*;
 
     /// The E2M1 factor of normalized x (wo_stream.cuh `e2m1_norm_up`, the ring's fused norm and the fused
@@ -530,11 +530,13 @@ mod tests {
                     continue;
                 };
                 for ep in [Epilogue::Norm, Epilogue::Store, Epilogue::Add] {
-                    let (_, log) = compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, slots, g, ep))
+                    let (cubin, log) = compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, slots, g, ep))
                         .unwrap_or_else(|e| panic!("{f:?} {k} {per} {ep:?}: {e}"));
                     let (regs, spills, _) = parse_ptxas(&log);
                     eprintln!("ring GEMV {f:?} k {k}, {per} steps, {ep:?}: {regs:?} registers");
                     assert_eq!(spills, Some(0), "{f:?} {k} {per} {ep:?} spills:\n{log}");
+                    let early = early_dependent_loads(&cubin).unwrap_or_else(|e| panic!("{f:?} {k} {per}: {e}"));
+                    assert!(early.as_ref().is_none_or(|l| l.is_empty()), "{f:?} {k} {per} {ep:?}: {early:?}");
                 }
             }
         }
