@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Session 29 device probes. Run from the repository root on the GPU machine with .gpu/ built
+# (bench/build-gpu.sh, and `bench/build-gpu.sh base` from the kernels before session 28's fix for `ab`);
+# logs to $OUT. Parts (first argument, comma-separated):
+#   ab      what session 28's fix (x through ld_dep, no const __restrict__ on what earlier kernels write) costs
+#           where it changed the code that runs: M = 1, 2 and 4 at the decode step's shapes, every
+#           weight-only format, .gpu/roofline-base (sources 47c7a97a) and .gpu/roofline alternately
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session29 "${1:-ab}"
+fmts=(-p fp8_e4m3 -p int8 -p nvfp4 -p int4_g128 -p mxfp4 -p nf4)
+if has ab; then
+    .gpu/roofline-base --version | tee -a "$out/ab.txt"
+    .gpu/roofline --version | tee -a "$out/ab.txt"
+    for nk in 4096x4096 1024x4096 14336x4096 4096x14336; do
+        for m in 1 2 4; do
+            for bin in roofline-base roofline; do BIN=$bin wo_compare ab $bin $m $nk "${fmts[@]}"; done
+        done
+    done
+fi
+#   m1alt   M = 1 after the fix (x read after griddepcontrol.wait): the default plans against the ring GEMV
+#           (`ring=true`) and the x-in-registers kernel with 2-4 steps in flight through cp.async (`stages=`)
+#           at 1x4096x4096, 1x4096x14336 and 1x6144x4096, where the default is the x-in-registers kernel
+if has m1alt; then
+    f4=(-p nvfp4 -p int4_g128 -p mxfp4 -p nf4)
+    for nk in 4096x14336 4096x4096 6144x4096; do
+        wo_compare m1alt default 1 $nk "${f4[@]}" -p fp8_e4m3 -p int8
+        wo_compare m1alt ring=true 1 $nk "${f4[@]}" --gemv ring=true
+        for s in 2 3 4; do wo_compare m1alt stages=$s 1 $nk "${f4[@]}" -p fp8_e4m3 -p int8 --gemv variant=xreg,stages=$s; done
+        wo_compare m1alt default-again 1 $nk "${f4[@]}" -p fp8_e4m3 -p int8
+    done
+fi
+#   m1b     from m1alt: 8-bit weights at M = 1 on the x-in-registers kernel with 2-4 steps in flight through
+#           cp.async against the default (split-K; one wide CTA at K = 14336), and NF4 on the ring GEMV against
+#           its default, at every shape of a Llama-3 decode step, the defaults timed twice
+if has m1b; then
+    for nk in 1024x4096 4096x4096 6144x4096 14336x4096 28672x4096 128256x4096 4096x14336; do
+        wo_compare m1b default 1 $nk -p fp8_e4m3 -p int8 -p nf4
+        for s in 2 3 4; do wo_compare m1b stages=$s 1 $nk -p fp8_e4m3 -p int8 --gemv variant=xreg,stages=$s; done
+        wo_compare m1b ring=true 1 $nk -p nf4 --gemv ring=true
+        wo_compare m1b default-again 1 $nk -p fp8_e4m3 -p int8 -p nf4
+    done
+fi
