@@ -40,3 +40,33 @@ if has m1b; then
         wo_compare m1b default-again 1 $nk -p fp8_e4m3 -p int8 -p nf4
     done
 fi
+#   verify  the new M = 1 defaults (8-bit weights on the x-in-registers kernel with three cp.async stages up to
+#           16384 rows, NF4 on the ring GEMV at small N) against the f64 reference: the weight-only tests at the
+#           issue shapes and of the fused norm / residual add / SwiGLU, the ring GEMV's and model-bench's tests
+if has verify; then
+    timeout 300 .gpu/weight_only_gpu --ignored --nocapture every_format_matches fused_norm >"$out/verify-wo.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/verify-wo.txt"
+    timeout 120 .gpu/ring_gpu --ignored >"$out/verify-ring.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/verify-ring.txt"
+    timeout 240 .gpu/model_bench_gpu --ignored >"$out/verify-mb.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/verify-mb.txt"
+fi
+#   perf    the new M = 1 defaults against the base build (.gpu/roofline-base, main before them), alternately:
+#           FP8, INT8 and NF4 at every shape of a Llama-3 decode step, then model-bench Llama-3.1-8B at batch 1
+if has perf; then
+    for nk in 1024x4096 4096x4096 6144x4096 14336x4096 28672x4096 128256x4096 4096x14336; do
+        for bin in roofline-base roofline; do BIN=$bin wo_compare perf $bin 1 $nk -p fp8_e4m3 -p int8 -p nf4; done
+    done
+fi
+#   mb      model-bench Llama-3.1-8B at batch 1 in FP8, NF4 and INT8, the base build and this one (the base's
+#           o_proj check fails INT8: run 6, the stream's rounding; this build checks o_proj on a zeroed stream),
+#           then model-bench's GPU tests
+if has mb; then
+    for bin in ${BINS:-roofline-base roofline}; do
+        echo "=== $bin model-bench llama-3.1-8b batch 1" | tee -a "$out/perf-mb.txt"
+        timeout 150 .gpu/$bin model-bench --config llama-3.1-8b --batch 1 --hw $hw --schemes fp8_e4m3,nf4,int8 2>&1 \
+            | tee -a "$out/perf-mb.txt" | grep -E "tokens/s|^step|error" | tail -12
+    done
+    timeout 240 .gpu/model_bench_gpu --ignored >"$out/mb-tests.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/mb-tests.txt"
+fi

@@ -259,11 +259,13 @@ fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
 fn fused_norm_and_residual_add_match_the_reference() {
     let gpu = Gpu::open(0).unwrap();
     let eps = 1e-5f32;
-    // K = 14336 (4-bit): the x-in-registers plan with 14 warps and no split-K at M = 1 (down_proj's), where
+    // 8-bit at M = 1 on the x-in-registers kernel: weights through three cp.async stages (its default up to
+    // 16384 rows, `LaunchPlan::xreg_stages_default`). K = 14336 (4-bit): the x-in-registers plan with 14 warps and no split-K at M = 1 (down_proj's), where
     // every 4-bit format multiplies in f16x2 (`Tuning::xh`; NF4 through its table of code pairs).
     let shapes = [
         (WoFormat::Fp16, 300, 1024),
         (WoFormat::Int8, 300, 1024),
+        (WoFormat::Fp8E4M3, 300, 1024),
         (WoFormat::Int4G128, 300, 1024),
         (WoFormat::Nf4, 300, 1024),
         (WoFormat::Nvfp4, 300, 1024),

@@ -348,8 +348,8 @@ pub struct StepResult {
 pub struct LinearErrors {
     /// Dense models with the fused step: the last layer's qkv projection (the RMSNorm fused in).
     pub qkv: Option<f64>,
-    /// Dense models with the fused step: the last layer's o_proj, as what it adds to the residual stream
-    /// (beyond the stream's FP16 rounding, like `ffn_rel_error`).
+    /// Dense models with the fused step: the last layer's o_proj, what it adds to the residual stream (its
+    /// fused launch run once more on a zeroed stream, so its sum is rounded to FP16 once).
     pub o_proj: Option<f64>,
     /// The LM head (the final RMSNorm fused in with the fused step, after it without).
     pub lm_head: f64,
@@ -532,21 +532,30 @@ impl Gpu {
             "--generate-line-info".into(),
         ];
         opts.extend(crate::weight_only::nvrtc::extra_options());
-        let gemv = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?
-            .with_variant(cfg.gemv.variant.unwrap_or(Variant::best(cfg.weights, XDtype::F16, cfg.batch)), None)
-            .with_tuning(cfg.gemv.tuning)?;
-        // down_proj (K = intermediate) on an engine of its own where its shape has another best variant
-        // (`Variant::best_for`: 8-bit weights at batch 1) and no variant was forced.
-        let down_variant = Variant::best_for(cfg.weights, XDtype::F16, cfg.batch, cfg.intermediate);
-        let down_gemv = match cfg.gemv.variant {
-            None if down_variant != Variant::best(cfg.weights, XDtype::F16, cfg.batch) => Some(
-                WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?
-                    .with_variant(down_variant, None)
-                    .with_tuning(cfg.gemv.tuning)?,
-            ),
-            _ => None,
+        let main_variant = cfg.gemv.variant.unwrap_or(Variant::best(cfg.weights, XDtype::F16, cfg.batch));
+        let engine = |v: Variant| -> Result<WeightOnlyGemv, GpuError> {
+            WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?.with_variant(v, None).with_tuning(cfg.gemv.tuning)
         };
-        let down_gemv = down_gemv.as_ref().unwrap_or(&gemv);
+        let gemv = engine(main_variant)?;
+        // A linear whose shape has another best variant (`Variant::best_for`: 8-bit weights at batch 1, by
+        // N and K) runs on an engine of that variant where no variant was forced; one engine per variant.
+        let variants = cfg.linears().map(|(_, n, k)| match cfg.gemv.variant {
+            Some(v) => v,
+            None => Variant::best_for(cfg.weights, XDtype::F16, cfg.batch, n, k),
+        });
+        let mut others: Vec<Variant> = Vec::new();
+        for &v in &variants {
+            if v != main_variant && !others.contains(&v) {
+                others.push(v);
+            }
+        }
+        let other_engines = others.iter().map(|&v| engine(v)).collect::<Result<Vec<_>, _>>()?;
+        let lin: [&WeightOnlyGemv; 5] = variants.map(|v| match others.iter().position(|&o| o == v) {
+            Some(i) => &other_engines[i],
+            None => &gemv,
+        });
+        let engines = Engines { main: &gemv, lin };
+        let down_gemv = engines.of(Lin::Down);
         // The MoE router stays in FP16 (the activation format), as serving engines keep it.
         let router = match cfg.moe {
             Some(_) => Some(
@@ -569,28 +578,20 @@ impl Gpu {
         // (checked first, so a missing NVRTC fails before minutes of quantization).
         crate::weight_only::nvrtc_available()?;
         progress("compiling decode kernels (NVRTC, in the background)");
-        let (down_calls, calls): (Vec<_>, Vec<_>) =
-            step_calls(cfg, silu_in_down, fused_ffn.is_some()).into_iter().partition(|(l, _)| *l == Lin::Down);
-        let strip = |c: Vec<(Lin, Call)>| c.into_iter().map(|(_, c)| c).collect::<Vec<_>>();
-        let mut keys = gemv.kernel_keys(&strip(calls));
-        keys.extend(down_gemv.kernel_keys(&strip(down_calls)));
+        let keys: Vec<_> = step_calls(cfg, silu_in_down, fused_ffn.is_some())
+            .into_iter()
+            .flat_map(|(l, call)| engines.of(l).kernel_keys(&[call]))
+            .collect();
         let (cubin, built) = std::thread::scope(|scope| {
             let compiler = scope.spawn(|| {
                 precompile(&keys);
                 decode_ops_cubin(&opts)
             });
             let built = match &cfg.checkpoint {
-                None => {
-                    self.random_weights(cfg, [&gemv, down_gemv], router.as_ref(), fused_ffn.as_ref(), &mut progress)
+                None => self.random_weights(cfg, engines, router.as_ref(), fused_ffn.as_ref(), &mut progress),
+                Some(dir) => {
+                    self.checkpoint_weights(cfg, dir, engines, router.as_ref(), fused_ffn.as_ref(), &mut progress)
                 }
-                Some(dir) => self.checkpoint_weights(
-                    cfg,
-                    dir,
-                    [&gemv, down_gemv],
-                    router.as_ref(),
-                    fused_ffn.as_ref(),
-                    &mut progress,
-                ),
             };
             let cubin =
                 compiler.join().unwrap_or_else(|_| Err(GpuError::Unsupported("the NVRTC thread panicked".into())));
@@ -693,8 +694,7 @@ impl Gpu {
         let en = Enqueue {
             cfg,
             ops: &ops,
-            gemv: &gemv,
-            down_gemv,
+            engines,
             router: router.as_ref(),
             ffn: fused_ffn.as_ref(),
             qkv_attn: qkv_attn.as_ref(),
@@ -927,7 +927,7 @@ struct DenseCheck {
     ffn: f64,
     /// The last layer's qkv rows.
     qkv: f64,
-    /// What the last layer's o_proj added to the residual stream.
+    /// What the last layer's o_proj adds to the residual stream (launched on a zeroed stream).
     o_proj: f64,
 }
 
@@ -945,7 +945,7 @@ impl Gpu {
     fn random_weights(
         &self,
         cfg: &BenchConfig,
-        engines: [&WeightOnlyGemv; 2],
+        engines: Engines<'_>,
         router: Option<&WeightOnlyGemv>,
         fused_ffn: Option<&FusedFfn>,
         progress: &mut impl FnMut(&str),
@@ -979,12 +979,10 @@ impl Gpu {
             packed.push(Some(p));
         }
         // Rearranged for the kernels once (tensor-core fragment order, scale tables), uploaded per layer.
-        let [gemv, down_gemv] = engines;
-        let engine = |i: usize| if i == 3 { down_gemv } else { gemv };
         let staged = packed
             .iter()
-            .enumerate()
-            .map(|(i, p)| p.as_ref().map(|p| engine(i).stage(p)).transpose())
+            .zip(Lin::ALL)
+            .map(|(p, l)| p.as_ref().map(|p| engines.of(l).stage(p)).transpose())
             .collect::<Result<Vec<_>, _>>()?;
         let ffn_staged = match (fused_ffn, &packed[2], &packed[3]) {
             (Some(ffn), Some(gu), Some(dn)) => Some((ffn, ffn.stage(gu, dn)?)),
@@ -992,7 +990,7 @@ impl Gpu {
         };
         let packed_at = |i: usize| staged[i].as_ref().ok_or_else(|| GpuError::Unsupported("no dense FFN".into()));
         let mut moe = match (cfg.moe, router) {
-            (Some(m), Some(r)) => Some(self.random_moe(cfg, &m, gemv, r, &g_post, progress)?),
+            (Some(m), Some(r)) => Some(self.random_moe(cfg, &m, engines.main, r, &g_post, progress)?),
             _ => None,
         };
         let (norm_in, norm_post) =
@@ -1005,13 +1003,13 @@ impl Gpu {
                 (Some(m), _) => Ffn::Moe(m.take_layer()?),
                 (None, Some((ffn, st))) => Ffn::Fused(ffn.upload(st)?),
                 (None, None) => Ffn::Dense {
-                    gate_up: gemv.upload_staged(packed_at(2)?)?,
-                    down: down_gemv.upload_staged(packed_at(3)?)?,
+                    gate_up: engines.of(Lin::GateUp).upload_staged(packed_at(2)?)?,
+                    down: engines.of(Lin::Down).upload_staged(packed_at(3)?)?,
                 },
             };
             layers.push(Layer {
-                qkv: gemv.upload_staged(packed_at(0)?)?,
-                o: gemv.upload_staged(packed_at(1)?)?,
+                qkv: engines.of(Lin::Qkv).upload_staged(packed_at(0)?)?,
+                o: engines.of(Lin::O).upload_staged(packed_at(1)?)?,
                 ffn,
                 norm_in: norm_in.clone(),
                 norm_post: norm_post.clone(),
@@ -1019,7 +1017,7 @@ impl Gpu {
                 vc,
             });
         }
-        let lm_head = gemv.upload_staged(packed_at(4)?)?;
+        let lm_head = engines.of(Lin::LmHead).upload_staged(packed_at(4)?)?;
         let sample = |i: usize| {
             packed[i].as_ref().map(Sampled::of).ok_or_else(|| GpuError::Unsupported("no attention linears".into()))
         };
@@ -1045,17 +1043,16 @@ impl Gpu {
         &self,
         cfg: &BenchConfig,
         dir: &std::path::Path,
-        engines: [&WeightOnlyGemv; 2],
+        engines: Engines<'_>,
         router: Option<&WeightOnlyGemv>,
         fused_ffn: Option<&FusedFfn>,
         progress: &mut impl FnMut(&str),
     ) -> Result<Built, GpuError> {
-        let [gemv, down_gemv] = engines;
         let src = SourceModel::open(dir).map_err(|e| GpuError::Weights(e.to_string()))?;
-        // Quantized and uploaded; `keep` also samples the rows for the step check.
-        let up_sampled = |name: &str, w: &[f32], n: usize, k: usize, keep: bool| {
+        // Quantized and uploaded by the linear's engine; `keep` also samples the rows for the step check.
+        let up_sampled = |l: Lin, name: &str, w: &[f32], n: usize, k: usize, keep: bool| {
             let p = quantize_pack(cfg.weights, w, n, k).map_err(|e| GpuError::Weights(format!("{name}: {e}")))?;
-            Ok::<_, GpuError>((gemv.upload(&p)?, keep.then(|| Sampled::of(&p))))
+            Ok::<_, GpuError>((engines.of(l).upload(&p)?, keep.then(|| Sampled::of(&p))))
         };
         let [(_, qn, qk), (_, on, ok), (_, gn, gk), (_, dn, dk), (_, ln, lk)] = cfg.linears();
         let mut layers = Vec::with_capacity(cfg.layers_built);
@@ -1072,8 +1069,8 @@ impl Gpu {
             let m = layer_matrices(&src, cfg, l)?;
             let (kc, vc) = self.kv_caches(cfg, l)?;
             let last = l + 1 == cfg.layers_built;
-            let (qkv, qs) = up_sampled(&format!("layer {l} qkv"), &m.qkv, qn, qk, last)?;
-            let (o, os) = up_sampled(&format!("layer {l} o_proj"), &m.o, on, ok, last)?;
+            let (qkv, qs) = up_sampled(Lin::Qkv, &format!("layer {l} qkv"), &m.qkv, qn, qk, last)?;
+            let (o, os) = up_sampled(Lin::O, &format!("layer {l} o_proj"), &m.o, on, ok, last)?;
             (qkv_sample, o_sample) = (qs.or(qkv_sample), os.or(o_sample));
             layers.push(Layer {
                 qkv,
@@ -1081,7 +1078,16 @@ impl Gpu {
                 ffn: match (router, fused_ffn) {
                     (Some(r), _) => {
                         // The norm as folded into the router and experts: the fused step's (MoE needs it).
-                        Ffn::Moe(self.checkpoint_moe_layer(cfg, &src, dir, l, &m.norm_post, gemv, r, progress)?)
+                        Ffn::Moe(self.checkpoint_moe_layer(
+                            cfg,
+                            &src,
+                            dir,
+                            l,
+                            &m.norm_post,
+                            engines.main,
+                            r,
+                            progress,
+                        )?)
                     }
                     (None, fused) => {
                         let pack = |name: &str, w: &[f32], n: usize, k: usize| {
@@ -1092,7 +1098,10 @@ impl Gpu {
                         let down = pack("down_proj", &m.down, dn, dk)?;
                         let ffn = match fused {
                             Some(ffn) => Ffn::Fused(ffn.upload(&ffn.stage(&gate_up, &down)?)?),
-                            None => Ffn::Dense { gate_up: gemv.upload(&gate_up)?, down: down_gemv.upload(&down)? },
+                            None => Ffn::Dense {
+                                gate_up: engines.of(Lin::GateUp).upload(&gate_up)?,
+                                down: engines.of(Lin::Down).upload(&down)?,
+                            },
                         };
                         if l + 1 == cfg.layers_built {
                             dense_ffn = Some((gate_up, down));
@@ -1108,7 +1117,7 @@ impl Gpu {
         }
         progress("reading and quantizing lm_head");
         let h = head_matrices(&src, cfg, 1)?;
-        let (lm_head, lm_sample) = up_sampled("lm_head", &h.lm_head, ln, lk, true)?;
+        let (lm_head, lm_sample) = up_sampled(Lin::LmHead, "lm_head", &h.lm_head, ln, lk, true)?;
         let missing = || GpuError::Unsupported("a model of no layers".into());
         Ok(Built {
             layers,
@@ -1139,6 +1148,23 @@ impl Gpu {
     }
 }
 
+/// The step's weight-only engines: `main` for the batch's best variant (or the forced one; the MoE experts
+/// run on it), and per dense linear, in [`Lin::ALL`] order, the engine of the variant best for its shape
+/// (`main` where that is the same). A linear's weights are staged and uploaded by its engine.
+#[derive(Clone, Copy)]
+struct Engines<'a> {
+    main: &'a WeightOnlyGemv,
+    lin: [&'a WeightOnlyGemv; 5],
+}
+
+impl<'a> Engines<'a> {
+    /// The engine of linear `l`.
+    fn of(&self, l: Lin) -> &'a WeightOnlyGemv {
+        self.lin[l as usize]
+    }
+}
+
+/// The step's dense linears, declared in [`Lin::ALL`] order (their discriminants index [`Engines::lin`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lin {
     Qkv,
@@ -1171,9 +1197,8 @@ impl Lin {
 struct Enqueue<'a> {
     cfg: &'a BenchConfig,
     ops: &'a Ops,
-    gemv: &'a WeightOnlyGemv,
-    /// The engine of the dense down_proj (`gemv` unless its shape has another best variant).
-    down_gemv: &'a WeightOnlyGemv,
+    /// The step's weight-only engines.
+    engines: Engines<'a>,
     /// The FP16 engine of the MoE router (MoE models only).
     router: Option<&'a WeightOnlyGemv>,
     /// The fused FFN kernel, when the step runs its dense FFNs through it.
@@ -1265,13 +1290,19 @@ impl<'a> Enqueue<'a> {
         let qkv = rel_error(&q.pick(&self.row0(&a.qkv, q.n)?), &q.reference(&x_in, eps));
         self.qkv_and_attention(last, a)?;
         self.s.synchronize()?;
-        // o_proj: what it adds to the stream (residual add fused in).
-        let (attn, x_pre) = (self.row0(&a.attn, o.k)?, o.pick(&self.row0(&a.x, d)?));
+        // o_proj: what it adds to the stream (residual add fused in), launched once more on a zeroed stream
+        // so that its sum is read back rounded once. Read off the stream itself, the stream's FP16 rounding
+        // left on ~512 sampled rows was as large as the check's bound (INT8 Llama-3.1-8B: 1.4e-2, session 29).
+        let attn = self.row0(&a.attn, o.k)?;
+        let x_pre = self.s.clone_dtod(&a.x)?;
+        self.s.memset_zeros(&mut a.x)?;
+        self.linear(&mut last.o, Lin::O, a)?;
+        self.s.synchronize()?;
+        let o_proj = rel_error(&o.pick(&self.row0(&a.x, d)?), &o.reference(&attn, None));
+        self.s.memcpy_dtod(&x_pre, &mut a.x)?;
         self.linear(&mut last.o, Lin::O, a)?;
         self.s.synchronize()?;
         let x_mid = self.row0(&a.x, d)?;
-        let o_want: Vec<f64> = o.reference(&attn, None).iter().zip(&x_pre).map(|(y, x)| y + f64::from(*x)).collect();
-        let o_proj = residual_delta_error(&x_pre, &o.pick(&x_mid), &o_want);
         self.ffn_block(last, a)?;
         self.s.synchronize()?;
         let x_out = self.row0(&a.x, d)?;
@@ -1339,13 +1370,9 @@ impl<'a> Enqueue<'a> {
         self.engine(which).run_on(self.s, w, x, y, m)
     }
 
-    /// The engine that runs `which`: the dense down_proj's own, or the step's.
+    /// The engine that runs `which` (see [`Engines`]).
     fn engine(&self, which: Lin) -> &'a WeightOnlyGemv {
-        if which == Lin::Down {
-            self.down_gemv
-        } else {
-            self.gemv
-        }
+        self.engines.of(which)
     }
 
     fn rope(&self, layer: &mut Layer, a: &mut Acts) -> Result<(), GpuError> {

@@ -396,7 +396,8 @@ impl Enqueue<'_> {
     /// Whether the shared experts' down GEMV computes SwiGLU on load.
     pub(super) fn shared_silu_in_down(&self) -> bool {
         self.cfg.moe.is_some_and(|m| {
-            m.shared_intermediate > 0 && self.gemv.fuses_silu(self.cfg.batch, self.cfg.hidden, m.shared_intermediate)
+            m.shared_intermediate > 0
+                && self.engines.main.fuses_silu(self.cfg.batch, self.cfg.hidden, m.shared_intermediate)
         })
     }
 
@@ -475,7 +476,7 @@ impl Enqueue<'_> {
                 }
                 for run in &mut route.runs {
                     let xin = run.x.as_ref().unwrap_or(x);
-                    self.gemv.run_fused(
+                    self.engines.main.run_fused(
                         self.s,
                         &mut experts[run.expert].gate_up,
                         xin,
@@ -499,24 +500,24 @@ impl Enqueue<'_> {
                     let w = &mut experts[run.expert].down;
                     let rows = run.tokens.len();
                     if run.silu_in_down {
-                        self.gemv.run_fused(self.s, w, &run.gu, &mut run.out, rows, silu_x)?;
+                        self.engines.main.run_fused(self.s, w, &run.gu, &mut run.out, rows, silu_x)?;
                     } else {
-                        self.gemv.run_fused(self.s, w, &run.act, &mut run.out, rows, Fusion::default())?;
+                        self.engines.main.run_fused(self.s, w, &run.act, &mut run.out, rows, Fusion::default())?;
                     }
                 }
                 Ok(())
             }
             MoeOp::SharedGateUp => {
                 let sh = shared.as_mut().ok_or_else(no_shared)?;
-                self.gemv.run_fused(self.s, &mut sh.gate_up, x, &mut ma.sgu, b, norm)
+                self.engines.main.run_fused(self.s, &mut sh.gate_up, x, &mut ma.sgu, b, norm)
             }
             MoeOp::SharedSilu => self.silu_rows(&ma.sgu, &ma.sact, b, shape.shared_intermediate),
             MoeOp::SharedDown => {
                 let sh = shared.as_mut().ok_or_else(no_shared)?;
                 if self.shared_silu_in_down() {
-                    self.gemv.run_fused(self.s, &mut sh.down, &ma.sgu, &mut ma.sout, b, silu_x)
+                    self.engines.main.run_fused(self.s, &mut sh.down, &ma.sgu, &mut ma.sout, b, silu_x)
                 } else {
-                    self.gemv.run_fused(self.s, &mut sh.down, &ma.sact, &mut ma.sout, b, Fusion::default())
+                    self.engines.main.run_fused(self.s, &mut sh.down, &ma.sact, &mut ma.sout, b, Fusion::default())
                 }
             }
             MoeOp::Combine => {
@@ -544,7 +545,7 @@ impl Enqueue<'_> {
         let mut runs = Vec::with_capacity(plan.runs.len());
         for (expert, tokens) in plan.runs {
             let rows = tokens.len();
-            let silu_in_down = self.gemv.fuses_silu(rows, d, ei);
+            let silu_in_down = self.engines.main.fuses_silu(rows, d, ei);
             runs.push(ExpertRun {
                 expert,
                 x: if b > 1 { Some(alloc(rows * d)?) } else { None },

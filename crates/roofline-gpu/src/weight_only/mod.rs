@@ -82,6 +82,10 @@ pub enum Variant {
     XMma,
 }
 
+/// Most weight rows for which 8-bit weights at M = 1 take the x-in-registers kernel with cp.async stages
+/// by default ([`LaunchPlan::xreg_stages_default`]); split-K above (measured faster at 28672 and 128256 rows).
+pub const XREG_STAGED_MAX_N: usize = 16384;
+
 /// Most rows of x (tokens) the weight-only kernels take: every kernel, workspace and server check is built
 /// for M = 1..=`MAX_M`, the decode regime.
 pub const MAX_M: usize = 16;
@@ -118,13 +122,15 @@ impl Variant {
         }
     }
 
-    /// [`Variant::best`] for a call of `k` input values: 8-bit weights at M = 1 take the x-in-registers
-    /// kernel where its two-chunk plan covers all of K in one CTA ([`LaunchPlan::xreg_unroll`]; K = 14336,
-    /// down_proj's shape), split-K on CUDA cores elsewhere (H100, session 24, us, 1x4096x14336 x-in-registers
-    /// vs split-K: FP8 22.4 vs 24.9, INT8 23.3 vs 26.5; 1x14336x4096 in two chunks 23.1 / 25.5 vs 22.7 / 23.2).
-    pub fn best_for(format: WoFormat, x: XDtype, m: usize, k: usize) -> Variant {
-        // Two chunks only where they make the plan one CTA over K (8-bit, M = 1; see xreg_unroll).
-        if LaunchPlan::xreg_unroll(format, m, k) == 2 {
+    /// [`Variant::best`] for an `m x n x k` call: 8-bit weights at M = 1 take the x-in-registers kernel
+    /// where its two-chunk plan covers all of K in one CTA ([`LaunchPlan::xreg_unroll`]; K = 14336,
+    /// down_proj's shape), or where it streams its weights through cp.async stages
+    /// ([`LaunchPlan::xreg_stages_default`]: N up to [`XREG_STAGED_MAX_N`]), split-K on CUDA cores elsewhere
+    /// (H100, session 24, us, 1x4096x14336 x-in-registers vs split-K: FP8 22.4 vs 24.9, INT8 23.3 vs 26.5;
+    /// 1x14336x4096 in two chunks 23.1 / 25.5 vs 22.7 / 23.2).
+    pub fn best_for(format: WoFormat, x: XDtype, m: usize, n: usize, k: usize) -> Variant {
+        let staged = x == XDtype::F16 && LaunchPlan::xreg_stages_default(format, m, n, k) > 0;
+        if LaunchPlan::xreg_unroll(format, m, k) == 2 || staged {
             Variant::XReg
         } else {
             Variant::best(format, x, m)
@@ -419,6 +425,22 @@ impl LaunchPlan {
     /// Rows per `XReg` CTA so that `ctas` CTAs (all resident at once) cover `n` rows in `splits` K splits.
     pub fn xreg_rows_per_cta(n: usize, splits: u32, ctas: u32) -> u32 {
         ((n * splits as usize).div_ceil(ctas.max(1) as usize).div_ceil(8) * 8).clamp(8, XREG_MAX_RPC as usize) as u32
+    }
+
+    /// Default cp.async stages of the `XReg` kernel ([`Tuning::stages`]): 3 for 8-bit weights at M = 1 with
+    /// one chunk per lane (not the two-chunk plan of K = 14336) and N up to [`XREG_STAGED_MAX_N`], else 0
+    /// (weights loaded into registers). H100, session 29 (bench/RESULTS.md), us, FP8 / INT8 at M = 1,
+    /// 3 stages vs split-K: 1x1024x4096 3.85 / 3.90 vs 5.24-5.54 / 5.29-5.30, 1x6144x4096 10.8 / 10.7 vs
+    /// 11.9-12.1 / 12.3, 1x14336x4096 22.4 / 22.2 vs 22.6 / 23.1-23.9, 1x4096x4096 8.76 / 8.76 vs 8.61-8.63 /
+    /// 9.28-9.30; but 1x28672x4096 43.8 / 43.9 vs 42.1-42.4 / 42.8-43.0 and 1x128256x4096 191 vs 171 (2 and
+    /// 4 stages were slower than 3 at every shape).
+    pub fn xreg_stages_default(format: WoFormat, m: usize, n: usize, k: usize) -> u32 {
+        let staged = format.bits() == 8 && m == 1 && n <= XREG_STAGED_MAX_N && Self::xreg_unroll(format, m, k) == 1;
+        if staged {
+            3
+        } else {
+            0
+        }
     }
 
     /// `XMma` row tiles per CTA for `units` (row tiles x K splits) over about `target` resident CTAs, at most
@@ -825,7 +847,7 @@ impl LaunchPlan {
         if variant == Variant::XReg && Self::xreg_fits(format, m, chunks) {
             let kc = (k * format.bits() / 128).max(1) as u32;
             let slices = kc.div_ceil(32 * chunks);
-            let stages = tuning.stages.unwrap_or(0);
+            let stages = tuning.stages.unwrap_or_else(|| Self::xreg_stages_default(format, m, n, k));
             // M = 1 with 9..16 K slices (4-bit K = 14336: 14): 4 rows per step and one CTA over all of K, no
             // split-K (INT4 1x4096x14336 16.5 us vs 18.9 with 8 rows split in two, bench/RESULTS.md session
             // 4 tuning table; 8 rows with 14 warps capped the registers at 128 and spilled).
@@ -1150,6 +1172,8 @@ pub struct WeightOnlyGemv {
     stream: Arc<CudaStream>,
     arch: u32,
     sm_count: u32,
+    /// Most dynamic shared memory a CTA may opt in to on this GPU, bytes.
+    smem_optin: u32,
     /// Weight format.
     pub format: WoFormat,
     /// x / y element type.
@@ -1180,7 +1204,9 @@ impl WeightOnlyGemv {
             )));
         }
         nvrtc_available()?;
+        let optin = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN;
         Ok(WeightOnlyGemv {
+            smem_optin: gpu.ctx.attribute(optin)? as u32,
             ctx: gpu.ctx.clone(),
             stream: gpu.stream.clone(),
             arch,
@@ -1215,6 +1241,9 @@ impl WeightOnlyGemv {
         let mut tuning = self.tuning;
         if self.arch < 90 {
             tuning.bulk = Some(false); // bulk copies and mbarrier waits are sm_90+
+        }
+        if self.arch < 80 && tuning.stages.is_none() {
+            tuning.stages = Some(0); // cp.async is sm_80+: no default stages before it
         }
         LaunchPlan::new(self.variant, self.format, m, n, k, self.sm_count, tuning)
     }
@@ -1349,6 +1378,14 @@ impl WeightOnlyGemv {
     }
 
     fn function(&self, m: usize, plan: &LaunchPlan) -> Result<Loaded, GpuError> {
+        if plan.smem_bytes > self.smem_optin {
+            return Err(GpuError::Unsupported(format!(
+                "this launch plan needs {} bytes of shared memory per CTA, above the {} this GPU allows; ask for \
+                 fewer `stages`, `unroll` or `rows_per_cta` (--gemv; the plan has {} warps, {} stages, unroll {}, {} \
+                 rows per CTA)",
+                plan.smem_bytes, self.smem_optin, plan.warps, plan.stages, plan.unroll, plan.rows_per_cta
+            )));
+        }
         let key = self.key(m, plan);
         let mut fns = self.functions.lock().map_err(|_| GpuError::Unsupported("kernel table lock poisoned".into()))?;
         if let Some(f) = fns.get(&key) {
@@ -1360,7 +1397,7 @@ impl WeightOnlyGemv {
         if plan.x_smem {
             // The staged x grows with K per split: opt in to the most any call of this kernel stages (with
             // bulk rings, x and rings together).
-            let most = if key.bulk { XB_SMEM_BYTES } else { XK_SMEM_BYTES };
+            let most = if key.bulk { XB_SMEM_BYTES } else { XK_SMEM_BYTES }.min(self.smem_optin);
             function.set_attribute(
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 most as i32,
@@ -1368,7 +1405,9 @@ impl WeightOnlyGemv {
         } else if plan.smem_bytes > 48 * 1024 {
             // Above 48 KB of dynamic shared memory a kernel must opt in (staged XReg: 2 CTAs of 76 KB per SM).
             let stage = LaunchPlan::xreg_stage_bytes(key.rows_per_warp, key.unroll);
-            let most = (key.warps * key.m * XREG_MAX_RPC * 4 + key.warps * key.stages * stage).max(plan.smem_bytes);
+            let most = (key.warps * key.m * XREG_MAX_RPC * 4 + key.warps * key.stages * stage)
+                .max(plan.smem_bytes)
+                .min(self.smem_optin);
             function.set_attribute(
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 most as i32,
@@ -1923,7 +1962,7 @@ impl Gpu {
         opts: &WeightOnlyOptions,
     ) -> Result<WeightOnlyMeasurement, GpuError> {
         let wf = WoFormat::from_format(format)?;
-        let variant = opts.variant.unwrap_or_else(|| Variant::best_for(wf, opts.x, m, k));
+        let variant = opts.variant.unwrap_or_else(|| Variant::best_for(wf, opts.x, m, n, k));
         let mut out = self.measure_weight_only_configs(format, m, n, k, cfg, opts, &[(variant, opts.tuning)])?;
         out.pop().unwrap_or_else(|| Err(GpuError::Unsupported("no configuration measured".into())))
     }
@@ -2159,12 +2198,35 @@ mod tests {
             let t = Tuning { unroll: Some(1), ..Tuning::default() };
             assert_eq!(LaunchPlan::new(Variant::XReg, f, 1, 4096, 14336, 132, t).unroll, 1);
         }
-        // The engine's choice follows: x in registers for 8-bit down_proj at M = 1, split-K at K = 4096,
-        // tensor cores from M = 2.
-        for (m, k, v) in [(1, 14336, Variant::XReg), (1, 4096, Variant::SplitK), (2, 14336, Variant::XMma)] {
-            assert_eq!(Variant::best_for(Fp8E4M3, XDtype::F16, m, k), v, "M = {m}, K = {k}");
+        // The engine's choice follows: x in registers for 8-bit down_proj at M = 1 (one wide CTA, no
+        // stages) and up to 16384 rows at K = 4096 (three cp.async stages), split-K above, tensor cores from
+        // M = 2.
+        let cases = [
+            (1, 4096, 14336, Variant::XReg, 0),
+            (1, 1024, 4096, Variant::XReg, 3),
+            (1, 6144, 4096, Variant::XReg, 3),
+            (1, 14336, 4096, Variant::XReg, 3),
+            (1, 28672, 4096, Variant::SplitK, 0),
+            (1, 128256, 4096, Variant::SplitK, 0),
+            (2, 4096, 14336, Variant::XMma, 0),
+            (2, 6144, 4096, Variant::XMma, 0),
+        ];
+        for (m, n, k, v, stages) in cases {
+            for f in [Fp8E4M3, Int8] {
+                assert_eq!(Variant::best_for(f, XDtype::F16, m, n, k), v, "{f:?} {m}x{n}x{k}");
+                let p = LaunchPlan::new(v, f, m, n, k, 132, Tuning::default());
+                assert_eq!(p.stages, stages, "{f:?} {m}x{n}x{k}: {p:?}");
+            }
         }
-        assert_eq!(Variant::best_for(Int4G128, XDtype::F16, 1, 4096), Variant::best(Int4G128, XDtype::F16, 1));
+        // Measured with FP16 activations only: BF16 keeps split-K; an explicit stage count wins.
+        assert_eq!(Variant::best_for(Fp8E4M3, XDtype::Bf16, 1, 6144, 4096), Variant::SplitK);
+        let t = Tuning { stages: Some(0), ..Tuning::default() };
+        assert_eq!(LaunchPlan::new(Variant::XReg, Int8, 1, 6144, 4096, 132, t).stages, 0);
+        for (n, k) in [(4096, 4096), (14336, 4096), (4096, 14336)] {
+            let v = Variant::best_for(Int4G128, XDtype::F16, 1, n, k);
+            assert_eq!(v, Variant::best(Int4G128, XDtype::F16, 1));
+            assert_eq!(LaunchPlan::new(v, Int4G128, 1, n, k, 132, Tuning::default()).stages, 0);
+        }
         // 4-bit K = 14336 is one 14-warp CTA at one chunk already; 16-bit never takes two.
         assert_eq!((LaunchPlan::xreg_unroll(Int4G128, 1, 14336), LaunchPlan::xreg_unroll(Fp16, 1, 14336)), (1, 1));
     }
@@ -2226,8 +2288,12 @@ mod tests {
                 assert!(p.rows_per_cta % 8 == 0 && p.rows_per_cta <= XREG_MAX_RPC);
                 assert!(p.blocks_n * p.rows_per_cta >= n as u32);
                 assert!(p.blocks_n as usize <= n.div_ceil(4) + 1);
-                assert_eq!(p.smem_bytes, p.warps * m as u32 * p.rows_per_cta * 4);
-                assert!(p.smem_bytes <= 48 * 1024);
+                // partial sums, and the cp.async stages where the plan has them (8-bit M = 1 up to 16384
+                // rows: within the 227 KB a CTA may opt in to on sm_90)
+                let stages = p.warps * p.stages * LaunchPlan::xreg_stage_bytes(p.rows_per_warp, p.unroll);
+                assert_eq!(p.smem_bytes, p.warps * m as u32 * p.rows_per_cta * 4 + stages);
+                assert_eq!(p.stages, LaunchPlan::xreg_stages_default(f, m, n, k), "{f:?} {m}x{n}x{k}");
+                assert!(p.smem_bytes <= if p.stages == 0 { 48 * 1024 } else { 227 * 1024 }, "{p:?}");
                 // refitted to any occupancy: still every row, one wave
                 for ctas in [132, 396, 1000] {
                     let q = p.with_rows_per_cta(n, m, LaunchPlan::xreg_rows_per_cta(n, p.splits, ctas));

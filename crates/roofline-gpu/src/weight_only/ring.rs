@@ -22,7 +22,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr
 use super::ffn::{stream_options, STREAM_SOURCE};
 use super::nvrtc::{compile_cubin, load_checked, WEIGHT_ONLY_XREG_SOURCE};
 use super::pack::{self, xreg_tables, PackedWeights, WoFormat};
-use super::{launch_ex, nvrtc_available};
+use super::{launch_ex, nvrtc_available, LaunchPlan, Tuning, Variant};
 use crate::{Gpu, GpuError};
 
 /// The kernel (appended to the x-in-registers source and the streaming helpers).
@@ -85,12 +85,28 @@ pub const AUTO_MIN_SLOTS: usize = 6;
 /// at least [`AUTO_MIN_STEPS`] row steps with at least [`AUTO_MIN_SLOTS`] of them in its ring. NF4 too since
 /// its codes go through the pair table (`NF4_PAIRS`; H100, session 23, us, ring vs x-in-registers:
 /// 1x14336x4096 14.9 vs 16.1, 1x28672x4096 24.3 vs 28.7; with the byte-permute decode the ring was the slower,
-/// 17.6 and 29.3; session 24's wide table: 13.9-14.0 and 23.7).
+/// 17.6 and 29.3; session 24's wide table: 13.9-14.0 and 23.7), and with fewer row steps wherever the ring
+/// holds all of them and the x-in-registers kernel would decode NF4 in FP32 (its f16x2 path takes one CTA
+/// over K or a large N, [`LaunchPlan::xh_default`]): since x is read after `griddepcontrol.wait` (session
+/// 28) that path lost to the ring (H100, session 29, us, ring vs x-in-registers: 1x4096x4096 5.93 vs
+/// 6.79-6.88, 1x6144x4096 7.83-7.84 vs 8.83-9.19, 1x1024x4096 4.21 vs 4.11-4.50; its f16x2 path still won at
+/// 1x4096x14336, 16.3-16.4 vs 14.9-15.1).
 pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
     let (_, per) = grid(n, sm_count);
-    unsupported(format, 1, n, k, sm_count).is_none()
-        && per >= AUTO_MIN_STEPS
-        && layout(format, k, per, row_groups(format, k)).is_some_and(|(slots, _)| slots >= AUTO_MIN_SLOTS)
+    let Some((slots, _)) = unsupported(format, 1, n, k, sm_count)
+        .is_none()
+        .then(|| layout(format, k, per, row_groups(format, k)))
+        .flatten()
+    else {
+        return false;
+    };
+    let streams = per >= AUTO_MIN_STEPS && slots >= AUTO_MIN_SLOTS;
+    streams || (format == WoFormat::Nf4 && slots >= per && !nf4_xreg_in_f16x2(n, k, sm_count))
+}
+
+/// Whether the x-in-registers kernel's default M = 1 plan decodes NF4 in f16x2 at `n x k`.
+fn nf4_xreg_in_f16x2(n: usize, k: usize, sm_count: u32) -> bool {
+    LaunchPlan::new(Variant::XReg, WoFormat::Nf4, 1, n, k, sm_count, Tuning::default()).xh
 }
 
 /// Bytes of the block scales per row of `k` values (`pack::xreg_tables`' entries).
@@ -502,6 +518,12 @@ mod tests {
         assert!(auto(WoFormat::Nvfp4, 14336, 4096, 132) && auto(WoFormat::Nf4, 14336, 4096, 132));
         // NF4's LM head: its scale tables beside the pair table leave no ring.
         assert!(auto(WoFormat::Nf4, 28672, 4096, 132) && !auto(WoFormat::Nf4, 128256, 4096, 132));
+        // NF4 at small N too, where the x-in-registers kernel would decode in FP32 (not where it takes its
+        // f16x2 path: one CTA over K = 14336).
+        let nf4 = WoFormat::Nf4;
+        assert!(auto(nf4, 4096, 4096, 132) && auto(nf4, 6144, 4096, 132) && auto(nf4, 1024, 4096, 132));
+        assert!(!auto(nf4, 4096, 14336, 132) && nf4_xreg_in_f16x2(4096, 14336, 132));
+        assert!(!nf4_xreg_in_f16x2(4096, 4096, 132));
         assert!(unsupported(WoFormat::Fp8E4M3, 1, 14336, 4096, 132).unwrap().contains("NF4"));
         // A CTA stays within 1024 threads: K = 16384 takes one row group of 16 warps.
         assert_eq!((row_groups(i4, 4096), row_groups(i4, 14336), row_groups(i4, 16384)), (3, 2, 1));
