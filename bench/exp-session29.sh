@@ -70,3 +70,15 @@ if has mb; then
     timeout 240 .gpu/model_bench_gpu --ignored >"$out/mb-tests.txt" 2>&1
     grep -E "^test |test result|panicked" "$out/mb-tests.txt"
 fi
+#   mbab    model-bench Llama-3.1-8B at batch 1 in $SCHEME (default fp8_e4m3), base and this build alternately,
+#           twice (the CUDA-graph step against the per-op sum: run 7's FP8 step was slower than session 24's
+#           while every op was faster)
+if has mbab; then
+    for i in 1 2; do
+        for bin in ${BINS:-roofline-base roofline}; do
+            echo "=== $bin model-bench llama-3.1-8b batch 1 ${SCHEME:-fp8_e4m3} ($i)" | tee -a "$out/mbab.txt"
+            timeout 100 .gpu/$bin model-bench --config llama-3.1-8b --batch 1 --hw $hw --scheme ${SCHEME:-fp8_e4m3} 2>&1 \
+                | tee -a "$out/mbab.txt" | grep -E "tokens/s|^step|error|│ (qkv|o_proj|down)" | cut -c1-150
+        done
+    done
+fi

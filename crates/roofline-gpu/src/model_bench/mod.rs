@@ -537,11 +537,11 @@ impl Gpu {
             WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?.with_variant(v, None).with_tuning(cfg.gemv.tuning)
         };
         let gemv = engine(main_variant)?;
-        // A linear whose shape has another best variant (`Variant::best_for`: 8-bit weights at batch 1, by
-        // N and K) runs on an engine of that variant where no variant was forced; one engine per variant.
-        let variants = cfg.linears().map(|(_, n, k)| match cfg.gemv.variant {
+        // A linear whose shape has another best variant in the step (`Variant::best_in_step`: 8-bit down_proj
+        // at batch 1) runs on an engine of that variant where no variant was forced; one engine per variant.
+        let variants = cfg.linears().map(|(_, _, k)| match cfg.gemv.variant {
             Some(v) => v,
-            None => Variant::best_for(cfg.weights, XDtype::F16, cfg.batch, n, k),
+            None => Variant::best_in_step(cfg.weights, XDtype::F16, cfg.batch, k),
         });
         let mut others: Vec<Variant> = Vec::new();
         for &v in &variants {

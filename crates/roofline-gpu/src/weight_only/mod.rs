@@ -129,8 +129,23 @@ impl Variant {
     /// (H100, session 24, us, 1x4096x14336 x-in-registers vs split-K: FP8 22.4 vs 24.9, INT8 23.3 vs 26.5;
     /// 1x14336x4096 in two chunks 23.1 / 25.5 vs 22.7 / 23.2).
     pub fn best_for(format: WoFormat, x: XDtype, m: usize, n: usize, k: usize) -> Variant {
-        let staged = x == XDtype::F16 && LaunchPlan::xreg_stages_default(format, m, n, k) > 0;
-        if LaunchPlan::xreg_unroll(format, m, k) == 2 || staged {
+        if x == XDtype::F16 && LaunchPlan::xreg_stages_default(format, m, n, k) > 0 {
+            Variant::XReg
+        } else {
+            Variant::best_in_step(format, x, m, k)
+        }
+    }
+
+    /// [`Variant::best_for`] for a linear of a decode step (a CUDA graph of kernels chained by programmatic
+    /// dependent launch), where the staged x-in-registers plan loses: its CTAs (over 100 KB of shared memory
+    /// with 8-bit weights at K = 4096) cannot be resident beside the previous kernel's, so their weights
+    /// start streaming only once it has left, while split-K's small CTAs have theirs in flight before
+    /// `griddepcontrol.wait`. H100, session 29, Llama-3.1-8B FP8 batch 1 (bench/RESULTS.md): the graph step
+    /// 3097 us on split-K against 3300-3304 staged, although each op timed alone was faster staged (qkv 12.1
+    /// vs 11.8-11.9 us, o_proj 10.2 vs 9.45-9.57).
+    pub fn best_in_step(format: WoFormat, x: XDtype, m: usize, k: usize) -> Variant {
+        // Two chunks only where they make the plan one CTA over K (8-bit, M = 1; see xreg_unroll).
+        if LaunchPlan::xreg_unroll(format, m, k) == 2 {
             Variant::XReg
         } else {
             Variant::best(format, x, m)
@@ -2217,6 +2232,13 @@ mod tests {
                 let p = LaunchPlan::new(v, f, m, n, k, 132, Tuning::default());
                 assert_eq!(p.stages, stages, "{f:?} {m}x{n}x{k}: {p:?}");
             }
+        }
+        // Inside a decode step the staged plan loses (its CTAs start their weights cold): split-K there,
+        // x in registers only for the wide down_proj plan.
+        for f in [Fp8E4M3, Int8] {
+            assert_eq!(Variant::best_in_step(f, XDtype::F16, 1, 4096), Variant::SplitK);
+            assert_eq!(Variant::best_in_step(f, XDtype::F16, 1, 14336), Variant::XReg);
+            assert_eq!(Variant::best_in_step(f, XDtype::F16, 2, 14336), Variant::XMma);
         }
         // Measured with FP16 activations only: BF16 keeps split-K; an explicit stage count wins.
         assert_eq!(Variant::best_for(Fp8E4M3, XDtype::Bf16, 1, 6144, 4096), Variant::SplitK);
