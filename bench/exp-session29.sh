@@ -94,3 +94,13 @@ if has table; then
     timeout 240 .gpu/model_bench_gpu --ignored >"$out/table-mb-tests.txt" 2>&1
     grep -E "^test |test result|panicked" "$out/table-mb-tests.txt"
 fi
+#   wide    4-bit weights at 1x4096x14336 (down_proj; 1.5-2 us slower than 1x14336x4096 of the same bytes): the
+#           wide x-in-registers plan (one CTA over K, 14 warps, 4 rows a step, one step's loads in flight)
+#           against it with the next step's loads issued first (`pipeline=true`), 2 rows a step, 2 K splits
+if has wide; then
+    f4=(-p nvfp4 -p int4_g128 -p mxfp4 -p nf4)
+    for g in "" variant=xreg,pipeline=true variant=xreg,split_k=2 variant=xreg,split_k=2,pipeline=true \
+        variant=xreg,rows=2 variant=xreg,rows=2,pipeline=true ""; do
+        wo_compare wide "[$g]" 1 4096x14336 "${f4[@]}" ${g:+--gemv $g}
+    done
+fi
