@@ -43,7 +43,8 @@ which costs more than the boundary saves.
 Before anything is timed, one step is checked against f64 CPU references of the quantized weights:
 the last layer's attention and KV append, its qkv projection, o_proj and FFN (fused step; o_proj and
 the FFN as what they add to the FP16 residual stream, o_proj launched once more on a zeroed stream),
-and the LM head, the linears on about 512 sampled rows each. Any of them off by more than 1e-2 is an error (\"wrong result\"), not a timing.
+and the LM head, the linears on about 512 sampled rows each. Any of them off by more than 1e-2 is an
+error (\"wrong result\"), not a timing.
 
 MoE models (Mixtral, Qwen-MoE): an FP16 router GEMV, a top-k kernel writing each token's experts
 and weights on the device, each routed expert's gate_up and down GEMVs (tokens gathered per expert
