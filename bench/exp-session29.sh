@@ -104,3 +104,10 @@ if has wide; then
         wo_compare wide "[$g]" 1 4096x14336 "${f4[@]}" ${g:+--gemv $g}
     done
 fi
+#   hyb     NF4 at M = 16 on the bulk ring with its decode split between the shared-memory table and byte
+#           permutes in registers (`-DNF4_HYB=h`: every h-th word of a tile through the permutes), h = 4 and 2,
+#           against the table alone, at the Llama-3 shapes (needs the kernels with
+#           bench/results/h100-2026-11-27-session29/nf4-hyb.patch applied: the split lost and was reverted)
+if has hyb; then
+    m16_compare hyb "14336x4096 28672x4096 4096x14336 4096x4096" nf4 "|" "-DNF4_HYB=4|" "-DNF4_HYB=2|" "-DNF4_HYB=4|" "|"
+fi
