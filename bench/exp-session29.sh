@@ -111,3 +111,15 @@ fi
 if has hyb; then
     m16_compare hyb "14336x4096 28672x4096 4096x14336 4096x4096" nf4 "|" "-DNF4_HYB=4|" "-DNF4_HYB=2|" "-DNF4_HYB=4|" "|"
 fi
+#   instep  model-bench Llama-3.1-8B at batch 1 with each layer op's time in the step (the graph without it,
+#           `In step us`) in FP8, INT4, NF4, and at batch 16 in INT4; then model-bench's GPU tests
+if has instep; then
+    for run in "1 fp8_e4m3,int4_g128,nf4" "16 int4_g128"; do
+        read -r b sch <<<"$run"
+        echo "=== model-bench llama-3.1-8b batch $b $sch" | tee -a "$out/instep.txt"
+        timeout 200 .gpu/roofline model-bench --config llama-3.1-8b --batch $b --hw $hw --schemes $sch 2>&1 \
+            | tee -a "$out/instep.txt" | grep -E "tokens/s|^step|error|│ (Op|qkv|attention|o_proj|gate_up|silu|down)" | cut -c1-170
+    done
+    timeout 240 .gpu/model_bench_gpu --ignored >"$out/instep-mb-tests.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/instep-mb-tests.txt"
+fi

@@ -46,6 +46,11 @@ the FFN as what they add to the FP16 residual stream, o_proj launched once more 
 and the LM head, the linears on about 512 sampled rows each. Any of them off by more than 1e-2 is an
 error (\"wrong result\"), not a timing.
 
+Each op is timed alone (its launches back to back, rotating over the layers: `Measured us`) and, for
+the layers of a dense fused step, in the step (`In step us`: the CUDA graph minus the same graph
+without that op, per instance). The two differ where an op overlaps its real neighbours differently
+from itself: a kernel whose CTAs cannot be resident beside the previous kernel's starts its loads late.
+
 MoE models (Mixtral, Qwen-MoE): an FP16 router GEMV, a top-k kernel writing each token's experts
 and weights on the device, each routed expert's gate_up and down GEMVs (tokens gathered per expert
 for batch > 1), the shared experts, and a combine kernel adding the weighted outputs into the
@@ -404,7 +409,12 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
         hw.name,
         hw.source
     );
-    let mut t = table(&["Op", "Kind", "x", "Predicted us", "Measured us", "Error", "% of roof"]);
+    let in_step = m.ops.iter().any(|o| o.in_step_us.is_some());
+    let mut head = vec!["Op", "Kind", "x", "Predicted us", "Measured us", "Error", "% of roof"];
+    if in_step {
+        head.push("In step us");
+    }
+    let mut t = table(&head);
     let mut by_kind: Vec<(&str, f64, f64)> = Vec::new();
     for op in &p.ops {
         let meas = measured_op(op, m);
@@ -430,17 +440,19 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
                 None => by_kind.push((k, pred * op.count as f64, o.time_us * o.count as f64)),
             }
         }
-        t.add_row(vec![
-            op.name.clone(),
-            kind_name(op.kind).into(),
-            op.count.to_string(),
-            sig3(pred),
-            meas_s,
-            err_s,
-            roof_s,
-        ]);
+        let mut row =
+            vec![op.name.clone(), kind_name(op.kind).into(), op.count.to_string(), sig3(pred), meas_s, err_s, roof_s];
+        if in_step {
+            row.push(meas.and_then(|o| o.in_step_us).map_or_else(|| "-".into(), sig3));
+        }
+        t.add_row(row);
     }
     println!("{t}");
+    if in_step {
+        println!(
+            "(in step: what one instance adds to the CUDA-graph step, the graph minus the graph without the op; it counts the op's overlap with its real neighbours, which `Measured` (the op launched back to back with itself) does not)"
+        );
+    }
     if p.ops.iter().any(|o| o.fused_into.is_some()) {
         println!("(a row's prediction includes the ops that run inside its kernel, marked `in <op>`)");
     }
@@ -663,7 +675,13 @@ mod tests {
         let mut m =
             step(&[("input_layernorm", "qkv_proj"), ("post_attention_layernorm", "router_gate, experts_gate_up")]);
         m.fused.push(FusedOp { name: "residual_add".into(), into: "o_proj".into(), after: Some("o_proj".into()) });
-        m.ops = vec![OpTime { name: "residual_add".into(), kind: "elementwise".into(), count: 32, time_us: 3.0 }];
+        m.ops = vec![OpTime {
+            name: "residual_add".into(),
+            kind: "elementwise".into(),
+            count: 32,
+            time_us: 3.0,
+            in_step_us: None,
+        }];
         let joined = join_fusions(plain, &m).unwrap();
         let adds: Vec<&roofline_core::model::OpRow> = joined.ops.iter().filter(|o| o.name == "residual_add").collect();
         assert_eq!(adds.len(), 2);
@@ -702,7 +720,13 @@ mod tests {
         assert_eq!(with_fused(&p, row("o_proj")).time_us, own("o_proj"));
         // Measured at the whole FFN's prediction, gate_up_proj is not a miss.
         let mut m = m;
-        m.ops = vec![OpTime { name: "gate_up_proj".into(), kind: "linear".into(), count: 32, time_us: want }];
+        m.ops = vec![OpTime {
+            name: "gate_up_proj".into(),
+            kind: "linear".into(),
+            count: 32,
+            time_us: want,
+            in_step_us: None,
+        }];
         assert!(misses(&p, &m, MISS_FRACTION).is_empty());
     }
 
@@ -723,7 +747,13 @@ mod tests {
         let req = ModelRequest { weights: Format::INT4_G128, fused: true, ..ModelRequest::default() };
         let p = analyze_model(&cfg, &req, &hw).unwrap();
         let pred = |name: &str| p.ops.iter().find(|o| o.name == name).unwrap().prediction.time_us;
-        let op = |name: &str, t: f64| OpTime { name: name.into(), kind: "x".into(), count: 32, time_us: t };
+        let op = |name: &str, t: f64| OpTime {
+            name: name.into(),
+            kind: "x".into(),
+            count: 32,
+            time_us: t,
+            in_step_us: None,
+        };
         let mut m = step(&[]);
         // attention twice its prediction (latency: 4.2 MB of KV is ~1.4 us, the fixed costs ~3.1 us), gate_up
         // 1.5 times (a memory-bound kernel below the roof), qkv within 10%, down_proj 30% faster.

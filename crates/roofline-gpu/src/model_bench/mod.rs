@@ -291,6 +291,11 @@ pub struct OpTime {
     pub count: u64,
     /// Median time of one instance (CUDA events, back-to-back launches rotating over the layers), us.
     pub time_us: f64,
+    /// What one instance adds to the CUDA-graph step, us: the step's graph minus the same graph without
+    /// this op in any layer, over the layers (an ablation). Unlike `time_us` it counts how the op overlaps
+    /// its real neighbours through programmatic dependent launch (a kernel whose CTAs cannot be resident
+    /// beside its predecessor's starts its loads late). The ops of a dense fused step's layers only.
+    pub in_step_us: Option<f64>,
 }
 
 /// An op of `roofline model`'s list that the measured step runs inside another kernel.
@@ -777,7 +782,13 @@ impl Gpu {
         let mut op_times = Vec::new();
         let mut time_op = |name: &str, kind: &str, count: u64, op: &mut dyn FnMut(usize) -> Result<(), GpuError>| {
             let st = timing::time(&self.ctx, &s, &tcfg, op)?;
-            op_times.push(OpTime { name: name.into(), kind: kind.into(), count, time_us: st.median_us });
+            op_times.push(OpTime {
+                name: name.into(),
+                kind: kind.into(),
+                count,
+                time_us: st.median_us,
+                in_step_us: None,
+            });
             Ok::<(), GpuError>(())
         };
         {
@@ -872,6 +883,18 @@ impl Gpu {
             graph: false,
         };
         let st = timing::time_captured(&self.ctx, &s, &gcfg, || en.layers(&mut layers, &mut acts))?;
+        // Each layer op's share of that graph: the graph again without it (dense fused steps).
+        if cfg.fuse && cfg.moe.is_none() {
+            progress("timing the step's graph without each op in turn");
+            for (name, skip) in en.step_ops() {
+                let without = timing::time_captured(&self.ctx, &s, &gcfg, || {
+                    en.layers_without(&mut layers, &mut acts, Some(skip))
+                })?;
+                if let Some(o) = op_times.iter_mut().find(|o| o.name == name) {
+                    o.in_step_us = Some((st.median_us - without.median_us) / nl as f64);
+                }
+            }
+        }
         let fin: f64 = op_times.iter().filter(|o| o.count == 1).map(|o| o.time_us).sum();
         let step_us = st.median_us * cfg.layers as f64 / nl as f64 + fin;
         Ok(StepResult {
@@ -1164,6 +1187,27 @@ impl<'a> Engines<'a> {
     }
 }
 
+/// A launch of a dense fused step's layer that an ablation graph leaves out ([`OpTime::in_step_us`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StepOp {
+    /// The qkv GEMV.
+    Qkv,
+    /// The attention kernel.
+    Attention,
+    /// The qkv projection inside the attention (`--qkv fused`): one launch.
+    QkvAttention,
+    /// The o_proj GEMV.
+    O,
+    /// The gate_up GEMV.
+    GateUp,
+    /// SiLU-and-mul (where down_proj does not take it on load).
+    Silu,
+    /// The down GEMV.
+    Down,
+    /// The fused FFN kernel.
+    Ffn,
+}
+
 /// The step's dense linears, declared in [`Lin::ALL`] order (their discriminants index [`Engines::lin`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lin {
@@ -1222,12 +1266,7 @@ const NORM_EPS: f32 = 1e-5;
 impl<'a> Enqueue<'a> {
     fn layers(&self, layers: &mut [Layer], a: &mut Acts) -> Result<(), GpuError> {
         if self.cfg.fuse {
-            for layer in layers.iter_mut() {
-                self.qkv_and_attention(layer, a)?;
-                self.linear(&mut layer.o, Lin::O, a)?;
-                self.ffn_block(layer, a)?;
-            }
-            return Ok(());
+            return self.layers_without(layers, a, None);
         }
         for (l, layer) in layers.iter_mut().enumerate() {
             // The residual add of the previous layer's MLP output is fused into this norm.
@@ -1245,17 +1284,65 @@ impl<'a> Enqueue<'a> {
         Ok(())
     }
 
+    /// The fused step's layers with `skip` left out of every layer (an ablation for [`OpTime::in_step_us`];
+    /// `None`: the step itself).
+    fn layers_without(&self, layers: &mut [Layer], a: &mut Acts, skip: Option<StepOp>) -> Result<(), GpuError> {
+        for layer in layers.iter_mut() {
+            match (self.qkv_attn, skip) {
+                (_, Some(StepOp::QkvAttention)) => {}
+                (None, Some(StepOp::Qkv)) => self.attention(layer, a)?,
+                (None, Some(StepOp::Attention)) => self.linear(&mut layer.qkv, Lin::Qkv, a)?,
+                _ => self.qkv_and_attention(layer, a)?,
+            }
+            if skip != Some(StepOp::O) {
+                self.linear(&mut layer.o, Lin::O, a)?;
+            }
+            self.ffn_block_without(layer, a, skip)?;
+        }
+        Ok(())
+    }
+
+    /// The ops of a dense fused step's layer as `op_times` names them, each with what leaves it out.
+    fn step_ops(&self) -> Vec<(&'static str, StepOp)> {
+        let mut ops = match self.qkv_attn {
+            Some(_) => vec![("attention", StepOp::QkvAttention)],
+            None => vec![("qkv_proj", StepOp::Qkv), ("attention", StepOp::Attention)],
+        };
+        ops.push(("o_proj", StepOp::O));
+        if self.ffn.is_some() {
+            ops.push(("gate_up_proj", StepOp::Ffn));
+        } else {
+            ops.push(("gate_up_proj", StepOp::GateUp));
+            if !self.silu_in_down {
+                ops.push(("silu_and_mul", StepOp::Silu));
+            }
+            ops.push(("down_proj", StepOp::Down));
+        }
+        ops
+    }
+
     /// The fused step's FFN of one layer (after o_proj): x += FFN(rmsnorm(x)).
     fn ffn_block(&self, layer: &mut Layer, a: &mut Acts) -> Result<(), GpuError> {
+        self.ffn_block_without(layer, a, None)
+    }
+
+    /// [`Enqueue::ffn_block`] with `skip` left out where it is one of the FFN's launches.
+    fn ffn_block_without(&self, layer: &mut Layer, a: &mut Acts, skip: Option<StepOp>) -> Result<(), GpuError> {
         match &mut layer.ffn {
             Ffn::Dense { gate_up, down } => {
-                self.linear(gate_up, Lin::GateUp, a)?;
-                if !self.silu_in_down {
+                if skip != Some(StepOp::GateUp) {
+                    self.linear(gate_up, Lin::GateUp, a)?;
+                }
+                if !self.silu_in_down && skip != Some(StepOp::Silu) {
                     self.silu(a)?;
+                }
+                if skip == Some(StepOp::Down) {
+                    return Ok(());
                 }
                 self.linear(down, Lin::Down, a)
             }
             Ffn::Moe(m) => self.moe_ffn(m, a),
+            Ffn::Fused(_) if skip == Some(StepOp::Ffn) => Ok(()),
             Ffn::Fused(w) => self.fused_ffn(w, a),
         }
     }
