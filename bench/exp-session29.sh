@@ -123,3 +123,12 @@ if has instep; then
     timeout 240 .gpu/model_bench_gpu --ignored >"$out/instep-mb-tests.txt" 2>&1
     grep -E "^test |test result|panicked" "$out/instep-mb-tests.txt"
 fi
+#   attn    INT4 Llama-3.1-8B batch 1: the attention's share of the step (`In step us`) with the default cluster
+#           kernel, with the qkv projection inside it (`--qkv fused`) and with the split kernel (`--attention splits`)
+if has attn; then
+    for extra in "" "--qkv fused" "--attention splits"; do
+        echo "=== model-bench llama-3.1-8b batch 1 int4 [$extra]" | tee -a "$out/attn.txt"
+        timeout 100 .gpu/roofline model-bench --config llama-3.1-8b --batch 1 --hw $hw --scheme int4_g128 $extra 2>&1 \
+            | tee -a "$out/attn.txt" | grep -E "tokens/s|^step|error|│ (qkv|attention|o_proj|gate_up)" | cut -c1-170
+    done
+fi
