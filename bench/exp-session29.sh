@@ -132,3 +132,13 @@ if has attn; then
             | tee -a "$out/attn.txt" | grep -E "tokens/s|^step|error|│ (qkv|attention|o_proj|gate_up)" | cut -c1-170
     done
 fi
+#   minb    INT4 Llama-3.1-8B batch 1 with the x-in-registers GEMVs' register cap at 4 CTAs per SM (default at
+#           N <= 4096: qkv, o_proj), 2 and 1 (`--gemv min_blocks=`): does the cap keep the attention's CTAs from
+#           sitting beside the qkv GEMV's (the attention's share of the step 10.2 us against 7.99 alone)?
+if has minb; then
+    for extra in "" "--gemv min_blocks=2" "--gemv min_blocks=1" ""; do
+        echo "=== model-bench llama-3.1-8b batch 1 int4 [$extra]" | tee -a "$out/minb.txt"
+        timeout 100 .gpu/roofline model-bench --config llama-3.1-8b --batch 1 --hw $hw --scheme int4_g128 $extra 2>&1 \
+            | tee -a "$out/minb.txt" | grep -E "tokens/s|^step|error|│ (qkv|attention|o_proj|gate_up)" | cut -c1-170
+    done
+fi
