@@ -419,17 +419,6 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
     for op in &p.ops {
         let meas = measured_op(op, m);
         let pred = with_fused(p, op).time_us;
-        let (meas_s, err_s, roof_s) = match meas {
-            Some(o) => (
-                sig3(o.time_us),
-                format!("{:+.1}%", 100.0 * (o.time_us - pred) / o.time_us),
-                format!("{:.0}%", 100.0 * pred / o.time_us),
-            ),
-            None => match &op.fused_into {
-                Some(host) => (format!("in {host}"), "-".into(), "-".into()),
-                None => ("-".into(), "-".into(), "-".into()),
-            },
-        };
         if let Some(o) = meas {
             let k = kind_name(op.kind);
             match by_kind.iter_mut().find(|(n, _, _)| *n == k) {
@@ -440,12 +429,7 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
                 None => by_kind.push((k, pred * op.count as f64, o.time_us * o.count as f64)),
             }
         }
-        let mut row =
-            vec![op.name.clone(), kind_name(op.kind).into(), op.count.to_string(), sig3(pred), meas_s, err_s, roof_s];
-        if in_step {
-            row.push(meas.and_then(|o| o.in_step_us).map_or_else(|| "-".into(), sig3));
-        }
-        t.add_row(row);
+        t.add_row(op_cells(op, pred, meas, in_step));
     }
     println!("{t}");
     if in_step {
@@ -519,6 +503,28 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
 
 /// The measured time of a predicted op: the measured op of its name, unless the step ran it inside another
 /// kernel (a MoE step measures one `residual_add`, the combine, and fuses the other into o_proj).
+/// One row of the per-op table: the op, its prediction `pred` (us, with the ops inside its kernel), and what
+/// was measured of it (`meas`: alone, and with `in_step` its share of the step), or where it ran.
+fn op_cells(op: &roofline_core::model::OpRow, pred: f64, meas: Option<&OpTime>, in_step: bool) -> Vec<String> {
+    let (meas_s, err_s, roof_s) = match meas {
+        Some(o) => (
+            sig3(o.time_us),
+            format!("{:+.1}%", 100.0 * (o.time_us - pred) / o.time_us),
+            format!("{:.0}%", 100.0 * pred / o.time_us),
+        ),
+        None => match &op.fused_into {
+            Some(host) => (format!("in {host}"), "-".into(), "-".into()),
+            None => ("-".into(), "-".into(), "-".into()),
+        },
+    };
+    let mut row =
+        vec![op.name.clone(), kind_name(op.kind).into(), op.count.to_string(), sig3(pred), meas_s, err_s, roof_s];
+    if in_step {
+        row.push(meas.and_then(|o| o.in_step_us).map_or_else(|| "-".into(), sig3));
+    }
+    row
+}
+
 fn measured_op<'a>(op: &roofline_core::model::OpRow, m: &'a StepResult) -> Option<&'a OpTime> {
     if op.fused_into.is_some() {
         return None;
@@ -728,6 +734,31 @@ mod tests {
             in_step_us: None,
         }];
         assert!(misses(&p, &m, MISS_FRACTION).is_empty());
+    }
+
+    #[test]
+    fn op_rows_show_the_share_of_the_step_beside_the_time_alone() {
+        let (cfg, hw) = llama_on_measured_h100();
+        let m = step(&[("input_layernorm", "qkv_proj"), ("rotary_emb", "attention")]);
+        let p = join_fusions(analyze_model(&cfg, &ModelRequest::default(), &hw).unwrap(), &m).unwrap();
+        let row = |name: &str| p.ops.iter().find(|o| o.name == name).unwrap();
+        let t = |time_us: f64, in_step_us: Option<f64>| OpTime {
+            name: "qkv_proj".into(),
+            kind: "linear".into(),
+            count: 32,
+            time_us,
+            in_step_us,
+        };
+        let qkv = row("qkv_proj");
+        // Measured alone at twice the prediction, 8 us of the step: error +50%, half the roof, the share.
+        let cells = op_cells(qkv, 5.0, Some(&t(10.0, Some(8.0))), true);
+        assert_eq!(cells[3..], ["5.00", "10.0", "+50.0%", "50%", "8.00"]);
+        // No share measured (the final ops, MoE steps): a dash; no column when no op has one.
+        assert_eq!(op_cells(qkv, 5.0, Some(&t(10.0, None)), true).last().map(String::as_str), Some("-"));
+        assert_eq!(op_cells(qkv, 5.0, Some(&t(10.0, Some(8.0))), false).len(), 7);
+        // An op run inside another kernel says where.
+        let norm = op_cells(row("input_layernorm"), 0.01, None, true);
+        assert_eq!(norm[4..], ["in qkv_proj", "-", "-", "-"]);
     }
 
     /// Llama-3.1-8B and the calibrated H100 profile the benchmarks use.
