@@ -560,7 +560,6 @@ impl Gpu {
             None => &gemv,
         });
         let engines = Engines { main: &gemv, lin };
-        let down_gemv = engines.of(Lin::Down);
         // The MoE router stays in FP16 (the activation format), as serving engines keep it.
         let router = match cfg.moe {
             Some(_) => Some(
@@ -578,7 +577,8 @@ impl Gpu {
                 .ok(),
             (true, _) => Some(FusedFfn::new(self, cfg.weights, d, f)?),
         };
-        let silu_in_down = cfg.fuse && cfg.moe.is_none() && fused_ffn.is_none() && down_gemv.fuses_silu(b, d, f);
+        let silu_in_down =
+            cfg.fuse && cfg.moe.is_none() && fused_ffn.is_none() && engines.of(Lin::Down).fuses_silu(b, d, f);
         // NVRTC compiles the step's kernels on other threads while this one quantizes and uploads the weights
         // (checked first, so a missing NVRTC fails before minutes of quantization).
         crate::weight_only::nvrtc_available()?;
