@@ -311,6 +311,16 @@ pub const MAX_CLUSTER_SPLITS: u32 = 8;
 /// Warps of a bulk-ring `XMma` CTA ([`Tuning::bulk`]) unless tuned.
 pub const XB_WARPS: u32 = 16;
 
+/// Row tiles a CTA of NF4's bulk ring takes in one K split from which, where the 32-copy pair table leaves
+/// the default slots no room beside all of x (M > 8, K = 4096), two K splits summed in a cluster go first:
+/// half of x's columns leave room for slots of 4 tiles beside the table, instead of slots of 2 in one split.
+/// H100, session 30 (us, one split / two, M = 16 / 12 / 9, N x 4096, row tiles a CTA in one split):
+/// 1024 (1) 6.73 / 6.8-6.9; 4096 (2) 10.2 / 10.7, 9.8 / 10.4, 9.1 / 10.0; 6144 (3) 13.0 / 12.9, 12.4 / 12.7,
+/// 11.2 / 11.9; 8192 (4) 15.3 / 14.7, 14.1 / 14.5, 13.4 / 13.8; 11008 (6) 19.2 / 18.0, 18.3 / 18.0, 17.3 /
+/// 16.8; 14336 (7) 21.6 / 20.7, 20.9 / 20.4, 19.5 / 19.1; 28672 (14) 36.9 / 34.6-35.3, 35.3 / 34.7, 34.0 /
+/// 32.4-33.1 (`bench/results/h100-2026-11-27-session30/r5-nf4s2.txt`).
+pub const NF4_TWO_SPLITS_ROWS: u32 = 6;
+
 /// The launch geometry of one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchPlan {
@@ -726,11 +736,13 @@ impl LaunchPlan {
 
     /// `plan` (an `x_smem_plan`) with NF4's code-pair table in front where the bulk kernel takes one
     /// ([`Tuning::nf4_table`]; `relayout` plans again with other tuning): asked for, the most copies up to the
-    /// count asked for that fit; by default 32 copies (conflict-free), with slots of 2 tiles where the default
-    /// slots leave no room for them, else 16 copies, else none. H100, session 26, NF4 at M = 16, us, byte
-    /// permutes / 16 copies / 8 copies / slots of 2 tiles and 32 copies: 14336x4096 22.8 / 21.5-21.7 / 25.1 /
-    /// 21.8, 28672x4096 39.3-39.8 / (16 do not fit) / 43.0 / 37.5, 4096x4096 11.3 / 10.7 / 11.7 / 10.3;
-    /// 4096x14336 (32 copies beside the default slots) 25.2-25.5 -> 22.0.
+    /// count asked for that fit; by default 32 copies (conflict-free), where the default slots leave no room
+    /// for them in two K splits summed in a cluster (x's columns halved) if one split gives a CTA at least
+    /// [`NF4_TWO_SPLITS_ROWS`] row tiles, else with slots of 2 tiles, else 16 copies, else none. H100, session
+    /// 26, NF4 at M = 16, us, byte permutes / 16 copies / 8 copies / slots of 2 tiles and 32 copies: 14336x4096
+    /// 22.8 / 21.5-21.7 / 25.1 / 21.8, 28672x4096 39.3-39.8 / (16 do not fit) / 43.0 / 37.5, 4096x4096 11.3 /
+    /// 10.7 / 11.7 / 10.3; 4096x14336 (32 copies beside the default slots) 25.2-25.5 -> 22.0. The two splits:
+    /// see [`NF4_TWO_SPLITS_ROWS`].
     fn with_nf4_table(
         format: WoFormat,
         plan: LaunchPlan,
@@ -747,6 +759,12 @@ impl LaunchPlan {
         match tuning.nf4_table {
             Some(want) => [32, 16, 8].into_iter().filter(|&c| c <= want).find_map(|c| with(plan, c)),
             None => with(plan, 32)
+                .or_else(|| {
+                    (tuning.split_k.is_none() && plan.splits == 1 && plan.rows_per_cta >= NF4_TWO_SPLITS_ROWS)
+                        .then(|| relayout(Tuning { split_k: Some(2), ..tuning }))
+                        .filter(|p| p.splits == 2 && p.cluster)
+                        .and_then(|p| with(p, 32))
+                })
                 .or_else(|| {
                     tuning
                         .unroll
@@ -2507,11 +2525,17 @@ mod tests {
         assert!(p.multicast && p.splits == 1 && p.rows_per_cta == 1 && p.blocks_n == 64, "{p:?}");
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 1000, 4096, 132, Tuning::default());
         assert!(!p.multicast && p.blocks_n == 63, "{p:?}");
-        // NF4's code-pair table in front: 32 copies need slots of 2 tiles at 16x14336x4096 (beside the default
-        // rings the rest takes 208,384 bytes of 224 KB); 16 copies fit the default rings when asked for 16
+        // NF4's code-pair table in front: in one split 32 copies need slots of 2 tiles at 16x14336x4096 (beside
+        // the default rings the rest takes 208,384 bytes of 224 KB); 16 copies fit the default rings when asked
+        // for 16. By default (7 row tiles a CTA in one split) two clustered splits: room for the default slots.
         let nf4 = |t: Tuning| LaunchPlan::new(Variant::XMma, WoFormat::Nf4, 16, 14336, 4096, 132, t);
         let p = nf4(Tuning::default());
-        assert_eq!((p.nf4_table, p.unroll, p.stages), (32, 2, 2), "{p:?}");
+        assert_eq!((p.nf4_table, p.unroll, p.stages, p.splits), (32, 4, 2, 2), "{p:?}");
+        assert!(p.cluster && p.cluster_dims() == (1, 2) && p.rows_per_cta == 14, "{p:?}");
+        let two = (16 * (32 * 64 + 8) * 2u32).div_ceil(128) * 128 + 16 * 2 * 2176 + 16 * (14 * 16 + 4) * 4;
+        assert_eq!(p.smem_bytes, two + 32 * 1024);
+        let p = nf4(Tuning { split_k: Some(1), ..Tuning::default() });
+        assert_eq!((p.nf4_table, p.unroll, p.stages, p.splits), (32, 2, 2, 1), "{p:?}");
         let rest = (16 * (64 * 64 + 8) * 2u32).div_ceil(128) * 128 + 16 * 2 * 1152 + park;
         assert_eq!(p.smem_bytes, rest + 32 * 1024);
         let p = nf4(Tuning { nf4_table: Some(16), ..Tuning::default() });
@@ -2520,13 +2544,22 @@ mod tests {
         assert_eq!(p.smem_bytes, rest + 16 * 1024);
         let p = nf4(Tuning { nf4_table: Some(32), ..Tuning::default() });
         assert_eq!((p.nf4_table, p.unroll), (16, 4), "asked for 32, the most that fit: {p:?}");
-        let p = nf4(Tuning { unroll: Some(4), ..Tuning::default() });
+        let one = Tuning { split_k: Some(1), ..Tuning::default() };
+        let p = nf4(Tuning { unroll: Some(4), ..one });
         assert_eq!((p.nf4_table, p.unroll), (16, 4), "slots asked for stay: {p:?}");
+        let p = nf4(Tuning { unroll: Some(4), ..Tuning::default() });
+        assert_eq!((p.nf4_table, p.unroll, p.splits), (32, 4, 2), "the splits were not asked for: {p:?}");
         let p = nf4(Tuning { nf4_table: Some(0), ..Tuning::default() });
         assert_eq!((p.nf4_table, p.unroll), (0, 4), "{p:?}");
         let p = nf4(Tuning::default());
         assert_eq!(p.key(WoFormat::Nf4, XDtype::F16, 16, 90).nf4_table, 32);
         assert_eq!(p.key(WoFormat::Nf4, XDtype::F16, 16, 80).nf4_table, 0, "bulk rings are sm_90+");
+        // two splits from NF4_TWO_SPLITS_ROWS row tiles a CTA (11008 rows: 6), M > 8 only (x of 8 rows leaves
+        // room for the default slots in one split)
+        for (m, n, splits, unroll) in [(16, 8192, 1, 2), (16, 11008, 2, 4), (9, 28672, 2, 4), (8, 14336, 1, 4)] {
+            let p = LaunchPlan::new(Variant::XMma, WoFormat::Nf4, m, n, 4096, 132, Tuning::default());
+            assert_eq!((p.nf4_table, p.splits, p.unroll, p.cluster), (32, splits, unroll, splits == 2), "{m}x{n}: {p:?}");
+        }
         // K = 14336 (8 splits): 32 copies beside the default slots
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Nf4, 16, 4096, 14336, 132, Tuning::default());
         assert_eq!((p.nf4_table, p.unroll), (32, 4), "{p:?}");

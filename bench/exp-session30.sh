@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Session 30 device probes. Run from the repository root on the GPU machine with .gpu/ built
+# (bench/build-gpu.sh); logs to $OUT. Parts (first argument, comma-separated):
+#   ctas    the batch-16 bulk ring in CTAs of fewer warps, several per SM (`warps=8,min_blocks=2`,
+#           `warps=4,min_blocks=4`), its K splits summed in clusters of 2-8: what each SM receives of x
+#           falls with the splits (x per SM = CTAs a SM x x's columns of a split) while the rings stay; against
+#           the default (one CTA of 16 warps a SM, one split) and 16-warp CTAs in 2 clustered splits
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session30 "${1:-ctas}"
+# `meas LOG LABEL FORMAT MxNxK GEMV`: `measure --weights` with --gemv GEMV, its kernel line and time to LOG.
+meas() {
+    local log=$1 label=$2 f=$3 s=$4 gemv=$5 m n k
+    IFS=x read -r m n k <<<"$s"
+    echo "=== $label $f ${s} [$gemv]" | tee -a "$out/$log.txt"
+    timeout 120 .gpu/roofline measure --hw $hw --weights "$f" --m $m --n $n --k $k ${gemv:+--gemv $gemv} 2>&1 \
+        | grep -E "kernel:|measured|rror" | sed -E 's/, CUDA sources.*//' | tee -a "$out/$log.txt"
+}
+if has ctas; then
+    for s in 16x14336x4096 16x4096x14336 16x28672x4096 16x4096x4096; do
+        for f in int4_g128 nf4; do
+            meas ctas default $f $s ""
+            meas ctas w16s2 $f $s "split_k=2"
+            for sk in 1 2 4 8; do meas ctas w8s$sk $f $s "warps=8,min_blocks=2,split_k=$sk"; done
+            for sk in 4 8; do meas ctas w4s$sk $f $s "warps=4,min_blocks=4,split_k=$sk"; done
+            meas ctas default-again $f $s ""
+        done
+    done
+fi
+#   parts   where NF4's batch-16 time goes beside INT4's (21.7 against 17.2 us at 16x14336x4096): the
+#           wrong-result probes (MMAs dropped, loads alone, one row of x, x's fragments read for every 2nd /
+#           4th tile) on tune_table's rows of each format's default bulk-ring plan in one split
+# `tune_fmt LOG FORMAT ONLY SHAPES EXTRA...`: like probe-lib's bulk_tune for FORMAT and the tune_table label ONLY.
+tune_fmt() {
+    local log=$1 fmt=$2 only=$3 shapes=$4 extra
+    shift 4
+    for extra in "$@"; do
+        echo "=== $fmt [$extra]" | tee -a "$out/$log.txt"
+        ROOFLINE_NVRTC_EXTRA="$extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 ROOFLINE_TUNE_SHAPES=$shapes \
+            ROOFLINE_TUNE_FORMATS=$fmt ROOFLINE_TUNE_ONLY="$only" \
+            .gpu/weight_only_gpu --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=1|splits +1 " | tee -a "$out/$log.txt"
+    done
+}
+if has parts; then
+    probes=("" "-DEXP_NOMMA=1" "-DEXP_LOADONLY=1" "-DEXP_XROWS=1" "-DEXP_XREUSE=2" "-DEXP_XREUSE=4" "-DEXP_XROWS=1 -DEXP_NOMMA=1")
+    tune_fmt parts NF4 "XSM+XB NST=2 U=2 W=16" 16x14336x4096,16x28672x4096 "${probes[@]}"
+    tune_fmt parts INT4_G128 "XSM+XB NST=2 U=4 W=16" 16x14336x4096,16x28672x4096 "${probes[@]}"
+fi
+#   nf4slots  NF4 at M = 16 with more of its weights in flight: its default plan has slots of 2 tiles (the
+#           32-copy pair table leaves no room for 4), 2 KB of codes a warp against INT4's 4 KB, and `parts`
+#           found its loads alone 1.4 us slower than INT4's; 3 or 4 slots of 2 tiles, 2 or 3 slots of 3
+if has nf4slots; then
+    for nk in 14336x4096 28672x4096 4096x14336 4096x4096 6144x4096 1024x4096; do
+        for g in "" unroll=2,stages=3 unroll=2,stages=4 unroll=3,stages=2 unroll=3,stages=3 ""; do
+            meas nf4slots "[$g]" nf4 16x$nk "$g"
+        done
+    done
+fi
+#   m16x8   FP8 / INT8 at M = 16, 1.17x / 1.18x of M = 1 at 14336x4096 (issue 11 asks 1.15x): tune_table's
+#           bulk-ring rows (tiles a slot x slots x warps x splits in clusters or through the workspace) and
+#           the default, at the FFN's shapes
+if has m16x8; then
+    for f in FP8_E4M3 INT8; do
+        ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_SHAPES=16x14336x4096,16x28672x4096,16x4096x14336 ROOFLINE_TUNE_FORMATS=$f \
+            ROOFLINE_TUNE_ONLY="XSM" .gpu/weight_only_gpu --ignored tune_table --nocapture 2>&1 | grep -E "^TT |default" \
+            | tee -a "$out/m16x8.txt"
+        for s in 16x14336x4096 16x28672x4096 16x4096x14336 1x14336x4096; do meas m16x8 default $f $s ""; done
+    done
+fi
+#   nf4s2   NF4 at M = 9-16 in two clustered K splits (x halved leaves room for slots of 4 tiles beside the
+#           32-copy pair table) against one split (slots of 2 tiles), by rows a CTA (N / 16 / 132)
+if has nf4s2; then
+    for m in 16 12 9; do
+        for n in 1024 4096 6144 8192 11008 14336 28672; do
+            for g in "" split_k=2 "" split_k=2; do meas nf4s2 "[$g]" nf4 ${m}x${n}x4096 "$g"; done
+        done
+    done
+fi
