@@ -2558,7 +2558,11 @@ mod tests {
         // room for the default slots in one split)
         for (m, n, splits, unroll) in [(16, 8192, 1, 2), (16, 11008, 2, 4), (9, 28672, 2, 4), (8, 14336, 1, 4)] {
             let p = LaunchPlan::new(Variant::XMma, WoFormat::Nf4, m, n, 4096, 132, Tuning::default());
-            assert_eq!((p.nf4_table, p.splits, p.unroll, p.cluster), (32, splits, unroll, splits == 2), "{m}x{n}: {p:?}");
+            assert_eq!(
+                (p.nf4_table, p.splits, p.unroll, p.cluster),
+                (32, splits, unroll, splits == 2),
+                "{m}x{n}: {p:?}"
+            );
         }
         // K = 14336 (8 splits): 32 copies beside the default slots
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Nf4, 16, 4096, 14336, 132, Tuning::default());
