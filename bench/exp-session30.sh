@@ -75,3 +75,21 @@ if has nf4s2; then
         done
     done
 fi
+#   verify  NF4's two clustered splits at M = 9-16 (`NF4_TWO_SPLITS_ROWS`): the weight-only reference test at
+#           the issue shapes (16x14336x4096 added), model-bench's GPU tests, and Llama-3.1-8B NF4 at batch 16
+#           and 9, main before (.gpu/roofline-base) and this build alternately, twice
+if has verify; then
+    timeout 300 .gpu/weight_only_gpu --ignored --nocapture every_format_matches >"$out/verify-wo.txt" 2>&1
+    grep -E "^test |test result|panicked|16x14336" "$out/verify-wo.txt"
+    for b in 16 9; do
+        for i in 1 2; do
+            for bin in roofline-base roofline; do
+                echo "=== $bin model-bench llama-3.1-8b batch $b nf4 ($i)" | tee -a "$out/verify-mb.txt"
+                timeout 100 .gpu/$bin model-bench --config llama-3.1-8b --batch $b --hw $hw --scheme nf4 2>&1 \
+                    | tee -a "$out/verify-mb.txt" | grep -E "tokens/s|^step|error|│ (qkv|o_proj|gate|down)" | cut -c1-150
+            done
+        done
+    done
+    timeout 300 .gpu/model_bench_gpu --ignored >"$out/verify-mbt.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/verify-mbt.txt"
+fi
