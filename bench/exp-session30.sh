@@ -93,3 +93,14 @@ if has verify; then
     timeout 300 .gpu/model_bench_gpu --ignored >"$out/verify-mbt.txt" 2>&1
     grep -E "^test |test result|panicked" "$out/verify-mbt.txt"
 fi
+#   nomma2  the batch-16 bulk ring's decode apart from its MMAs: EXP_NOMMA=1 (operands to an empty asm: ptxas
+#           drops the decode too) against EXP_NOMMA=2 (operands XORed into the sums: the decode runs), every
+#           4-bit format's default slots, one split, 16x14336x4096 and 16x28672x4096 ($FMTS: these formats
+#           only, not NF4)
+if has nomma2; then
+    probes=("" "-DEXP_NOMMA=1" "-DEXP_NOMMA=2" "-DEXP_LOADONLY=1" "-DEXP_NOMMA=2 -DEXP_XROWS=1")
+    [[ -n "${FMTS:-}" ]] || tune_fmt nomma2 NF4 "XSM+XB NST=2 U=2 W=16" 16x14336x4096,16x28672x4096 "${probes[@]}"
+    for f in ${FMTS:-INT4_G128 MXFP4 NVFP4}; do
+        tune_fmt nomma2 $f "XSM+XB NST=2 U=4 W=16" 16x14336x4096,16x28672x4096 "${probes[@]}"
+    done
+fi

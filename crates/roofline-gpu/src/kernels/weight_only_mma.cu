@@ -157,13 +157,20 @@ __device__ __forceinline__ void decode_step(const uint4 (&qw)[QV], int s, u32 zg
 #endif
 }
 
-// Profiling experiment (ROOFLINE_NVRTC_EXTRA=-DEXP_NOMMA=1, wrong results): the MMAs dropped, their operands
-// still computed (an empty asm consumes them), so the time is the loads and the decode alone.
+// Profiling experiment (ROOFLINE_NVRTC_EXTRA=-DEXP_NOMMA=1 or 2, wrong results): the MMAs dropped. 1: their
+// operands handed to an empty asm, which emits no instruction, so ptxas drops whatever only fed them (the
+// decode, NF4's table lookups; not the ldmatrix of x, an asm volatile): the loads alone, much as
+// EXP_LOADONLY (session 30 found this; sessions 26-29 read 1 as "the decode without the MMAs"). 2: their
+// operands XORed into the accumulator's low mantissa bits (four LOP3 an MMA; the sums stay finite), so the
+// decode runs and is waited on: the loads and the decode without the MMAs.
 #ifndef EXP_NOMMA
 #define EXP_NOMMA 0
 #endif
 __device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) {
-#if EXP_NOMMA
+#if EXP_NOMMA == 2
+    c[0] = __int_as_float(__float_as_int(c[0]) ^ ((a[0] ^ a[1] ^ a[2] ^ a[3] ^ b0 ^ b1) & 0x7fffu));
+    return;
+#elif EXP_NOMMA
     asm volatile("" ::"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     return;
 #endif
