@@ -12,7 +12,7 @@ meas() {
     local log=$1 label=$2 f=$3 s=$4 gemv=$5 m n k
     IFS=x read -r m n k <<<"$s"
     echo "=== $label $f ${s} [$gemv]" | tee -a "$out/$log.txt"
-    timeout 120 .gpu/roofline measure --hw $hw --weights "$f" --m $m --n $n --k $k ${gemv:+--gemv $gemv} 2>&1 \
+    timeout 120 .gpu/${BIN:-roofline} measure --hw $hw --weights "$f" --m $m --n $n --k $k ${gemv:+--gemv $gemv} 2>&1 \
         | grep -E "kernel:|measured|rror" | sed -E 's/, CUDA sources.*//' | tee -a "$out/$log.txt"
 }
 if has ctas; then
@@ -112,5 +112,14 @@ if has table; then
         echo "=== table $s" | tee -a "$out/table.txt"
         timeout 120 .gpu/roofline compare --weight-only --hw $hw --m $m --n $n --k $k 2>&1 | tee -a "$out/table.txt" \
             | grep -E "W:|rror"
+    done
+fi
+#   nvfp4   NVFP4's E4M3 scale bytes gathered by one byte permute in mma_tile (was shifts and masks): this
+#           build against .gpu/roofline-base (main before it) at M = 16 and 4, alternately twice
+if has nvfp4; then
+    for s in 16x14336x4096 16x28672x4096 16x4096x14336 16x4096x4096 4x14336x4096 4x4096x4096; do
+        for i in 1 2; do
+            for bin in roofline-base roofline; do BIN=$bin meas nvfp4 $bin nvfp4 $s ""; done
+        done
     done
 fi
