@@ -104,6 +104,23 @@ if has nomma2; then
         tune_fmt nomma2 $f "XSM+XB NST=2 U=4 W=16" 16x14336x4096,16x28672x4096 "${probes[@]}"
     done
 fi
+#   nvfp4   NVFP4's E4M3 scale bytes gathered by one byte permute in mma_tile (was shifts and masks): this
+#           build against .gpu/roofline-base (main before it) at M = 16 and 4, alternately twice
+if has nvfp4; then
+    for s in 16x14336x4096 16x28672x4096 16x4096x14336 16x4096x4096 4x14336x4096 4x4096x4096; do
+        for i in 1 2; do
+            for bin in roofline-base roofline; do BIN=$bin meas nvfp4 $bin nvfp4 $s ""; done
+        done
+    done
+fi
+#   final   the final build: the weight-only reference tests (issue shapes with 16x14336x4096; fused norm /
+#           residual add / SwiGLU with split and clustered plans), issue 11's table (`table`), Llama-3.1-8B NVFP4
+#           and NF4 at batch 16 against .gpu/roofline-base (main before the session)
+if has final; then
+    timeout 330 .gpu/weight_only_gpu --ignored --nocapture every_format_matches fused_norm >"$out/final-wo.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/final-wo.txt"
+    parts=$parts,table
+fi
 #   table   issue 11's table on the final build: `compare --weight-only` (every format, FP16 beside them) at the
 #           issue's shapes at M = 1 and at 16x14336x4096
 if has table; then
@@ -114,12 +131,17 @@ if has table; then
             | grep -E "W:|rror"
     done
 fi
-#   nvfp4   NVFP4's E4M3 scale bytes gathered by one byte permute in mma_tile (was shifts and masks): this
-#           build against .gpu/roofline-base (main before it) at M = 16 and 4, alternately twice
-if has nvfp4; then
-    for s in 16x14336x4096 16x28672x4096 16x4096x14336 16x4096x4096 4x14336x4096 4x4096x4096; do
-        for i in 1 2; do
-            for bin in roofline-base roofline; do BIN=$bin meas nvfp4 $bin nvfp4 $s ""; done
+if has final; then
+    for scheme in nvfp4 nf4; do
+        for bin in roofline-base roofline; do
+            echo "=== $bin model-bench llama-3.1-8b batch 16 $scheme" | tee -a "$out/final-mb.txt"
+            timeout 100 .gpu/$bin model-bench --config llama-3.1-8b --batch 16 --hw $hw --scheme $scheme 2>&1 \
+                | tee -a "$out/final-mb.txt" | grep -E "tokens/s|error|│ (qkv|o_proj|gate|down)" | cut -c1-150
         done
     done
+fi
+#   mbt     model-bench's GPU tests on the final build
+if has mbt; then
+    timeout 200 .gpu/model_bench_gpu --ignored >"$out/mbt.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/mbt.txt"
 fi
