@@ -145,3 +145,9 @@ if has mbt; then
     timeout 200 .gpu/model_bench_gpu --ignored >"$out/mbt.txt" 2>&1
     grep -E "^test |test result|panicked" "$out/mbt.txt"
 fi
+#   wotests the other two weight-only reference tests on the final build (every M 1-16 and tiny odd shapes through
+#           every variant; the variants and BF16 x), after the NVFP4 change to `mma_tile`
+if has wotests; then
+    timeout 500 .gpu/weight_only_gpu --ignored --nocapture every_m_and_tiny variants_and_bf16 >"$out/wotests.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/wotests.txt"
+fi
