@@ -85,12 +85,7 @@ fi
 #   table   issue 11's table on the final build: `compare --weight-only` (every format, FP16 beside them) at the
 #           issue's shapes at M = 1 and at 16x14336x4096, then model-bench's GPU tests
 if has table; then
-    for s in 1x14336x4096 1x4096x14336 1x128256x4096 1x4096x4096 16x14336x4096; do
-        IFS=x read -r m n k <<<"$s"
-        echo "=== table $s" | tee -a "$out/table.txt"
-        timeout 120 .gpu/roofline compare --weight-only --hw $hw --m $m --n $n --k $k 2>&1 | tee -a "$out/table.txt" \
-            | grep -E "W:|rror"
-    done
+    issue_table table
     timeout 240 .gpu/model_bench_gpu --ignored >"$out/table-mb-tests.txt" 2>&1
     grep -E "^test |test result|panicked" "$out/table-mb-tests.txt"
 fi

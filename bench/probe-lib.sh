@@ -65,3 +65,14 @@ pdl_sass() {
     done | tee "$out/$log.txt"
     rm -rf "$dir"
 }
+# `issue_table LOG`: issue 11's table, `compare --weight-only` (every format, FP16 beside them) at the issue's
+# shapes at M = 1 and at 16x14336x4096, into $out/LOG.txt (the format rows echoed).
+issue_table() {
+    local log=$1 s m n k
+    for s in 1x14336x4096 1x4096x14336 1x128256x4096 1x4096x4096 16x14336x4096; do
+        IFS=x read -r m n k <<<"$s"
+        echo "=== table $s" | tee -a "$out/$log.txt"
+        timeout 120 .gpu/roofline compare --weight-only --hw $hw --m $m --n $n --k $k 2>&1 | tee -a "$out/$log.txt" \
+            | grep -E "W:|rror"
+    done
+}
