@@ -146,3 +146,18 @@ if has wotests; then
     timeout 500 .gpu/weight_only_gpu --ignored --nocapture every_m_and_tiny variants_and_bf16 >"$out/wotests.txt" 2>&1
     grep -E "^test |test result|panicked" "$out/wotests.txt"
 fi
+#   trig    the attention's share of Llama-3.1-8B's batch-1 step (INT4: 8.0 us alone, 10.2 in the step, session
+#           29): o_proj released at the attention's end (-DEXP_ATTN_TRIGGER=1) against its start (default),
+#           INT4, NF4 and FP8, alternately twice
+if has trig; then
+    for scheme in int4 nf4 fp8_e4m3; do
+        for i in 1 2; do
+            for extra in "" "-DEXP_ATTN_TRIGGER=1"; do
+                echo "=== [$extra] model-bench llama-3.1-8b batch 1 $scheme ($i)" | tee -a "$out/trig.txt"
+                ROOFLINE_NVRTC_EXTRA="$extra" timeout 100 .gpu/roofline model-bench --config llama-3.1-8b --batch 1 \
+                    --hw $hw --scheme $scheme 2>&1 | tee -a "$out/trig.txt" \
+                    | grep -E "tokens/s|error:|│ (qkv|attention|o_proj|gate|down)" | cut -c1-160
+            done
+        done
+    done
+fi

@@ -394,11 +394,16 @@ extern "C" __global__ void __launch_bounds__(128) attn_rope(const u16* qkv, u16*
 }
 
 #if __CUDA_ARCH__ >= 900
+// Profiling experiment (ROOFLINE_NVRTC_EXTRA=-DEXP_ATTN_TRIGGER=1): the next kernel (o_proj) released when
+// the attention's CTAs end instead of when they start, so its CTAs do not stream their weights beside it.
+#ifndef EXP_ATTN_TRIGGER
+#define EXP_ATTN_TRIGGER 0
+#endif
 // attn_cluster: RoPE + KV append + flash-decoding + merge on thread-block clusters (attn_cluster.cuh).
 extern "C" __global__ void __launch_bounds__(CW * 32, CLUSTER_MIN_BLOCKS)
     attn_cluster(const u16* qkv, kv_t* __restrict__ kc, kv_t* __restrict__ vc, u16* __restrict__ out,
                  int len, int hq, int hkv, int smax, float scale, float theta, float k_scale, float v_scale) {
-    pdl_trigger();
+    if (!EXP_ATTN_TRIGGER) pdl_trigger();
     attn_cluster_start(kc, vc, len, hkv, smax);
     float cs[4], sn[4];
     rope_angles_early(len - 1, theta, cs, sn);
