@@ -161,3 +161,18 @@ if has trig; then
         done
     done
 fi
+#   pair    the bulk ring with slots of two row tiles decoded against one set of x's fragments
+#           (-DXB_PAIR=1, an experiment the host does not plan for; needs
+#           bench/results/h100-2026-11-27-session30/xb-pair.patch, reverted) against the default, NF4 / MXFP4 /
+#           NVFP4 at M = 16 and 9 (odd row tiles a CTA included: 11008 in two splits, 1000), every row checked
+if has pair; then
+    for f in nf4 mxfp4 nvfp4; do
+        for s in 16x14336x4096 16x28672x4096 16x11008x4096 16x4096x4096 16x1000x4096 16x4096x14336 9x14336x4096; do
+            for i in 1 2; do
+                for extra in "" "-DXB_PAIR=1"; do
+                    ROOFLINE_NVRTC_EXTRA="$extra" meas pair "[$extra]" $f $s ""
+                done
+            done
+        done
+    done
+fi
