@@ -176,3 +176,8 @@ if has pair; then
         done
     done
 fi
+#   wocheck the weight-only reference tests at the issue shapes and of the fused norm / residual add / SwiGLU
+if has wocheck; then
+    timeout 330 .gpu/weight_only_gpu --ignored --nocapture every_format_matches fused_norm >"$out/wocheck.txt" 2>&1
+    grep -E "^test |test result|panicked|NVFP4 16x14336" "$out/wocheck.txt"
+fi

@@ -282,7 +282,10 @@ __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta
         // masks compiled to three or four instructions a k-step)
         u32 sc = e4m3x2_to_h2(prmt(meta.e[0], meta.e[1], (u32)(s | ((4 + s) << 4))));
         asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(sc) : "r"(0x58005800u));  // times 2^7 (NV_UP), exact: at most 57344
-        const u32 sg = prmt(sc, 0u, 0x1010u), sg8 = prmt(sc, 0u, 0x3232u);
+        u32 sg, sg8;  // (row g's scale, twice), (row g + 8's, twice)
+        asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; mov.b32 %0, {l, l}; mov.b32 %1, {h, h}; }"
+            : "=r"(sg), "=r"(sg8)
+            : "r"(sc));
         asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[0]) : "r"(sg));
         asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[2]) : "r"(sg));
         asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[1]) : "r"(sg8));
