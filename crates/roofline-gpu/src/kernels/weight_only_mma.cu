@@ -282,7 +282,9 @@ __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta
         // masks compiled to three or four instructions a k-step)
         u32 sc = e4m3x2_to_h2(prmt(meta.e[0], meta.e[1], (u32)(s | ((4 + s) << 4))));
         asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(sc) : "r"(0x58005800u));  // times 2^7 (NV_UP), exact: at most 57344
-        u32 sg, sg8;  // (row g's scale, twice), (row g + 8's, twice)
+        // (row g's scale, twice), (row g + 8's, twice): as `mov.b32 {l, l}` ptxas folds them into the HMUL2s'
+        // .H0_H0 / .H1_H1 operand selects; as two prmt they were two instructions a k-step (session 30)
+        u32 sg, sg8;
         asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; mov.b32 %0, {l, l}; mov.b32 %1, {h, h}; }"
             : "=r"(sg), "=r"(sg8)
             : "r"(sc));
