@@ -181,3 +181,28 @@ if has wocheck; then
     timeout 330 .gpu/weight_only_gpu --ignored --nocapture every_format_matches fused_norm >"$out/wocheck.txt" 2>&1
     grep -E "^test |test result|panicked|NVFP4 16x14336" "$out/wocheck.txt"
 fi
+#   nf4t64  NF4's pair table in 64 copies (entries 256 bytes apart: one byte permute makes a lookup's offset)
+#           against the default 32, where it fits: M = 16 and 9 in two splits, M = 8 and 4 in one, K = 14336
+if has nf4t64; then
+    for c in "16x14336x4096|split_k=2" "16x28672x4096|split_k=2" "16x11008x4096|split_k=2" "9x14336x4096|split_k=2" \
+        "16x4096x14336|" "8x14336x4096|" "8x4096x4096|" "4x14336x4096|" "4x4096x4096|"; do
+        s=${c%%|*} g=${c#*|}
+        for i in 1 2; do
+            meas nf4t64 "[default]" nf4 $s ""
+            meas nf4t64 "[64]" nf4 $s "nf4_table=64${g:+,$g}"
+        done
+    done
+fi
+#   t64chk  the 64-copy default: the weight-only reference tests at the issue shapes and of the fusions, and
+#           Llama-3.1-8B NF4 at batch 16 and 8 against .gpu/roofline-base (32 copies), alternately
+if has t64chk; then
+    timeout 330 .gpu/weight_only_gpu --ignored --nocapture every_format_matches fused_norm >"$out/t64chk-wo.txt" 2>&1
+    grep -E "^test |test result|panicked|NF4 +16x14336" "$out/t64chk-wo.txt"
+    for b in 16 8; do
+        for bin in roofline-base roofline roofline-base roofline; do
+            echo "=== $bin model-bench llama-3.1-8b batch $b nf4" | tee -a "$out/t64chk-mb.txt"
+            timeout 100 .gpu/$bin model-bench --config llama-3.1-8b --batch $b --hw $hw --scheme nf4 2>&1 \
+                | tee -a "$out/t64chk-mb.txt" | grep -E "tokens/s|error:" | cut -c1-120
+        done
+    done
+fi

@@ -70,8 +70,8 @@
 // NF4_TAB (the bulk ring, set by the host where the table fits its shared memory; LaunchPlan::nf4_table):
 // NF4's codes decoded through a table of code pairs at the start of the dynamic shared memory instead of
 // `nf4_pairs`' byte permutes: the 256 values a byte of codes takes as f16x2 (code of the low nibble, code of
-// the high nibble), NF4_TAB copies (8, 16 or 32) each, lane l reading copy l % NF4_TAB (32: no bank
-// conflicts). Why: at M = 16 the byte-permute decode (about 20 integer instructions a word) made NF4 the
+// the high nibble), NF4_TAB copies (8, 16, 32 or 64) each, lane l reading copy l % NF4_TAB (32 and 64: no
+// bank conflicts). Why: at M = 16 the byte-permute decode (about 20 integer instructions a word) made NF4 the
 // slowest 4-bit format, 22.6 us against INT4's 17.2 at 16x14336x4096 (session 26); at M = 1 the ring GEMV's
 // pair table took NF4 from 16.1 to 13.5 us (session 24).
 #define XB_TAB_BYTES (256 * NF4_TAB * 4)
@@ -90,10 +90,19 @@ __device__ __forceinline__ void nf4_tab_fill() {
 }
 
 // The 8 codes of word v as `nf4_pairs` gives them: p[k] = the pair of byte k, one shared-memory load each.
+// NF4_TAB 64 (entries 256 bytes apart): one byte permute makes a lookup's whole offset, the code byte over
+// the lane's copy (byte k of v as bits 8-15, lane x 4 as bits 0-7), where 32 copies take a permute and a
+// shift-and-add (session 30).
 __device__ __forceinline__ void nf4_tab_pairs(u32 v, u32 p[4]) {
+#if NF4_TAB == 64
+    const u32 copy = ((u32)threadIdx.x & 31u) * 4u;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) p[k] = *(const u32*)(nf4_dyn + prmt(copy, v, 0x1140u + 16u * k));
+#else
     const u32 copy = ((u32)threadIdx.x % NF4_TAB) * 4u;
 #pragma unroll
     for (int k = 0; k < 4; ++k) p[k] = *(const u32*)(nf4_dyn + prmt(v, 0u, 0x4440u + k) * (NF4_TAB * 4u) + copy);
+#endif
 }
 #else
 #define XB_TAB_BYTES 0

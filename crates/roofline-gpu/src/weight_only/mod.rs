@@ -281,8 +281,8 @@ impl Tuning {
             return Err(GpuError::Unsupported("split-K count must be at least 1".into()));
         }
         if let Some(c) = self.nf4_table {
-            if ![0, 8, 16, 32].contains(&c) {
-                return Err(GpuError::Unsupported(format!("NF4 table copies must be 0, 8, 16 or 32, got {c}")));
+            if ![0, 8, 16, 32, 64].contains(&c) {
+                return Err(GpuError::Unsupported(format!("NF4 table copies must be 0, 8, 16, 32 or 64, got {c}")));
             }
         }
         Ok(())
@@ -736,9 +736,12 @@ impl LaunchPlan {
 
     /// `plan` (an `x_smem_plan`) with NF4's code-pair table in front where the bulk kernel takes one
     /// ([`Tuning::nf4_table`]; `relayout` plans again with other tuning): asked for, the most copies up to the
-    /// count asked for that fit; by default 32 copies (conflict-free), where the default slots leave no room
-    /// for them in two K splits summed in a cluster (x's columns halved) if one split gives a CTA at least
-    /// [`NF4_TWO_SPLITS_ROWS`] row tiles, else with slots of 2 tiles, else 16 copies, else none. H100, session
+    /// count asked for that fit; by default 64 copies, else 32 (both conflict-free; with 64 a lookup's offset
+    /// is one byte permute: H100, session 30, NF4 16x14336x4096 in two splits 20.8 -> 20.1-20.4 us,
+    /// 16x11008x4096 18.0-18.1 -> 17.5-17.8, 8x4096x4096 8.28 -> 8.07-8.15, none slower), where the default
+    /// slots leave no room for them in two K splits summed in a cluster (x's columns halved) if one split
+    /// gives a CTA at least [`NF4_TWO_SPLITS_ROWS`] row tiles, else with slots of 2 tiles, else 16 copies,
+    /// else none. H100, session
     /// 26, NF4 at M = 16, us, byte permutes / 16 copies / 8 copies / slots of 2 tiles and 32 copies: 14336x4096
     /// 22.8 / 21.5-21.7 / 25.1 / 21.8, 28672x4096 39.3-39.8 / (16 do not fit) / 43.0 / 37.5, 4096x4096 11.3 /
     /// 10.7 / 11.7 / 10.3; 4096x14336 (32 copies beside the default slots) 25.2-25.5 -> 22.0. The two splits:
@@ -756,21 +759,19 @@ impl LaunchPlan {
             let smem_bytes = p.smem_bytes + Self::nf4_table_bytes(copies);
             (smem_bytes <= XB_SMEM_BYTES).then_some(LaunchPlan { nf4_table: copies, smem_bytes, ..p })
         };
+        // the conflict-free tables: 64 copies where they fit (a lookup's offset in one byte permute), else 32
+        let free = |p: LaunchPlan| with(p, 64).or_else(|| with(p, 32));
         match tuning.nf4_table {
-            Some(want) => [32, 16, 8].into_iter().filter(|&c| c <= want).find_map(|c| with(plan, c)),
-            None => with(plan, 32)
+            Some(want) => [64, 32, 16, 8].into_iter().filter(|&c| c <= want).find_map(|c| with(plan, c)),
+            None => free(plan)
                 .or_else(|| {
                     (tuning.split_k.is_none() && plan.splits == 1 && plan.rows_per_cta >= NF4_TWO_SPLITS_ROWS)
                         .then(|| relayout(Tuning { split_k: Some(2), ..tuning }))
                         .filter(|p| p.splits == 2 && p.cluster)
-                        .and_then(|p| with(p, 32))
+                        .and_then(free)
                 })
                 .or_else(|| {
-                    tuning
-                        .unroll
-                        .is_none()
-                        .then(|| relayout(Tuning { unroll: Some(2), ..tuning }))
-                        .and_then(|p| with(p, 32))
+                    tuning.unroll.is_none().then(|| relayout(Tuning { unroll: Some(2), ..tuning })).and_then(free)
                 })
                 .or_else(|| with(plan, 16)),
         }
@@ -2455,15 +2456,15 @@ mod tests {
                                     let fits = unparked + p.park_bytes(m) <= XB_SMEM_BYTES;
                                     assert_eq!(p.park, fits, "{f:?} M={m} {n}x{k}: {p:?}");
                                     let park = if p.park { p.park_bytes(m) } else { 0 };
-                                    // NF4's code-pair table in front where it fits: 32 copies, else 16, else
-                                    // none (never 8 unless asked for)
+                                    // NF4's code-pair table in front where it fits: 64 copies, else 32, else
+                                    // 16, else none (never 8 unless asked for)
                                     let table = LaunchPlan::nf4_table_bytes(p.nf4_table);
                                     assert_eq!(p.smem_bytes, table + unparked + park, "{p:?}");
                                     assert!(f == WoFormat::Nf4 || p.nf4_table == 0, "{p:?}");
-                                    assert!([0, 16, 32].contains(&p.nf4_table), "{p:?}");
+                                    assert!([0, 16, 32, 64].contains(&p.nf4_table), "{p:?}");
                                     let more = LaunchPlan::nf4_table_bytes(p.nf4_table.max(8) * 2);
                                     assert!(
-                                        p.nf4_table == 32
+                                        p.nf4_table == 64
                                             || f != WoFormat::Nf4
                                             || unparked + park + more > XB_SMEM_BYTES,
                                         "{p:?}"
@@ -2527,13 +2528,14 @@ mod tests {
         assert!(!p.multicast && p.blocks_n == 63, "{p:?}");
         // NF4's code-pair table in front: in one split 32 copies need slots of 2 tiles at 16x14336x4096 (beside
         // the default rings the rest takes 208,384 bytes of 224 KB); 16 copies fit the default rings when asked
-        // for 16. By default (7 row tiles a CTA in one split) two clustered splits: room for the default slots.
+        // for 16. By default (7 row tiles a CTA in one split) two clustered splits: room for the default slots
+        // and 64 copies.
         let nf4 = |t: Tuning| LaunchPlan::new(Variant::XMma, WoFormat::Nf4, 16, 14336, 4096, 132, t);
         let p = nf4(Tuning::default());
-        assert_eq!((p.nf4_table, p.unroll, p.stages, p.splits), (32, 4, 2, 2), "{p:?}");
+        assert_eq!((p.nf4_table, p.unroll, p.stages, p.splits), (64, 4, 2, 2), "{p:?}");
         assert!(p.cluster && p.cluster_dims() == (1, 2) && p.rows_per_cta == 14, "{p:?}");
         let two = (16 * (32 * 64 + 8) * 2u32).div_ceil(128) * 128 + 16 * 2 * 2176 + 16 * (14 * 16 + 4) * 4;
-        assert_eq!(p.smem_bytes, two + 32 * 1024);
+        assert_eq!(p.smem_bytes, two + 64 * 1024);
         let p = nf4(Tuning { split_k: Some(1), ..Tuning::default() });
         assert_eq!((p.nf4_table, p.unroll, p.stages, p.splits), (32, 2, 2, 1), "{p:?}");
         let rest = (16 * (64 * 64 + 8) * 2u32).div_ceil(128) * 128 + 16 * 2 * 1152 + park;
@@ -2548,25 +2550,27 @@ mod tests {
         let p = nf4(Tuning { unroll: Some(4), ..one });
         assert_eq!((p.nf4_table, p.unroll), (16, 4), "slots asked for stay: {p:?}");
         let p = nf4(Tuning { unroll: Some(4), ..Tuning::default() });
-        assert_eq!((p.nf4_table, p.unroll, p.splits), (32, 4, 2), "the splits were not asked for: {p:?}");
+        assert_eq!((p.nf4_table, p.unroll, p.splits), (64, 4, 2), "the splits were not asked for: {p:?}");
         let p = nf4(Tuning { nf4_table: Some(0), ..Tuning::default() });
         assert_eq!((p.nf4_table, p.unroll), (0, 4), "{p:?}");
         let p = nf4(Tuning::default());
-        assert_eq!(p.key(WoFormat::Nf4, XDtype::F16, 16, 90).nf4_table, 32);
+        assert_eq!(p.key(WoFormat::Nf4, XDtype::F16, 16, 90).nf4_table, 64);
         assert_eq!(p.key(WoFormat::Nf4, XDtype::F16, 16, 80).nf4_table, 0, "bulk rings are sm_90+");
         // two splits from NF4_TWO_SPLITS_ROWS row tiles a CTA (11008 rows: 6), M > 8 only (x of 8 rows leaves
-        // room for the default slots in one split)
-        for (m, n, splits, unroll) in [(16, 8192, 1, 2), (16, 11008, 2, 4), (9, 28672, 2, 4), (8, 14336, 1, 4)] {
+        // room for the default slots in one split); 64 copies wherever they fit (not beside all of x of 16 rows)
+        for (m, n, splits, unroll, copies) in
+            [(16, 8192, 1, 2, 32), (16, 11008, 2, 4, 64), (9, 28672, 2, 4, 64), (8, 14336, 1, 4, 64)]
+        {
             let p = LaunchPlan::new(Variant::XMma, WoFormat::Nf4, m, n, 4096, 132, Tuning::default());
             assert_eq!(
                 (p.nf4_table, p.splits, p.unroll, p.cluster),
-                (32, splits, unroll, splits == 2),
+                (copies, splits, unroll, splits == 2),
                 "{m}x{n}: {p:?}"
             );
         }
-        // K = 14336 (8 splits): 32 copies beside the default slots
+        // K = 14336 (8 splits): 64 copies beside the default slots
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Nf4, 16, 4096, 14336, 132, Tuning::default());
-        assert_eq!((p.nf4_table, p.unroll), (32, 4), "{p:?}");
+        assert_eq!((p.nf4_table, p.unroll), (64, 4), "{p:?}");
         let p = LaunchPlan::new(Variant::XMma, WoFormat::Int4G128, 16, 14336, 4096, 132, Tuning::default());
         assert_eq!(p.nf4_table, 0);
         for (n, k) in [(4096, 4096), (28672, 4096), (4096, 14336), (1000, 4096)] {
