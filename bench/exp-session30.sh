@@ -194,7 +194,8 @@ if has nf4t64; then
     done
 fi
 #   t64chk  the 64-copy default: the weight-only reference tests at the issue shapes and of the fusions, and
-#           Llama-3.1-8B NF4 at batch 16 and 8 against .gpu/roofline-base (32 copies), alternately
+#           Llama-3.1-8B NF4 at batch 16 and 8 against .gpu/roofline-base (32 copies: built from fc78a12),
+#           alternately (not run in session 30: its device time ran out)
 if has t64chk; then
     timeout 330 .gpu/weight_only_gpu --ignored --nocapture every_format_matches fused_norm >"$out/t64chk-wo.txt" 2>&1
     grep -E "^test |test result|panicked|NF4 +16x14336" "$out/t64chk-wo.txt"
