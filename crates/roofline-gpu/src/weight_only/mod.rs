@@ -2177,14 +2177,18 @@ fn describe(
             match gemv.variant {
                 Variant::Mma => "wo_mma (tensor cores)".to_string(),
                 Variant::XMma if plan.x_smem && plan.bulk => format!(
-                    "wo_mma_xb (tensor cores, x in shared memory, bulk-copy rings of {} slots{}{})",
+                    "wo_mma_xb (tensor cores, x in shared memory, bulk-copy rings of {} slots{}{}{})",
                     plan.stages,
                     match (plan.park, plan.cluster) {
                         (_, true) => ", a parking table, K splits summed in clusters",
                         (true, false) => ", a parking table",
                         _ => "",
                     },
-                    if plan.multicast { ", x multicast to CTA pairs" } else { "" }
+                    if plan.multicast { ", x multicast to CTA pairs" } else { "" },
+                    match plan.nf4_table {
+                        0 => String::new(),
+                        c => format!(", NF4's code-pair table in {c} copies"),
+                    }
                 ),
                 Variant::XMma if plan.x_smem => "wo_mma_xk (tensor cores, x in shared memory)".to_string(),
                 Variant::XMma => "wo_mma_xs (tensor cores, x stationary)".to_string(),
