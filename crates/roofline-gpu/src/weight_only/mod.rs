@@ -741,11 +741,10 @@ impl LaunchPlan {
     /// 16x11008x4096 18.0-18.1 -> 17.5-17.8, 8x4096x4096 8.28 -> 8.07-8.15, none slower), where the default
     /// slots leave no room for them in two K splits summed in a cluster (x's columns halved) if one split
     /// gives a CTA at least [`NF4_TWO_SPLITS_ROWS`] row tiles, else with slots of 2 tiles, else 16 copies,
-    /// else none. H100, session
-    /// 26, NF4 at M = 16, us, byte permutes / 16 copies / 8 copies / slots of 2 tiles and 32 copies: 14336x4096
-    /// 22.8 / 21.5-21.7 / 25.1 / 21.8, 28672x4096 39.3-39.8 / (16 do not fit) / 43.0 / 37.5, 4096x4096 11.3 /
-    /// 10.7 / 11.7 / 10.3; 4096x14336 (32 copies beside the default slots) 25.2-25.5 -> 22.0. The two splits:
-    /// see [`NF4_TWO_SPLITS_ROWS`].
+    /// else none. H100, session 26, NF4 at M = 16, us, byte permutes / 16 copies / 8 copies / slots of 2 tiles
+    /// and 32 copies: 14336x4096 22.8 / 21.5-21.7 / 25.1 / 21.8, 28672x4096 39.3-39.8 / (16 do not fit) / 43.0
+    /// / 37.5, 4096x4096 11.3 / 10.7 / 11.7 / 10.3; 4096x14336 (32 copies beside the default slots) 25.2-25.5
+    /// -> 22.0. The two splits: see [`NF4_TWO_SPLITS_ROWS`].
     fn with_nf4_table(
         format: WoFormat,
         plan: LaunchPlan,

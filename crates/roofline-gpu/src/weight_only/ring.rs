@@ -93,11 +93,10 @@ pub const AUTO_MIN_SLOTS: usize = 6;
 /// 1x4096x14336, 16.3-16.4 vs 14.9-15.1).
 pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
     let (_, per) = grid(n, sm_count);
-    let Some((slots, _)) = unsupported(format, 1, n, k, sm_count)
-        .is_none()
-        .then(|| layout(format, k, per, row_groups(format, k)))
-        .flatten()
-    else {
+    if unsupported(format, 1, n, k, sm_count).is_some() {
+        return false;
+    }
+    let Some((slots, _)) = layout(format, k, per, row_groups(format, k)) else {
         return false;
     };
     let streams = per >= AUTO_MIN_STEPS && slots >= AUTO_MIN_SLOTS;
