@@ -29,17 +29,6 @@ fi
 #   parts   where NF4's batch-16 time goes beside INT4's (21.7 against 17.2 us at 16x14336x4096): the
 #           wrong-result probes (MMAs dropped, loads alone, one row of x, x's fragments read for every 2nd /
 #           4th tile) on tune_table's rows of each format's default bulk-ring plan in one split
-# `tune_fmt LOG FORMAT ONLY SHAPES EXTRA...`: like probe-lib's bulk_tune for FORMAT and the tune_table label ONLY.
-tune_fmt() {
-    local log=$1 fmt=$2 only=$3 shapes=$4 extra
-    shift 4
-    for extra in "$@"; do
-        echo "=== $fmt [$extra]" | tee -a "$out/$log.txt"
-        ROOFLINE_NVRTC_EXTRA="$extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 ROOFLINE_TUNE_SHAPES=$shapes \
-            ROOFLINE_TUNE_FORMATS=$fmt ROOFLINE_TUNE_ONLY="$only" \
-            .gpu/weight_only_gpu --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=1|splits +1 " | tee -a "$out/$log.txt"
-    done
-}
 if has parts; then
     probes=("" "-DEXP_NOMMA=1" "-DEXP_LOADONLY=1" "-DEXP_XROWS=1" "-DEXP_XREUSE=2" "-DEXP_XREUSE=4" "-DEXP_XROWS=1 -DEXP_NOMMA=1")
     tune_fmt parts NF4 "XSM+XB NST=2 U=2 W=16" 16x14336x4096,16x28672x4096 "${probes[@]}"

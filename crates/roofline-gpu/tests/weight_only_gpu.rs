@@ -424,7 +424,8 @@ fn mma_table() {
 /// every launch configuration (variant x unroll x warps x software pipelining) is checked against the
 /// reference and timed; the line per configuration and the best one per format are printed (`TT` lines).
 /// Shapes from `ROOFLINE_TUNE_SHAPES` ("MxNxK,...") when set; `ROOFLINE_TUNE_FORMATS` ("INT4_G128,NF4")
-/// and `ROOFLINE_TUNE_ONLY` (label parts separated by '|', such as "Mma U=2 W=4|+GRP") narrow the table.
+/// and `ROOFLINE_TUNE_ONLY` (label parts separated by '|', such as "Mma U=2 W=4|+GRP") narrow the table;
+/// `ROOFLINE_TUNE_ROWS_PER_CTA` runs every row on CTAs of that many weight rows.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn tune_table() {
@@ -472,6 +473,7 @@ fn tune_table() {
             u8::from(t.stage.unwrap_or(false)),
             t.min_blocks.unwrap_or(1),
             t.split_k.map(|s| format!(" S={s}")).unwrap_or_default()
+                + &t.rows_per_cta.map(|r| format!(" RPC={r}")).unwrap_or_default()
         )
     };
     for (m, n, k) in shapes {
@@ -642,6 +644,13 @@ fn tune_table() {
             }
             if let Some(only) = &only_label {
                 configs.retain(|(v, t)| only.split('|').any(|o| label_of(v, t).contains(o)));
+            }
+            // ROOFLINE_TUNE_ROWS_PER_CTA: every remaining configuration on CTAs of that many rows (`RPC=` in the
+            // label), e.g. fewer CTAs than SMs for the wrong-result probes.
+            if let Some(rpc) = std::env::var("ROOFLINE_TUNE_ROWS_PER_CTA").ok().and_then(|v| v.parse().ok()) {
+                for (_, t) in &mut configs {
+                    t.rows_per_cta = Some(rpc);
+                }
             }
             // ROOFLINE_TUNE_TOLERANCE: accept any error (profiling experiments that compute wrong results).
             let tolerance = std::env::var("ROOFLINE_TUNE_TOLERANCE").ok().and_then(|t| t.parse().ok()).unwrap_or(1e-3);
