@@ -80,3 +80,17 @@ if has tail; then
         done
     done
 fi
+#   s2parts the wrong-result probes in two clustered K splits (ROOFLINE_TUNE_SPLIT_K=2: half of x a CTA) beside
+#           one: two splits ran INT4 18.4 us against 17.35 (`deep`) though x's traffic halves; whether their
+#           loads alone fall as x's share says (one row of x: 15.86 -> 14.10 in one split), INT4 and NF4 at
+#           16x14336x4096 (NF4 with its default slots of 2 tiles in one split, 4 in two)
+if has s2parts; then
+    for sk in 1 2; do
+        ROOFLINE_TUNE_SPLIT_K=$sk tune_fmt s2parts INT4_G128 "XSM+XB NST=2 U=4 W=16" 16x14336x4096 \
+            "" "-DEXP_LOADONLY=1" "-DEXP_NOMMA=2" "-DEXP_XROWS=1" "-DEXP_LOADONLY=1 -DEXP_XROWS=1"
+    done
+    ROOFLINE_TUNE_SPLIT_K=1 tune_fmt s2parts NF4 "XSM+XB NST=2 U=2 W=16" 16x14336x4096 \
+        "" "-DEXP_LOADONLY=1" "-DEXP_NOMMA=2" "-DEXP_XROWS=1"
+    ROOFLINE_TUNE_SPLIT_K=2 tune_fmt s2parts NF4 "XSM+XB NST=2 U=4 W=16" 16x14336x4096 \
+        "" "-DEXP_LOADONLY=1" "-DEXP_NOMMA=2" "-DEXP_XROWS=1"
+fi

@@ -23,15 +23,16 @@ bulk_tune() {
             .gpu/$bin --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=1|splits +1 " | tee -a "$out/$log.txt"
     done
 }
-# `tune_fmt LOG FORMAT ONLY SHAPES EXTRA...`: like bulk_tune above for FORMAT and the tune_table label ONLY.
+# `tune_fmt LOG FORMAT ONLY SHAPES EXTRA...`: like bulk_tune above for FORMAT and the tune_table label ONLY, the
+# rows of one split or of ROOFLINE_TUNE_SPLIT_K's.
 tune_fmt() {
-    local log=$1 fmt=$2 only=$3 shapes=$4 extra
+    local log=$1 fmt=$2 only=$3 shapes=$4 extra sk=${ROOFLINE_TUNE_SPLIT_K:-1}
     shift 4
     for extra in "$@"; do
         echo "=== $fmt [$extra]" | tee -a "$out/$log.txt"
         ROOFLINE_NVRTC_EXTRA="$extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 ROOFLINE_TUNE_SHAPES=$shapes \
             ROOFLINE_TUNE_FORMATS=$fmt ROOFLINE_TUNE_ONLY="$only" \
-            .gpu/weight_only_gpu --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=1|splits +1 " | tee -a "$out/$log.txt"
+            .gpu/weight_only_gpu --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=$sk|splits +$sk " | tee -a "$out/$log.txt"
     done
 }
 # `wo_compare LOG LABEL M NxK ARGS...`: `compare --weight-only` at M x N x K with ARGS (formats, --gemv ...) from

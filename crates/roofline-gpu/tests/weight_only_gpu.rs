@@ -425,7 +425,8 @@ fn mma_table() {
 /// reference and timed; the line per configuration and the best one per format are printed (`TT` lines).
 /// Shapes from `ROOFLINE_TUNE_SHAPES` ("MxNxK,...") when set; `ROOFLINE_TUNE_FORMATS` ("INT4_G128,NF4")
 /// and `ROOFLINE_TUNE_ONLY` (label parts separated by '|', such as "Mma U=2 W=4|+GRP") narrow the table;
-/// `ROOFLINE_TUNE_ROWS_PER_CTA` runs every row on CTAs of that many weight rows.
+/// `ROOFLINE_TUNE_ROWS_PER_CTA` and `ROOFLINE_TUNE_SPLIT_K` run every row on CTAs of that many weight rows
+/// and in that many K splits.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn tune_table() {
@@ -645,12 +646,13 @@ fn tune_table() {
             if let Some(only) = &only_label {
                 configs.retain(|(v, t)| only.split('|').any(|o| label_of(v, t).contains(o)));
             }
-            // ROOFLINE_TUNE_ROWS_PER_CTA: every remaining configuration on CTAs of that many rows (`RPC=` in the
-            // label), e.g. fewer CTAs than SMs for the wrong-result probes.
-            if let Some(rpc) = std::env::var("ROOFLINE_TUNE_ROWS_PER_CTA").ok().and_then(|v| v.parse().ok()) {
-                for (_, t) in &mut configs {
-                    t.rows_per_cta = Some(rpc);
-                }
+            // ROOFLINE_TUNE_ROWS_PER_CTA / ROOFLINE_TUNE_SPLIT_K: every remaining configuration on CTAs of that
+            // many rows (`RPC=` in the label) / in that many K splits (`S=`), e.g. fewer CTAs than SMs or
+            // clustered splits for the wrong-result probes.
+            let env_u32 = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
+            for (_, t) in &mut configs {
+                t.rows_per_cta = env_u32("ROOFLINE_TUNE_ROWS_PER_CTA").or(t.rows_per_cta);
+                t.split_k = env_u32("ROOFLINE_TUNE_SPLIT_K").or(t.split_k);
             }
             // ROOFLINE_TUNE_TOLERANCE: accept any error (profiling experiments that compute wrong results).
             let tolerance = std::env::var("ROOFLINE_TUNE_TOLERANCE").ok().and_then(|t| t.parse().ok()).unwrap_or(1e-3);
