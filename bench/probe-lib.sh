@@ -1,6 +1,6 @@
 # Sourced by the bench/exp-session*.sh probe scripts: `probe_start NAME PARTS` sets $out (logs: $OUT, else
 # /tmp/NAME), $parts (comma-separated, PARTS), $hw (the calibrated H100 profile) and `has PART`, and logs
-# the GPU's clocks, temperature and power to $out/gpu.txt; `bulk_tune` (below) runs wrong-result probes.
+# the GPU's clocks, temperature and power to $out/gpu.txt; `tune_fmt` and `bulk_tune` (below) run wrong-result probes.
 set -uo pipefail
 probe_start() {
     out=${OUT:-/tmp/$1}
@@ -10,21 +10,10 @@ probe_start() {
     nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee "$out/gpu.txt"
 }
 has() { [[ ",$parts," == *",$1,"* ]]; }
-# `bulk_tune LOG BIN SHAPES EXTRA...`: tune_table's rows of the batch-16 bulk-ring plan in one split (INT4,
-# any error accepted: the wrong-result probes) from the test binary .gpu/BIN at SHAPES (MxNxK, comma-separated),
-# one table per NVRTC extra option set, to $out/LOG.txt.
-bulk_tune() {
-    local log=$1 bin=$2 shapes=$3 extra
-    shift 3
-    for extra in "$@"; do
-        echo "=== [$extra]" | tee -a "$out/$log.txt"
-        ROOFLINE_NVRTC_EXTRA="$extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 ROOFLINE_TUNE_SHAPES=$shapes \
-            ROOFLINE_TUNE_FORMATS=INT4_G128 ROOFLINE_TUNE_ONLY="XSM+XB NST=2 U=4 W=16" \
-            .gpu/$bin --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=1|splits +1 " | tee -a "$out/$log.txt"
-    done
-}
-# `tune_fmt LOG FORMAT ONLY SHAPES EXTRA...`: like bulk_tune above for FORMAT and the tune_table label ONLY, the
-# rows of one split or of ROOFLINE_TUNE_SPLIT_K's.
+# `tune_fmt LOG FORMAT ONLY SHAPES EXTRA...`: tune_table's rows labelled ONLY (in one split, or in
+# ROOFLINE_TUNE_SPLIT_K's) for FORMAT at SHAPES (MxNxK, comma-separated), any error accepted (the wrong-result
+# probes), from the test binary .gpu/$TUNE_BIN (default weight_only_gpu), one table per NVRTC extra option set,
+# to $out/LOG.txt.
 tune_fmt() {
     local log=$1 fmt=$2 only=$3 shapes=$4 extra sk=${ROOFLINE_TUNE_SPLIT_K:-1}
     shift 4
@@ -32,8 +21,15 @@ tune_fmt() {
         echo "=== $fmt [$extra]" | tee -a "$out/$log.txt"
         ROOFLINE_NVRTC_EXTRA="$extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 ROOFLINE_TUNE_SHAPES=$shapes \
             ROOFLINE_TUNE_FORMATS=$fmt ROOFLINE_TUNE_ONLY="$only" \
-            .gpu/weight_only_gpu --ignored tune_table --nocapture 2>&1 | grep -E "^TT " | grep -E "S=$sk|splits +$sk " | tee -a "$out/$log.txt"
+            .gpu/${TUNE_BIN:-weight_only_gpu} --ignored tune_table --nocapture 2>&1 | grep -E "^TT " \
+            | grep -E "S=$sk|splits +$sk " | tee -a "$out/$log.txt"
     done
+}
+# `bulk_tune LOG BIN SHAPES EXTRA...`: tune_fmt for INT4's batch-16 bulk-ring plan (4-tile slots) from .gpu/BIN.
+bulk_tune() {
+    local log=$1 bin=$2 shapes=$3
+    shift 3
+    TUNE_BIN=$bin tune_fmt "$log" INT4_G128 "XSM+XB NST=2 U=4 W=16" "$shapes" "$@"
 }
 # `wo_compare LOG LABEL M NxK ARGS...`: `compare --weight-only` at M x N x K with ARGS (formats, --gemv ...) from
 # $BIN (default .gpu/roofline), its table rows under "=== LABEL MxNxK" in $out/LOG.txt.

@@ -650,9 +650,10 @@ fn tune_table() {
             // many rows (`RPC=` in the label) / in that many K splits (`S=`), e.g. fewer CTAs than SMs or
             // clustered splits for the wrong-result probes.
             let env_u32 = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
+            let (rows_per_cta, split_k) = (env_u32("ROOFLINE_TUNE_ROWS_PER_CTA"), env_u32("ROOFLINE_TUNE_SPLIT_K"));
             for (_, t) in &mut configs {
-                t.rows_per_cta = env_u32("ROOFLINE_TUNE_ROWS_PER_CTA").or(t.rows_per_cta);
-                t.split_k = env_u32("ROOFLINE_TUNE_SPLIT_K").or(t.split_k);
+                t.rows_per_cta = rows_per_cta.or(t.rows_per_cta);
+                t.split_k = split_k.or(t.split_k);
             }
             // ROOFLINE_TUNE_TOLERANCE: accept any error (profiling experiments that compute wrong results).
             let tolerance = std::env::var("ROOFLINE_TUNE_TOLERANCE").ok().and_then(|t| t.parse().ok()).unwrap_or(1e-3);
