@@ -7,14 +7,6 @@
 #           the default (one CTA of 16 warps a SM, one split) and 16-warp CTAs in 2 clustered splits
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session30 "${1:-ctas}"
-# `meas LOG LABEL FORMAT MxNxK GEMV`: `measure --weights` with --gemv GEMV, its kernel line and time to LOG.
-meas() {
-    local log=$1 label=$2 f=$3 s=$4 gemv=$5 m n k
-    IFS=x read -r m n k <<<"$s"
-    echo "=== $label $f ${s} [$gemv]" | tee -a "$out/$log.txt"
-    timeout 120 .gpu/${BIN:-roofline} measure --hw $hw --weights "$f" --m $m --n $n --k $k ${gemv:+--gemv $gemv} 2>&1 \
-        | grep -E "kernel:|measured|rror" | sed -E 's/, CUDA sources.*//' | tee -a "$out/$log.txt"
-}
 if has ctas; then
     for s in 16x14336x4096 16x4096x14336 16x28672x4096 16x4096x4096; do
         for f in int4_g128 nf4; do

@@ -12,14 +12,6 @@
 #           the default first and last, every row checked against the reference (`measure`)
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session31 "${1:-table}"
-# `meas LOG LABEL FORMAT MxNxK GEMV`: `measure --weights` with --gemv GEMV, its kernel line and time to LOG.
-meas() {
-    local log=$1 label=$2 f=$3 s=$4 gemv=$5 m n k
-    IFS=x read -r m n k <<<"$s"
-    echo "=== $label $f ${s} [$gemv]" | tee -a "$out/$log.txt"
-    timeout 120 .gpu/${BIN:-roofline} measure --hw $hw --weights "$f" --m $m --n $n --k $k ${gemv:+--gemv $gemv} 2>&1 \
-        | grep -E "kernel:|measured|rror" | sed -E 's/, CUDA sources.*//' | tee -a "$out/$log.txt"
-}
 if has table; then
     for i in 1 2 3; do issue_table "table$i"; done
 fi
