@@ -445,6 +445,8 @@ fn tune_table() {
     let only_formats: Option<Vec<String>> =
         std::env::var("ROOFLINE_TUNE_FORMATS").ok().map(|s| s.split(',').map(|f| f.trim().to_uppercase()).collect());
     let only_label = std::env::var("ROOFLINE_TUNE_ONLY").ok();
+    let env_u32 = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
+    let (rows_per_cta, split_k) = (env_u32("ROOFLINE_TUNE_ROWS_PER_CTA"), env_u32("ROOFLINE_TUNE_SPLIT_K"));
     let label_of = |variant: &Variant, t: &Tuning| {
         format!(
             "{variant:?}{}{}{}{} U={} W={} PF={} P={} SX={} B={}{}",
@@ -649,8 +651,6 @@ fn tune_table() {
             // ROOFLINE_TUNE_ROWS_PER_CTA / ROOFLINE_TUNE_SPLIT_K: every remaining configuration on CTAs of that
             // many rows (`RPC=` in the label) / in that many K splits (`S=`), e.g. fewer CTAs than SMs or
             // clustered splits for the wrong-result probes.
-            let env_u32 = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
-            let (rows_per_cta, split_k) = (env_u32("ROOFLINE_TUNE_ROWS_PER_CTA"), env_u32("ROOFLINE_TUNE_SPLIT_K"));
             for (_, t) in &mut configs {
                 t.rows_per_cta = rows_per_cta.or(t.rows_per_cta);
                 t.split_k = split_k.or(t.split_k);

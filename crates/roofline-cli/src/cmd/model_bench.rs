@@ -501,8 +501,6 @@ fn print_row(cfg: &ModelConfig, hw: &roofline_core::HardwareProfile, batch: usiz
     println!();
 }
 
-/// The measured time of a predicted op: the measured op of its name, unless the step ran it inside another
-/// kernel (a MoE step measures one `residual_add`, the combine, and fuses the other into o_proj).
 /// One row of the per-op table: the op, its prediction `pred` (us, with the ops inside its kernel), and what
 /// was measured of it (`meas`: alone, and with `in_step` its share of the step), or where it ran.
 fn op_cells(op: &roofline_core::model::OpRow, pred: f64, meas: Option<&OpTime>, in_step: bool) -> Vec<String> {
@@ -525,6 +523,8 @@ fn op_cells(op: &roofline_core::model::OpRow, pred: f64, meas: Option<&OpTime>, 
     row
 }
 
+/// The measured time of a predicted op: the measured op of its name, unless the step ran it inside another
+/// kernel (a MoE step measures one `residual_add`, the combine, and fuses the other into o_proj).
 fn measured_op<'a>(op: &roofline_core::model::OpRow, m: &'a StepResult) -> Option<&'a OpTime> {
     if op.fused_into.is_some() {
         return None;
