@@ -1,12 +1,13 @@
 //! GPU test of the ring-streaming GEMV (`weight_only::ring`): y against the f64 CPU reference of the same
-//! quantized weights (INT4 g128, NF4, MXFP4, NVFP4) for each epilogue (RMSNorm in front, plain store, residual add), at Llama-3.1-8B's qkv
+//! quantized weights (INT4 g128, NF4, MXFP4, NVFP4) for each epilogue (RMSNorm in front, plain store, residual add)
+//! and SwiGLU on load, at Llama-3.1-8B's qkv
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
 //! f16x2 sums in range), and twice in a row (same bits). Run on a GPU machine: `cargo test -p roofline-gpu
 //! --release --test ring_gpu -- --ignored --nocapture`.
 
 use half::f16;
-use roofline_gpu::weight_only::ring::{reference, Epilogue, RingGemv};
+use roofline_gpu::weight_only::ring::{reference, swiglu, Epilogue, Input, RingGemv};
 use roofline_gpu::weight_only::{quantize_pack, WoFormat};
 use roofline_gpu::{random_f32, Gpu};
 
@@ -14,30 +15,37 @@ use roofline_gpu::{random_f32, Gpu};
 #[ignore = "needs an NVIDIA GPU"]
 fn ring_gemv_matches_the_reference() {
     let gpu = Gpu::open(0).unwrap();
+    let (x, silu) = (Input::X, Input::SwiGlu);
     let cases = [
-        (6144usize, 4096usize, Epilogue::Norm, 1.0f32),
-        (4096, 4096, Epilogue::Add, 1.0),
-        (4096, 4096, Epilogue::Store, 300.0),
-        (2056, 2048, Epilogue::Add, 1.0),
-        (3072, 2048, Epilogue::Store, 0.01),
-        (1000, 1024, Epilogue::Norm, 50.0),
-        (520, 8192, Epilogue::Store, 1.0),
+        (6144usize, 4096usize, Epilogue::Norm, x, 1.0f32),
+        (4096, 4096, Epilogue::Add, x, 1.0),
+        (4096, 4096, Epilogue::Store, x, 300.0),
+        (2056, 2048, Epilogue::Add, x, 1.0),
+        (3072, 2048, Epilogue::Store, x, 0.01),
+        (1000, 1024, Epilogue::Norm, x, 50.0),
+        (520, 8192, Epilogue::Store, x, 1.0),
         // K = 16384: one row group of 16 warps.
-        (1024, 16384, Epilogue::Add, 1.0),
-        // More row steps than ring slots: the ring wraps.
-        (14336, 4096, Epilogue::Store, 1.0),
-        (4096, 14336, Epilogue::Add, 1.0),
-        (28672, 4096, Epilogue::Norm, 1.0),
+        (1024, 16384, Epilogue::Add, x, 1.0),
+        // More row steps than ring slots: the ring wraps (in 2 K parts at a long K).
+        (14336, 4096, Epilogue::Store, x, 1.0),
+        (4096, 14336, Epilogue::Add, x, 1.0),
+        (28672, 4096, Epilogue::Norm, x, 1.0),
+        (8192, 8192, Epilogue::Store, x, 1.0),
+        // SwiGLU on load (down_proj): the gate_up row of 2K values.
+        (4096, 14336, Epilogue::Add, silu, 2.0),
+        (1000, 1024, Epilogue::Store, silu, 8.0),
+        (4096, 4096, Epilogue::Add, silu, 0.5),
     ];
-    for (n, k, ep, xs) in cases {
+    for (n, k, ep, input, xs) in cases {
         for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
-            let pf = RingGemv::new(&gpu, f, n, k, ep).unwrap_or_else(|e| panic!("{f:?} {n}x{k}: {e}"));
+            let pf = RingGemv::new(&gpu, f, n, k, ep, input).unwrap_or_else(|e| panic!("{f:?} {n}x{k}: {e}"));
             let w: Vec<f32> = random_f32(n * k, 500 + n as u64).iter().map(|v| v / (k as f32).sqrt()).collect();
             let p = quantize_pack(f, &w, n, k).unwrap();
             let round = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|x| f16::from_f32(*x).to_f32()).collect() };
-            let x = round(random_f32(k, 600 + k as u64).iter().map(|v| v * xs).collect());
+            let xk = if input == Input::SwiGlu { 2 * k } else { k };
+            let x = round(random_f32(xk, 600 + k as u64).iter().map(|v| v * xs).collect());
             let y0 = round(random_f32(n, 700).iter().map(|v| 4.0 * v).collect());
-            let want = reference(&p, &x, &y0, ep, 1e-5);
+            let want = reference(&p, &if input == Input::SwiGlu { swiglu(&x) } else { x.clone() }, &y0, ep, 1e-5);
             let s = pf.stream().clone();
             let dw = pf.upload(&p).unwrap();
             let bits = |v: &[f32]| -> Vec<u16> { v.iter().map(|x| f16::from_f32(*x).to_bits()).collect() };
@@ -58,8 +66,10 @@ fn ring_gemv_matches_the_reference() {
             let prod =
                 l2(&mut want.iter().zip(&y0).map(|(w, y)| w - if ep == Epilogue::Add { f64::from(*y) } else { 0.0 }));
             println!(
-            "ring GEMV {f:?} {n}x{k} {ep:?} (|x| ~ {xs}): {} CTAs, {:?} registers, rel. error {rel:.2e} (of W x {:.2e})",
+            "ring GEMV {f:?} {n}x{k} {ep:?} {input:?} (|x| ~ {xs}): {} CTAs, {} slots in {} K parts, {:?} registers, rel. error {rel:.2e} (of W x {:.2e})",
             pf.ctas,
+            pf.slots,
+            pf.parts,
             pf.registers,
             err / prod
         );

@@ -1,6 +1,7 @@
 // The ring GEMV (batch 1, INT4 g128, NF4, MXFP4 or NVFP4 weights, FP16 x, sm_90+):
 //   y = W . rmsnorm(x)        (NORM 1; the norm's weight folded into W by the host)
 //   y (+)= W . x              (NORM 0; ADD 1 adds into y, the residual stream)
+//   y (+)= W . (silu(g) * u)  (SILU_X 1, NORM 0: SwiGLU on load, x the gate_up row [g | u] of 2 FD values)
 // Appended by the host to weight_only_xreg.cu's source and wo_stream.cuh, compiled with FD = K (a multiple of
 // 1024), RW_GROUPS (row groups of KSL warps), RW_STEPS (ring slots, a multiple of RW_GROUPS) and RW_ROWS (the
 // most rows one CTA takes: its scale tables are staged in shared memory).
@@ -23,8 +24,15 @@
 #if !defined(RW_STEPS) || !defined(RW_ROWS)
 #error "RW_STEPS (ring slots) and RW_ROWS (most rows per CTA) must be defined"
 #endif
-#if RW_STEPS % RW_GROUPS != 0
-#error "the ring's slots must be a multiple of the row groups"
+// RW_KH (wo_stream.cuh): K parts a row step is streamed in; a ring slot holds one part (8 rows of FD / RW_KH
+// values, 8 bulk copies of RW_PART_ROW bytes), consumed by the KSL / RW_KH warps of the row group whose K
+// slices fall in it. With few row steps of a long K (down_proj, 4 steps of 57 KB a CTA) the ring then holds
+// more of the CTA's bytes (its slots a multiple of RW_GROUPS x RW_KH) and each refill starts a part sooner.
+#if KSL % RW_KH != 0
+#error "RW_KH must divide the K slices (KSL = FD / 1024)"
+#endif
+#if RW_STEPS % (RW_GROUPS * RW_KH) != 0
+#error "the ring's slots must be a multiple of the row groups times the K parts"
 #endif
 #ifndef NORM
 #define NORM 0
@@ -37,6 +45,12 @@
 #ifndef ADD
 #define ADD 0
 #endif
+#ifndef SILU_X
+#define SILU_X 0
+#endif
+#if SILU_X && NORM
+#error "SwiGLU on load (SILU_X) takes no fused norm"
+#endif
 #define RW_WARPS (KSL * RW_GROUPS)  // consumer warps
 #define RW_NC (RW_WARPS * 32)
 // RW_PRODUCER 1 (wo_ring): a producer warp refills the ring; 0 (attn_qkv, whose two CTAs per SM need the
@@ -47,6 +61,37 @@
 #endif
 #define RW_THREADS (RW_NC + 32 * RW_PRODUCER)
 #define RW_STAGE (4 * FD)  // bytes of one row step (8 rows)
+#define RW_KSP (KSL / RW_KH)  // K-slice warps a K part serves
+#define RW_PART_ROW (FD / 2 / RW_KH)  // bytes of one row in one K part
+#define RW_UNIT (RW_STAGE / RW_KH)    // bytes of a ring slot: one K part of a row step
+#if RW_KH > 1 && !RW_PRODUCER
+#error "K parts (RW_KH > 1) need the producer warp"
+#endif
+
+// The lane's 32-value chunk of x = silu(gate) * up (values cbase x EPC ...) from the gate_up row [2 FD] at
+// `x`, as floats; returns their sum of squares (load_chunk's contract). Fast exp and division, as the
+// x-in-registers kernel's SwiGLU on load.
+__device__ __forceinline__ float load_chunk_silu(const u16* x, int cbase, float xr[EPC]) {
+    const uint4* gp = (const uint4*)(x + (size_t)cbase * EPC);
+    const uint4* up = (const uint4*)(x + FD + (size_t)cbase * EPC);
+    float ss = 0.0f;
+#pragma unroll
+    for (int s = 0; s < SUBS; ++s) {
+        const uint4 gv = gp[s], uv = up[s];  // plain loads: the gate_up row is an earlier kernel's output
+        const u32 gw[4] = {gv.x, gv.y, gv.z, gv.w}, uw[4] = {uv.x, uv.y, uv.z, uv.w};
+#pragma unroll
+        for (int h = 0; h < 4; ++h) {
+            float g0, g1, u0, u1;
+            x2f(gw[h], g0, g1);
+            x2f(uw[h], u0, u1);
+            xr[8 * s + 2 * h] = __fdividef(g0, 1.0f + __expf(-g0)) * u0;
+            xr[8 * s + 2 * h + 1] = __fdividef(g1, 1.0f + __expf(-g1)) * u1;
+        }
+    }
+#pragma unroll
+    for (int e = 0; e < EPC; ++e) ss = fmaf(xr[e], xr[e], ss);
+    return ss;
+}
 
 // Consumer-only barrier (named barrier 1): the producer warp has left.
 __device__ __forceinline__ void consumers_sync_rw() { asm volatile("bar.sync 1, %0;" ::"n"(RW_NC) : "memory"); }
@@ -64,7 +109,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     __shared__ float red[RW_WARPS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int rows = ns * R;
-    u8* ms = smem + RW_STEPS * RW_STAGE;
+    u8* ms = smem + RW_STEPS * RW_UNIT;
     u8* mz = ms + RS_COLS * RW_ROWS * (RS_SB / R);
     float* psum = (float*)(mz + RS_COLS * RW_ROWS * RS_ZB / R);
     const u32 full_s = smem_addr(full), empty_s = smem_addr(empty);
@@ -72,7 +117,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     if (threadIdx.x == 0) {
         for (int i = 0; i < RW_STEPS; ++i) {
             mbar_init(full_s + 8 * i, 1);
-            mbar_init(empty_s + 8 * i, KSL);  // the KSL warps of the slot's row group
+            mbar_init(empty_s + 8 * i, RW_KSP);  // the warps of the slot's row group and K part
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -101,7 +146,8 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     const u8* nf4t = nf4_pair_table(smem + RW_NF4_OFF);  // NF4's pair table, filled before x is ready
     __syncthreads();
     if (RW_PRODUCER && warp == RW_WARPS) {
-        // ---- Producer: every row step of the CTA, in order, as ring slots free up ----
+        // ---- Producer: every row step of the CTA (K part by K part), in order, as ring slots free up ----
+#if RW_KH == 1
         if (lane == 0) {
             for (int s = 0; s < ns; ++s) {
                 const int slot = s % RW_STEPS;
@@ -111,6 +157,23 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                           full_s + 8 * slot);
             }
         }
+#else
+        // Unit u: K part u % RW_KH of row step u / RW_KH; lane r < 8 copies its row r (lane 0 first waits for
+        // the slot and arms its barrier with the unit's bytes).
+        for (int u = 0; u < ns * RW_KH; ++u) {
+            const int slot = u % RW_STEPS;
+            if (lane == 0) {
+                if (u >= RW_STEPS) mbar_wait(empty_s + 8 * slot, (u32)((u / RW_STEPS - 1) & 1));
+                mbar_expect_tx(full_s + 8 * slot, RW_UNIT);
+            }
+            __syncwarp();
+            if (lane < R) {
+                const u8* src = (const u8*)w + (size_t)step_of(u / RW_KH) * RW_STAGE + (size_t)lane * (FD / 2) +
+                                (u % RW_KH) * RW_PART_ROW;
+                bulk_copy(smem_addr(smem + slot * RW_UNIT + lane * RW_PART_ROW), src, RW_PART_ROW, full_s + 8 * slot);
+            }
+        }
+#endif
         return;
     }
 
@@ -119,7 +182,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     const int cbase = ks * 32 + lane;          // the lane's 32-value chunk of every row
     const size_t col = (size_t)RS_COL(cbase);  // its scale column
     float xr[EPC];
-    float ss = load_chunk(x, cbase, xr);
+    float ss = SILU_X ? load_chunk_silu(x, cbase, xr) : load_chunk(x, cbase, xr);
     // NORM: the sum of squares; else the largest |x| (x is scaled by a power of two near its inverse so the
     // f16x2 products and their sums stay far from f16's range whatever x's size; the scale is exact).
     float m = 0.0f;
@@ -166,11 +229,14 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     u32 xh[4][4];
     const float xsum = pack_x(xr, inv, xh);
 
+    const int part = ks / RW_KSP;                           // the K part holding the lane's chunk
+    const int pbase = (cbase - part * RW_KSP * 32) * 16;    // the chunk's offset in a row of the part
     for (int j = rg; j < ns; j += RW_GROUPS) {
-        const int slot = j % RW_STEPS;
-        const float sum = row_step(smem + slot * RW_STAGE + cbase * 16, ms + (col * rows + j * R) * (RS_SB / R),
+        const int u = j * RW_KH + part;  // the ring's unit (slot u % RW_STEPS serves one group and part)
+        const int slot = u % RW_STEPS;
+        const float sum = row_step(smem + slot * RW_UNIT + pbase, ms + (col * rows + j * R) * (RS_SB / R),
                                    mz + col * (rows / 2) + j * R / 2, full_s + 8 * slot,
-                                   (u32)((j / RW_STEPS) & 1), xh, xsum, nf4t);
+                                   (u32)((u / RW_STEPS) & 1), xh, xsum, nf4t);
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);
 #if !RW_PRODUCER

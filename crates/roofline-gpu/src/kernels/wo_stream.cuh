@@ -37,6 +37,11 @@
 #error "FD must be a multiple of 1024, at most 16384"
 #endif
 #define KSL (FD / 1024)  // K slices of 1024 values (32 lanes x one 32-value chunk)
+// K parts of a row step in shared memory (the ring GEMV's RW_KH, wo_ring.cu): its rows RW_KH times shorter
+// (FD / 2 / RW_KH bytes), row_step reading the lane's chunk within its part. 1 everywhere else.
+#ifndef RW_KH
+#define RW_KH 1
+#endif
 // Profiling experiment (results wrong by design): EXP_FFN_NOLOAD 1: no weights are copied, the consumers
 // decode whatever the ring holds without waiting (the kernel's compute alone: 26.0 us of its 41.4 us at
 // Llama-3.1-8B's shape on the H100, session 13; since the scales are staged in shared memory its output can
@@ -115,7 +120,7 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EP
     return ss;
 }
 
-// One row step (8 rows of FD INT4 codes at `sp`, the lane's chunk at cbase) against the lane's x: the rows'
+// One row step (8 rows of FD INT4 codes at `sp`, the lane's chunk at cbase; rows FD / 2 / RW_KH bytes apart) against the lane's x: the rows'
 // scales (8 f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting on the
 // stage's `full` mbarrier (shared address `fb`, phase parity `par`). Returns row (lane >> 2) & 7's dot
 // product summed over the warp (in the lanes with lane & 3 == 0). `nf4t`: with NF4_PAIRS, NF4's pair table
@@ -147,7 +152,7 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
             acc[u] = 0.0f;
             continue;
         }
-        const uint4 q = *(const uint4*)(sp + u * (FD / 2));
+        const uint4 q = *(const uint4*)(sp + u * (FD / 2 / RW_KH));
         u32 ae = 0u, ao = 0u;
 #if FMT == 4
 #pragma unroll

@@ -199,9 +199,9 @@ pub struct Tuning {
     pub x_smem: Option<bool>,
     /// `XReg` engine, INT4 g128, MXFP4 or NVFP4, M = 1, FP16 x, K a multiple of 1024, sm_90+: the ring kernel
     /// ([`ring`]: a producer warp streams the CTA's rows with bulk copies into a shared-memory ring)
-    /// instead of the x-in-registers one (not with SwiGLU on load, nor a norm and an add together).
-    /// Default: where each CTA takes at least [`ring::AUTO_MIN_STEPS`] row steps with a deep enough ring
-    /// ([`ring::auto`]: large N).
+    /// instead of the x-in-registers one (not with a norm beside an add or SwiGLU on load). Default: where
+    /// each CTA takes at least [`ring::AUTO_MIN_STEPS`] row steps with a deep enough ring, or a long K
+    /// ([`ring::auto`]: large N; [`ring::long_k`]: K >= 8192, e.g. down_proj).
     pub ring: Option<bool>,
     /// `XReg`, M = 1, 4-bit weights: x packed once in f16x2 pairs, each word of codes decoded to exact f16
     /// and multiplied in f16x2 (`XH`, the ring GEMV's arithmetic) instead of FP32 multiply-adds of decoded
@@ -1173,6 +1173,9 @@ pub struct DeviceWeights {
     counters: CudaSlice<u32>,
 }
 
+/// What a ring kernel build does around W x: its epilogue and what W multiplies.
+type RingOp = (ring::Epilogue, ring::Input);
+
 /// The buffers of [`DeviceWeights`] the ring-streaming kernels read.
 pub(crate) struct RingBuffers<'a> {
     /// Codes, row-major.
@@ -1217,7 +1220,7 @@ pub struct WeightOnlyGemv {
     pub tuning: Tuning,
     functions: Mutex<HashMap<KernelKey, Loaded>>,
     /// Ring-streaming kernels built so far, per shape and epilogue ([`Tuning::ring`]).
-    rings: Mutex<HashMap<(usize, usize, ring::Epilogue), Arc<ring::RingGemv>>>,
+    rings: Mutex<HashMap<(usize, usize, RingOp), Arc<ring::RingGemv>>>,
     /// Clusters of a clustered-reduction kernel resident at once, per kernel, K splits and shared memory.
     clusters: Mutex<HashMap<(KernelKey, u32, u32), u32>>,
 }
@@ -1366,8 +1369,8 @@ impl WeightOnlyGemv {
         })
     }
 
-    /// The ring kernel's epilogue where [`Tuning::ring`] takes this call (`None`: the other kernels).
-    fn ring_epilogue(&self, m: usize, n: usize, k: usize, fusion: Fusion) -> Option<ring::Epilogue> {
+    /// The ring kernel's epilogue and input where [`Tuning::ring`] takes this call (`None`: the other kernels).
+    fn ring_epilogue(&self, m: usize, n: usize, k: usize, fusion: Fusion) -> Option<RingOp> {
         let wanted = match self.tuning.ring {
             Some(r) => r,
             None => ring::auto(self.format, n, k, self.sm_count),
@@ -1379,25 +1382,25 @@ impl WeightOnlyGemv {
             && m == 1
             && self.arch >= 90
             && k % 1024 == 0
-            && !fusion.silu_x
-            && !(fusion.norm_eps.is_some() && fusion.add_into_y);
+            && !(fusion.norm_eps.is_some() && (fusion.add_into_y || fusion.silu_x));
+        let input = if fusion.silu_x { ring::Input::SwiGlu } else { ring::Input::X };
         takes.then_some(match (fusion.norm_eps, fusion.add_into_y) {
-            (Some(_), _) => ring::Epilogue::Norm,
-            (None, true) => ring::Epilogue::Add,
-            (None, false) => ring::Epilogue::Store,
+            (Some(_), _) => (ring::Epilogue::Norm, input),
+            (None, true) => (ring::Epilogue::Add, input),
+            (None, false) => (ring::Epilogue::Store, input),
         })
     }
 
-    /// The ring kernel for `n x k` with `ep`, built on first use.
-    fn ring(&self, n: usize, k: usize, ep: ring::Epilogue) -> Result<Arc<ring::RingGemv>, GpuError> {
+    /// The ring kernel for `n x k` with `op`, built on first use.
+    fn ring(&self, n: usize, k: usize, op: RingOp) -> Result<Arc<ring::RingGemv>, GpuError> {
         let mut rings =
             self.rings.lock().map_err(|_| GpuError::Unsupported("ring kernel table lock poisoned".into()))?;
-        if let Some(r) = rings.get(&(n, k, ep)) {
+        if let Some(r) = rings.get(&(n, k, op)) {
             return Ok(r.clone());
         }
         let r =
-            Arc::new(ring::RingGemv::build(&self.ctx, &self.stream, self.arch, self.sm_count, self.format, n, k, ep)?);
-        rings.insert((n, k, ep), r.clone());
+            Arc::new(ring::RingGemv::build(&self.ctx, &self.stream, self.arch, self.sm_count, self.format, n, k, op)?);
+        rings.insert((n, k, op), r.clone());
         Ok(r)
     }
 
@@ -2119,11 +2122,12 @@ impl Gpu {
         };
         let kernel = match &ring {
             Some(r) => format!(
-                "roofline wo_ring (rows streamed by bulk copies into a shared-memory ring) {format} W, {} x/y, FP32 accumulate, {} CTAs of {} threads, {} ring slots of 8 rows, {sets} rotating weight sets, {} launches per sample",
+                "roofline wo_ring (rows streamed by bulk copies into a shared-memory ring) {format} W, {} x/y, FP32 accumulate, {} CTAs of {} threads, {} ring slots of 8 rows{}, {sets} rotating weight sets, {} launches per sample",
                 opts.x.name(),
                 r.ctas,
                 r.threads,
                 r.slots,
+                if r.parts > 1 { format!(" x {} values (K in {} parts)", k / r.parts, r.parts) } else { String::new() },
                 stats.inner
             ),
             None => describe(gemv, format, opts.x, &plan, grid_n, sets, stats.inner),

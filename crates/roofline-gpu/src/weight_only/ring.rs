@@ -44,22 +44,67 @@ fn ring_limit() -> usize {
 /// Rows per row step (one bulk copy).
 const STEP_ROWS: usize = 8;
 
-/// Row groups (of K / 1024 warps each) for rows of `k` values of `format`: `ROOFLINE_RING_GROUPS` (1 to 4)
-/// for tuning experiments, else 3 (NF4: 2); at most what keeps the CTA (one producer warp more) within 1024
-/// threads. With one CTA per SM a consumer warp's row step is a chain of dependent waits, shuffles and (for
+/// Row groups (of K / 1024 warps each) for `n` rows of `k` values of `format` on `sm_count` SMs:
+/// `ROOFLINE_RING_GROUPS` (1 to 4) for tuning experiments, else 1 for a long K ([`long_k`]), else 3 (NF4:
+/// 2); at most what keeps the CTA (one producer warp more) within 1024 threads. With one CTA per SM a consumer warp's row step is a chain of dependent waits, shuffles and (for
 /// the E2M1 decode) more instructions than INT4's, so more warps hide more of it (H100, K = 4096, us, 2 vs 3
 /// groups, bench/RESULTS.md session 15: NVFP4 1x14336x4096 18.1 vs 17.3, 1x28672x4096 29.7 vs 28.0; MXFP4
 /// 15.4 vs 15.1, 25.3 vs 24.9; INT4 13.6 vs 13.3, 23.2 vs 23.1, LM head 95.3 vs 95.8). NF4's lookups in its
 /// wide pair table run best with fewer warps, the ring one slot deeper (session 24: 1x14336x4096 13.5 vs
 /// 13.9-14.0, 1x28672x4096 23.2 vs 23.7; 4 groups 13.7, 23.4).
-fn row_groups(format: WoFormat, k: usize) -> usize {
-    let default = if format == WoFormat::Nf4 { 2 } else { 3 };
+fn row_groups(format: WoFormat, n: usize, k: usize, sm_count: u32) -> usize {
+    let default = if long_k(n, k, sm_count) {
+        1
+    } else if format == WoFormat::Nf4 {
+        2
+    } else {
+        3
+    };
     let want = std::env::var("ROOFLINE_RING_GROUPS")
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|g| (1..=4).contains(g))
         .unwrap_or(default);
     want.min(31 / (k / 1024).max(1)).max(1)
+}
+
+/// K parts a row step streams in (`RW_KH`: a ring slot holds 8 rows of `k / parts` values, filled by 8 bulk
+/// copies, and serves the warps of one row group whose K slices fall in it) for `n` rows of `k` values on
+/// `sm_count` SMs: `ROOFLINE_RING_KH` (a divisor of K / 1024) for tuning experiments, else 2 for a long K
+/// ([`long_k`]), else 1.
+fn k_parts(n: usize, k: usize, sm_count: u32) -> usize {
+    let slices = (k / 1024).max(1);
+    let default = if long_k(n, k, sm_count) { 2 } else { 1 };
+    std::env::var("ROOFLINE_RING_KH")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|p| *p >= 1 && slices % p == 0)
+        .unwrap_or(default)
+}
+
+/// Fewest values of K for the long-K plan ([`long_k`]).
+pub const LONG_K: usize = 8192;
+
+/// Fewest row steps per CTA for the long-K plan ([`long_k`]).
+pub const LONG_K_MIN_STEPS: usize = 4;
+
+/// Whether `n x k` on `sm_count` SMs takes the long-K plan: K of at least [`LONG_K`] values in an even
+/// number of 1024-value slices, each CTA taking at least [`LONG_K_MIN_STEPS`] row steps; the ring in one row
+/// group, each row step streamed in 2 K parts, and the engine's default at M = 1 ([`auto`]). A row step of
+/// such a K is 32-57 KB, so a ring of whole steps in two or three row groups holds 2-4 of them and half a
+/// CTA's bytes wait for a slot's decode; one group doubles the slots and half steps refill sooner (8 bulk
+/// copies of 2-3.5 KB a slot; 7 parts, copies of 1 KB, were slower). H100, session 32, us, x-in-registers
+/// default / ring in its default groups / one group / one group in 2 K parts (bench/RESULTS.md):
+/// INT4 1x4096x14336 14.5-14.8 / 16.7 / 14.3-14.5 / 14.1-14.2, NF4 15.0-15.1 / 16.0-16.2 / 14.1-14.2 /
+/// 14.0-14.1, MXFP4 13.9-14.1 / 15.9 / 14.1-14.4 / 13.9-14.0, NVFP4 14.8-15.0 / 16.6-16.7 / 15.2-15.4 /
+/// 14.8-15.0; INT4 1x8192x8192 18.1-18.5 / 16.8 / 14.7 / 13.7, 1x4096x8192 19.7-19.9 / 9.74 / 9.40 / 8.52,
+/// 1x10240x8192 22.3 vs 17.4 (x-in-registers vs one group in 2 parts), 1x28672x8192 55.4-56.0 vs 41.9-42.2
+/// (the other formats alike; NVFP4's scale tables leave no ring at 1x57344x8192). With fewer steps a CTA the
+/// x-in-registers kernel is as fast or faster (1x2048x14336, 2 steps: INT4 8.79 vs 8.78, MXFP4 8.51 vs
+/// 8.90; 1x1024x14336: INT4 5.64 vs 6.97).
+pub fn long_k(n: usize, k: usize, sm_count: u32) -> bool {
+    let (_, per) = grid(n, sm_count);
+    k >= LONG_K && k % 2048 == 0 && per >= LONG_K_MIN_STEPS
 }
 
 /// What the kernel computes besides W x.
@@ -71,6 +116,16 @@ pub enum Epilogue {
     Store,
     /// y += W x (the residual add).
     Add,
+}
+
+/// What the kernel multiplies W by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Input {
+    /// x itself (K values).
+    X,
+    /// silu(gate) * up, computed as x is loaded from the gate_up row `[gate | up]` (2K values; SwiGLU on
+    /// load, down_proj's input). Not with [`Epilogue::Norm`].
+    SwiGlu,
 }
 
 /// Fewest row steps per CTA for which the engine picks the ring kernel by default (14 at 1x14336x4096 on
@@ -96,11 +151,11 @@ pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
     if unsupported(format, 1, n, k, sm_count).is_some() {
         return false;
     }
-    let Some((slots, _)) = layout(format, k, per, row_groups(format, k)) else {
+    let Some((slots, _)) = layout(format, k, per, row_groups(format, n, k, sm_count), k_parts(n, k, sm_count)) else {
         return false;
     };
     let streams = per >= AUTO_MIN_STEPS && slots >= AUTO_MIN_SLOTS;
-    streams || (format == WoFormat::Nf4 && slots >= per && !nf4_xreg_in_f16x2(n, k, sm_count))
+    streams || long_k(n, k, sm_count) || (format == WoFormat::Nf4 && slots >= per && !nf4_xreg_in_f16x2(n, k, sm_count))
 }
 
 /// Whether the x-in-registers kernel's default M = 1 plan decodes NF4 in f16x2 at `n x k`.
@@ -147,38 +202,42 @@ pub const NF4_WIDE_TABLE_BYTES: usize = 256 * 256;
 /// beside a ring as deep as [`SMEM_BUDGET`] leaves the other formats.
 const NF4_SMEM_BUDGET: usize = 224 * 1024;
 
-/// The ring's slots and the CTA's dynamic shared memory for at most `per` row steps of `k` values: the
-/// tables (scales and zero points of its rows, the per-K-slice row sums), as many slots (up to `per`, a
-/// multiple of `groups`) as fit beside them, and NF4's wide pair table after them ([`nf4_table_offset`]).
-/// `None`: not even `groups` slots fit.
-fn layout(format: WoFormat, k: usize, per: usize, groups: usize) -> Option<(usize, usize)> {
+/// The ring's slots and the CTA's dynamic shared memory for at most `per` row steps of `k` values streamed
+/// in `parts` K parts: the tables (scales and zero points of its rows, the per-K-slice row sums), as many
+/// slots of one K part each (up to the CTA's `per x parts`, a multiple of `groups x parts`) as fit beside
+/// them, and NF4's wide pair table after them ([`nf4_table_offset`]). `None`: not even `groups x parts`
+/// slots fit.
+fn layout(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize) -> Option<(usize, usize)> {
     let tables = tables_bytes(format, k, per * STEP_ROWS);
     // NF4: room for the table and up to 128 bytes of alignment before it.
     let budget = if format == WoFormat::Nf4 { NF4_SMEM_BUDGET - NF4_WIDE_TABLE_BYTES - 128 } else { SMEM_BUDGET };
     let ring = ring_limit().min(budget.checked_sub(tables)?);
-    let slots = (ring / stage_bytes(k)).min(per.div_ceil(groups) * groups) / groups * groups;
+    let unit = groups * parts;
+    let slots = (ring / slot_bytes(k, parts)).min((per * parts).div_ceil(unit) * unit) / unit * unit;
     let smem = if format == WoFormat::Nf4 {
-        nf4_table_offset(format, k, per, slots) + NF4_WIDE_TABLE_BYTES
+        nf4_table_offset(format, k, per, slots, parts) + NF4_WIDE_TABLE_BYTES
     } else {
-        ring_and_tables(format, k, per, slots)
+        ring_and_tables(format, k, per, slots, parts)
     };
-    (slots >= groups).then_some((slots, smem))
+    (slots >= unit).then_some((slots, smem))
 }
 
-/// Bytes of one ring slot: a row step of `k` 4-bit values.
-fn stage_bytes(k: usize) -> usize {
-    STEP_ROWS * k / 2
+/// Bytes of one ring slot: a row step of `k` 4-bit values, or one of its `parts` K parts.
+fn slot_bytes(k: usize, parts: usize) -> usize {
+    STEP_ROWS * k / 2 / parts
 }
 
-/// Bytes of a CTA's ring of `slots` slots and the tables of its `per` row steps.
-fn ring_and_tables(format: WoFormat, k: usize, per: usize, slots: usize) -> usize {
-    slots * stage_bytes(k) + tables_bytes(format, k, per * STEP_ROWS)
+/// Bytes of a CTA's ring of `slots` slots (of one of `parts` K parts each) and the tables of its `per` row
+/// steps.
+fn ring_and_tables(format: WoFormat, k: usize, per: usize, slots: usize, parts: usize) -> usize {
+    slots * slot_bytes(k, parts) + tables_bytes(format, k, per * STEP_ROWS)
 }
 
 /// Where NF4's wide pair table starts in the dynamic shared memory of a CTA of `per` row steps with `slots`
-/// ring slots: after the ring and the tables, 128-byte aligned (`RW_NF4_OFF` in wo_ring.cu).
-fn nf4_table_offset(format: WoFormat, k: usize, per: usize, slots: usize) -> usize {
-    ring_and_tables(format, k, per, slots).next_multiple_of(128)
+/// ring slots of one of `parts` K parts: after the ring and the tables, 128-byte aligned (`RW_NF4_OFF` in
+/// wo_ring.cu).
+fn nf4_table_offset(format: WoFormat, k: usize, per: usize, slots: usize, parts: usize) -> usize {
+    ring_and_tables(format, k, per, slots, parts).next_multiple_of(128)
 }
 
 /// Why the ring GEMV cannot run `n x k` INT4 g128 weights on `sm_count` SMs (`None`: it can).
@@ -196,7 +255,7 @@ pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count:
         return Some(format!("the ring GEMV needs N a multiple of {STEP_ROWS}, not {n}"));
     }
     let (_, per) = grid(n, sm_count);
-    layout(format, k, per, row_groups(format, k)).is_none().then(|| {
+    layout(format, k, per, row_groups(format, n, k, sm_count), k_parts(n, k, sm_count)).is_none().then(|| {
         format!(
             "{n}x{k} on {sm_count} SMs: the scale tables of {} rows per CTA leave no room for a ring in {} KB",
             per * STEP_ROWS,
@@ -229,23 +288,35 @@ pub struct RingGemv {
     pub k: usize,
     /// What the kernel does besides W x.
     pub epilogue: Epilogue,
+    /// What W multiplies: x, or SwiGLU of the gate_up row.
+    pub input: Input,
     /// CTAs per launch.
     pub ctas: u32,
     /// Threads per CTA (the consumer warps and the producer warp).
     pub threads: u32,
-    /// Ring slots (8 rows each) per CTA.
+    /// Ring slots per CTA (8 rows each, of one K part).
     pub slots: usize,
+    /// K parts a row step streams in (a slot holds one).
+    pub parts: usize,
     smem_bytes: u32,
     /// Registers per thread (from the driver; a build that spills is refused).
     pub registers: u32,
 }
 
 impl RingGemv {
-    /// Compiles the kernel for `n x k` on `gpu` (refused where [`unsupported`] says so, or before sm_90).
-    pub fn new(gpu: &Gpu, format: WoFormat, n: usize, k: usize, epilogue: Epilogue) -> Result<RingGemv, GpuError> {
+    /// Compiles the kernel for `n x k` on `gpu` (refused where [`unsupported`] says so, before sm_90, or for
+    /// SwiGLU on load with a fused norm).
+    pub fn new(
+        gpu: &Gpu,
+        format: WoFormat,
+        n: usize,
+        k: usize,
+        epilogue: Epilogue,
+        input: Input,
+    ) -> Result<RingGemv, GpuError> {
         let (major, minor) = gpu.compute_capability;
         let arch = (major * 10 + minor) as u32;
-        RingGemv::build(&gpu.ctx, &gpu.stream, arch, gpu.sm_count, format, n, k, epilogue)
+        RingGemv::build(&gpu.ctx, &gpu.stream, arch, gpu.sm_count, format, n, k, (epilogue, input))
     }
 
     /// [`RingGemv::new`] from the parts of a [`Gpu`] (compute capability as `arch`, e.g. 90).
@@ -258,10 +329,13 @@ impl RingGemv {
         format: WoFormat,
         n: usize,
         k: usize,
-        epilogue: Epilogue,
+        (epilogue, input): (Epilogue, Input),
     ) -> Result<RingGemv, GpuError> {
         if let Some(why) = unsupported(format, 1, n, k, sm_count) {
             return Err(GpuError::Unsupported(why));
+        }
+        if epilogue == Epilogue::Norm && input == Input::SwiGlu {
+            return Err(GpuError::Unsupported("the ring GEMV takes SwiGLU on load without a fused norm".into()));
         }
         if arch < 90 {
             return Err(GpuError::Unsupported(format!(
@@ -270,11 +344,15 @@ impl RingGemv {
         }
         nvrtc_available()?;
         let (ctas, per) = grid(n, sm_count);
-        let groups = row_groups(format, k);
-        let (slots, smem) = layout(format, k, per, groups)
+        let groups = row_groups(format, n, k, sm_count);
+        let parts = k_parts(n, k, sm_count);
+        let (slots, smem) = layout(format, k, per, groups, parts)
             .ok_or_else(|| GpuError::Unsupported(format!("the ring GEMV's tables for {n}x{k} do not fit")))?;
-        let (cubin, log) =
-            compile_cubin(&source(), "wo_ring.cu", &options(arch, format, k, per, slots, groups, epilogue))?;
+        let (cubin, log) = compile_cubin(
+            &source(),
+            "wo_ring.cu",
+            &options(arch, format, k, per, (slots, parts), groups, (epilogue, input)),
+        )?;
         let smem = smem as u32;
         let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
         let threads = (k / 1024 * groups * 32 + 32) as u32;
@@ -286,9 +364,11 @@ impl RingGemv {
             n,
             k,
             epilogue,
+            input,
             ctas,
             threads,
             slots,
+            parts,
             smem_bytes: smem,
             registers,
         })
@@ -323,7 +403,8 @@ impl RingGemv {
         })
     }
 
-    /// y = W rmsnorm(x) / W x / y + W x (the epilogue) on `stream`; `x` holds k values, `y` n; `eps` is the
+    /// y = W rmsnorm(x) / W x / y + W x (the epilogue; x SwiGLU of the gate_up row with [`Input::SwiGlu`]) on
+    /// `stream`; `x` holds k values (the gate_up row: 2k), `y` n; `eps` is the
     /// norm's (ignored otherwise); `pdl`: launched with programmatic dependent launch.
     pub fn run(
         &self,
@@ -361,7 +442,8 @@ impl RingGemv {
         }
         let (n, k) = (self.n, self.k);
         let scale_bytes = scale_bytes_per_row(self.format, k) * n;
-        if x.len() < k || y.len() < n || codes.len() < n * k / 2 || scales.len() < scale_bytes {
+        let xk = if self.input == Input::SwiGlu { 2 * k } else { k };
+        if x.len() < xk || y.len() < n || codes.len() < n * k / 2 || scales.len() < scale_bytes {
             return Err(GpuError::Unsupported(format!(
                 "the {n}x{k} ring GEMV got x of {} values, y of {}, {} code bytes and {} scale bytes",
                 x.len(),
@@ -394,7 +476,8 @@ impl RingGemv {
         // SAFETY: the parameters match wo_ring(const uint4* w, const u8* w_s, const u8* w_z, const u16* x, u16*
         // y, int n, float eps, float gscale) in order and type, each pointing at a local that lives through the launch; the
         // codes hold n x k / 2 bytes and the tables n x k / 128 entries (checked above; the zero points half
-        // the scales' bytes, as `xreg_tables` makes them), x holds k values and y n; the grid
+        // the scales' bytes, as `xreg_tables` makes them), x holds k values (2k with SwiGLU on load, the
+        // SILU_X build's reads) and y n; the grid
         // is `grid(n)`'s, whose largest share of rows is the RW_ROWS the kernel was compiled with, and the
         // dynamic shared memory is `layout`'s for it (attribute set in `new`). PDL: before its
         // `griddepcontrol.wait` the kernel reads only its weights and their tables, which no kernel writes.
@@ -422,26 +505,29 @@ fn options(
     format: WoFormat,
     k: usize,
     per: usize,
-    slots: usize,
+    (slots, parts): (usize, usize),
     groups: usize,
-    epilogue: Epilogue,
+    (epilogue, input): (Epilogue, Input),
 ) -> Vec<String> {
     let mut opts = stream_options(arch, format, k);
     opts.push(format!("-DRW_STEPS={slots}"));
+    opts.push(format!("-DRW_KH={parts}"));
     opts.push(format!("-DRW_ROWS={}", per * STEP_ROWS));
     opts.push(format!("-DRW_GROUPS={groups}"));
     opts.push(format!("-DNORM={}", u32::from(epilogue == Epilogue::Norm)));
     opts.push(format!("-DADD={}", u32::from(epilogue == Epilogue::Add)));
+    opts.push(format!("-DSILU_X={}", u32::from(input == Input::SwiGlu)));
     if format == WoFormat::Nf4 {
         opts.push("-DNF4_PAIRS=1".into());
         opts.push("-DNF4_WIDE=1".into());
-        opts.push(format!("-DRW_NF4_OFF={}", nf4_table_offset(format, k, per, slots)));
+        opts.push(format!("-DRW_NF4_OFF={}", nf4_table_offset(format, k, per, slots, parts)));
     }
     opts.extend(super::nvrtc::extra_options());
     opts
 }
 
-/// The GEMV on the CPU in f64 from the packed weights' values: W rmsnorm(x) (eps), W x, or y0 + W x.
+/// The GEMV on the CPU in f64 from the packed weights' values: W rmsnorm(x) (eps), W x, or y0 + W x; `x`
+/// of K values (for [`Input::SwiGlu`], silu(gate) * up of the gate_up row in f64 first: [`swiglu`]).
 pub fn reference(p: &PackedWeights, x: &[f32], y0: &[f32], epilogue: Epilogue, eps: f64) -> Vec<f64> {
     let (n, k) = (p.n, p.k);
     let w = p.dequantize();
@@ -454,6 +540,20 @@ pub fn reference(p: &PackedWeights, x: &[f32], y0: &[f32], epilogue: Epilogue, e
             let dot: f64 = w[r * k..(r + 1) * k].iter().zip(x).map(|(a, b)| f64::from(*a) * f64::from(*b)).sum();
             let base = if epilogue == Epilogue::Add { f64::from(y0[r]) } else { 0.0 };
             base + inv * dot
+        })
+        .collect()
+}
+
+/// silu(gate) * up of a gate_up row `[gate | up]` (2K values), in f64 rounded to f32: the reference's x for
+/// [`Input::SwiGlu`].
+pub fn swiglu(gate_up: &[f32]) -> Vec<f32> {
+    let k = gate_up.len() / 2;
+    gate_up[..k]
+        .iter()
+        .zip(&gate_up[k..2 * k])
+        .map(|(g, u)| {
+            let g = f64::from(*g);
+            (g / (1.0 + (-g).exp()) * f64::from(*u)) as f32
         })
         .collect()
 }
@@ -484,19 +584,19 @@ mod tests {
         assert_eq!(grid(4096, 132), (128, 4));
         assert_eq!(grid(6144, 132), (128, 6));
         // o_proj: all 4 steps in the ring; 1 x 14336 x 4096: 14 steps, 10 slots fit beside the tables.
-        assert_eq!(layout(WoFormat::Int4G128, 4096, 4, 2), Some((4, 4 * 16384 + 32 * 32 * 5 / 2 + 4 * 32 * 4)));
-        let (slots, smem) = layout(WoFormat::Int4G128, 4096, 14, 2).unwrap();
+        assert_eq!(layout(WoFormat::Int4G128, 4096, 4, 2, 1), Some((4, 4 * 16384 + 32 * 32 * 5 / 2 + 4 * 32 * 4)));
+        let (slots, smem) = layout(WoFormat::Int4G128, 4096, 14, 2, 1).unwrap();
         assert_eq!(slots, 10);
         assert!(smem <= SMEM_BUDGET && slots % 2 == 0);
         // NF4's ring and tables beside its 64 KB pair table within the H100's 227 KB per CTA; the table after
         // them, aligned, within the CTA's dynamic shared memory.
-        let (slots, smem) = layout(WoFormat::Nf4, 4096, 14, 2).unwrap();
+        let (slots, smem) = layout(WoFormat::Nf4, 4096, 14, 2, 1).unwrap();
         assert_eq!(slots, 8);
         assert!(smem <= 227 * 1024 - 1024);
-        let off = nf4_table_offset(WoFormat::Nf4, 4096, 14, slots);
+        let off = nf4_table_offset(WoFormat::Nf4, 4096, 14, slots, 1);
         assert!(off % 128 == 0 && off >= slots * 16384 + tables_bytes(WoFormat::Nf4, 4096, 112));
         assert!(off + NF4_WIDE_TABLE_BYTES <= smem);
-        assert_eq!(layout(WoFormat::Nf4, 4096, 14, 3).map(|l| l.0), Some(9));
+        assert_eq!(layout(WoFormat::Nf4, 4096, 14, 3, 1).map(|l| l.0), Some(9));
         assert!(unsupported(WoFormat::Int4G128, 1, 4096, 4096, 132).is_none());
         assert!(unsupported(WoFormat::Int4G128, 1, 14336, 4096, 132).is_none());
         // The LM head's 976 rows per CTA: their tables (78 KB) still leave a ring.
@@ -510,7 +610,21 @@ mod tests {
         // The engine's default: large N only.
         let i4 = WoFormat::Int4G128;
         assert!(auto(i4, 14336, 4096, 132) && auto(i4, 128256, 4096, 132) && auto(i4, 28672, 4096, 132));
-        assert!(!auto(i4, 4096, 4096, 132) && !auto(i4, 6144, 4096, 132) && !auto(i4, 4096, 14336, 132));
+        assert!(!auto(i4, 4096, 4096, 132) && !auto(i4, 6144, 4096, 132));
+        // Long K (one row group, 2 K parts): down_proj's 4 steps a CTA and Llama-3-70B's K = 8192; not with
+        // fewer steps a CTA, an odd count of K slices or K under 8192.
+        assert!(long_k(4096, 14336, 132) && long_k(8192, 8192, 132) && long_k(28672, 8192, 132));
+        assert!(!long_k(2048, 14336, 132) && !long_k(4096, 9216, 132) && !long_k(14336, 4096, 132));
+        assert!(auto(i4, 4096, 14336, 132) && auto(i4, 4096, 8192, 132) && !auto(i4, 2048, 14336, 132));
+        assert_eq!((row_groups(i4, 4096, 14336, 132), k_parts(4096, 14336, 132)), (1, 2));
+        assert_eq!((row_groups(i4, 2048, 14336, 132), k_parts(2048, 14336, 132)), (2, 1));
+        // 4 steps of 57 KB a CTA: 6 slots of half a step (172 KB) beside the tables, in whole steps 2.
+        assert_eq!(layout(i4, 14336, 4, 1, 2).map(|l| l.0), Some(6));
+        assert_eq!(layout(i4, 14336, 4, 2, 1).map(|l| l.0), Some(2));
+        // NVFP4's scale tables of 440 rows a CTA leave no ring at 57344 x 8192; the long-K plan declines.
+        assert!(
+            unsupported(WoFormat::Nvfp4, 1, 57344, 8192, 132).is_some() && !auto(WoFormat::Nvfp4, 57344, 8192, 132)
+        );
         assert!(unsupported(WoFormat::Mxfp4, 1, 14336, 4096, 132).is_none());
         let mx = WoFormat::Mxfp4;
         assert!(auto(mx, 14336, 4096, 132) && auto(mx, 28672, 4096, 132) && !auto(mx, 128256, 4096, 132));
@@ -521,12 +635,15 @@ mod tests {
         // f16x2 path: one CTA over K = 14336).
         let nf4 = WoFormat::Nf4;
         assert!(auto(nf4, 4096, 4096, 132) && auto(nf4, 6144, 4096, 132) && auto(nf4, 1024, 4096, 132));
-        assert!(!auto(nf4, 4096, 14336, 132) && nf4_xreg_in_f16x2(4096, 14336, 132));
+        assert!(!auto(nf4, 2048, 14336, 132) && nf4_xreg_in_f16x2(2048, 14336, 132));
         assert!(!nf4_xreg_in_f16x2(4096, 4096, 132));
         assert!(unsupported(WoFormat::Fp8E4M3, 1, 14336, 4096, 132).unwrap().contains("NF4"));
         // A CTA stays within 1024 threads: K = 16384 takes one row group of 16 warps.
-        assert_eq!((row_groups(i4, 4096), row_groups(i4, 14336), row_groups(i4, 16384)), (3, 2, 1));
-        assert_eq!((row_groups(WoFormat::Nf4, 4096), row_groups(WoFormat::Nf4, 16384)), (2, 1));
+        assert_eq!(
+            (row_groups(i4, 14336, 4096, 132), row_groups(i4, 2048, 14336, 132), row_groups(i4, 1024, 16384, 132)),
+            (3, 2, 1)
+        );
+        assert_eq!((row_groups(WoFormat::Nf4, 14336, 4096, 132), row_groups(WoFormat::Nf4, 1024, 16384, 132)), (2, 1));
         for (n, sms) in [(4096usize, 132u32), (6144, 132), (1000, 7), (8, 132), (2056, 100)] {
             let (ctas, per) = grid(n, sms);
             let steps = n / 8;
@@ -543,18 +660,35 @@ mod tests {
         }
         for (k, per) in [(4096usize, 4usize), (4096, 14), (2048, 3), (8192, 1), (14336, 4), (4096, 122), (16384, 2)] {
             for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
-                let g = row_groups(f, k);
-                let Some((slots, _)) = layout(f, k, per, g) else {
+                let g = row_groups(f, per * 8 * 132, k, 132);
+                let Some((slots, _)) = layout(f, k, per, g, 1) else {
                     // The LM head's 976 rows: NVFP4's 128 columns x 2 bytes of scales leave no ring, nor
                     // NF4's 64 x 2 beside its pair table.
                     assert!(matches!(f, WoFormat::Nvfp4 | WoFormat::Nf4) && per == 122, "{f:?} {k} {per}");
                     continue;
                 };
-                for ep in [Epilogue::Norm, Epilogue::Store, Epilogue::Add] {
-                    let (cubin, log) = compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, slots, g, ep))
-                        .unwrap_or_else(|e| panic!("{f:?} {k} {per} {ep:?}: {e}"));
+                // down_proj's 4 steps of K = 14336 also in 2 and 7 K parts, in one row group and in two.
+                let mut builds = vec![(slots, 1, g)];
+                if k == 14336 {
+                    for (parts, groups) in [(2, 1), (2, 2), (7, 1), (7, 2)] {
+                        builds.extend(layout(f, k, per, groups, parts).map(|(s, _)| (s, parts, groups)));
+                    }
+                    assert_eq!(builds.len(), 5, "{f:?}: {builds:?}");
+                }
+                let ops = [
+                    (Epilogue::Norm, Input::X),
+                    (Epilogue::Store, Input::X),
+                    (Epilogue::Add, Input::X),
+                    (Epilogue::Add, Input::SwiGlu),
+                ];
+                for ((slots, parts, g), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
+                    let (cubin, log) =
+                        compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, (slots, parts), g, ep))
+                            .unwrap_or_else(|e| panic!("{f:?} {k} {per} {parts} parts {ep:?}: {e}"));
                     let (regs, spills, _) = parse_ptxas(&log);
-                    eprintln!("ring GEMV {f:?} k {k}, {per} steps, {ep:?}: {regs:?} registers");
+                    eprintln!(
+                        "ring GEMV {f:?} k {k}, {per} steps, {parts} K parts, {g} groups, {ep:?}: {regs:?} registers"
+                    );
                     assert_eq!(spills, Some(0), "{f:?} {k} {per} {ep:?} spills:\n{log}");
                     let early = early_dependent_loads(&cubin).unwrap_or_else(|e| panic!("{f:?} {k} {per}: {e}"));
                     assert!(early.as_ref().is_none_or(|l| l.is_empty()), "{f:?} {k} {per} {ep:?}: {early:?}");

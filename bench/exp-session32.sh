@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Session 32 device runs. Run from the repository root on the GPU machine with .gpu/ built
+# (bench/build-gpu.sh); logs to $OUT. Parts (first argument, comma-separated):
+#   ringok  the ring GEMV's reference test (every format and epilogue, the wrapping shapes) with its row steps
+#           streamed in K parts (ROOFLINE_RING_KH 2 and 7; 2 in one row group too): correct first
+#   kh      4-bit down_proj at M = 1 (1x4096x14336: 4 row steps of 57 KB a CTA, a ring of 2 such slots, so
+#           half a CTA's bytes wait for a slot's decode): the x-in-registers default against the ring in 1, 2,
+#           7 and 14 K parts (ROOFLINE_RING_KH), one and two row groups (ROOFLINE_RING_GROUPS); every row
+#           checked against the reference (`measure`), the default first and last
+#   khn     the same K parts at the large-N shapes the ring already runs (1x14336x4096, 1x28672x4096)
+#   khx     `kh` found one row group the lever (INT4 14.8 -> 14.1-14.3 us, NF4 15.1 -> 14.0-14.1) and 2 K parts
+#           a little more; more parts slower (8 bulk copies of 1 KB a slot at 7 parts). Where a default should
+#           take it: the x-in-registers default, the ring in its default groups, in one group, and in one
+#           group in 2 K parts, at long-K shapes with few row steps a CTA (1x{4096,2048,1024}x14336,
+#           1x{8192,4096}x8192), twice in alternation at 1x4096x14336
+#   khl     one group in 2 K parts against the default at Llama-3-70B's K = 8192 shapes (qkv 10240, o_proj
+#           8192, gate_up 28672 and 57344 rows) and 1x4096x8192 again, twice in alternation
+#   verify  the long-K plan as the default (`ring::long_k`) and SwiGLU on load in the ring (down_proj's input):
+#           the ring's reference test (SwiGLU cases added), the four weight-only reference tests and
+#           model-bench's GPU tests on this build
+#   ab      model-bench, main before (.gpu/roofline-base) and this build alternately, twice: Llama-3.1-8B NF4
+#           batch 1 (its down_proj now the ring with SwiGLU on load; INT4 / MXFP4 / NVFP4 run the fused FFN),
+#           Llama-3.1-70B (4 layers built, scaled to 80) batch 1 in every 4-bit format (o_proj 8192x8192 and
+#           the LM head's neighbours now on the ring)
+#   table   issue 11's table on this build
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session32 "${1:-ringok}"
+if has ringok; then
+    for kg in "2 " "7 " "2 1"; do
+        read -r kh g <<<"$kg"
+        echo "=== ROOFLINE_RING_KH=$kh ROOFLINE_RING_GROUPS=$g" | tee -a "$out/ringok.txt"
+        ROOFLINE_RING_KH=$kh ROOFLINE_RING_GROUPS=$g timeout 300 .gpu/ring_gpu --ignored --nocapture 2>&1 \
+            | grep -E "14336|test result|panicked|rror" | tee -a "$out/ringok.txt"
+    done
+fi
+if has kh; then
+    for f in int4_g128 nf4 mxfp4 nvfp4; do
+        meas kh default $f 1x4096x14336 ""
+        for g in 2 1; do
+            for kh in 1 2 7 14; do
+                ROOFLINE_RING_KH=$kh ROOFLINE_RING_GROUPS=$g meas kh "KH=$kh G=$g" $f 1x4096x14336 ring=true
+            done
+        done
+        meas kh default-again $f 1x4096x14336 ""
+    done
+fi
+if has khn; then
+    for f in int4_g128 nf4 mxfp4 nvfp4; do
+        for nk in 14336x4096 28672x4096; do
+            meas khn default $f 1x$nk ""
+            for kh in 2 4; do ROOFLINE_RING_KH=$kh meas khn "KH=$kh" $f 1x$nk ring=true; done
+            meas khn default-again $f 1x$nk ""
+        done
+    done
+fi
+if has khx; then
+    for f in int4_g128 nf4 mxfp4 nvfp4; do
+        for s in 1x4096x14336 1x2048x14336 1x1024x14336 1x8192x8192 1x4096x8192 1x4096x14336; do
+            meas khx default $f $s ""
+            meas khx "ring" $f $s ring=true
+            ROOFLINE_RING_GROUPS=1 meas khx "G=1" $f $s ring=true
+            ROOFLINE_RING_GROUPS=1 ROOFLINE_RING_KH=2 meas khx "G=1 KH=2" $f $s ring=true
+        done
+    done
+fi
+if has khl; then
+    for f in int4_g128 nf4 mxfp4 nvfp4; do
+        for s in 1x10240x8192 1x8192x8192 1x28672x8192 1x57344x8192 1x4096x8192; do
+            for i in 1 2; do
+                meas khl default $f $s ""
+                ROOFLINE_RING_GROUPS=1 ROOFLINE_RING_KH=2 meas khl "G=1 KH=2" $f $s ring=true
+            done
+        done
+    done
+fi
+if has verify; then
+    timeout 400 .gpu/ring_gpu --ignored --nocapture >"$out/verify-ring.txt" 2>&1
+    grep -E "SwiGlu|8192x8192|4096x14336|test result|panicked" "$out/verify-ring.txt" | cut -c1-200
+    for t in every_format_matches fused_norm every_m_and_tiny variants_and_bf16; do
+        timeout 400 .gpu/weight_only_gpu --ignored --nocapture $t >"$out/verify-wo-$t.txt" 2>&1
+        grep -E "^test |test result|panicked" "$out/verify-wo-$t.txt"
+    done
+    timeout 300 .gpu/model_bench_gpu --ignored >"$out/verify-mbt.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/verify-mbt.txt"
+fi
+if has ab; then
+    for i in 1 2; do
+        for bin in roofline-base roofline; do
+            echo "=== $bin model-bench llama-3.1-8b batch 1 nf4 ($i)" | tee -a "$out/ab.txt"
+            timeout 100 .gpu/$bin model-bench --config llama-3.1-8b --batch 1 --hw $hw --scheme nf4 2>&1 \
+                | tee -a "$out/ab-full.txt" | grep -E "tokens/s|error|│ (qkv|o_proj|gate|down)" | cut -c1-150 \
+                | tee -a "$out/ab.txt"
+        done
+    done
+    for scheme in int4 nf4 mxfp4 nvfp4; do
+        for i in 1 2; do
+            for bin in roofline-base roofline; do
+                echo "=== $bin model-bench llama-3.1-70b --layers 4 batch 1 $scheme ($i)" | tee -a "$out/ab.txt"
+                timeout 150 .gpu/$bin model-bench --config llama-3.1-70b --layers 4 --batch 1 --hw $hw \
+                    --scheme $scheme 2>&1 | tee -a "$out/ab-full.txt" \
+                    | grep -E "tokens/s|error|│ (qkv|o_proj|gate|down|lm_head)" | cut -c1-150 | tee -a "$out/ab.txt"
+            done
+        done
+    done
+fi
+if has table; then
+    issue_table table
+fi
