@@ -23,6 +23,15 @@
 #           Llama-3.1-70B (4 layers built, scaled to 80) batch 1 in every 4-bit format (o_proj 8192x8192 and
 #           the LM head's neighbours now on the ring)
 #   table   issue 11's table on this build
+#   k28     the ring past K = 16384 (up to 31 K slices; the long-K plan in 4 K parts at K = 28672): its reference
+#           test (Llama-3-70B's down_proj with SwiGLU on load added), 1x8192x28672 main before / this build
+#           (INT4, MXFP4 take the ring; NF4, NVFP4 stay on the x-in-registers kernel) alternately twice, and
+#           model-bench Llama-3.1-70B (4 layers built) INT4 and MXFP4 batch 1, before / after
+#   lmh     Llama-3-70B's LM head (1x128256x8192), whose scale tables leave the ring no room: INT4 on the
+#           x-in-registers kernel decodes in FP32 above N = 4096 (`LaunchPlan::xh_default`; 43% of the
+#           bandwidth in model-bench), against f16x2 (`xh=true`), alternately twice; MXFP4 beside it
+#   final   this build's last changes checked: INT4 1x128256x8192 in f16x2 (reference-checked), model-bench's 8
+#           GPU tests, Llama-3.1-70B INT4 (4 layers built) and Llama-3.1-8B INT4 batch 1
 #   ringok2 the ring's reference test again (its SwiGLU cases with the add rescaled: `verify` failed one on y's
 #           f16 rounding, W x a hundredth of y0, at 1.84e-4 relative error of y)
 . "$(dirname "$0")/probe-lib.sh"
@@ -111,4 +120,41 @@ fi
 if has ringok2; then
     timeout 400 .gpu/ring_gpu --ignored --nocapture >"$out/ringok2.txt" 2>&1
     grep -E "SwiGlu|test result|panicked" "$out/ringok2.txt" | cut -c1-200
+fi
+if has k28; then
+    timeout 400 .gpu/ring_gpu --ignored --nocapture >"$out/k28-ring.txt" 2>&1
+    grep -E "28672|test result|panicked" "$out/k28-ring.txt" | cut -c1-200
+    for f in int4_g128 mxfp4 nf4 nvfp4; do
+        for i in 1 2; do
+            BIN=roofline-base meas k28 base $f 1x8192x28672 ""
+            meas k28 new $f 1x8192x28672 ""
+        done
+    done
+    for scheme in int4 mxfp4; do
+        for bin in roofline-base roofline; do
+            echo "=== $bin model-bench llama-3.1-70b --layers 4 batch 1 $scheme" | tee -a "$out/k28-mb.txt"
+            timeout 150 .gpu/$bin model-bench --config llama-3.1-70b --layers 4 --batch 1 --hw $hw \
+                --scheme $scheme 2>&1 | tee -a "$out/k28-mb-full.txt" \
+                | grep -E "tokens/s|error|│ (qkv|o_proj|gate|down|lm_head)" | cut -c1-150 | tee -a "$out/k28-mb.txt"
+        done
+    done
+fi
+if has lmh; then
+    for f in int4_g128 mxfp4; do
+        for i in 1 2; do
+            meas lmh default $f 1x128256x8192 ""
+            meas lmh xh $f 1x128256x8192 xh=true
+        done
+    done
+fi
+if has final; then
+    meas final default int4_g128 1x128256x8192 ""
+    timeout 300 .gpu/model_bench_gpu --ignored >"$out/final-mbt.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/final-mbt.txt"
+    for c in "llama-3.1-70b --layers 4" llama-3.1-8b; do
+        echo "=== model-bench $c batch 1 int4" | tee -a "$out/final-mb.txt"
+        timeout 150 .gpu/roofline model-bench --config $c --batch 1 --hw $hw --scheme int4 2>&1 \
+            | tee -a "$out/final-mb-full.txt" | grep -E "tokens/s|error|│ (qkv|o_proj|gate|down|lm_head)" \
+            | cut -c1-150 | tee -a "$out/final-mb.txt"
+    done
 fi

@@ -33,8 +33,8 @@
 #define RS_ZB 0
 #define RS_COL(c) (c)
 #endif
-#if FD % 1024 != 0 || FD > 16384
-#error "FD must be a multiple of 1024, at most 16384"
+#if FD % 1024 != 0 || FD > 31744
+#error "FD must be a multiple of 1024, at most 31744 (31 K slices: one row group and a producer warp in 1024 threads)"
 #endif
 #define KSL (FD / 1024)  // K slices of 1024 values (32 lanes x one 32-value chunk)
 // K parts of a row step in shared memory (the ring GEMV's RW_KH, wo_ring.cu): its rows RW_KH times shorter

@@ -534,13 +534,14 @@ impl LaunchPlan {
     /// NF4 decodes in f16x2 through a shared-memory table of the 256 code pairs, one copy per bank (32 KB,
     /// filled per CTA): faster with one CTA over K or a large N (1x4096x14336 18.3 vs 16.2, 1x128256x4096
     /// 109 vs 98.6), slower elsewhere (1x4096x4096 5.74 vs 7.95, 1x6144x4096 7.17 vs 11.6, 1x14336x4096
-    /// 16.2 vs 23.3, 1x28672x4096 28.5 vs 29.7).
-    pub fn xh_default(format: WoFormat, n: usize, wide: bool) -> bool {
+    /// 16.2 vs 23.3, 1x28672x4096 28.5 vs 29.7). INT4 from K = 8192 too (where the ring GEMV leaves it
+    /// `XReg`: Llama-3-70B's LM head 1x128256x8192, session 32, 430 vs 299-301; MXFP4 252-253 either way).
+    pub fn xh_default(format: WoFormat, n: usize, k: usize, wide: bool) -> bool {
         match format {
             WoFormat::Mxfp4 => true,
             WoFormat::Nvfp4 => wide || n > 4096,
             WoFormat::Nf4 => wide || n >= 65536,
-            WoFormat::Int4G128 => wide || n <= 4096,
+            WoFormat::Int4G128 => wide || n <= 4096 || k >= 8192,
             _ => false,
         }
     }
@@ -933,7 +934,7 @@ impl LaunchPlan {
                 tile_reduce: false,
                 atomic_reduce: false,
                 x_smem: false,
-                xh: m == 1 && format.bits() == 4 && tuning.xh.unwrap_or_else(|| Self::xh_default(format, n, wide)),
+                xh: m == 1 && format.bits() == 4 && tuning.xh.unwrap_or_else(|| Self::xh_default(format, n, k, wide)),
                 bulk: false,
                 cluster: false,
                 park: false,
@@ -2806,6 +2807,9 @@ mod tests {
             (WoFormat::Int4G128, 4096, 4096, true),
             (WoFormat::Int4G128, 6144, 4096, false),
             (WoFormat::Int4G128, 4096, 14336, true),
+            // Llama-3-70B's LM head (the ring has no room for its scale tables)
+            (WoFormat::Int4G128, 128_256, 8192, true),
+            (WoFormat::Int4G128, 128_256, 4096, false),
             (WoFormat::Nf4, 4096, 14336, true),
             (WoFormat::Nf4, 14336, 4096, false),
             (WoFormat::Nf4, 128_256, 4096, true),

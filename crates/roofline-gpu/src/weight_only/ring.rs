@@ -41,6 +41,9 @@ fn ring_limit() -> usize {
         .map_or(SMEM_BUDGET, |k| k * 1024)
 }
 
+/// Most values of K: 31 slices of 1024, one row group of 31 warps and the producer warp in 1024 threads.
+pub const MAX_K: usize = 31 * 1024;
+
 /// Rows per row step (one bulk copy).
 const STEP_ROWS: usize = 8;
 
@@ -70,11 +73,11 @@ fn row_groups(format: WoFormat, n: usize, k: usize, sm_count: u32) -> usize {
 
 /// K parts a row step streams in (`RW_KH`: a ring slot holds 8 rows of `k / parts` values, filled by 8 bulk
 /// copies, and serves the warps of one row group whose K slices fall in it) for `n` rows of `k` values on
-/// `sm_count` SMs: `ROOFLINE_RING_KH` (a divisor of K / 1024) for tuning experiments, else 2 for a long K
-/// ([`long_k`]), else 1.
+/// `sm_count` SMs: `ROOFLINE_RING_KH` (a divisor of K / 1024) for tuning experiments, else for a long K
+/// ([`long_k`]) [`long_k_parts`], else 1.
 fn k_parts(n: usize, k: usize, sm_count: u32) -> usize {
     let slices = (k / 1024).max(1);
-    let default = if long_k(n, k, sm_count) { 2 } else { 1 };
+    let default = if long_k(n, k, sm_count) { long_k_parts(k).unwrap_or(1) } else { 1 };
     std::env::var("ROOFLINE_RING_KH")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
@@ -85,12 +88,27 @@ fn k_parts(n: usize, k: usize, sm_count: u32) -> usize {
 /// Fewest values of K for the long-K plan ([`long_k`]).
 pub const LONG_K: usize = 8192;
 
+/// Most values of K in one K part of the long-K plan (a row's bulk copy of 3.5 KB).
+const LONG_K_PART_MAX: usize = 7168;
+
+/// Fewest values of K in one K part of the long-K plan (a row's bulk copy of 2 KB; 1 KB copies were slower).
+const LONG_K_PART_MIN: usize = 4096;
+
+/// The long-K plan's K parts for rows of `k` values: the fewest (at least 2) dividing its 1024-value slices
+/// that make a part at most [`LONG_K_PART_MAX`] values, where that part is at least [`LONG_K_PART_MIN`]
+/// (K = 8192-14336: 2; 16384: 4; Llama-3-70B's down_proj, 28672: 4). `None`: no such split.
+pub fn long_k_parts(k: usize) -> Option<usize> {
+    let slices = k / 1024;
+    (2..=slices).find(|p| slices % p == 0 && k / p <= LONG_K_PART_MAX).filter(|p| k / p >= LONG_K_PART_MIN)
+}
+
 /// Fewest row steps per CTA for the long-K plan ([`long_k`]).
 pub const LONG_K_MIN_STEPS: usize = 4;
 
-/// Whether `n x k` on `sm_count` SMs takes the long-K plan: K of at least [`LONG_K`] values in an even
-/// number of 1024-value slices, each CTA taking at least [`LONG_K_MIN_STEPS`] row steps; the ring in one row
-/// group, each row step streamed in 2 K parts, and the engine's default at M = 1 ([`auto`]). A row step of
+/// Whether `n x k` on `sm_count` SMs takes the long-K plan: K of at least [`LONG_K`] values that split into
+/// K parts of 4096-7168 values ([`long_k_parts`]), each CTA taking at least [`LONG_K_MIN_STEPS`] row steps;
+/// the ring in one row group, each row step streamed in those K parts, and the engine's default at M = 1
+/// ([`auto`]). A row step of
 /// such a K is 32-57 KB, so a ring of whole steps in two or three row groups holds 2-4 of them and half a
 /// CTA's bytes wait for a slot's decode; one group doubles the slots and half steps refill sooner (8 bulk
 /// copies of 2-3.5 KB a slot; 7 parts, copies of 1 KB, were slower). H100, session 32, us, x-in-registers
@@ -104,7 +122,7 @@ pub const LONG_K_MIN_STEPS: usize = 4;
 /// 8.90; 1x1024x14336: INT4 5.64 vs 6.97).
 pub fn long_k(n: usize, k: usize, sm_count: u32) -> bool {
     let (_, per) = grid(n, sm_count);
-    k >= LONG_K && k % 2048 == 0 && per >= LONG_K_MIN_STEPS
+    k >= LONG_K && k % 1024 == 0 && long_k_parts(k).is_some() && per >= LONG_K_MIN_STEPS
 }
 
 /// What the kernel computes besides W x.
@@ -248,8 +266,8 @@ pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count:
     if batch != 1 {
         return Some(format!("the ring GEMV multiplies one token, not a batch of {batch}"));
     }
-    if k == 0 || k % 1024 != 0 || k > 16384 {
-        return Some(format!("the ring GEMV needs K a multiple of 1024 up to 16384, not {k}"));
+    if k == 0 || k % 1024 != 0 || k > MAX_K {
+        return Some(format!("the ring GEMV needs K a multiple of 1024 up to {MAX_K}, not {k}"));
     }
     if n == 0 || n % STEP_ROWS != 0 {
         return Some(format!("the ring GEMV needs N a multiple of {STEP_ROWS}, not {n}"));
@@ -569,7 +587,7 @@ mod tests {
     /// the factor must not exceed the decode's 2^14 (the output takes the rest, `E2M1_UP / up`).
     #[test]
     fn e2m1_norm_factor_keeps_x_in_f16_for_every_k() {
-        for fd in (1024..=16384u32).step_by(1024) {
+        for fd in (1024..=MAX_K as u32).step_by(1024) {
             let e = 14 - (33 - (fd - 1).leading_zeros() as i32) / 2;
             assert!((0..=14).contains(&e), "K = {fd}: 2^{e}");
             let largest = f64::from(fd).sqrt() * 2f64.powi(e);
@@ -615,6 +633,12 @@ mod tests {
         // fewer steps a CTA, an odd count of K slices or K under 8192.
         assert!(long_k(4096, 14336, 132) && long_k(8192, 8192, 132) && long_k(28672, 8192, 132));
         assert!(!long_k(2048, 14336, 132) && !long_k(4096, 9216, 132) && !long_k(14336, 4096, 132));
+        // Parts of 4096-7168 values: 2 up to K = 14336, 4 at 16384 and at Llama-3-70B's down_proj (28672);
+        // none where the slices split only into parts under 4096 (9216: 3 x 3072; 11264: 11 x 1024).
+        let parts: Vec<_> = [8192, 10240, 14336, 16384, 28672, 9216, 11264].map(long_k_parts).to_vec();
+        assert_eq!(parts, [Some(2), Some(2), Some(2), Some(4), Some(4), None, None]);
+        assert!(long_k(8192, 28672, 132) && auto(i4, 8192, 28672, 132) && k_parts(8192, 28672, 132) == 4);
+        assert!(unsupported(i4, 1, 8192, 32768, 132).unwrap().contains("31744"));
         assert!(auto(i4, 4096, 14336, 132) && auto(i4, 4096, 8192, 132) && !auto(i4, 2048, 14336, 132));
         assert_eq!((row_groups(i4, 4096, 14336, 132), k_parts(4096, 14336, 132)), (1, 2));
         assert_eq!((row_groups(i4, 2048, 14336, 132), k_parts(2048, 14336, 132)), (2, 1));
@@ -658,19 +682,24 @@ mod tests {
             eprintln!("SKIPPED rows_kernel_compiles_without_spills: {e}");
             return;
         }
-        for (k, per) in [(4096usize, 4usize), (4096, 14), (2048, 3), (8192, 1), (14336, 4), (4096, 122), (16384, 2)] {
+        for (k, per) in
+            [(4096usize, 4usize), (4096, 14), (2048, 3), (8192, 1), (14336, 4), (4096, 122), (16384, 2), (28672, 8)]
+        {
             for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
-                let g = row_groups(f, per * 8 * 132, k, 132);
-                let Some((slots, _)) = layout(f, k, per, g, 1) else {
+                // The engine's groups and K parts for a grid of 132 CTAs of `per` steps.
+                let (g, kp) = (row_groups(f, per * 8 * 132, k, 132), k_parts(per * 8 * 132, k, 132));
+                let Some((slots, _)) = layout(f, k, per, g, kp) else {
                     // The LM head's 976 rows: NVFP4's 128 columns x 2 bytes of scales leave no ring, nor
-                    // NF4's 64 x 2 beside its pair table.
-                    assert!(matches!(f, WoFormat::Nvfp4 | WoFormat::Nf4) && per == 122, "{f:?} {k} {per}");
+                    // NF4's 64 x 2 beside its pair table; at K = 28672 (64 rows) NVFP4's 1792 bytes of scales
+                    // a row and NF4's 896 beside the pair table.
+                    let big_tables = per == 122 || k == 28672;
+                    assert!(matches!(f, WoFormat::Nvfp4 | WoFormat::Nf4) && big_tables, "{f:?} {k} {per}");
                     continue;
                 };
                 // down_proj's 4 steps of K = 14336 also in 2 and 7 K parts, in one row group and in two.
-                let mut builds = vec![(slots, 1, g)];
+                let mut builds = vec![(slots, kp, g)];
                 if k == 14336 {
-                    for (parts, groups) in [(2, 1), (2, 2), (7, 1), (7, 2)] {
+                    for (parts, groups) in [(1, 1), (2, 2), (7, 1), (7, 2)] {
                         builds.extend(layout(f, k, per, groups, parts).map(|(s, _)| (s, parts, groups)));
                     }
                     assert_eq!(builds.len(), 5, "{f:?}: {builds:?}");
