@@ -32,6 +32,9 @@
 #           bandwidth in model-bench), against f16x2 (`xh=true`), alternately twice; MXFP4 beside it
 #   final   this build's last changes checked: INT4 1x128256x8192 in f16x2 (reference-checked), model-bench's 8
 #           GPU tests, Llama-3.1-70B INT4 (4 layers built) and Llama-3.1-8B INT4 batch 1
+#   fin2    after SwiGLU's arithmetic moved into one helper (`silu_mul2`, wo_common.cuh) for the ring and the
+#           x-in-registers kernel: the ring's reference test, the fused norm / add / SwiGLU reference test and
+#           Llama-3.1-8B NF4 batch 1 (its down_proj the ring with SwiGLU on load)
 #   ringok2 the ring's reference test again (its SwiGLU cases with the add rescaled: `verify` failed one on y's
 #           f16 rounding, W x a hundredth of y0, at 1.84e-4 relative error of y)
 . "$(dirname "$0")/probe-lib.sh"
@@ -97,19 +100,14 @@ fi
 if has ab; then
     for i in 1 2; do
         for bin in roofline-base roofline; do
-            echo "=== $bin model-bench llama-3.1-8b batch 1 nf4 ($i)" | tee -a "$out/ab.txt"
-            timeout 100 .gpu/$bin model-bench --config llama-3.1-8b --batch 1 --hw $hw --scheme nf4 2>&1 \
-                | tee -a "$out/ab-full.txt" | grep -E "tokens/s|error|│ (qkv|o_proj|gate|down)" | cut -c1-150 \
-                | tee -a "$out/ab.txt"
+            mb ab "$bin model-bench llama-3.1-8b batch 1 nf4 ($i)" $bin --config llama-3.1-8b --batch 1 --scheme nf4
         done
     done
     for scheme in ${AB_SCHEMES:-int4 nf4 mxfp4 nvfp4}; do
         for i in 1 2; do
             for bin in roofline-base roofline; do
-                echo "=== $bin model-bench llama-3.1-70b --layers 4 batch 1 $scheme ($i)" | tee -a "$out/ab.txt"
-                timeout 150 .gpu/$bin model-bench --config llama-3.1-70b --layers 4 --batch 1 --hw $hw \
-                    --scheme $scheme 2>&1 | tee -a "$out/ab-full.txt" \
-                    | grep -E "tokens/s|error|│ (qkv|o_proj|gate|down|lm_head)" | cut -c1-150 | tee -a "$out/ab.txt"
+                mb ab "$bin model-bench llama-3.1-70b --layers 4 batch 1 $scheme ($i)" $bin --config llama-3.1-70b \
+                    --layers 4 --batch 1 --scheme $scheme
             done
         done
     done
@@ -132,10 +130,8 @@ if has k28; then
     done
     for scheme in int4 mxfp4; do
         for bin in roofline-base roofline; do
-            echo "=== $bin model-bench llama-3.1-70b --layers 4 batch 1 $scheme" | tee -a "$out/k28-mb.txt"
-            timeout 150 .gpu/$bin model-bench --config llama-3.1-70b --layers 4 --batch 1 --hw $hw \
-                --scheme $scheme 2>&1 | tee -a "$out/k28-mb-full.txt" \
-                | grep -E "tokens/s|error|│ (qkv|o_proj|gate|down|lm_head)" | cut -c1-150 | tee -a "$out/k28-mb.txt"
+            mb k28-mb "$bin model-bench llama-3.1-70b --layers 4 batch 1 $scheme" $bin --config llama-3.1-70b \
+                --layers 4 --batch 1 --scheme $scheme
         done
     done
 fi
@@ -151,10 +147,14 @@ if has final; then
     meas final default int4_g128 1x128256x8192 ""
     timeout 300 .gpu/model_bench_gpu --ignored >"$out/final-mbt.txt" 2>&1
     grep -E "^test |test result|panicked" "$out/final-mbt.txt"
-    for c in "llama-3.1-70b --layers 4" llama-3.1-8b; do
-        echo "=== model-bench $c batch 1 int4" | tee -a "$out/final-mb.txt"
-        timeout 150 .gpu/roofline model-bench --config $c --batch 1 --hw $hw --scheme int4 2>&1 \
-            | tee -a "$out/final-mb-full.txt" | grep -E "tokens/s|error|│ (qkv|o_proj|gate|down|lm_head)" \
-            | cut -c1-150 | tee -a "$out/final-mb.txt"
-    done
+    mb final-mb "model-bench llama-3.1-70b --layers 4 batch 1 int4" roofline --config llama-3.1-70b --layers 4 \
+        --batch 1 --scheme int4
+    mb final-mb "model-bench llama-3.1-8b batch 1 int4" roofline --config llama-3.1-8b --batch 1 --scheme int4
+fi
+if has fin2; then
+    timeout 400 .gpu/ring_gpu --ignored --nocapture >"$out/fin2-ring.txt" 2>&1
+    grep -E "SwiGlu|test result|panicked" "$out/fin2-ring.txt" | cut -c1-200
+    timeout 400 .gpu/weight_only_gpu --ignored --nocapture fused_norm >"$out/fin2-wo.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/fin2-wo.txt"
+    mb fin2-mb "model-bench llama-3.1-8b batch 1 nf4" roofline --config llama-3.1-8b --batch 1 --scheme nf4
 fi

@@ -82,6 +82,16 @@ pdl_sass() {
     done | tee "$out/$log.txt"
     rm -rf "$dir"
 }
+# `mb LOG LABEL BIN ARGS...`: `model-bench ARGS` (e.g. --config llama-3.1-8b --batch 1 --scheme nf4) from .gpu/BIN
+# with the calibrated profile: its tokens/s, error and linear-op lines under "=== LABEL" in $out/LOG.txt, the
+# whole output in $out/LOG-full.txt.
+mb() {
+    local log=$1 label=$2 bin=$3
+    shift 3
+    echo "=== $label" | tee -a "$out/$log.txt"
+    timeout 150 .gpu/$bin model-bench --hw $hw "$@" 2>&1 | tee -a "$out/$log-full.txt" \
+        | grep -E "tokens/s|error|│ (qkv|o_proj|gate|down|lm_head)" | cut -c1-150 | tee -a "$out/$log.txt"
+}
 # `issue_table LOG`: issue 11's table, `compare --weight-only` (every format, FP16 beside them) at the issue's
 # shapes at M = 1 and at 16x14336x4096, into $out/LOG.txt (the format rows echoed).
 issue_table() {

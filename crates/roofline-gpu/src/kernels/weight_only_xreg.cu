@@ -361,15 +361,8 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
                     }
                     const u32 gw[4] = {gv.x, gv.y, gv.z, gv.w}, uw[4] = {uv.x, uv.y, uv.z, uv.w};
 #pragma unroll
-                    for (int h = 0; h < 4; ++h) {
-                        float g0, g1, u0, u1;
-                        x2f(gw[h], g0, g1);
-                        x2f(uw[h], u0, u1);
-                        // Fast exp and division: an IEEE division per element put ~1 us of ALU work on the
-                        // path between pdl_wait and the first FMA.
-                        xr[m][j][8 * s + 2 * h] = __fdividef(g0, 1.0f + __expf(-g0)) * u0;
-                        xr[m][j][8 * s + 2 * h + 1] = __fdividef(g1, 1.0f + __expf(-g1)) * u1;
-                    }
+                    for (int h = 0; h < 4; ++h)
+                        silu_mul2(gw[h], uw[h], xr[m][j][8 * s + 2 * h], xr[m][j][8 * s + 2 * h + 1]);
                     continue;
                 }
 #endif

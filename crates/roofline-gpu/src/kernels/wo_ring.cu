@@ -69,8 +69,7 @@
 #endif
 
 // The lane's 32-value chunk of x = silu(gate) * up (values cbase x EPC ...) from the gate_up row [2 FD] at
-// `x`, as floats; returns their sum of squares (load_chunk's contract). Fast exp and division, as the
-// x-in-registers kernel's SwiGLU on load.
+// `x`, as floats; returns their sum of squares (load_chunk's contract).
 __device__ __forceinline__ float load_chunk_silu(const u16* x, int cbase, float xr[EPC]) {
     const uint4* gp = (const uint4*)(x + (size_t)cbase * EPC);
     const uint4* up = (const uint4*)(x + FD + (size_t)cbase * EPC);
@@ -80,13 +79,7 @@ __device__ __forceinline__ float load_chunk_silu(const u16* x, int cbase, float 
         const uint4 gv = gp[s], uv = up[s];  // plain loads: the gate_up row is an earlier kernel's output
         const u32 gw[4] = {gv.x, gv.y, gv.z, gv.w}, uw[4] = {uv.x, uv.y, uv.z, uv.w};
 #pragma unroll
-        for (int h = 0; h < 4; ++h) {
-            float g0, g1, u0, u1;
-            x2f(gw[h], g0, g1);
-            x2f(uw[h], u0, u1);
-            xr[8 * s + 2 * h] = __fdividef(g0, 1.0f + __expf(-g0)) * u0;
-            xr[8 * s + 2 * h + 1] = __fdividef(g1, 1.0f + __expf(-g1)) * u1;
-        }
+        for (int h = 0; h < 4; ++h) silu_mul2(gw[h], uw[h], xr[8 * s + 2 * h], xr[8 * s + 2 * h + 1]);
     }
 #pragma unroll
     for (int e = 0; e < EPC; ++e) ss = fmaf(xr[e], xr[e], ss);
