@@ -3,8 +3,9 @@
 //   y (+)= W . x              (NORM 0; ADD 1 adds into y, the residual stream)
 //   y (+)= W . (silu(g) * u)  (SILU_X 1, NORM 0: SwiGLU on load, x the gate_up row [g | u] of 2 FD values)
 // Appended by the host to weight_only_xreg.cu's source and wo_stream.cuh, compiled with FD = K (a multiple of
-// 1024), RW_GROUPS (row groups of KSL warps), RW_STEPS (ring slots, a multiple of RW_GROUPS) and RW_ROWS (the
-// most rows one CTA takes: its scale tables are staged in shared memory).
+// 1024, at most 31744), RW_GROUPS (row groups of KSL warps), RW_KH (K parts of a row step, below), RW_STEPS
+// (ring slots, a multiple of RW_GROUPS x RW_KH) and RW_ROWS (the most rows one CTA takes: its scale tables are
+// staged in shared memory).
 //
 // One producer warp streams the CTA's row steps (8 rows, 4 FD bytes each) with bulk copies (`cp.async.bulk`,
 // an mbarrier per slot) into a ring of RW_STEPS slots from the CTA's first instruction, before
