@@ -598,6 +598,18 @@ mod tests {
     }
 
     #[test]
+    fn swiglu_reference_multiplies_silu_of_the_gate_by_the_up() {
+        // [gate | up]: silu(0) = 0, silu(1) = 1 / (1 + e^-1), silu(-2) = -2 / (1 + e^2).
+        let got = swiglu(&[0.0, 1.0, -2.0, 5.0, 3.0, 0.5]);
+        let silu = |g: f64| g / (1.0 + (-g).exp());
+        let want = [0.0, silu(1.0) * 3.0, silu(-2.0) * 0.5];
+        assert_eq!(got.len(), 3);
+        for (g, w) in got.iter().zip(want) {
+            assert!((f64::from(*g) - w).abs() <= 1e-7 * w.abs().max(1.0), "{got:?} vs {want:?}");
+        }
+    }
+
+    #[test]
     fn llama_8b_qkv_and_o_fit_an_h100() {
         // o_proj 4096 x 4096: 512 steps, 4 per CTA, 128 CTAs; qkv 6144 x 4096: 768 steps, 6 per CTA.
         assert_eq!(grid(4096, 132), (128, 4));
