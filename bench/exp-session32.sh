@@ -35,6 +35,7 @@
 #   fin2    after SwiGLU's arithmetic moved into one helper (`silu_mul2`, wo_common.cuh) for the ring and the
 #           x-in-registers kernel: the ring's reference test, the fused norm / add / SwiGLU reference test and
 #           Llama-3.1-8B NF4 batch 1 (its down_proj the ring with SwiGLU on load)
+#   last    the final build: issue 11's table twice, Llama-3.1-70B (4 layers built) NF4 and NVFP4 batch 1
 #   ringok2 the ring's reference test again (its SwiGLU cases with the add rescaled: `verify` failed one on y's
 #           f16 rounding, W x a hundredth of y0, at 1.84e-4 relative error of y)
 . "$(dirname "$0")/probe-lib.sh"
@@ -157,4 +158,11 @@ if has fin2; then
     timeout 400 .gpu/weight_only_gpu --ignored --nocapture fused_norm >"$out/fin2-wo.txt" 2>&1
     grep -E "^test |test result|panicked" "$out/fin2-wo.txt"
     mb fin2-mb "model-bench llama-3.1-8b batch 1 nf4" roofline --config llama-3.1-8b --batch 1 --scheme nf4
+fi
+if has last; then
+    for i in 1 2; do issue_table "last-table$i"; done
+    for scheme in nf4 nvfp4; do
+        mb last-mb "model-bench llama-3.1-70b --layers 4 batch 1 $scheme" roofline --config llama-3.1-70b \
+            --layers 4 --batch 1 --scheme $scheme
+    done
 fi
