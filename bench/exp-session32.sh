@@ -36,6 +36,9 @@
 #           x-in-registers kernel: the ring's reference test, the fused norm / add / SwiGLU reference test and
 #           Llama-3.1-8B NF4 batch 1 (its down_proj the ring with SwiGLU on load)
 #   last    the final build: issue 11's table twice, Llama-3.1-70B (4 layers built) NF4 and NVFP4 batch 1
+#   nf4n    NF4 on the ring with its narrow pair table where the wide one leaves no ring (Llama-3-70B's
+#           down_proj 1x8192x28672): main before (.gpu/roofline-base) / this build alternately twice, the
+#           ring's reference test, Llama-3.1-70B NF4 (4 layers built) batch 1
 #   ringok2 the ring's reference test again (its SwiGLU cases with the add rescaled: `verify` failed one on y's
 #           f16 rounding, W x a hundredth of y0, at 1.84e-4 relative error of y)
 . "$(dirname "$0")/probe-lib.sh"
@@ -165,4 +168,14 @@ if has last; then
         mb last-mb "model-bench llama-3.1-70b --layers 4 batch 1 $scheme" roofline --config llama-3.1-70b \
             --layers 4 --batch 1 --scheme $scheme
     done
+fi
+if has nf4n; then
+    for i in 1 2; do
+        BIN=roofline-base meas nf4n base nf4 1x8192x28672 ""
+        meas nf4n new nf4 1x8192x28672 ""
+    done
+    mb nf4n-mb "model-bench llama-3.1-70b --layers 4 batch 1 nf4" roofline --config llama-3.1-70b --layers 4 \
+        --batch 1 --scheme nf4
+    timeout 400 .gpu/ring_gpu --ignored --nocapture >"$out/nf4n-ring.txt" 2>&1
+    grep -E "Nf4 .*28672|test result|panicked" "$out/nf4n-ring.txt" | cut -c1-200
 fi

@@ -221,19 +221,47 @@ pub const NF4_WIDE_TABLE_BYTES: usize = 256 * 256;
 /// beside a ring as deep as [`SMEM_BUDGET`] leaves the other formats.
 const NF4_SMEM_BUDGET: usize = 224 * 1024;
 
+/// Bytes of NF4's narrow pair table (`nf4_pair_fill<false>`, static shared memory): the ring GEMV's fallback
+/// where the wide one leaves no ring (the x-in-registers kernel's table; lookups cost more).
+const NF4_NARROW_TABLE_BYTES: usize = 256 * 128;
+
 /// The ring's slots and the CTA's dynamic shared memory for at most `per` row steps of `k` values streamed
 /// in `parts` K parts: the tables (scales and zero points of its rows, the per-K-slice row sums), as many
 /// slots of one K part each (up to the CTA's `per x parts`, a multiple of `groups x parts`) as fit beside
-/// them, and NF4's wide pair table after them ([`nf4_table_offset`]). `None`: not even `groups x parts`
-/// slots fit.
+/// them, and NF4's wide pair table after them ([`nf4_table_offset`]), or where that leaves no ring its
+/// narrow one in static shared memory ([`nf4_wide`]). `None`: not even `groups x parts` slots fit.
 fn layout(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize) -> Option<(usize, usize)> {
+    layout_with(format, k, per, groups, parts, nf4_wide(format, k, per, groups, parts))
+}
+
+/// Whether an NF4 CTA of the ring GEMV takes the wide pair table (64 KB of its dynamic shared memory, one
+/// byte permute a lookup): wherever a ring fits beside it (else the 32 KB narrow table). H100, session 32:
+/// Llama-3-70B's down_proj 1x8192x28672 has no ring beside the wide table; on the narrow one's 4 slots
+/// 48.7-49.5 us against the x-in-registers kernel's 71.6-72.2.
+fn nf4_wide(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize) -> bool {
+    format == WoFormat::Nf4 && layout_with(format, k, per, groups, parts, true).is_some()
+}
+
+/// [`layout`] with NF4's wide table (`wide`) or its narrow one.
+fn layout_with(
+    format: WoFormat,
+    k: usize,
+    per: usize,
+    groups: usize,
+    parts: usize,
+    wide: bool,
+) -> Option<(usize, usize)> {
     let tables = tables_bytes(format, k, per * STEP_ROWS);
-    // NF4: room for the table and up to 128 bytes of alignment before it.
-    let budget = if format == WoFormat::Nf4 { NF4_SMEM_BUDGET - NF4_WIDE_TABLE_BYTES - 128 } else { SMEM_BUDGET };
+    // NF4: room for the wide table and up to 128 bytes of alignment before it, or for the narrow static one.
+    let budget = match (format, wide) {
+        (WoFormat::Nf4, true) => NF4_SMEM_BUDGET - NF4_WIDE_TABLE_BYTES - 128,
+        (WoFormat::Nf4, false) => NF4_SMEM_BUDGET - NF4_NARROW_TABLE_BYTES,
+        _ => SMEM_BUDGET,
+    };
     let ring = ring_limit().min(budget.checked_sub(tables)?);
     let unit = groups * parts;
     let slots = (ring / slot_bytes(k, parts)).min((per * parts).div_ceil(unit) * unit) / unit * unit;
-    let smem = if format == WoFormat::Nf4 {
+    let smem = if format == WoFormat::Nf4 && wide {
         nf4_table_offset(format, k, per, slots, parts) + NF4_WIDE_TABLE_BYTES
     } else {
         ring_and_tables(format, k, per, slots, parts)
@@ -538,8 +566,10 @@ fn options(
     opts.push(format!("-DSILU_X={}", u32::from(input == Input::SwiGlu)));
     if format == WoFormat::Nf4 {
         opts.push("-DNF4_PAIRS=1".into());
-        opts.push("-DNF4_WIDE=1".into());
-        opts.push(format!("-DRW_NF4_OFF={}", nf4_table_offset(format, k, per, slots, parts)));
+        if nf4_wide(format, k, per, groups, parts) {
+            opts.push("-DNF4_WIDE=1".into());
+            opts.push(format!("-DRW_NF4_OFF={}", nf4_table_offset(format, k, per, slots, parts)));
+        }
     }
     opts.extend(super::nvrtc::extra_options());
     opts
@@ -652,6 +682,18 @@ mod tests {
         assert_eq!(parts, [Some(2), Some(2), Some(2), Some(4), Some(4), None, None]);
         assert!(long_k(8192, 28672, 132) && auto(i4, 8192, 28672, 132) && k_parts(8192, 28672, 132) == 4);
         assert!(unsupported(i4, 1, 8192, 32768, 132).unwrap().contains("31744"));
+        // NF4's wide pair table where a ring fits beside it; at K = 28672 (64 rows of 896 bytes of scales a
+        // CTA) only the narrow one leaves room: 4 slots of a quarter step.
+        let nf4 = WoFormat::Nf4;
+        assert!(nf4_wide(nf4, 14336, 4, 1, 2) && nf4_wide(nf4, 8192, 55, 1, 2));
+        assert!(!nf4_wide(nf4, 28672, 8, 1, 4) && layout(nf4, 28672, 8, 1, 4).map(|l| l.0) == Some(4));
+        assert!(
+            auto(nf4, 8192, 28672, 132)
+                && !options(90, nf4, 28672, 8, (4, 4), 1, (Epilogue::Add, Input::SwiGlu))
+                    .iter()
+                    .any(|o| o.starts_with("-DNF4_WIDE") || o.starts_with("-DRW_NF4_OFF"))
+        );
+        assert!(unsupported(WoFormat::Nvfp4, 1, 8192, 28672, 132).is_some());
         assert!(auto(i4, 4096, 14336, 132) && auto(i4, 4096, 8192, 132) && !auto(i4, 2048, 14336, 132));
         assert_eq!((row_groups(i4, 4096, 14336, 132), k_parts(4096, 14336, 132)), (1, 2));
         assert_eq!((row_groups(i4, 2048, 14336, 132), k_parts(2048, 14336, 132)), (2, 1));
@@ -702,11 +744,9 @@ mod tests {
                 // The engine's groups and K parts for a grid of 132 CTAs of `per` steps.
                 let (g, kp) = (row_groups(f, per * 8 * 132, k, 132), k_parts(per * 8 * 132, k, 132));
                 let Some((slots, _)) = layout(f, k, per, g, kp) else {
-                    // The LM head's 976 rows: NVFP4's 128 columns x 2 bytes of scales leave no ring, nor
-                    // NF4's 64 x 2 beside its pair table; at K = 28672 (64 rows) NVFP4's 1792 bytes of scales
-                    // a row and NF4's 896 beside the pair table.
-                    let big_tables = per == 122 || k == 28672;
-                    assert!(matches!(f, WoFormat::Nvfp4 | WoFormat::Nf4) && big_tables, "{f:?} {k} {per}");
+                    // The LM head's 976 rows: NVFP4's 128 columns x 2 bytes of scales leave no ring, nor its
+                    // 1792 bytes of scales a row at K = 28672 (64 rows). NF4 falls back to its narrow table.
+                    assert!(f == WoFormat::Nvfp4 && (per == 122 || k == 28672), "{f:?} {k} {per}");
                     continue;
                 };
                 // down_proj's 4 steps of K = 14336 also in 2 and 7 K parts, in one row group and in two.
