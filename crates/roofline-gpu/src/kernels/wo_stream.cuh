@@ -120,11 +120,10 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EP
     return ss;
 }
 
-// One row step (8 rows of FD INT4 codes at `sp`, the lane's chunk at cbase; rows FD / 2 / RW_KH bytes apart) against the lane's x: the rows'
-// scales (8 f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting on the
-// stage's `full` mbarrier (shared address `fb`, phase parity `par`). Returns row (lane >> 2) & 7's dot
-// product summed over the warp (in the lanes with lane & 3 == 0). `nf4t`: with NF4_PAIRS, NF4's pair table
-// (`nf4_pair_table`).
+// One row step (8 rows of FD INT4 codes at `sp`, the lane's chunk at cbase; rows FD / 2 / RW_KH bytes apart) against
+// the lane's x: the rows' scales (8 f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting
+// on the stage's `full` mbarrier (shared address `fb`, phase parity `par`). Returns row (lane >> 2) & 7's dot product
+// summed over the warp (in the lanes with lane & 3 == 0). `nf4t`: with NF4_PAIRS, NF4's pair table (`nf4_pair_table`).
 __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
                                           const u32 xh[4][4], float xsum, const u8* nf4t = nullptr) {
     u32 sw[4], zw = 0u;

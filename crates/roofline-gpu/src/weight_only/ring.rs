@@ -1,16 +1,18 @@
-//! The ring-streaming GEMV of a batch-1 decode step (`kernels/wo_ring.cu`): y = W rmsnorm(x) or y (+)= W x,
-//! 4-bit weights, FP16 activations, sm_90+. A producer warp per CTA streams the CTA's rows with bulk
-//! copies into a ring in shared memory from its first instruction, before `griddepcontrol.wait` (a CTA
-//! resident beside the previous kernel of the step has its first slots, or all its rows, by the time x is
-//! ready); the consumer warps multiply them in f16x2 as in the fused FFN (INT4 g128; MXFP4 / NVFP4 in the
-//! E2M1 device layout; NF4 through a shared-memory table of its 256 code pairs, a copy per bank, 64 KB of
-//! the dynamic shared memory after the ring, [`NF4_WIDE_TABLE_BYTES`]). The x-in-registers engine runs it at
-//! M = 1 where each CTA takes many row steps and its ring stays deep ([`auto`]; `Tuning::ring` forces it either way). H100,
-//! us, x-in-registers vs ring (bench/RESULTS.md, sessions 14 and 15): INT4 1x14336x4096 14.9 vs 13.3,
-//! 1x128256x4096 96.9 vs 94.1 (2.90 TB/s); MXFP4 1x14336x4096 16.7 vs 15.1, 1x28672x4096 29.0 vs 24.9,
-//! 1x128256x4096 109 vs 110-125 (2-3 ring slots); NVFP4 1x14336x4096 18.8 vs 17.3, 1x28672x4096 33.1 vs
+//! The ring-streaming GEMV of a batch-1 decode step (`kernels/wo_ring.cu`): y = W rmsnorm(x) or y (+)= W x
+//! (x itself or SwiGLU of the gate_up row, [`Input`]), 4-bit weights, FP16 activations, sm_90+. A producer
+//! warp per CTA streams the CTA's rows with bulk copies into a ring in shared memory from its first
+//! instruction, before `griddepcontrol.wait` (a CTA resident beside the previous kernel of the step has its
+//! first slots, or all its rows, by the time x is ready); the consumer warps multiply them in f16x2 as in the
+//! fused FFN (INT4 g128; MXFP4 / NVFP4 in the E2M1 device layout; NF4 through a shared-memory table of its 256
+//! code pairs, a copy per bank, 64 KB of the dynamic shared memory after the ring, [`NF4_WIDE_TABLE_BYTES`]).
+//! The x-in-registers engine runs it at M = 1 where each CTA takes many row steps and its ring stays deep, and
+//! for a long K in one row group with its row steps in K parts ([`auto`], [`long_k`]; `Tuning::ring` forces it
+//! either way). H100, us, x-in-registers vs ring (bench/RESULTS.md, sessions 14 and 15): INT4 1x14336x4096
+//! 14.9 vs 13.3, 1x128256x4096 96.9 vs 94.1 (2.90 TB/s); MXFP4 1x14336x4096 16.7 vs 15.1, 1x28672x4096 29.0 vs
+//! 24.9, 1x128256x4096 109 vs 110-125 (2-3 ring slots); NVFP4 1x14336x4096 18.8 vs 17.3, 1x28672x4096 33.1 vs
 //! 28.0; NF4 (session 23, pair table) 1x14336x4096 16.1 vs 14.9 (session 24, wide table: 13.9-14.0, 13.5 in
-//! two row groups); with few row steps per CTA the ring's start costs more than it saves (INT4 1x4096x4096 5.40 vs 7.16, 1x6144x4096 6.75 vs 9.00, 1x4096x14336 16.4 vs 16.9).
+//! two row groups); with few row steps per CTA the ring's start costs more than it saves (INT4 1x4096x4096 5.40
+//! vs 7.16, 1x6144x4096 6.75 vs 9.00; 1x4096x14336 16.4 vs 16.9 in whole steps, see [`long_k`]).
 //!
 //! Layout: codes row-major (as packed), scale and zero-point tables transposed (`pack::xreg_tables`).
 
@@ -49,8 +51,9 @@ const STEP_ROWS: usize = 8;
 
 /// Row groups (of K / 1024 warps each) for `n` rows of `k` values of `format` on `sm_count` SMs:
 /// `ROOFLINE_RING_GROUPS` (1 to 4) for tuning experiments, else 1 for a long K ([`long_k`]), else 3 (NF4:
-/// 2); at most what keeps the CTA (one producer warp more) within 1024 threads. With one CTA per SM a consumer warp's row step is a chain of dependent waits, shuffles and (for
-/// the E2M1 decode) more instructions than INT4's, so more warps hide more of it (H100, K = 4096, us, 2 vs 3
+/// 2); at most what keeps the CTA (one producer warp more) within 1024 threads. With one CTA per SM a
+/// consumer warp's row step is a chain of dependent waits, shuffles and (for the E2M1 decode) more
+/// instructions than INT4's, so more warps hide more of it (H100, K = 4096, us, 2 vs 3
 /// groups, bench/RESULTS.md session 15: NVFP4 1x14336x4096 18.1 vs 17.3, 1x28672x4096 29.7 vs 28.0; MXFP4
 /// 15.4 vs 15.1, 25.3 vs 24.9; INT4 13.6 vs 13.3, 23.2 vs 23.1, LM head 95.3 vs 95.8). NF4's lookups in its
 /// wide pair table run best with fewer warps, the ring one slot deeper (session 24: 1x14336x4096 13.5 vs
@@ -89,10 +92,10 @@ fn k_parts(n: usize, k: usize, sm_count: u32) -> usize {
 pub const LONG_K: usize = 8192;
 
 /// Most values of K in one K part of the long-K plan (a row's bulk copy of 3.5 KB).
-const LONG_K_PART_MAX: usize = 7168;
+pub const LONG_K_PART_MAX: usize = 7168;
 
 /// Fewest values of K in one K part of the long-K plan (a row's bulk copy of 2 KB; 1 KB copies were slower).
-const LONG_K_PART_MIN: usize = 4096;
+pub const LONG_K_PART_MIN: usize = 4096;
 
 /// The long-K plan's K parts for rows of `k` values: the fewest (at least 2) dividing its 1024-value slices
 /// that make a part at most [`LONG_K_PART_MAX`] values, where that part is at least [`LONG_K_PART_MIN`]
@@ -105,22 +108,19 @@ pub fn long_k_parts(k: usize) -> Option<usize> {
 /// Fewest row steps per CTA for the long-K plan ([`long_k`]).
 pub const LONG_K_MIN_STEPS: usize = 4;
 
-/// Whether `n x k` on `sm_count` SMs takes the long-K plan: K of at least [`LONG_K`] values that split into
-/// K parts of 4096-7168 values ([`long_k_parts`]), each CTA taking at least [`LONG_K_MIN_STEPS`] row steps;
-/// the ring in one row group, each row step streamed in those K parts, and the engine's default at M = 1
-/// ([`auto`]). A row step of
-/// such a K is 32-57 KB, so a ring of whole steps in two or three row groups holds 2-4 of them and half a
-/// CTA's bytes wait for a slot's decode; one group doubles the slots and half steps refill sooner (8 bulk
-/// copies of 2-3.5 KB a slot; 7 parts, copies of 1 KB, were slower). H100, session 32, us, x-in-registers
-/// default / ring in its default groups / one group / one group in 2 K parts (bench/RESULTS.md):
-/// INT4 1x4096x14336 14.5-14.8 / 16.7 / 14.3-14.5 / 14.1-14.2, NF4 15.0-15.1 / 16.0-16.2 / 14.1-14.2 /
-/// 14.0-14.1, MXFP4 13.9-14.1 / 15.9 / 14.1-14.4 / 13.9-14.0, NVFP4 14.8-15.0 / 16.6-16.7 / 15.2-15.4 /
-/// 14.8-15.0; INT4 1x8192x8192 18.1-18.5 / 16.8 / 14.7 / 13.7, 1x4096x8192 19.7-19.9 / 9.74 / 9.40 / 8.52,
-/// 1x10240x8192 22.3 vs 17.4 (x-in-registers vs one group in 2 parts), 1x28672x8192 55.4-56.0 vs 41.9-42.2
-/// (the other formats alike; NVFP4's scale tables leave no ring at 1x57344x8192); Llama-3-70B's down_proj
-/// 1x8192x28672 in 4 parts: INT4 62.7 vs 47.0-47.2, MXFP4 54.3-54.4 vs 47.6. With fewer steps a CTA the
-/// x-in-registers kernel is as fast or faster (1x2048x14336, 2 steps: INT4 8.79 vs 8.78, MXFP4 8.51 vs
-/// 8.90; 1x1024x14336: INT4 5.64 vs 6.97).
+/// Whether `n x k` on `sm_count` SMs takes the long-K plan: K of at least [`LONG_K`] values that split into K parts of
+/// 4096-7168 values ([`long_k_parts`]), each CTA taking at least [`LONG_K_MIN_STEPS`] row steps; the ring in one row
+/// group, each row step streamed in those K parts, and the engine's default at M = 1 ([`auto`]). A row step of such a K
+/// is 32-57 KB, so a ring of whole steps in two or three row groups holds 2-4 of them and half a CTA's bytes wait for a
+/// slot's decode; one group doubles the slots and half steps refill sooner (8 bulk copies of 2-3.5 KB a slot; 7 parts,
+/// copies of 1 KB, were slower). H100, session 32, us, x-in-registers default / ring in its default groups / one group
+/// / one group in 2 K parts (bench/RESULTS.md): INT4 1x4096x14336 14.5-14.8 / 16.7 / 14.3-14.5 / 14.1-14.2, NF4
+/// 15.0-15.1 / 16.0-16.2 / 14.1-14.2 / 14.0-14.1, MXFP4 13.9-14.1 / 15.9 / 14.1-14.4 / 13.9-14.0, NVFP4 14.8-15.0 /
+/// 16.6-16.7 / 15.2-15.4 / 14.8-15.0; INT4 1x8192x8192 18.1-18.5 / 16.8 / 14.7 / 13.7, 1x4096x8192 19.7-19.9 / 9.74 /
+/// 9.40 / 8.52, 1x10240x8192 22.3 vs 17.4 (x-in-registers vs one group in 2 parts), 1x28672x8192 55.4-56.0 vs 41.9-42.2
+/// (the other formats alike; NVFP4's scale tables leave no ring at 1x57344x8192); Llama-3-70B's down_proj 1x8192x28672
+/// in 4 parts: INT4 62.7 vs 47.0-47.2, MXFP4 54.3-54.4 vs 47.6. With fewer steps a CTA the x-in-registers kernel is as
+/// fast or faster (1x2048x14336, 2 steps: INT4 8.79 vs 8.78, MXFP4 8.51 vs 8.90; 1x1024x14336: INT4 5.64 vs 6.97).
 pub fn long_k(n: usize, k: usize, sm_count: u32) -> bool {
     let (_, per) = grid(n, sm_count);
     k >= LONG_K && k % 1024 == 0 && long_k_parts(k).is_some() && per >= LONG_K_MIN_STEPS
