@@ -166,11 +166,7 @@ pub const AUTO_MIN_SLOTS: usize = 6;
 /// 6.79-6.88, 1x6144x4096 7.83-7.84 vs 8.83-9.19, 1x1024x4096 4.21 vs 4.11-4.50; its f16x2 path still won at
 /// 1x4096x14336, 16.3-16.4 vs 14.9-15.1).
 pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
-    let (_, per) = grid(n, sm_count);
-    if unsupported(format, 1, n, k, sm_count).is_some() {
-        return false;
-    }
-    let Some((slots, _)) = layout(format, k, per, row_groups(format, n, k, sm_count), k_parts(n, k, sm_count)) else {
+    let Ok(Plan { per, slots, .. }) = plan(format, 1, n, k, sm_count) else {
         return false;
     };
     let streams = per >= AUTO_MIN_STEPS && slots >= AUTO_MIN_SLOTS;
@@ -287,28 +283,53 @@ fn nf4_table_offset(format: WoFormat, k: usize, per: usize, slots: usize, parts:
     ring_and_tables(format, k, per, slots, parts).next_multiple_of(128)
 }
 
-/// Why the ring GEMV cannot run `n x k` INT4 g128 weights on `sm_count` SMs (`None`: it can).
+/// Why the ring GEMV cannot run `n x k` 4-bit weights on `sm_count` SMs (`None`: it can).
 pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Option<String> {
+    plan(format, batch, n, k, sm_count).err()
+}
+
+/// How the ring GEMV runs an `n x k` call ([`plan`]).
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    /// CTAs, one wave ([`grid`]).
+    ctas: u32,
+    /// Most row steps a CTA takes.
+    per: usize,
+    /// Row groups ([`row_groups`]).
+    groups: usize,
+    /// K parts a row step streams in ([`k_parts`]).
+    parts: usize,
+    /// Ring slots ([`layout`]).
+    slots: usize,
+    /// Dynamic shared memory a CTA takes ([`layout`]).
+    smem: usize,
+}
+
+/// The ring GEMV's grid, row groups, K parts and ring for a `batch x n x k` call of `format` on `sm_count`
+/// SMs, or why it cannot run it.
+fn plan(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Result<Plan, String> {
     if !matches!(format, WoFormat::Int4G128 | WoFormat::Nf4 | WoFormat::Mxfp4 | WoFormat::Nvfp4) {
-        return Some(format!("the ring GEMV takes INT4 g128, NF4, MXFP4 or NVFP4 weights, not {}", format.format()));
+        return Err(format!("the ring GEMV takes INT4 g128, NF4, MXFP4 or NVFP4 weights, not {}", format.format()));
     }
     if batch != 1 {
-        return Some(format!("the ring GEMV multiplies one token, not a batch of {batch}"));
+        return Err(format!("the ring GEMV multiplies one token, not a batch of {batch}"));
     }
     if k == 0 || k % 1024 != 0 || k > MAX_K {
-        return Some(format!("the ring GEMV needs K a multiple of 1024 up to {MAX_K}, not {k}"));
+        return Err(format!("the ring GEMV needs K a multiple of 1024 up to {MAX_K}, not {k}"));
     }
     if n == 0 || n % STEP_ROWS != 0 {
-        return Some(format!("the ring GEMV needs N a multiple of {STEP_ROWS}, not {n}"));
+        return Err(format!("the ring GEMV needs N a multiple of {STEP_ROWS}, not {n}"));
     }
-    let (_, per) = grid(n, sm_count);
-    layout(format, k, per, row_groups(format, n, k, sm_count), k_parts(n, k, sm_count)).is_none().then(|| {
+    let (ctas, per) = grid(n, sm_count);
+    let (groups, parts) = (row_groups(format, n, k, sm_count), k_parts(n, k, sm_count));
+    let (slots, smem) = layout(format, k, per, groups, parts).ok_or_else(|| {
         format!(
             "{n}x{k} on {sm_count} SMs: the scale tables of {} rows per CTA leave no room for a ring in {} KB",
             per * STEP_ROWS,
             SMEM_BUDGET / 1024
         )
-    })
+    })?;
+    Ok(Plan { ctas, per, groups, parts, slots, smem })
 }
 
 /// One matrix on the GPU in the kernel's layout.
@@ -378,9 +399,8 @@ impl RingGemv {
         k: usize,
         (epilogue, input): (Epilogue, Input),
     ) -> Result<RingGemv, GpuError> {
-        if let Some(why) = unsupported(format, 1, n, k, sm_count) {
-            return Err(GpuError::Unsupported(why));
-        }
+        let Plan { ctas, per, groups, parts, slots, smem } =
+            plan(format, 1, n, k, sm_count).map_err(GpuError::Unsupported)?;
         if epilogue == Epilogue::Norm && input == Input::SwiGlu {
             return Err(GpuError::Unsupported("the ring GEMV takes SwiGLU on load without a fused norm".into()));
         }
@@ -390,11 +410,6 @@ impl RingGemv {
             )));
         }
         nvrtc_available()?;
-        let (ctas, per) = grid(n, sm_count);
-        let groups = row_groups(format, n, k, sm_count);
-        let parts = k_parts(n, k, sm_count);
-        let (slots, smem) = layout(format, k, per, groups, parts)
-            .ok_or_else(|| GpuError::Unsupported(format!("the ring GEMV's tables for {n}x{k} do not fit")))?;
         let (cubin, log) = compile_cubin(
             &source(),
             "wo_ring.cu",
