@@ -5,7 +5,7 @@
 // Appended by the host to weight_only_xreg.cu's source and wo_stream.cuh, compiled with FD = K (a multiple of
 // 1024, at most 31744), RW_GROUPS (row groups of KSL warps), RW_KH (K parts of a row step, below), RW_STEPS
 // (ring slots, a multiple of RW_GROUPS x RW_KH) and RW_ROWS (the most rows one CTA takes: its scale tables are
-// staged in shared memory).
+// staged in shared memory, unless RW_GSC).
 //
 // One producer warp streams the CTA's row steps (8 rows, 4 FD bytes each) with bulk copies (`cp.async.bulk`,
 // an mbarrier per slot) into a ring of RW_STEPS slots from the CTA's first instruction, before
@@ -46,6 +46,23 @@
 #ifndef ADD
 #define ADD 0
 #endif
+// RW_GSC 1: no staged scale tables; each consumer lane copies its column's scales of a row step (and INT4's
+// zero points) from global memory with cp.async RW_GPF of its row steps ahead, into its own entry of a
+// window of RW_GPF + 1 stages in shared memory (a commit group per step, `cp.async.wait_group RW_GPF` before
+// its use: no other thread reads it, so no barrier). Where a CTA's staged tables would leave the ring few
+// slots or none (many rows of a long K: NVFP4's byte of scales per 16 values at Llama-3-70B's gate_up, the
+// 4-bit LM heads; host: ring.rs `global_scales`). A warp's columns of one step read half sectors whose other
+// halves its next step reads (from L2).
+#ifndef RW_GSC
+#define RW_GSC 0
+#endif
+#ifndef RW_GPF
+#define RW_GPF 2
+#endif
+#if RW_GPF < 1 || RW_GPF > 4
+#error "RW_GPF (row steps whose scales are copied ahead) must be 1 to 4"
+#endif
+#define RW_GST (RW_GPF + 1)  // stages of the scale window
 #ifndef SILU_X
 #define SILU_X 0
 #endif
@@ -103,9 +120,17 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     __shared__ float red[RW_WARPS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int rows = ns * R;
+    // After the ring: the staged tables (scales, zero points) of the CTA's rows, or with RW_GSC the scale
+    // window (RW_GST stages of the consumers' RS_SB bytes of scales, then of their RS_ZB of zero points);
+    // then the row sums.
     u8* ms = smem + RW_STEPS * RW_UNIT;
+#if RW_GSC
+    u8* mz = ms + RW_GST * RW_NC * RS_SB;
+    float* psum = (float*)(mz + RW_GST * RW_NC * RS_ZB);
+#else
     u8* mz = ms + RS_COLS * RW_ROWS * (RS_SB / R);
     float* psum = (float*)(mz + RS_COLS * RW_ROWS * RS_ZB / R);
+#endif
     const u32 full_s = smem_addr(full), empty_s = smem_addr(empty);
 
     if (threadIdx.x == 0) {
@@ -117,7 +142,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
     // The scales first (no kernel writes them), ahead of the weights in the DRAM queue.
-    for (int t = threadIdx.x; warp < RW_WARPS && t < RS_COLS * ns; t += RW_NC) {
+    for (int t = threadIdx.x; !RW_GSC && warp < RW_WARPS && t < RS_COLS * ns; t += RW_NC) {
         const int c = t / ns, j = t % ns;  // scale column c, row step j: RS_SB bytes of scales, RS_ZB of zeros
         cp_async<RS_SB>(smem_addr(ms + ((size_t)c * rows + j * R) * (RS_SB / R)),
                         w_s + ((size_t)c * n + (size_t)step_of(j) * R) * (RS_SB / R), true);
@@ -171,10 +196,25 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         return;
     }
 
-    pdl_wait();  // x (and y, when adding) are the previous kernels' outputs
     const int ks = warp % KSL, rg = warp / KSL;
     const int cbase = ks * 32 + lane;          // the lane's 32-value chunk of every row
     const size_t col = (size_t)RS_COL(cbase);  // its scale column
+#if RW_GSC
+    // The lane's scales of the warp's row step j (the last step past the end) into stage `st` of the window,
+    // as one commit group (no kernel writes them: copied before griddepcontrol.wait).
+    auto scales_ahead = [&](int j, int st) {
+        const size_t s = (size_t)step_of(min(j, ns - 1));
+        cp_async<RS_SB>(smem_addr(ms + (st * RW_NC + threadIdx.x) * RS_SB), w_s + (col * n + s * R) * (RS_SB / R),
+                        true);
+#if RS_ZB > 0
+        cp_async<RS_ZB>(smem_addr(mz + (st * RW_NC + threadIdx.x) * RS_ZB), w_z + col * (n / 2) + s * R / 2, true);
+#endif
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    };
+#pragma unroll
+    for (int d = 0; d < RW_GPF; ++d) scales_ahead(rg + d * RW_GROUPS, d);
+#endif
+    pdl_wait();  // x (and y, when adding) are the previous kernels' outputs
     float xr[EPC];
     float ss = SILU_X ? load_chunk_silu(x, cbase, xr) : load_chunk(x, cbase, xr);
     // NORM: the sum of squares; else the largest |x| (x is scaled by a power of two near its inverse so the
@@ -193,7 +233,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         const int i = threadIdx.x + u * RW_NC;
         yold[u] = ADD && i < rows ? io2f(y[(size_t)step_of(i / R) * R + i % R]) : 0.0f;
     }
-    asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
+    if (!RW_GSC) asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
     consumers_sync_rw();
     float inv, out_scale;
     if (NORM) {
@@ -225,12 +265,23 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 
     const int part = ks / RW_KSP;                           // the K part holding the lane's chunk
     const int pbase = (cbase - part * RW_KSP * 32) * 16;    // the chunk's offset in a row of the part
-    for (int j = rg; j < ns; j += RW_GROUPS) {
+    for (int j = rg, it = 0; j < ns; j += RW_GROUPS, ++it) {
         const int u = j * RW_KH + part;  // the ring's unit (slot u % RW_STEPS serves one group and part)
         const int slot = u % RW_STEPS;
+#if RW_GSC
+        // Iteration it's scales are stage it % RW_GST; the copy for iteration it + RW_GPF reuses the stage
+        // iteration it - 1 read (into registers, consumed there).
+        scales_ahead(j + RW_GPF * RW_GROUPS, (it + RW_GPF) % RW_GST);
+        asm volatile("cp.async.wait_group %0;" ::"n"(RW_GPF) : "memory");
+        const int st = it % RW_GST;
+        const float sum = row_step(smem + slot * RW_UNIT + pbase, ms + (st * RW_NC + threadIdx.x) * RS_SB,
+                                   mz + (st * RW_NC + threadIdx.x) * RS_ZB, full_s + 8 * slot,
+                                   (u32)((u / RW_STEPS) & 1), xh, xsum, nf4t);
+#else
         const float sum = row_step(smem + slot * RW_UNIT + pbase, ms + (col * rows + j * R) * (RS_SB / R),
                                    mz + col * (rows / 2) + j * R / 2, full_s + 8 * slot,
                                    (u32)((u / RW_STEPS) & 1), xh, xsum, nf4t);
+#endif
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);
 #if !RW_PRODUCER

@@ -2128,7 +2128,8 @@ impl Gpu {
                 r.ctas,
                 r.threads,
                 r.slots,
-                if r.parts > 1 { format!(" x {} values (K in {} parts)", k / r.parts, r.parts) } else { String::new() },
+                if r.parts > 1 { format!(" x {} values (K in {} parts)", k / r.parts, r.parts) } else { String::new() }
+                    + if r.global_scales { ", scales copied from global memory row steps ahead of use" } else { "" },
                 stats.inner
             ),
             None => describe(gemv, format, opts.x, &plan, grid_n, sets, stats.inner),

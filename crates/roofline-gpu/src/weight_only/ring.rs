@@ -166,7 +166,7 @@ pub const AUTO_MIN_SLOTS: usize = 6;
 /// 6.79-6.88, 1x6144x4096 7.83-7.84 vs 8.83-9.19, 1x1024x4096 4.21 vs 4.11-4.50; its f16x2 path still won at
 /// 1x4096x14336, 16.3-16.4 vs 14.9-15.1).
 pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
-    let Ok(Plan { per, slots, .. }) = plan(format, 1, n, k, sm_count) else {
+    let Ok(Plan { per, layout: Layout { slots, .. }, .. }) = plan(format, 1, n, k, sm_count) else {
         return false;
     };
     let streams = per >= AUTO_MIN_STEPS && slots >= AUTO_MIN_SLOTS;
@@ -221,24 +221,64 @@ const NF4_SMEM_BUDGET: usize = 224 * 1024;
 /// where the wide one leaves no ring (the x-in-registers kernel's table; lookups cost more).
 const NF4_NARROW_TABLE_BYTES: usize = 256 * 128;
 
+/// How a CTA of the ring GEMV lays out its dynamic shared memory ([`layout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Ring slots (of one K part of a row step each).
+    pub slots: usize,
+    /// Dynamic shared memory of the CTA, bytes.
+    pub smem: usize,
+    /// Whether the scales come from global memory a few row steps ahead (`RW_GSC`, [`global_scales`])
+    /// instead of tables staged in shared memory.
+    pub global_scales: bool,
+    /// NF4: where its wide pair table starts ([`nf4_table_offset`]); `None`: the narrow one (or not NF4).
+    pub nf4_wide_at: Option<usize>,
+}
+
+/// The CTA's layout for at most `per` row steps of `k` values streamed in `parts` K parts, `groups` row
+/// groups: the scale tables staged in shared memory ([`layout_staged`]) unless that leaves fewer slots
+/// than [`global_scales`] wants and reading the scales from global memory instead makes room for more.
+/// `ROOFLINE_RING_GSC` (0 or 1) forces either for tuning experiments. `None`: no ring fits either way.
+pub(crate) fn layout(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize) -> Option<Layout> {
+    let staged = layout_staged(format, k, per, groups, parts, false);
+    let global = || layout_staged(format, k, per, groups, parts, true);
+    match std::env::var("ROOFLINE_RING_GSC").ok().as_deref() {
+        Some("0") => staged,
+        Some("1") => global(),
+        _ if global_scales(staged, per, groups, parts) => {
+            global().filter(|g| staged.is_none_or(|s| g.slots > s.slots)).or(staged)
+        }
+        _ => staged,
+    }
+}
+
+/// Whether the default reads the scales from global memory: where the staged scale tables leave a CTA
+/// fewer ring slots than all of its K parts or [`AUTO_MIN_SLOTS`] (`staged`: that layout, if any).
+fn global_scales(staged: Option<Layout>, per: usize, groups: usize, parts: usize) -> bool {
+    let unit = groups * parts;
+    let all = (per * parts).div_ceil(unit) * unit;
+    staged.is_none_or(|l| l.slots < all.min(AUTO_MIN_SLOTS.next_multiple_of(unit)))
+}
+
+/// [`layout_with`] with NF4's wide pair table wherever a ring fits beside it (else its narrow one): the
+/// wide one takes one byte permute a lookup. H100, session 32: Llama-3-70B's down_proj 1x8192x28672 has no
+/// ring beside the wide table and its staged scales; on the narrow one's 4 slots 48.7-49.5 us against the
+/// x-in-registers kernel's 71.6-72.2.
+fn layout_staged(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize, gsc: bool) -> Option<Layout> {
+    if format == WoFormat::Nf4 {
+        if let Some(l) = layout_with(format, k, per, groups, parts, true, gsc) {
+            return Some(l);
+        }
+    }
+    layout_with(format, k, per, groups, parts, false, gsc)
+}
+
 /// The ring's slots and the CTA's dynamic shared memory for at most `per` row steps of `k` values streamed
-/// in `parts` K parts: the tables (scales and zero points of its rows, the per-K-slice row sums), as many
-/// slots of one K part each (up to the CTA's `per x parts`, a multiple of `groups x parts`) as fit beside
-/// them, and NF4's wide pair table after them ([`nf4_table_offset`]), or where that leaves no ring its
-/// narrow one in static shared memory ([`nf4_wide`]). `None`: not even `groups x parts` slots fit.
-fn layout(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize) -> Option<(usize, usize)> {
-    layout_with(format, k, per, groups, parts, nf4_wide(format, k, per, groups, parts))
-}
-
-/// Whether an NF4 CTA of the ring GEMV takes the wide pair table (64 KB of its dynamic shared memory, one
-/// byte permute a lookup): wherever a ring fits beside it (else the 32 KB narrow table). H100, session 32:
-/// Llama-3-70B's down_proj 1x8192x28672 has no ring beside the wide table; on the narrow one's 4 slots
-/// 48.7-49.5 us against the x-in-registers kernel's 71.6-72.2.
-fn nf4_wide(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize) -> bool {
-    format == WoFormat::Nf4 && layout_with(format, k, per, groups, parts, true).is_some()
-}
-
-/// [`layout`] with NF4's wide table (`wide`) or its narrow one.
+/// in `parts` K parts: the per-K-slice row sums and (unless `gsc`, the scales from global memory) the scale
+/// tables of the CTA's rows, as many slots of one K part each (up to the CTA's `per x parts`, a multiple of
+/// `groups x parts`) as fit beside them, and for NF4 with `wide` its wide pair table after them
+/// ([`nf4_table_offset`]; else the narrow one in static shared memory). `None`: not even `groups x parts`
+/// slots fit.
 fn layout_with(
     format: WoFormat,
     k: usize,
@@ -246,8 +286,9 @@ fn layout_with(
     groups: usize,
     parts: usize,
     wide: bool,
-) -> Option<(usize, usize)> {
-    let tables = tables_bytes(format, k, per * STEP_ROWS);
+    gsc: bool,
+) -> Option<Layout> {
+    let tables = cta_tables(format, k, per, gsc.then(|| (groups, prefetch_depth())));
     // NF4: room for the wide table and up to 128 bytes of alignment before it, or for the narrow static one.
     let budget = match (format, wide) {
         (WoFormat::Nf4, true) => NF4_SMEM_BUDGET - NF4_WIDE_TABLE_BYTES - 128,
@@ -257,12 +298,33 @@ fn layout_with(
     let ring = ring_limit().min(budget.checked_sub(tables)?);
     let unit = groups * parts;
     let slots = (ring / slot_bytes(k, parts)).min((per * parts).div_ceil(unit) * unit) / unit * unit;
-    let smem = if format == WoFormat::Nf4 && wide {
-        nf4_table_offset(format, k, per, slots, parts) + NF4_WIDE_TABLE_BYTES
-    } else {
-        ring_and_tables(format, k, per, slots, parts)
+    let used = slots * slot_bytes(k, parts) + tables;
+    let nf4_wide_at = (format == WoFormat::Nf4 && wide).then(|| nf4_table_offset(used));
+    let smem = nf4_wide_at.map_or(used, |at| at + NF4_WIDE_TABLE_BYTES);
+    (slots >= unit).then_some(Layout { slots, smem, global_scales: gsc, nf4_wide_at })
+}
+
+/// Bytes of a CTA's tables in shared memory for at most `per` row steps of `k` values: the per-K-slice row
+/// sums and the scale tables ([`tables_bytes`]), or where the scales come from global memory (`window`:
+/// the row groups and the steps copied ahead) their window ([`window_bytes`]).
+fn cta_tables(format: WoFormat, k: usize, per: usize, window: Option<(usize, usize)>) -> usize {
+    let rows = per * STEP_ROWS;
+    match window {
+        Some((groups, depth)) => (k / 1024) * rows * 4 + window_bytes(format, k, groups, depth),
+        None => tables_bytes(format, k, rows),
+    }
+}
+
+/// Bytes of the scale window of a CTA of `groups` row groups over `k` values whose consumer lanes copy their
+/// scales `depth` row steps ahead (`RW_GST` = depth + 1 stages of each lane's 8 rows of one column: 16
+/// bytes, MXFP4's 8, and INT4's 4 bytes of zero points).
+fn window_bytes(format: WoFormat, k: usize, groups: usize, depth: usize) -> usize {
+    let lane = match format {
+        WoFormat::Mxfp4 => 8,
+        WoFormat::Int4G128 => 20,
+        _ => 16,
     };
-    (slots >= unit).then_some((slots, smem))
+    (depth + 1) * (k / 1024 * groups * 32) * lane
 }
 
 /// Bytes of one ring slot: a row step of `k` 4-bit values, or one of its `parts` K parts.
@@ -270,17 +332,10 @@ fn slot_bytes(k: usize, parts: usize) -> usize {
     STEP_ROWS * k / 2 / parts
 }
 
-/// Bytes of a CTA's ring of `slots` slots (of one of `parts` K parts each) and the tables of its `per` row
-/// steps.
-fn ring_and_tables(format: WoFormat, k: usize, per: usize, slots: usize, parts: usize) -> usize {
-    slots * slot_bytes(k, parts) + tables_bytes(format, k, per * STEP_ROWS)
-}
-
-/// Where NF4's wide pair table starts in the dynamic shared memory of a CTA of `per` row steps with `slots`
-/// ring slots of one of `parts` K parts: after the ring and the tables, 128-byte aligned (`RW_NF4_OFF` in
-/// wo_ring.cu).
-fn nf4_table_offset(format: WoFormat, k: usize, per: usize, slots: usize, parts: usize) -> usize {
-    ring_and_tables(format, k, per, slots, parts).next_multiple_of(128)
+/// Where NF4's wide pair table starts in the dynamic shared memory after `used` bytes of the ring and the
+/// tables: 128-byte aligned (`RW_NF4_OFF` in wo_ring.cu).
+fn nf4_table_offset(used: usize) -> usize {
+    used.next_multiple_of(128)
 }
 
 /// Why the ring GEMV cannot run `n x k` 4-bit weights on `sm_count` SMs (`None`: it can).
@@ -299,10 +354,8 @@ struct Plan {
     groups: usize,
     /// K parts a row step streams in ([`k_parts`]).
     parts: usize,
-    /// Ring slots ([`layout`]).
-    slots: usize,
-    /// Dynamic shared memory a CTA takes ([`layout`]).
-    smem: usize,
+    /// The ring, the tables and the dynamic shared memory of a CTA ([`layout`]).
+    layout: Layout,
 }
 
 /// The ring GEMV's grid, row groups, K parts and ring for a `batch x n x k` call of `format` on `sm_count`
@@ -322,14 +375,14 @@ fn plan(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Re
     }
     let (ctas, per) = grid(n, sm_count);
     let (groups, parts) = (row_groups(format, n, k, sm_count), k_parts(n, k, sm_count));
-    let (slots, smem) = layout(format, k, per, groups, parts).ok_or_else(|| {
+    let layout = layout(format, k, per, groups, parts).ok_or_else(|| {
         format!(
-            "{n}x{k} on {sm_count} SMs: the scale tables of {} rows per CTA leave no room for a ring in {} KB",
+            "{n}x{k} on {sm_count} SMs: the tables of {} rows per CTA leave no room for a ring in {} KB",
             per * STEP_ROWS,
             SMEM_BUDGET / 1024
         )
     })?;
-    Ok(Plan { ctas, per, groups, parts, slots, smem })
+    Ok(Plan { ctas, per, groups, parts, layout })
 }
 
 /// One matrix on the GPU in the kernel's layout.
@@ -366,6 +419,8 @@ pub struct RingGemv {
     pub slots: usize,
     /// K parts a row step streams in (a slot holds one).
     pub parts: usize,
+    /// Whether the scales come from global memory a few row steps ahead of use (else staged in shared memory).
+    pub global_scales: bool,
     smem_bytes: u32,
     /// Registers per thread (from the driver; a build that spills is refused).
     pub registers: u32,
@@ -399,7 +454,7 @@ impl RingGemv {
         k: usize,
         (epilogue, input): (Epilogue, Input),
     ) -> Result<RingGemv, GpuError> {
-        let Plan { ctas, per, groups, parts, slots, smem } =
+        let Plan { ctas, per, groups, parts, layout } =
             plan(format, 1, n, k, sm_count).map_err(GpuError::Unsupported)?;
         if epilogue == Epilogue::Norm && input == Input::SwiGlu {
             return Err(GpuError::Unsupported("the ring GEMV takes SwiGLU on load without a fused norm".into()));
@@ -413,9 +468,9 @@ impl RingGemv {
         let (cubin, log) = compile_cubin(
             &source(),
             "wo_ring.cu",
-            &options(arch, format, k, per, (slots, parts), groups, (epilogue, input)),
+            &options(arch, format, k, per, layout, (parts, groups), (epilogue, input)),
         )?;
-        let smem = smem as u32;
+        let smem = layout.smem as u32;
         let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
         let threads = (k / 1024 * groups * 32 + 32) as u32;
         Ok(RingGemv {
@@ -429,8 +484,9 @@ impl RingGemv {
             input,
             ctas,
             threads,
-            slots,
+            slots: layout.slots,
             parts,
+            global_scales: layout.global_scales,
             smem_bytes: smem,
             registers,
         })
@@ -557,6 +613,12 @@ impl RingGemv {
     }
 }
 
+/// Row steps ahead of use a consumer lane copies its scales when they come from global memory (`RW_GPF`):
+/// `ROOFLINE_RING_GPF` (1 to 4) for tuning experiments, else 2.
+fn prefetch_depth() -> usize {
+    std::env::var("ROOFLINE_RING_GPF").ok().and_then(|d| d.parse().ok()).filter(|d| (1..=4).contains(d)).unwrap_or(2)
+}
+
 /// The kernel's source: the x-in-registers kernel's, the streaming helpers, then `wo_ring`.
 fn source() -> String {
     format!("{WEIGHT_ONLY_XREG_SOURCE}\n{STREAM_SOURCE}\n{RING_SOURCE}")
@@ -567,23 +629,27 @@ fn options(
     format: WoFormat,
     k: usize,
     per: usize,
-    (slots, parts): (usize, usize),
-    groups: usize,
+    layout: Layout,
+    (parts, groups): (usize, usize),
     (epilogue, input): (Epilogue, Input),
 ) -> Vec<String> {
     let mut opts = stream_options(arch, format, k);
-    opts.push(format!("-DRW_STEPS={slots}"));
+    opts.push(format!("-DRW_STEPS={}", layout.slots));
     opts.push(format!("-DRW_KH={parts}"));
     opts.push(format!("-DRW_ROWS={}", per * STEP_ROWS));
     opts.push(format!("-DRW_GROUPS={groups}"));
     opts.push(format!("-DNORM={}", u32::from(epilogue == Epilogue::Norm)));
     opts.push(format!("-DADD={}", u32::from(epilogue == Epilogue::Add)));
     opts.push(format!("-DSILU_X={}", u32::from(input == Input::SwiGlu)));
+    opts.push(format!("-DRW_GSC={}", u32::from(layout.global_scales)));
+    if layout.global_scales {
+        opts.push(format!("-DRW_GPF={}", prefetch_depth()));
+    }
     if format == WoFormat::Nf4 {
         opts.push("-DNF4_PAIRS=1".into());
-        if nf4_wide(format, k, per, groups, parts) {
+        if let Some(at) = layout.nf4_wide_at {
             opts.push("-DNF4_WIDE=1".into());
-            opts.push(format!("-DRW_NF4_OFF={}", nf4_table_offset(format, k, per, slots, parts)));
+            opts.push(format!("-DRW_NF4_OFF={at}"));
         }
     }
     opts.extend(super::nvrtc::extra_options());
@@ -660,24 +726,25 @@ mod tests {
         assert_eq!(grid(4096, 132), (128, 4));
         assert_eq!(grid(6144, 132), (128, 6));
         // o_proj: all 4 steps in the ring; 1 x 14336 x 4096: 14 steps, 10 slots fit beside the tables.
-        assert_eq!(layout(WoFormat::Int4G128, 4096, 4, 2, 1), Some((4, 4 * 16384 + 32 * 32 * 5 / 2 + 4 * 32 * 4)));
-        let (slots, smem) = layout(WoFormat::Int4G128, 4096, 14, 2, 1).unwrap();
+        let staged = |slots, smem| Some(Layout { slots, smem, global_scales: false, nf4_wide_at: None });
+        assert_eq!(layout(WoFormat::Int4G128, 4096, 4, 2, 1), staged(4, 4 * 16384 + 32 * 32 * 5 / 2 + 4 * 32 * 4));
+        let Layout { slots, smem, global_scales, .. } = layout(WoFormat::Int4G128, 4096, 14, 2, 1).unwrap();
         assert_eq!(slots, 10);
-        assert!(smem <= SMEM_BUDGET && slots % 2 == 0);
+        assert!(smem <= SMEM_BUDGET && slots % 2 == 0 && !global_scales);
         // NF4's ring and tables beside its 64 KB pair table within the H100's 227 KB per CTA; the table after
         // them, aligned, within the CTA's dynamic shared memory.
-        let (slots, smem) = layout(WoFormat::Nf4, 4096, 14, 2, 1).unwrap();
+        let Layout { slots, smem, nf4_wide_at, .. } = layout(WoFormat::Nf4, 4096, 14, 2, 1).unwrap();
         assert_eq!(slots, 8);
         assert!(smem <= 227 * 1024 - 1024);
-        let off = nf4_table_offset(WoFormat::Nf4, 4096, 14, slots, 1);
+        let off = nf4_wide_at.unwrap();
         assert!(off % 128 == 0 && off >= slots * 16384 + tables_bytes(WoFormat::Nf4, 4096, 112));
         assert!(off + NF4_WIDE_TABLE_BYTES <= smem);
-        assert_eq!(layout(WoFormat::Nf4, 4096, 14, 3, 1).map(|l| l.0), Some(9));
+        assert_eq!(layout(WoFormat::Nf4, 4096, 14, 3, 1).map(|l| l.slots), Some(9));
         assert!(unsupported(WoFormat::Int4G128, 1, 4096, 4096, 132).is_none());
         assert!(unsupported(WoFormat::Int4G128, 1, 14336, 4096, 132).is_none());
         // The LM head's 976 rows per CTA: their tables (78 KB) still leave a ring.
         assert!(unsupported(WoFormat::Int4G128, 1, 128256, 4096, 132).is_none());
-        // Tables too large for any ring; other formats, batches or shapes.
+        // Row sums too large for any ring (7944 rows a CTA); other formats, batches or shapes.
         assert!(unsupported(WoFormat::Int4G128, 1, 1 << 20, 8192, 132).unwrap().contains("no room"));
         assert!(unsupported(WoFormat::Fp16, 1, 4096, 4096, 132).unwrap().contains("INT4"));
         assert!(unsupported(WoFormat::Int4G128, 2, 4096, 4096, 132).unwrap().contains("batch"));
@@ -697,34 +764,46 @@ mod tests {
         assert_eq!(parts, [Some(2), Some(2), Some(2), Some(4), Some(4), None, None]);
         assert!(long_k(8192, 28672, 132) && auto(i4, 8192, 28672, 132) && k_parts(8192, 28672, 132) == 4);
         assert!(unsupported(i4, 1, 8192, 32768, 132).unwrap().contains("31744"));
-        // NF4's wide pair table where a ring fits beside it; at K = 28672 (64 rows of 896 bytes of scales a
-        // CTA) only the narrow one leaves room: 4 slots of a quarter step.
+        // NF4's wide pair table where a ring fits beside it with the staged scales; at K = 28672 (64 rows of
+        // 896 bytes of scales a CTA) only the narrow one leaves room, 4 slots of a quarter step. The scales
+        // from global memory (a window of 43 KB) make no more room, and none beside the wide table: staged.
         let nf4 = WoFormat::Nf4;
-        assert!(nf4_wide(nf4, 14336, 4, 1, 2) && nf4_wide(nf4, 8192, 55, 1, 2));
-        assert!(!nf4_wide(nf4, 28672, 8, 1, 4) && layout(nf4, 28672, 8, 1, 4).map(|l| l.0) == Some(4));
-        assert!(
-            auto(nf4, 8192, 28672, 132)
-                && !options(90, nf4, 28672, 8, (4, 4), 1, (Epilogue::Add, Input::SwiGlu))
-                    .iter()
-                    .any(|o| o.starts_with("-DNF4_WIDE") || o.starts_with("-DRW_NF4_OFF"))
-        );
-        assert!(unsupported(WoFormat::Nvfp4, 1, 8192, 28672, 132).is_some());
+        let wide = |k, per, parts| layout_staged(nf4, k, per, 1, parts, false).and_then(|l| l.nf4_wide_at).is_some();
+        assert!(wide(14336, 4, 2) && wide(8192, 55, 2) && !wide(28672, 8, 4));
+        assert_eq!(layout_staged(nf4, 28672, 8, 1, 4, false).map(|l| l.slots), Some(4));
+        let narrow = layout(nf4, 28672, 8, 1, 4).unwrap();
+        assert!(!narrow.global_scales && narrow.nf4_wide_at.is_none() && auto(nf4, 8192, 28672, 132));
+        let l = layout_staged(nf4, 28672, 8, 1, 4, true).unwrap();
+        assert!(l.global_scales && l.slots == 4 && l.nf4_wide_at.is_none());
+        assert_eq!(window_bytes(nf4, 28672, 1, 2), 3 * 28 * 32 * 16);
+        assert!(!options(90, nf4, 28672, 8, narrow, (4, 1), (Epilogue::Add, Input::SwiGlu))
+            .iter()
+            .any(|o| o.starts_with("-DNF4_WIDE") || o.starts_with("-DRW_NF4_OFF") || o == "-DRW_GSC=1"));
+        assert!(options(90, nf4, 28672, 8, l, (4, 1), (Epilogue::Add, Input::SwiGlu)).contains(&"-DRW_GSC=1".into()));
+        // NVFP4's 1792 bytes of scales a row there leave no ring staged; from global memory 4 slots.
+        assert!(layout_staged(WoFormat::Nvfp4, 28672, 8, 1, 4, false).is_none());
+        assert!(unsupported(WoFormat::Nvfp4, 1, 8192, 28672, 132).is_none() && auto(WoFormat::Nvfp4, 8192, 28672, 132));
         assert!(auto(i4, 4096, 14336, 132) && auto(i4, 4096, 8192, 132) && !auto(i4, 2048, 14336, 132));
         assert_eq!((row_groups(i4, 4096, 14336, 132), k_parts(4096, 14336, 132)), (1, 2));
         assert_eq!((row_groups(i4, 2048, 14336, 132), k_parts(2048, 14336, 132)), (2, 1));
         // 4 steps of 57 KB a CTA: 6 slots of half a step (172 KB) beside the tables, in whole steps 2.
-        assert_eq!(layout(i4, 14336, 4, 1, 2).map(|l| l.0), Some(6));
-        assert_eq!(layout(i4, 14336, 4, 2, 1).map(|l| l.0), Some(2));
-        // NVFP4's scale tables of 440 rows a CTA leave no ring at 57344 x 8192; the long-K plan declines.
-        assert!(
-            unsupported(WoFormat::Nvfp4, 1, 57344, 8192, 132).is_some() && !auto(WoFormat::Nvfp4, 57344, 8192, 132)
-        );
+        assert_eq!(layout(i4, 14336, 4, 1, 2).map(|l| (l.slots, l.global_scales)), Some((6, false)));
+        assert_eq!(layout(i4, 14336, 4, 2, 1).map(|l| (l.slots, l.global_scales)), Some((2, false)));
+        // NVFP4's scale tables of 440 rows a CTA leave no ring at 57344 x 8192: the scales from global memory.
+        let nv = WoFormat::Nvfp4;
+        assert!(layout_staged(nv, 8192, 55, 1, 2, false).is_none() && auto(nv, 57344, 8192, 132));
+        assert_eq!(layout(nv, 8192, 55, 1, 2).map(|l| (l.slots, l.global_scales)), Some((10, true)));
         assert!(unsupported(WoFormat::Mxfp4, 1, 14336, 4096, 132).is_none());
         let mx = WoFormat::Mxfp4;
-        assert!(auto(mx, 14336, 4096, 132) && auto(mx, 28672, 4096, 132) && !auto(mx, 128256, 4096, 132));
+        assert!(auto(mx, 14336, 4096, 132) && auto(mx, 28672, 4096, 132));
         assert!(auto(WoFormat::Nvfp4, 14336, 4096, 132) && auto(WoFormat::Nf4, 14336, 4096, 132));
-        // NF4's LM head: its scale tables beside the pair table leave no ring.
-        assert!(auto(WoFormat::Nf4, 28672, 4096, 132) && !auto(WoFormat::Nf4, 128256, 4096, 132));
+        assert!(!layout(mx, 4096, 14, 3, 1).unwrap().global_scales);
+        // The LM heads: MXFP4's staged tables leave 2 slots (NF4's beside its pair table none), the scales
+        // from global memory 9 (NF4: 6); INT4's leave 6 and stay staged.
+        assert_eq!(layout_staged(mx, 4096, 122, 3, 1, false).map(|l| l.slots), Some(3));
+        assert_eq!(layout(mx, 4096, 122, 3, 1).map(|l| (l.slots, l.global_scales)), Some((9, true)));
+        assert_eq!(layout(i4, 4096, 122, 3, 1).map(|l| (l.slots, l.global_scales)), Some((6, false)));
+        assert!(auto(mx, 128256, 4096, 132) && auto(WoFormat::Nf4, 28672, 4096, 132) && auto(nf4, 128256, 4096, 132));
         // NF4 at small N too, where the x-in-registers kernel would decode in FP32 (not where it takes its
         // f16x2 path: one CTA over K = 14336).
         let nf4 = WoFormat::Nf4;
@@ -752,25 +831,23 @@ mod tests {
             eprintln!("SKIPPED rows_kernel_compiles_without_spills: {e}");
             return;
         }
+        let mut spilled = Vec::new();
         for (k, per) in
             [(4096usize, 4usize), (4096, 14), (2048, 3), (8192, 1), (14336, 4), (4096, 122), (16384, 2), (28672, 8)]
         {
             for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
                 // The engine's groups and K parts for a grid of 132 CTAs of `per` steps.
                 let (g, kp) = (row_groups(f, per * 8 * 132, k, 132), k_parts(per * 8 * 132, k, 132));
-                let Some((slots, _)) = layout(f, k, per, g, kp) else {
-                    // The LM head's 976 rows: NVFP4's 128 columns x 2 bytes of scales leave no ring, nor its
-                    // 1792 bytes of scales a row at K = 28672 (64 rows). NF4 falls back to its narrow table.
-                    assert!(f == WoFormat::Nvfp4 && (per == 122 || k == 28672), "{f:?} {k} {per}");
-                    continue;
-                };
-                // down_proj's 4 steps of K = 14336 also in 2 and 7 K parts, in one row group and in two.
-                let mut builds = vec![(slots, kp, g)];
+                let lay = layout(f, k, per, g, kp).unwrap_or_else(|| panic!("{f:?} {k} {per}: no ring"));
+                // down_proj's 4 steps of K = 14336 also in 2 and 7 K parts, in one row group and in two; every
+                // shape with its scales from global memory and (where they fit) staged.
+                let mut builds = vec![(lay, kp, g)];
+                let other = layout_staged(f, k, per, g, kp, !lay.global_scales);
+                builds.extend(other.filter(|o| o.slots >= lay.slots.min(2 * g * kp)).map(|o| (o, kp, g)));
                 if k == 14336 {
                     for (parts, groups) in [(1, 1), (2, 2), (7, 1), (7, 2)] {
-                        builds.extend(layout(f, k, per, groups, parts).map(|(s, _)| (s, parts, groups)));
+                        builds.extend(layout(f, k, per, groups, parts).map(|l| (l, parts, groups)));
                     }
-                    assert_eq!(builds.len(), 5, "{f:?}: {builds:?}");
                 }
                 let ops = [
                     (Epilogue::Norm, Input::X),
@@ -778,19 +855,24 @@ mod tests {
                     (Epilogue::Add, Input::X),
                     (Epilogue::Add, Input::SwiGlu),
                 ];
-                for ((slots, parts, g), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
+                for ((lay, parts, g), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
                     let (cubin, log) =
-                        compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, (slots, parts), g, ep))
+                        compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, lay, (parts, g), ep))
                             .unwrap_or_else(|e| panic!("{f:?} {k} {per} {parts} parts {ep:?}: {e}"));
                     let (regs, spills, _) = parse_ptxas(&log);
                     eprintln!(
-                        "ring GEMV {f:?} k {k}, {per} steps, {parts} K parts, {g} groups, {ep:?}: {regs:?} registers"
+                        "ring GEMV {f:?} k {k}, {per} steps, {parts} K parts, {g} groups, global scales {}, {ep:?}: \
+                         {regs:?} registers",
+                        lay.global_scales
                     );
-                    assert_eq!(spills, Some(0), "{f:?} {k} {per} {ep:?} spills:\n{log}");
+                    if spills != Some(0) {
+                        spilled.push(format!("{f:?} {k} {per} {parts} parts {g} groups {lay:?} {ep:?}: {spills:?}"));
+                    }
                     let early = early_dependent_loads(&cubin).unwrap_or_else(|e| panic!("{f:?} {k} {per}: {e}"));
                     assert!(early.as_ref().is_none_or(|l| l.is_empty()), "{f:?} {k} {per} {ep:?}: {early:?}");
                 }
             }
         }
+        assert!(spilled.is_empty(), "builds that spill:\n{}", spilled.join("\n"));
     }
 }
