@@ -1,32 +1,30 @@
 #!/usr/bin/env bash
-# Session 33 probes (H100): the ring GEMV with its scales copied from global memory row steps ahead of use
-# (`RW_GSC`, ring.rs `global_scales`) where the staged tables leave the ring few slots or none. Parts
-# (comma-separated): verify (the ring's reference test by default and with ROOFLINE_RING_GSC=1), gsc
-# (A/B per shape: .gpu/roofline-base, the new default, forced staged, forced global, depth 1 and 3),
+# Session 33 probes (H100): the ring GEMV with its scales streamed with the weights beside each ring slot
+# (`RW_SSTREAM`, ring.rs `wants_streamed_scales`) where the staged tables leave the ring few slots or none.
+# Parts (comma-separated): verify (the ring's reference test by default and with
+# ROOFLINE_RING_STREAM_SCALES=1), ss (A/B per shape: .gpu/roofline-base, the new default, forced staged,
+# forced streamed),
 # mb (model-bench Llama-3.1-70B --layers 4 NVFP4/MXFP4/NF4/INT4 and 8B NVFP4, base vs new), table (issue
-# 11's table), wo (the weight-only and model-bench GPU tests). Logs: $OUT (the device's), else /tmp/exp-session33.
+# 11's table), wo (the weight-only and model-bench GPU tests), mbt (model-bench's GPU tests). Logs: $OUT (the device's), else /tmp/exp-session33.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session33 "${1:-verify}"
 if has verify; then
-    for g in ${VERIFY_GSC:-"" 1}; do
-        echo "=== ROOFLINE_RING_GSC=$g" | tee -a "$out/verify.txt"
-        ROOFLINE_RING_GSC=$g timeout 500 .gpu/ring_gpu --ignored --nocapture >"$out/verify-ring-$g.txt" 2>&1
-        grep -E "28672|test result|panicked|scales global" "$out/verify-ring-$g.txt" | cut -c1-220 \
+    for g in ${VERIFY_SS:-"" 1}; do
+        echo "=== ROOFLINE_RING_STREAM_SCALES=$g" | tee -a "$out/verify.txt"
+        ROOFLINE_RING_STREAM_SCALES=$g timeout 500 .gpu/ring_gpu --ignored --nocapture >"$out/verify-ring-$g.txt" 2>&1
+        grep -E "28672|test result|panicked|scales streamed" "$out/verify-ring-$g.txt" | cut -c1-220 \
             | tee -a "$out/verify.txt" | tail -${VERIFY_TAIL:-12}
     done
 fi
-if has gsc; then
+if has ss; then
     # The shapes whose staged tables leave few slots (70B gate_up / down_proj / LM heads), and two where
     # they leave many (the default keeps them staged).
-    for s in ${GSC_SHAPES:-1x57344x8192 1x8192x28672 1x128256x8192 1x128256x4096 1x28672x8192 1x14336x4096}; do
-        for f in ${GSC_FORMATS:-nvfp4 mxfp4 int4_g128 nf4}; do
-            BIN=roofline-base meas gsc base $f $s ""
-            meas gsc default $f $s ""
-            [[ -z ${GSC_QUICK:-} ]] && ROOFLINE_RING_GSC=0 meas gsc staged $f $s ring=true
-            [[ -z ${GSC_QUICK:-} ]] && ROOFLINE_RING_GSC=1 meas gsc global $f $s ring=true
-            [[ -n ${GSC_DEPTH:-} ]] && for d in 1 3; do
-                ROOFLINE_RING_GSC=1 ROOFLINE_RING_GPF=$d meas gsc "global depth $d" $f $s ring=true
-            done
+    for s in ${SS_SHAPES:-1x57344x8192 1x8192x28672 1x128256x8192 1x128256x4096 1x28672x8192 1x14336x4096}; do
+        for f in ${SS_FORMATS:-nvfp4 mxfp4 int4_g128 nf4}; do
+            BIN=roofline-base meas ss base $f $s ""
+            meas ss default $f $s ""
+            [[ -z ${SS_QUICK:-} ]] && ROOFLINE_RING_STREAM_SCALES=0 meas ss staged $f $s ring=true
+            [[ -z ${SS_QUICK:-} ]] && ROOFLINE_RING_STREAM_SCALES=1 meas ss streamed $f $s ring=true
         done
     done
 fi
@@ -50,5 +48,9 @@ if has wo; then
         grep -E "^test |test result|panicked" "$out/wo-$t.txt"
     done
     timeout 300 .gpu/model_bench_gpu --ignored >"$out/wo-mbt.txt" 2>&1
+fi
+if has mbt; then
+    timeout 300 .gpu/model_bench_gpu --ignored >"$out/mbt.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/mbt.txt"
     grep -E "^test |test result|panicked" "$out/wo-mbt.txt"
 fi

@@ -4,9 +4,9 @@
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
 //! f16x2 sums in range), and twice in a row (same bits). Shapes whose staged scale tables leave the ring few
-//! slots read their scales from global memory (NVFP4 at K = 28672, 28672x8192 for all but INT4); run it again
-//! with `ROOFLINE_RING_GSC=1` (every shape so) and `ROOFLINE_RING_GSC=0` (staged wherever they fit). Run on
-//! a GPU machine: `cargo test -p roofline-gpu --release --test ring_gpu -- --ignored --nocapture`.
+//! slots stream their scales with the weights (NVFP4 at K = 28672; the long-K LM heads); run it again with
+//! `ROOFLINE_RING_STREAM_SCALES=1` (every shape so). Run on a GPU machine: `cargo test -p roofline-gpu
+//! --release --test ring_gpu -- --ignored --nocapture`.
 
 use half::f16;
 use roofline_gpu::weight_only::ring::{reference, swiglu, Epilogue, Input, RingGemv};
@@ -36,11 +36,11 @@ fn ring_gemv_matches_the_reference() {
         // SwiGLU on load (down_proj): the gate_up row of 2K values (with the add, W x of about y0's size, so
         // that y's f16 rounding stays far below the error bound on W x).
         (4096, 14336, Epilogue::Add, silu, 4.0),
-        // Llama-3-70B's down_proj: K = 28672 in 4 K parts (NF4 with its narrow pair table; NVFP4's scales from
-        // global memory).
+        // Llama-3-70B's down_proj: K = 28672 in 4 K parts (NF4 with its narrow pair table; NVFP4's scales
+        // streamed with the weights).
         (8192, 28672, Epilogue::Add, silu, 4.0),
         (8192, 28672, Epilogue::Store, x, 1.0),
-        // 224 rows a CTA of K = 8192: the scales from global memory (INT4's staged), the ring wrapping.
+        // 224 rows a CTA of K = 8192 in 2 K parts, the ring wrapping.
         (28672, 8192, Epilogue::Add, x, 1.0),
         (1000, 1024, Epilogue::Store, silu, 8.0),
         (4096, 4096, Epilogue::Add, silu, 4.0),
@@ -80,7 +80,7 @@ fn ring_gemv_matches_the_reference() {
             pf.ctas,
             pf.slots,
             pf.parts,
-            if pf.global_scales { "global" } else { "staged" },
+            if pf.streamed_scales { "streamed" } else { "staged" },
             pf.registers,
             err / prod
         );

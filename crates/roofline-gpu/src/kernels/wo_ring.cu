@@ -5,7 +5,7 @@
 // Appended by the host to weight_only_xreg.cu's source and wo_stream.cuh, compiled with FD = K (a multiple of
 // 1024, at most 31744), RW_GROUPS (row groups of KSL warps), RW_KH (K parts of a row step, below), RW_STEPS
 // (ring slots, a multiple of RW_GROUPS x RW_KH) and RW_ROWS (the most rows one CTA takes: its scale tables are
-// staged in shared memory, unless RW_GSC).
+// staged in shared memory, unless RW_SSTREAM).
 //
 // One producer warp streams the CTA's row steps (8 rows, 4 FD bytes each) with bulk copies (`cp.async.bulk`,
 // an mbarrier per slot) into a ring of RW_STEPS slots from the CTA's first instruction, before
@@ -46,23 +46,20 @@
 #ifndef ADD
 #define ADD 0
 #endif
-// RW_GSC 1: no staged scale tables; each consumer lane copies its column's scales of a row step (and INT4's
-// zero points) from global memory with cp.async RW_GPF of its row steps ahead, into its own entry of a
-// window of RW_GPF + 1 stages in shared memory (a commit group per step, `cp.async.wait_group RW_GPF` before
-// its use: no other thread reads it, so no barrier). Where a CTA's staged tables would leave the ring few
-// slots or none (many rows of a long K: NVFP4's byte of scales per 16 values at Llama-3-70B's gate_up, the
-// 4-bit LM heads; host: ring.rs `global_scales`). A warp's columns of one step read half sectors whose other
-// halves its next step reads (from L2).
-#ifndef RW_GSC
-#define RW_GSC 0
+// RW_SSTREAM 1: the scales streamed with the weights instead of staged: each ring slot has beside it the block
+// scales (and INT4's zero points) of its K part's columns for its 8 rows, which the producer warp's lanes copy
+// (cp.async, an entry of RS_SB bytes per column) as they fill the slot and which complete on the slot's
+// `full` mbarrier (each lane's `cp.async.mbarrier.arrive.noinc`, so the barrier counts 1 + 32 arrivals);
+// the consumers read them once the slot is full. Where a CTA's staged tables would leave the ring few slots
+// or none (many rows of a long K: NVFP4's byte of scales per 16 values at Llama-3-70B's gate_up and
+// down_proj, NF4 beside its wide pair table; host: ring.rs `streamed_scales`). The scales then come in the
+// order of the weights, as early as they (requested a few steps ahead by the consumers, session 33, they
+// queued behind the ring's weights: slower than staged).
+#ifndef RW_SSTREAM
+#define RW_SSTREAM 0
 #endif
-#ifndef RW_GPF
-#define RW_GPF 2
-#endif
-#if RW_GPF < 1 || RW_GPF > 4
-#error "RW_GPF (row steps whose scales are copied ahead) must be 1 to 4"
-#endif
-#define RW_GST (RW_GPF + 1)  // stages of the scale window
+#define RW_SCOLS (RS_COLS / RW_KH)             // scale columns of one K part
+#define RW_SCB (RW_SCOLS * (RS_SB + RS_ZB))  // bytes of a slot's scales and zero points (RW_SSTREAM)
 #ifndef SILU_X
 #define SILU_X 0
 #endif
@@ -84,6 +81,9 @@
 #define RW_UNIT (RW_STAGE / RW_KH)    // bytes of a ring slot: one K part of a row step
 #if RW_KH > 1 && !RW_PRODUCER
 #error "K parts (RW_KH > 1) need the producer warp"
+#endif
+#if RW_SSTREAM && !RW_PRODUCER
+#error "streamed scales (RW_SSTREAM) need the producer warp"
 #endif
 
 // The lane's 32-value chunk of x = silu(gate) * up (values cbase x EPC ...) from the gate_up row [2 FD] at
@@ -120,13 +120,12 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     __shared__ float red[RW_WARPS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int rows = ns * R;
-    // After the ring: the staged tables (scales, zero points) of the CTA's rows, or with RW_GSC the scale
-    // window (RW_GST stages of the consumers' RS_SB bytes of scales, then of their RS_ZB of zero points);
-    // then the row sums.
+    // After the ring: the staged tables (scales, zero points) of the CTA's rows, or with RW_SSTREAM each slot's
+    // scales (RW_SCOLS entries of RS_SB bytes, then as many of RS_ZB bytes of zero points); then the row sums.
     u8* ms = smem + RW_STEPS * RW_UNIT;
-#if RW_GSC
-    u8* mz = ms + RW_GST * RW_NC * RS_SB;
-    float* psum = (float*)(mz + RW_GST * RW_NC * RS_ZB);
+#if RW_SSTREAM
+    u8* mz = ms;
+    float* psum = (float*)(ms + RW_STEPS * RW_SCB);
 #else
     u8* mz = ms + RS_COLS * RW_ROWS * (RS_SB / R);
     float* psum = (float*)(mz + RS_COLS * RW_ROWS * RS_ZB / R);
@@ -135,14 +134,14 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 
     if (threadIdx.x == 0) {
         for (int i = 0; i < RW_STEPS; ++i) {
-            mbar_init(full_s + 8 * i, 1);
+            mbar_init(full_s + 8 * i, RW_SSTREAM ? 1 + 32 : 1);  // the expect_tx, and each producer lane's copies
             mbar_init(empty_s + 8 * i, RW_KSP);  // the warps of the slot's row group and K part
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
     // The scales first (no kernel writes them), ahead of the weights in the DRAM queue.
-    for (int t = threadIdx.x; !RW_GSC && warp < RW_WARPS && t < RS_COLS * ns; t += RW_NC) {
+    for (int t = threadIdx.x; !RW_SSTREAM && warp < RW_WARPS && t < RS_COLS * ns; t += RW_NC) {
         const int c = t / ns, j = t % ns;  // scale column c, row step j: RS_SB bytes of scales, RS_ZB of zeros
         cp_async<RS_SB>(smem_addr(ms + ((size_t)c * rows + j * R) * (RS_SB / R)),
                         w_s + ((size_t)c * n + (size_t)step_of(j) * R) * (RS_SB / R), true);
@@ -166,7 +165,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     __syncthreads();
     if (RW_PRODUCER && warp == RW_WARPS) {
         // ---- Producer: every row step of the CTA (K part by K part), in order, as ring slots free up ----
-#if RW_KH == 1
+#if RW_KH == 1 && !RW_SSTREAM
         if (lane == 0) {
             for (int s = 0; s < ns; ++s) {
                 const int slot = s % RW_STEPS;
@@ -178,19 +177,35 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         }
 #else
         // Unit u: K part u % RW_KH of row step u / RW_KH; lane r < 8 copies its row r (lane 0 first waits for
-        // the slot and arms its barrier with the unit's bytes).
+        // the slot and arms its barrier with the unit's bytes; in whole steps, lane 0 copies the step).
         for (int u = 0; u < ns * RW_KH; ++u) {
             const int slot = u % RW_STEPS;
+            const size_t step = (size_t)step_of(u / RW_KH);
             if (lane == 0) {
                 if (u >= RW_STEPS) mbar_wait(empty_s + 8 * slot, (u32)((u / RW_STEPS - 1) & 1));
                 mbar_expect_tx(full_s + 8 * slot, RW_UNIT);
+                if (RW_KH == 1)
+                    bulk_copy(smem_addr(smem + slot * RW_STAGE), (const u8*)w + step * RW_STAGE, RW_STAGE,
+                              full_s + 8 * slot);
             }
             __syncwarp();
-            if (lane < R) {
-                const u8* src = (const u8*)w + (size_t)step_of(u / RW_KH) * RW_STAGE + (size_t)lane * (FD / 2) +
-                                (u % RW_KH) * RW_PART_ROW;
+            if (RW_KH > 1 && lane < R) {
+                const u8* src = (const u8*)w + step * RW_STAGE + (size_t)lane * (FD / 2) + (u % RW_KH) * RW_PART_ROW;
                 bulk_copy(smem_addr(smem + slot * RW_UNIT + lane * RW_PART_ROW), src, RW_PART_ROW, full_s + 8 * slot);
             }
+#if RW_SSTREAM
+            // The unit's scale columns c0 .. c0 + RW_SCOLS - 1 for the step's 8 rows, then (INT4) their zero points.
+            const int c0 = (u % RW_KH) * RW_SCOLS;
+            u8* ss = ms + slot * RW_SCB;
+            for (int t = lane; t < RW_SCOLS; t += 32) {
+                cp_async<RS_SB>(smem_addr(ss + t * RS_SB), w_s + ((size_t)(c0 + t) * n + step * R) * (RS_SB / R), true);
+#if RS_ZB > 0
+                cp_async<RS_ZB>(smem_addr(ss + RW_SCOLS * RS_SB + t * RS_ZB), w_z + (size_t)(c0 + t) * (n / 2) + step * R / 2,
+                                true);
+#endif
+            }
+            mbar_arrive_cp_async(full_s + 8 * slot);
+#endif
         }
 #endif
         return;
@@ -199,21 +214,6 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     const int ks = warp % KSL, rg = warp / KSL;
     const int cbase = ks * 32 + lane;          // the lane's 32-value chunk of every row
     const size_t col = (size_t)RS_COL(cbase);  // its scale column
-#if RW_GSC
-    // The lane's scales of the warp's row step j (the last step past the end) into stage `st` of the window,
-    // as one commit group (no kernel writes them: copied before griddepcontrol.wait).
-    auto scales_ahead = [&](int j, int st) {
-        const size_t s = (size_t)step_of(min(j, ns - 1));
-        cp_async<RS_SB>(smem_addr(ms + (st * RW_NC + threadIdx.x) * RS_SB), w_s + (col * n + s * R) * (RS_SB / R),
-                        true);
-#if RS_ZB > 0
-        cp_async<RS_ZB>(smem_addr(mz + (st * RW_NC + threadIdx.x) * RS_ZB), w_z + col * (n / 2) + s * R / 2, true);
-#endif
-        asm volatile("cp.async.commit_group;" ::: "memory");
-    };
-#pragma unroll
-    for (int d = 0; d < RW_GPF; ++d) scales_ahead(rg + d * RW_GROUPS, d);
-#endif
     pdl_wait();  // x (and y, when adding) are the previous kernels' outputs
     float xr[EPC];
     float ss = SILU_X ? load_chunk_silu(x, cbase, xr) : load_chunk(x, cbase, xr);
@@ -233,7 +233,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         const int i = threadIdx.x + u * RW_NC;
         yold[u] = ADD && i < rows ? io2f(y[(size_t)step_of(i / R) * R + i % R]) : 0.0f;
     }
-    if (!RW_GSC) asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
+    asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed (if staged)
     consumers_sync_rw();
     float inv, out_scale;
     if (NORM) {
@@ -265,18 +265,17 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 
     const int part = ks / RW_KSP;                           // the K part holding the lane's chunk
     const int pbase = (cbase - part * RW_KSP * 32) * 16;    // the chunk's offset in a row of the part
-    for (int j = rg, it = 0; j < ns; j += RW_GROUPS, ++it) {
+    for (int j = rg; j < ns; j += RW_GROUPS) {
         const int u = j * RW_KH + part;  // the ring's unit (slot u % RW_STEPS serves one group and part)
         const int slot = u % RW_STEPS;
-#if RW_GSC
-        // Iteration it's scales are stage it % RW_GST; the copy for iteration it + RW_GPF reuses the stage
-        // iteration it - 1 read (into registers, consumed there).
-        scales_ahead(j + RW_GPF * RW_GROUPS, (it + RW_GPF) % RW_GST);
-        asm volatile("cp.async.wait_group %0;" ::"n"(RW_GPF) : "memory");
-        const int st = it % RW_GST;
-        const float sum = row_step(smem + slot * RW_UNIT + pbase, ms + (st * RW_NC + threadIdx.x) * RS_SB,
-                                   mz + (st * RW_NC + threadIdx.x) * RS_ZB, full_s + 8 * slot,
-                                   (u32)((u / RW_STEPS) & 1), xh, xsum, nf4t);
+#if RW_SSTREAM
+        // The slot's scales are read once it is full (row_step's own wait then passes at once).
+        const u32 par = (u32)((u / RW_STEPS) & 1);
+        const int sc = (int)col - part * RW_SCOLS;  // the lane's column within the K part
+        mbar_wait(full_s + 8 * slot, par);
+        const float sum = row_step(smem + slot * RW_UNIT + pbase, ms + slot * RW_SCB + sc * RS_SB,
+                                   ms + slot * RW_SCB + RW_SCOLS * RS_SB + sc * RS_ZB, full_s + 8 * slot, par, xh, xsum,
+                                   nf4t);
 #else
         const float sum = row_step(smem + slot * RW_UNIT + pbase, ms + (col * rows + j * R) * (RS_SB / R),
                                    mz + col * (rows / 2) + j * R / 2, full_s + 8 * slot,

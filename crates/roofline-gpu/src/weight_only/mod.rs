@@ -2129,7 +2129,7 @@ impl Gpu {
                 r.threads,
                 r.slots,
                 if r.parts > 1 { format!(" x {} values (K in {} parts)", k / r.parts, r.parts) } else { String::new() }
-                    + if r.global_scales { ", scales copied from global memory row steps ahead of use" } else { "" },
+                    + if r.streamed_scales { ", scales streamed beside them" } else { "" },
                 stats.inner
             ),
             None => describe(gemv, format, opts.x, &plan, grid_n, sets, stats.inner),

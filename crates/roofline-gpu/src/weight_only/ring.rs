@@ -228,53 +228,59 @@ pub(crate) struct Layout {
     pub slots: usize,
     /// Dynamic shared memory of the CTA, bytes.
     pub smem: usize,
-    /// Whether the scales come from global memory a few row steps ahead (`RW_GSC`, [`global_scales`])
-    /// instead of tables staged in shared memory.
-    pub global_scales: bool,
+    /// Whether the scales stream with the weights, beside each ring slot (`RW_SSTREAM`,
+    /// [`wants_streamed_scales`]), instead of tables staged in shared memory.
+    pub streamed_scales: bool,
     /// NF4: where its wide pair table starts ([`nf4_table_offset`]); `None`: the narrow one (or not NF4).
     pub nf4_wide_at: Option<usize>,
 }
 
 /// The CTA's layout for at most `per` row steps of `k` values streamed in `parts` K parts, `groups` row
-/// groups: the scale tables staged in shared memory ([`layout_staged`]) unless that leaves fewer slots
-/// than [`global_scales`] wants and reading the scales from global memory instead makes room for more.
-/// `ROOFLINE_RING_GSC` (0 or 1) forces either for tuning experiments. `None`: no ring fits either way.
+/// groups: the scale tables staged in shared memory ([`layout_for`]) unless that leaves fewer slots
+/// than [`wants_streamed_scales`] asks and streaming the scales with the weights makes room for more.
+/// `ROOFLINE_RING_STREAM_SCALES` (0 or 1) forces either for tuning experiments. `None`: no ring fits either way.
 pub(crate) fn layout(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize) -> Option<Layout> {
-    let staged = layout_staged(format, k, per, groups, parts, false);
-    let global = || layout_staged(format, k, per, groups, parts, true);
-    match std::env::var("ROOFLINE_RING_GSC").ok().as_deref() {
+    let staged = layout_for(format, k, per, groups, parts, false);
+    let streamed = || layout_for(format, k, per, groups, parts, true);
+    match std::env::var("ROOFLINE_RING_STREAM_SCALES").ok().as_deref() {
         Some("0") => staged,
-        Some("1") => global(),
-        _ if global_scales(staged, per, groups, parts) => {
-            global().filter(|g| staged.is_none_or(|s| g.slots > s.slots)).or(staged)
+        Some("1") => streamed(),
+        _ if wants_streamed_scales(staged, groups, parts) => {
+            streamed().filter(|t| staged.is_none_or(|s| t.slots > s.slots)).or(staged)
         }
         _ => staged,
     }
 }
 
-/// Whether the default reads the scales from global memory: where the staged scale tables leave a CTA
-/// fewer ring slots than all of its K parts or [`AUTO_MIN_SLOTS`] (`staged`: that layout, if any).
-fn global_scales(staged: Option<Layout>, per: usize, groups: usize, parts: usize) -> bool {
-    let unit = groups * parts;
-    let all = (per * parts).div_ceil(unit) * unit;
-    staged.is_none_or(|l| l.slots < all.min(AUTO_MIN_SLOTS.next_multiple_of(unit)))
+/// Whether the default streams the scales with the weights: in row steps streamed in K parts (`parts` >= 2,
+/// the long-K plan, [`long_k`]) where the staged scale tables leave the ring less than two row steps
+/// (`staged`: that layout, if any). Each of a slot's scale entries is 16 bytes (MXFP4: 8) of the
+/// transposed tables, a DRAM page apart, so streamed they cost more than the weights' bytes: H100, session
+/// 33, us, x-in-registers / staged / streamed (bench/RESULTS.md): NF4 1x57344x8192 (wide table; 2 slots
+/// staged, 8 streamed) 110 / 110 / 90.4; NVFP4 1x8192x28672 (none staged, 4 streamed) 55.7-56.2 / - /
+/// 51.7-52.3; NVFP4 1x57344x8192 (none staged, 10 streamed) 97.1-97.5 / - / 96.4-98.1; at as many slots or
+/// more, slower: MXFP4 1x57344x8192 (4 staged, 10 streamed) - / 84.6-85.6 / 88.5-88.8, INT4 (6 / 10) 83.5-83.7 /
+/// 88.2-91.8, MXFP4 1x8192x28672 (4 / 4) 47.3-47.7 / 47.7-48.9; the LM heads at K = 4096 (whole row steps),
+/// where the x-in-registers kernel wins: MXFP4 92.6 / 98.1 (3 slots) / 101 (9), NF4 94.1 / 113 / 101.
+fn wants_streamed_scales(staged: Option<Layout>, groups: usize, parts: usize) -> bool {
+    parts >= 2 && staged.is_none_or(|l| l.slots < 2 * groups * parts)
 }
 
 /// [`layout_with`] with NF4's wide pair table wherever a ring fits beside it (else its narrow one): the
 /// wide one takes one byte permute a lookup. H100, session 32: Llama-3-70B's down_proj 1x8192x28672 has no
 /// ring beside the wide table and its staged scales; on the narrow one's 4 slots 48.7-49.5 us against the
 /// x-in-registers kernel's 71.6-72.2.
-fn layout_staged(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize, gsc: bool) -> Option<Layout> {
+fn layout_for(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize, streamed: bool) -> Option<Layout> {
     if format == WoFormat::Nf4 {
-        if let Some(l) = layout_with(format, k, per, groups, parts, true, gsc) {
+        if let Some(l) = layout_with(format, k, per, groups, parts, true, streamed) {
             return Some(l);
         }
     }
-    layout_with(format, k, per, groups, parts, false, gsc)
+    layout_with(format, k, per, groups, parts, false, streamed)
 }
 
 /// The ring's slots and the CTA's dynamic shared memory for at most `per` row steps of `k` values streamed
-/// in `parts` K parts: the per-K-slice row sums and (unless `gsc`, the scales from global memory) the scale
+/// in `parts` K parts: the per-K-slice row sums and (unless `streamed`: the scales beside each slot) the scale
 /// tables of the CTA's rows, as many slots of one K part each (up to the CTA's `per x parts`, a multiple of
 /// `groups x parts`) as fit beside them, and for NF4 with `wide` its wide pair table after them
 /// ([`nf4_table_offset`]; else the narrow one in static shared memory). `None`: not even `groups x parts`
@@ -286,9 +292,9 @@ fn layout_with(
     groups: usize,
     parts: usize,
     wide: bool,
-    gsc: bool,
+    streamed: bool,
 ) -> Option<Layout> {
-    let tables = cta_tables(format, k, per, gsc.then(|| (groups, prefetch_depth())));
+    let tables = cta_tables(format, k, per, streamed);
     // NF4: room for the wide table and up to 128 bytes of alignment before it, or for the narrow static one.
     let budget = match (format, wide) {
         (WoFormat::Nf4, true) => NF4_SMEM_BUDGET - NF4_WIDE_TABLE_BYTES - 128,
@@ -297,34 +303,30 @@ fn layout_with(
     };
     let ring = ring_limit().min(budget.checked_sub(tables)?);
     let unit = groups * parts;
-    let slots = (ring / slot_bytes(k, parts)).min((per * parts).div_ceil(unit) * unit) / unit * unit;
-    let used = slots * slot_bytes(k, parts) + tables;
+    // A slot's weights and, where they stream with them, its scales.
+    let slot = slot_bytes(k, parts) + if streamed { slot_scale_bytes(format, k, parts) } else { 0 };
+    let slots = (ring / slot).min((per * parts).div_ceil(unit) * unit) / unit * unit;
+    let used = slots * slot + tables;
     let nf4_wide_at = (format == WoFormat::Nf4 && wide).then(|| nf4_table_offset(used));
     let smem = nf4_wide_at.map_or(used, |at| at + NF4_WIDE_TABLE_BYTES);
-    (slots >= unit).then_some(Layout { slots, smem, global_scales: gsc, nf4_wide_at })
+    (slots >= unit).then_some(Layout { slots, smem, streamed_scales: streamed, nf4_wide_at })
 }
 
 /// Bytes of a CTA's tables in shared memory for at most `per` row steps of `k` values: the per-K-slice row
-/// sums and the scale tables ([`tables_bytes`]), or where the scales come from global memory (`window`:
-/// the row groups and the steps copied ahead) their window ([`window_bytes`]).
-fn cta_tables(format: WoFormat, k: usize, per: usize, window: Option<(usize, usize)>) -> usize {
+/// sums and, unless the scales stream with the weights (`streamed`), the scale tables ([`tables_bytes`]).
+fn cta_tables(format: WoFormat, k: usize, per: usize, streamed: bool) -> usize {
     let rows = per * STEP_ROWS;
-    match window {
-        Some((groups, depth)) => (k / 1024) * rows * 4 + window_bytes(format, k, groups, depth),
-        None => tables_bytes(format, k, rows),
+    if streamed {
+        (k / 1024) * rows * 4
+    } else {
+        tables_bytes(format, k, rows)
     }
 }
 
-/// Bytes of the scale window of a CTA of `groups` row groups over `k` values whose consumer lanes copy their
-/// scales `depth` row steps ahead (`RW_GST` = depth + 1 stages of each lane's 8 rows of one column: 16
-/// bytes, MXFP4's 8, and INT4's 4 bytes of zero points).
-fn window_bytes(format: WoFormat, k: usize, groups: usize, depth: usize) -> usize {
-    let lane = match format {
-        WoFormat::Mxfp4 => 8,
-        WoFormat::Int4G128 => 20,
-        _ => 16,
-    };
-    (depth + 1) * (k / 1024 * groups * 32) * lane
+/// Bytes of the scales beside a ring slot where they stream with the weights (`RW_SCB`): the slot's 8 rows'
+/// scales and zero points of one of `parts` K parts.
+fn slot_scale_bytes(format: WoFormat, k: usize, parts: usize) -> usize {
+    table_bytes_per_row(format, k) * STEP_ROWS / parts
 }
 
 /// Bytes of one ring slot: a row step of `k` 4-bit values, or one of its `parts` K parts.
@@ -419,8 +421,8 @@ pub struct RingGemv {
     pub slots: usize,
     /// K parts a row step streams in (a slot holds one).
     pub parts: usize,
-    /// Whether the scales come from global memory a few row steps ahead of use (else staged in shared memory).
-    pub global_scales: bool,
+    /// Whether the scales stream with the weights beside each ring slot (else staged in shared memory).
+    pub streamed_scales: bool,
     smem_bytes: u32,
     /// Registers per thread (from the driver; a build that spills is refused).
     pub registers: u32,
@@ -486,7 +488,7 @@ impl RingGemv {
             threads,
             slots: layout.slots,
             parts,
-            global_scales: layout.global_scales,
+            streamed_scales: layout.streamed_scales,
             smem_bytes: smem,
             registers,
         })
@@ -538,7 +540,7 @@ impl RingGemv {
 
     /// [`RingGemv::run`] on weights in any buffers of the kernel's layout: codes row-major (n x k / 2
     /// bytes), scales and zero points as `pack::xreg_tables` (the x-in-registers engine's tables), NVFP4's
-    /// tensor scale `gscale` (1 otherwise).
+    /// tensor scale `streamedale` (1 otherwise).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch(
         &self,
@@ -546,14 +548,14 @@ impl RingGemv {
         codes: &CudaSlice<u8>,
         scales: &CudaSlice<u8>,
         zeros: &CudaSlice<u8>,
-        gscale: f32,
+        streamedale: f32,
         x: &CudaSlice<u16>,
         y: &mut CudaSlice<u16>,
         eps: f32,
         pdl: bool,
     ) -> Result<(), GpuError> {
-        if !gscale.is_finite() {
-            return Err(GpuError::Unsupported(format!("the ring GEMV's tensor scale is {gscale}")));
+        if !streamedale.is_finite() {
+            return Err(GpuError::Unsupported(format!("the ring GEMV's tensor scale is {streamedale}")));
         }
         if self.epilogue == Epilogue::Norm && !(eps.is_finite() && eps > 0.0) {
             return Err(GpuError::Unsupported(format!("the ring GEMV's RMSNorm needs eps > 0, got {eps}")));
@@ -580,7 +582,7 @@ impl RingGemv {
         let (mut yp, _g4) = y.device_ptr_mut(stream);
         let mut n = self.n as i32;
         let mut e = eps;
-        let mut g = gscale;
+        let mut g = streamedale;
         let mut params: [*mut c_void; 8] = [
             (&raw mut wp).cast(),
             (&raw mut sp).cast(),
@@ -592,7 +594,7 @@ impl RingGemv {
             (&raw mut g).cast(),
         ];
         // SAFETY: the parameters match wo_ring(const uint4* w, const u8* w_s, const u8* w_z, const u16* x, u16*
-        // y, int n, float eps, float gscale) in order and type, each pointing at a local that lives through the launch; the
+        // y, int n, float eps, float streamedale) in order and type, each pointing at a local that lives through the launch; the
         // codes hold n x k / 2 bytes and the tables n x k / 128 entries (checked above; the zero points half
         // the scales' bytes, as `xreg_tables` makes them), x holds k values (2k with SwiGLU on load, the
         // SILU_X build's reads) and y n; the grid
@@ -611,12 +613,6 @@ impl RingGemv {
             )
         }
     }
-}
-
-/// Row steps ahead of use a consumer lane copies its scales when they come from global memory (`RW_GPF`):
-/// `ROOFLINE_RING_GPF` (1 to 4) for tuning experiments, else 2.
-fn prefetch_depth() -> usize {
-    std::env::var("ROOFLINE_RING_GPF").ok().and_then(|d| d.parse().ok()).filter(|d| (1..=4).contains(d)).unwrap_or(2)
 }
 
 /// The kernel's source: the x-in-registers kernel's, the streaming helpers, then `wo_ring`.
@@ -641,10 +637,7 @@ fn options(
     opts.push(format!("-DNORM={}", u32::from(epilogue == Epilogue::Norm)));
     opts.push(format!("-DADD={}", u32::from(epilogue == Epilogue::Add)));
     opts.push(format!("-DSILU_X={}", u32::from(input == Input::SwiGlu)));
-    opts.push(format!("-DRW_GSC={}", u32::from(layout.global_scales)));
-    if layout.global_scales {
-        opts.push(format!("-DRW_GPF={}", prefetch_depth()));
-    }
+    opts.push(format!("-DRW_SSTREAM={}", u32::from(layout.streamed_scales)));
     if format == WoFormat::Nf4 {
         opts.push("-DNF4_PAIRS=1".into());
         if let Some(at) = layout.nf4_wide_at {
@@ -726,11 +719,11 @@ mod tests {
         assert_eq!(grid(4096, 132), (128, 4));
         assert_eq!(grid(6144, 132), (128, 6));
         // o_proj: all 4 steps in the ring; 1 x 14336 x 4096: 14 steps, 10 slots fit beside the tables.
-        let staged = |slots, smem| Some(Layout { slots, smem, global_scales: false, nf4_wide_at: None });
+        let staged = |slots, smem| Some(Layout { slots, smem, streamed_scales: false, nf4_wide_at: None });
         assert_eq!(layout(WoFormat::Int4G128, 4096, 4, 2, 1), staged(4, 4 * 16384 + 32 * 32 * 5 / 2 + 4 * 32 * 4));
-        let Layout { slots, smem, global_scales, .. } = layout(WoFormat::Int4G128, 4096, 14, 2, 1).unwrap();
+        let Layout { slots, smem, streamed_scales, .. } = layout(WoFormat::Int4G128, 4096, 14, 2, 1).unwrap();
         assert_eq!(slots, 10);
-        assert!(smem <= SMEM_BUDGET && slots % 2 == 0 && !global_scales);
+        assert!(smem <= SMEM_BUDGET && slots % 2 == 0 && !streamed_scales);
         // NF4's ring and tables beside its 64 KB pair table within the H100's 227 KB per CTA; the table after
         // them, aligned, within the CTA's dynamic shared memory.
         let Layout { slots, smem, nf4_wide_at, .. } = layout(WoFormat::Nf4, 4096, 14, 2, 1).unwrap();
@@ -765,45 +758,55 @@ mod tests {
         assert!(long_k(8192, 28672, 132) && auto(i4, 8192, 28672, 132) && k_parts(8192, 28672, 132) == 4);
         assert!(unsupported(i4, 1, 8192, 32768, 132).unwrap().contains("31744"));
         // NF4's wide pair table where a ring fits beside it with the staged scales; at K = 28672 (64 rows of
-        // 896 bytes of scales a CTA) only the narrow one leaves room, 4 slots of a quarter step. The scales
-        // from global memory (a window of 43 KB) make no more room, and none beside the wide table: staged.
+        // 896 bytes of scales a CTA) only the narrow one leaves room, 4 slots of a quarter step. Streamed
+        // with the weights (1792 bytes a slot) they leave 4 slots beside the wide table, no more: staged.
         let nf4 = WoFormat::Nf4;
-        let wide = |k, per, parts| layout_staged(nf4, k, per, 1, parts, false).and_then(|l| l.nf4_wide_at).is_some();
+        let wide = |k, per, parts| layout_for(nf4, k, per, 1, parts, false).and_then(|l| l.nf4_wide_at).is_some();
         assert!(wide(14336, 4, 2) && wide(8192, 55, 2) && !wide(28672, 8, 4));
-        assert_eq!(layout_staged(nf4, 28672, 8, 1, 4, false).map(|l| l.slots), Some(4));
+        assert_eq!(layout_for(nf4, 28672, 8, 1, 4, false).map(|l| l.slots), Some(4));
         let narrow = layout(nf4, 28672, 8, 1, 4).unwrap();
-        assert!(!narrow.global_scales && narrow.nf4_wide_at.is_none() && auto(nf4, 8192, 28672, 132));
-        let l = layout_staged(nf4, 28672, 8, 1, 4, true).unwrap();
-        assert!(l.global_scales && l.slots == 4 && l.nf4_wide_at.is_none());
-        assert_eq!(window_bytes(nf4, 28672, 1, 2), 3 * 28 * 32 * 16);
+        assert!(!narrow.streamed_scales && narrow.nf4_wide_at.is_none() && auto(nf4, 8192, 28672, 132));
+        let l = layout_for(nf4, 28672, 8, 1, 4, true).unwrap();
+        assert!(l.streamed_scales && l.slots == 4 && l.nf4_wide_at.is_some());
+        assert_eq!(slot_scale_bytes(nf4, 28672, 4), 28672 / 64 * 8 * 2 / 4);
         assert!(!options(90, nf4, 28672, 8, narrow, (4, 1), (Epilogue::Add, Input::SwiGlu))
             .iter()
-            .any(|o| o.starts_with("-DNF4_WIDE") || o.starts_with("-DRW_NF4_OFF") || o == "-DRW_GSC=1"));
-        assert!(options(90, nf4, 28672, 8, l, (4, 1), (Epilogue::Add, Input::SwiGlu)).contains(&"-DRW_GSC=1".into()));
-        // NVFP4's 1792 bytes of scales a row there leave no ring staged; from global memory 4 slots.
-        assert!(layout_staged(WoFormat::Nvfp4, 28672, 8, 1, 4, false).is_none());
+            .any(|o| o.starts_with("-DNF4_WIDE") || o.starts_with("-DRW_NF4_OFF") || o == "-DRW_SSTREAM=1"));
+        assert!(
+            options(90, nf4, 28672, 8, l, (4, 1), (Epilogue::Add, Input::SwiGlu)).contains(&"-DRW_SSTREAM=1".into())
+        );
+        // NVFP4's 1792 bytes of scales a row there leave no ring staged; streamed 4 slots.
+        assert!(layout_for(WoFormat::Nvfp4, 28672, 8, 1, 4, false).is_none());
         assert!(unsupported(WoFormat::Nvfp4, 1, 8192, 28672, 132).is_none() && auto(WoFormat::Nvfp4, 8192, 28672, 132));
         assert!(auto(i4, 4096, 14336, 132) && auto(i4, 4096, 8192, 132) && !auto(i4, 2048, 14336, 132));
         assert_eq!((row_groups(i4, 4096, 14336, 132), k_parts(4096, 14336, 132)), (1, 2));
         assert_eq!((row_groups(i4, 2048, 14336, 132), k_parts(2048, 14336, 132)), (2, 1));
         // 4 steps of 57 KB a CTA: 6 slots of half a step (172 KB) beside the tables, in whole steps 2.
-        assert_eq!(layout(i4, 14336, 4, 1, 2).map(|l| (l.slots, l.global_scales)), Some((6, false)));
-        assert_eq!(layout(i4, 14336, 4, 2, 1).map(|l| (l.slots, l.global_scales)), Some((2, false)));
-        // NVFP4's scale tables of 440 rows a CTA leave no ring at 57344 x 8192: the scales from global memory.
+        assert_eq!(layout(i4, 14336, 4, 1, 2).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
+        assert_eq!(layout(i4, 14336, 4, 2, 1).map(|l| (l.slots, l.streamed_scales)), Some((2, false)));
+        // NVFP4's scale tables of 440 rows a CTA leave no ring at 57344 x 8192: the scales streamed.
         let nv = WoFormat::Nvfp4;
-        assert!(layout_staged(nv, 8192, 55, 1, 2, false).is_none() && auto(nv, 57344, 8192, 132));
-        assert_eq!(layout(nv, 8192, 55, 1, 2).map(|l| (l.slots, l.global_scales)), Some((10, true)));
+        assert!(layout_for(nv, 8192, 55, 1, 2, false).is_none() && auto(nv, 57344, 8192, 132));
+        assert_eq!(layout(nv, 8192, 55, 1, 2).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
         assert!(unsupported(WoFormat::Mxfp4, 1, 14336, 4096, 132).is_none());
         let mx = WoFormat::Mxfp4;
         assert!(auto(mx, 14336, 4096, 132) && auto(mx, 28672, 4096, 132));
         assert!(auto(WoFormat::Nvfp4, 14336, 4096, 132) && auto(WoFormat::Nf4, 14336, 4096, 132));
-        assert!(!layout(mx, 4096, 14, 3, 1).unwrap().global_scales);
-        // The LM heads: MXFP4's staged tables leave 2 slots (NF4's beside its pair table none), the scales
-        // from global memory 9 (NF4: 6); INT4's leave 6 and stay staged.
-        assert_eq!(layout_staged(mx, 4096, 122, 3, 1, false).map(|l| l.slots), Some(3));
-        assert_eq!(layout(mx, 4096, 122, 3, 1).map(|l| (l.slots, l.global_scales)), Some((9, true)));
-        assert_eq!(layout(i4, 4096, 122, 3, 1).map(|l| (l.slots, l.global_scales)), Some((6, false)));
-        assert!(auto(mx, 128256, 4096, 132) && auto(WoFormat::Nf4, 28672, 4096, 132) && auto(nf4, 128256, 4096, 132));
+        assert!(!layout(mx, 4096, 14, 3, 1).unwrap().streamed_scales);
+        // The LM heads at K = 4096 (whole row steps): MXFP4's staged tables leave 3 slots (NF4's beside its
+        // pair table none) and stay staged, streamed they would leave 9 (slower); not the default.
+        assert_eq!(layout_for(mx, 4096, 122, 3, 1, true).map(|l| l.slots), Some(9));
+        assert_eq!(layout(mx, 4096, 122, 3, 1).map(|l| (l.slots, l.streamed_scales)), Some((3, false)));
+        assert_eq!(layout(i4, 4096, 122, 3, 1).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
+        assert!(!auto(mx, 128256, 4096, 132) && auto(WoFormat::Nf4, 28672, 4096, 132) && !auto(nf4, 128256, 4096, 132));
+        // Long K in K parts: MXFP4's 4 staged slots at 57344 x 8192 (two row steps) stay; NF4's wide table
+        // leaves 2 (one step): streamed, 8. At K = 8192 the LM heads' tables leave no ring: streamed.
+        assert_eq!(layout(mx, 8192, 55, 1, 2).map(|l| (l.slots, l.streamed_scales)), Some((4, false)));
+        assert_eq!(layout_for(nf4, 8192, 55, 1, 2, false).map(|l| l.slots), Some(2));
+        assert_eq!(layout(nf4, 8192, 55, 1, 2).map(|l| (l.slots, l.streamed_scales)), Some((8, true)));
+        for f in [i4, mx, nv, nf4] {
+            assert!(layout(f, 8192, 122, 1, 2).is_some_and(|l| l.streamed_scales) && auto(f, 128256, 8192, 132));
+        }
         // NF4 at small N too, where the x-in-registers kernel would decode in FP32 (not where it takes its
         // f16x2 path: one CTA over K = 14336).
         let nf4 = WoFormat::Nf4;
@@ -840,9 +843,9 @@ mod tests {
                 let (g, kp) = (row_groups(f, per * 8 * 132, k, 132), k_parts(per * 8 * 132, k, 132));
                 let lay = layout(f, k, per, g, kp).unwrap_or_else(|| panic!("{f:?} {k} {per}: no ring"));
                 // down_proj's 4 steps of K = 14336 also in 2 and 7 K parts, in one row group and in two; every
-                // shape with its scales from global memory and (where they fit) staged.
+                // shape with its scales streamed and (where they fit) staged.
                 let mut builds = vec![(lay, kp, g)];
-                let other = layout_staged(f, k, per, g, kp, !lay.global_scales);
+                let other = layout_for(f, k, per, g, kp, !lay.streamed_scales);
                 builds.extend(other.filter(|o| o.slots >= lay.slots.min(2 * g * kp)).map(|o| (o, kp, g)));
                 if k == 14336 {
                     for (parts, groups) in [(1, 1), (2, 2), (7, 1), (7, 2)] {
@@ -863,7 +866,7 @@ mod tests {
                     eprintln!(
                         "ring GEMV {f:?} k {k}, {per} steps, {parts} K parts, {g} groups, global scales {}, {ep:?}: \
                          {regs:?} registers",
-                        lay.global_scales
+                        lay.streamed_scales
                     );
                     if spills != Some(0) {
                         spilled.push(format!("{f:?} {k} {per} {parts} parts {g} groups {lay:?} {ep:?}: {spills:?}"));
