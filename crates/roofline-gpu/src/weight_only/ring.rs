@@ -14,7 +14,10 @@
 //! two row groups); with few row steps per CTA the ring's start costs more than it saves (INT4 1x4096x4096 5.40
 //! vs 7.16, 1x6144x4096 6.75 vs 9.00; 1x4096x14336 16.4 vs 16.9 in whole steps, see [`long_k`]).
 //!
-//! Layout: codes row-major (as packed), scale and zero-point tables transposed (`pack::xreg_tables`).
+//! Layout: codes row-major (as packed), scale and zero-point tables transposed (`pack::xreg_tables`). A CTA
+//! stages its rows' tables in shared memory first, or where they would leave the ring under two row steps
+//! streams them beside each slot ([`RingGemv::streamed_scales`]): Llama-3-70B's LM head 1x128256x8192 INT4 299
+//! -> 193 us on the H100 (session 33).
 
 use std::ffi::c_void;
 use std::sync::Arc;
@@ -254,14 +257,15 @@ pub(crate) fn layout(format: WoFormat, k: usize, per: usize, groups: usize, part
 
 /// Whether the default streams the scales with the weights: in row steps streamed in K parts (`parts` >= 2,
 /// the long-K plan, [`long_k`]) where the staged scale tables leave the ring less than two row steps
-/// (`staged`: that layout, if any). Each of a slot's scale entries is 16 bytes (MXFP4: 8) of the
-/// transposed tables, a DRAM page apart, so streamed they cost more than the weights' bytes: H100, session
-/// 33, us, x-in-registers / staged / streamed (bench/RESULTS.md): NF4 1x57344x8192 (wide table; 2 slots
-/// staged, 8 streamed) 110 / 110 / 90.4; NVFP4 1x8192x28672 (none staged, 4 streamed) 55.7-56.2 / - /
-/// 51.7-52.3; NVFP4 1x57344x8192 (none staged, 10 streamed) 97.1-97.5 / - / 96.4-98.1; at as many slots or
-/// more, slower: MXFP4 1x57344x8192 (4 staged, 10 streamed) - / 84.6-85.6 / 88.5-88.8, INT4 (6 / 10) 83.5-83.7 /
-/// 88.2-91.8, MXFP4 1x8192x28672 (4 / 4) 47.3-47.7 / 47.7-48.9; the LM heads at K = 4096 (whole row steps),
-/// where the x-in-registers kernel wins: MXFP4 92.6 / 98.1 (3 slots) / 101 (9), NF4 94.1 / 113 / 101.
+/// (`staged`: that layout, if any). A slot's scale entries are 16 bytes (MXFP4: 8) of the transposed tables,
+/// a DRAM page apart, so streamed they cost more than their bytes: H100, session 33, us, x-in-registers /
+/// staged / streamed (bench/RESULTS.md): NF4 1x57344x8192 (wide table; 2 slots staged, 8 streamed) - / 109-110
+/// / 90.1-90.5; NVFP4 1x8192x28672 (none staged, 4 streamed) 55.6-56.2 / - / 51.7; the LM heads 1x128256x8192
+/// (none staged) INT4 299 / - / 193, MXFP4 255 / - / 194, NVFP4 272 / - / 217, NF4 274 / - / 197; NVFP4
+/// 1x57344x8192 (none staged, 8 streamed) 96.9-97.5 / - / 98.1-99.1 (in model-bench's step 106 vs 98.9). At
+/// as many slots or more, slower: MXFP4 1x57344x8192 (4 staged, 10 streamed) 84.6-85.6 / 88.5-88.9, INT4 (6 /
+/// 10) 83.5-84.2 / 88.2; the LM heads at K = 4096 (whole row steps), where the x-in-registers kernel wins:
+/// MXFP4 92.6 / 98.1 (3 slots) / 101 (9), NF4 94.1 / 113 / 101.
 fn wants_streamed_scales(staged: Option<Layout>, groups: usize, parts: usize) -> bool {
     parts >= 2 && staged.is_none_or(|l| l.slots < 2 * groups * parts)
 }
@@ -835,13 +839,24 @@ mod tests {
             return;
         }
         let mut spilled = Vec::new();
-        for (k, per) in
-            [(4096usize, 4usize), (4096, 14), (2048, 3), (8192, 1), (14336, 4), (4096, 122), (16384, 2), (28672, 8)]
-        {
+        for (k, per) in [
+            (4096usize, 4usize),
+            (4096, 14),
+            (2048, 3),
+            (8192, 1),
+            (14336, 4),
+            (4096, 122),
+            (8192, 122),
+            (16384, 2),
+            (28672, 8),
+        ] {
             for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
                 // The engine's groups and K parts for a grid of 132 CTAs of `per` steps.
                 let (g, kp) = (row_groups(f, per * 8 * 132, k, 132), k_parts(per * 8 * 132, k, 132));
-                let lay = layout(f, k, per, g, kp).unwrap_or_else(|| panic!("{f:?} {k} {per}: no ring"));
+                // The default's layout, else (NVFP4's LM head at K = 4096: no ring staged) the scales streamed.
+                let lay = layout(f, k, per, g, kp)
+                    .or_else(|| layout_for(f, k, per, g, kp, true))
+                    .unwrap_or_else(|| panic!("{f:?} {k} {per}: no ring"));
                 // down_proj's 4 steps of K = 14336 also in 2 and 7 K parts, in one row group and in two; every
                 // shape with its scales streamed and (where they fit) staged.
                 let mut builds = vec![(lay, kp, g)];
