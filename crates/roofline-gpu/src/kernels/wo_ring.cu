@@ -50,11 +50,11 @@
 // scales (and INT4's zero points) of its K part's columns for its 8 rows, which the producer warp's lanes copy
 // (cp.async, an entry of RS_SB bytes per column) as they fill the slot and which complete on the slot's
 // `full` mbarrier (each lane's `cp.async.mbarrier.arrive.noinc`, so the barrier counts 1 + 32 arrivals);
-// the consumers read them once the slot is full. Where a CTA's staged tables would leave the ring few slots
-// or none (many rows of a long K: NVFP4's byte of scales per 16 values at Llama-3-70B's gate_up and
-// down_proj, NF4 beside its wide pair table; host: ring.rs `streamed_scales`). The scales then come in the
-// order of the weights, as early as they (requested a few steps ahead by the consumers, session 33, they
-// queued behind the ring's weights: slower than staged).
+// the consumers read them once the slot is full. Where a CTA's staged tables would leave the ring under two
+// row steps (many rows of a long K: the LM heads at K = 8192, NVFP4's byte of scales per 16 values at
+// Llama-3-70B's gate_up and down_proj, NF4 beside its wide pair table; host: ring.rs
+// `wants_streamed_scales`). The scales then come in the order of the weights and as early (requested two
+// steps ahead by the consumers, session 33, they queued behind the ring's weights: slower than staged).
 #ifndef RW_SSTREAM
 #define RW_SSTREAM 0
 #endif
@@ -124,7 +124,6 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     // scales (RW_SCOLS entries of RS_SB bytes, then as many of RS_ZB bytes of zero points); then the row sums.
     u8* ms = smem + RW_STEPS * RW_UNIT;
 #if RW_SSTREAM
-    u8* mz = ms;
     float* psum = (float*)(ms + RW_STEPS * RW_SCB);
 #else
     u8* mz = ms + RS_COLS * RW_ROWS * (RS_SB / R);
@@ -140,8 +139,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
+#if !RW_SSTREAM
     // The scales first (no kernel writes them), ahead of the weights in the DRAM queue.
-    for (int t = threadIdx.x; !RW_SSTREAM && warp < RW_WARPS && t < RS_COLS * ns; t += RW_NC) {
+    for (int t = threadIdx.x; warp < RW_WARPS && t < RS_COLS * ns; t += RW_NC) {
         const int c = t / ns, j = t % ns;  // scale column c, row step j: RS_SB bytes of scales, RS_ZB of zeros
         cp_async<RS_SB>(smem_addr(ms + ((size_t)c * rows + j * R) * (RS_SB / R)),
                         w_s + ((size_t)c * n + (size_t)step_of(j) * R) * (RS_SB / R), true);
@@ -151,6 +151,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #endif
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
 #if !RW_PRODUCER
     // No producer warp: thread 0 (which initialized the barriers) fills the first slots, behind its scales.
     if (threadIdx.x == 0) {
@@ -211,10 +212,10 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         return;
     }
 
+    pdl_wait();  // x (and y, when adding) are the previous kernels' outputs
     const int ks = warp % KSL, rg = warp / KSL;
     const int cbase = ks * 32 + lane;          // the lane's 32-value chunk of every row
     const size_t col = (size_t)RS_COL(cbase);  // its scale column
-    pdl_wait();  // x (and y, when adding) are the previous kernels' outputs
     float xr[EPC];
     float ss = SILU_X ? load_chunk_silu(x, cbase, xr) : load_chunk(x, cbase, xr);
     // NORM: the sum of squares; else the largest |x| (x is scaled by a power of two near its inverse so the
@@ -233,7 +234,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         const int i = threadIdx.x + u * RW_NC;
         yold[u] = ADD && i < rows ? io2f(y[(size_t)step_of(i / R) * R + i % R]) : 0.0f;
     }
-    asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed (if staged)
+#if !RW_SSTREAM
+    asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
+#endif
     consumers_sync_rw();
     float inv, out_scale;
     if (NORM) {
