@@ -270,10 +270,10 @@ fn wants_streamed_scales(staged: Option<Layout>, groups: usize, parts: usize) ->
     parts >= 2 && staged.is_none_or(|l| l.slots < 2 * groups * parts)
 }
 
-/// [`layout_with`] with NF4's wide pair table wherever a ring fits beside it (else its narrow one): the
-/// wide one takes one byte permute a lookup. H100, session 32: Llama-3-70B's down_proj 1x8192x28672 has no
-/// ring beside the wide table and its staged scales; on the narrow one's 4 slots 48.7-49.5 us against the
-/// x-in-registers kernel's 71.6-72.2.
+/// [`layout_with`] (`streamed`: the scales beside each slot) with NF4's wide pair table wherever a ring fits
+/// beside it (else its narrow one): the wide one takes one byte permute a lookup. H100, session 32:
+/// Llama-3-70B's down_proj 1x8192x28672 has no ring beside the wide table and its staged scales; on the
+/// narrow one's 4 slots 48.7-49.5 us against the x-in-registers kernel's 71.6-72.2.
 fn layout_for(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize, streamed: bool) -> Option<Layout> {
     if format == WoFormat::Nf4 {
         if let Some(l) = layout_with(format, k, per, groups, parts, true, streamed) {
