@@ -262,7 +262,7 @@ pub(crate) fn layout(format: WoFormat, k: usize, per: usize, groups: usize, part
 /// staged / streamed (bench/RESULTS.md): NF4 1x57344x8192 (wide table; 2 slots staged, 8 streamed) - / 109-110
 /// / 90.1-90.5; NVFP4 1x8192x28672 (none staged, 4 streamed) 55.6-56.2 / - / 51.7; the LM heads 1x128256x8192
 /// (none staged) INT4 299 / - / 193, MXFP4 255 / - / 194, NVFP4 272 / - / 217, NF4 274 / - / 197; NVFP4
-/// 1x57344x8192 (none staged, 8 streamed) 96.9-97.5 / - / 98.1-99.1 (in model-bench's step 106 vs 98.9). At
+/// 1x57344x8192 (none staged, 10 streamed) 96.9-97.5 / - / 98.1-99.1 (in model-bench's step 106 vs 98.9). At
 /// as many slots or more, slower: MXFP4 1x57344x8192 (4 staged, 10 streamed) 84.6-85.6 / 88.5-88.9, INT4 (6 /
 /// 10) 83.5-84.2 / 88.2; the LM heads at K = 4096 (whole row steps), where the x-in-registers kernel wins:
 /// MXFP4 92.6 / 98.1 (3 slots) / 101 (9), NF4 94.1 / 113 / 101.
@@ -544,7 +544,7 @@ impl RingGemv {
 
     /// [`RingGemv::run`] on weights in any buffers of the kernel's layout: codes row-major (n x k / 2
     /// bytes), scales and zero points as `pack::xreg_tables` (the x-in-registers engine's tables), NVFP4's
-    /// tensor scale `streamedale` (1 otherwise).
+    /// tensor scale `gscale` (1 otherwise).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch(
         &self,
@@ -552,14 +552,14 @@ impl RingGemv {
         codes: &CudaSlice<u8>,
         scales: &CudaSlice<u8>,
         zeros: &CudaSlice<u8>,
-        streamedale: f32,
+        gscale: f32,
         x: &CudaSlice<u16>,
         y: &mut CudaSlice<u16>,
         eps: f32,
         pdl: bool,
     ) -> Result<(), GpuError> {
-        if !streamedale.is_finite() {
-            return Err(GpuError::Unsupported(format!("the ring GEMV's tensor scale is {streamedale}")));
+        if !gscale.is_finite() {
+            return Err(GpuError::Unsupported(format!("the ring GEMV's tensor scale is {gscale}")));
         }
         if self.epilogue == Epilogue::Norm && !(eps.is_finite() && eps > 0.0) {
             return Err(GpuError::Unsupported(format!("the ring GEMV's RMSNorm needs eps > 0, got {eps}")));
@@ -586,7 +586,7 @@ impl RingGemv {
         let (mut yp, _g4) = y.device_ptr_mut(stream);
         let mut n = self.n as i32;
         let mut e = eps;
-        let mut g = streamedale;
+        let mut g = gscale;
         let mut params: [*mut c_void; 8] = [
             (&raw mut wp).cast(),
             (&raw mut sp).cast(),
@@ -598,7 +598,7 @@ impl RingGemv {
             (&raw mut g).cast(),
         ];
         // SAFETY: the parameters match wo_ring(const uint4* w, const u8* w_s, const u8* w_z, const u16* x, u16*
-        // y, int n, float eps, float streamedale) in order and type, each pointing at a local that lives through the launch; the
+        // y, int n, float eps, float gscale) in order and type, each pointing at a local that lives through the launch; the
         // codes hold n x k / 2 bytes and the tables n x k / 128 entries (checked above; the zero points half
         // the scales' bytes, as `xreg_tables` makes them), x holds k values (2k with SwiGLU on load, the
         // SILU_X build's reads) and y n; the grid
