@@ -200,7 +200,13 @@ fn table_bytes_per_row(format: WoFormat, k: usize) -> usize {
 /// Dynamic shared memory of the tables of `rows` rows of `k` values: their scales and zero points, and the
 /// per-K-slice row sums.
 pub(crate) fn tables_bytes(format: WoFormat, k: usize, rows: usize) -> usize {
-    table_bytes_per_row(format, k) * rows + (k / 1024) * rows * 4
+    table_bytes_per_row(format, k) * rows + sums_bytes(k, rows)
+}
+
+/// Dynamic shared memory of the per-K-slice row sums of `rows` rows of `k` values (an f32 per row and
+/// 1024-value slice).
+fn sums_bytes(k: usize, rows: usize) -> usize {
+    (k / 1024) * rows * 4
 }
 
 /// CTAs and the most row steps any of them takes for `n` rows on `sm_count` SMs: one wave, the fewest CTAs
@@ -321,7 +327,7 @@ fn layout_with(
 fn cta_tables(format: WoFormat, k: usize, per: usize, streamed: bool) -> usize {
     let rows = per * STEP_ROWS;
     if streamed {
-        (k / 1024) * rows * 4
+        sums_bytes(k, rows)
     } else {
         tables_bytes(format, k, rows)
     }
