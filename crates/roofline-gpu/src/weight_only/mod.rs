@@ -534,8 +534,9 @@ impl LaunchPlan {
     /// NF4 decodes in f16x2 through a shared-memory table of the 256 code pairs, one copy per bank (32 KB,
     /// filled per CTA): faster with one CTA over K or a large N (1x4096x14336 18.3 vs 16.2, 1x128256x4096
     /// 109 vs 98.6), slower elsewhere (1x4096x4096 5.74 vs 7.95, 1x6144x4096 7.17 vs 11.6, 1x14336x4096
-    /// 16.2 vs 23.3, 1x28672x4096 28.5 vs 29.7). INT4 from K = 8192 too (where the ring GEMV leaves it
-    /// `XReg`: Llama-3-70B's LM head 1x128256x8192, session 32, 430 vs 299-301; MXFP4 252-253 either way).
+    /// 16.2 vs 23.3, 1x28672x4096 28.5 vs 29.7). INT4 from K = 8192 too (wherever `XReg` runs it:
+    /// Llama-3-70B's LM head 1x128256x8192, session 32, 430 vs 299-301, MXFP4 252-253 either way; since
+    /// session 33 the ring GEMV takes that shape by default, 193).
     pub fn xh_default(format: WoFormat, n: usize, k: usize, wide: bool) -> bool {
         match format {
             WoFormat::Mxfp4 => true,
@@ -1385,11 +1386,12 @@ impl WeightOnlyGemv {
             && k % 1024 == 0
             && !(fusion.norm_eps.is_some() && (fusion.add_into_y || fusion.silu_x));
         let input = if fusion.silu_x { ring::Input::SwiGlu } else { ring::Input::X };
-        takes.then_some(match (fusion.norm_eps, fusion.add_into_y) {
-            (Some(_), _) => (ring::Epilogue::Norm, input),
-            (None, true) => (ring::Epilogue::Add, input),
-            (None, false) => (ring::Epilogue::Store, input),
-        })
+        let epilogue = match (fusion.norm_eps, fusion.add_into_y) {
+            (Some(_), _) => ring::Epilogue::Norm,
+            (None, true) => ring::Epilogue::Add,
+            (None, false) => ring::Epilogue::Store,
+        };
+        takes.then_some((epilogue, input))
     }
 
     /// The ring kernel for `n x k` with `op`, built on first use.
@@ -2808,7 +2810,7 @@ mod tests {
             (WoFormat::Int4G128, 4096, 4096, true),
             (WoFormat::Int4G128, 6144, 4096, false),
             (WoFormat::Int4G128, 4096, 14336, true),
-            // Llama-3-70B's LM head (the ring has no room for its scale tables)
+            // Llama-3-70B's LM head where `XReg` runs it (the ring takes it by default since session 33)
             (WoFormat::Int4G128, 128_256, 8192, true),
             (WoFormat::Int4G128, 128_256, 4096, false),
             (WoFormat::Nf4, 4096, 14336, true),
