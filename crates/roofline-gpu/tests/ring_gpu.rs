@@ -4,7 +4,8 @@
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
 //! f16x2 sums in range), and twice in a row (same bits). Shapes whose staged scale tables leave the ring few
-//! slots stream their scales with the weights (NVFP4 at K = 28672; the long-K LM heads); run it again with
+//! slots stream their scales with the weights (of these cases NVFP4 at K = 28672; in models also the LM
+//! heads at K = 8192, too large for this test: `roofline measure` checks them); run it again with
 //! `ROOFLINE_RING_STREAM_SCALES=1` (every shape so). Run on a GPU machine: `cargo test -p roofline-gpu
 //! --release --test ring_gpu -- --ignored --nocapture`.
 
