@@ -253,12 +253,6 @@ __device__ __forceinline__ void mbar_wait(u32 a, u32 parity) {
     } while (!done);
 }
 
-// An arrival on the mbarrier at `a` once every cp.async this thread issued before has landed (`.noinc`: the
-// barrier's expected count includes it).
-__device__ __forceinline__ void mbar_arrive_cp_async(u32 a) {
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(a) : "memory");
-}
-
 // Bulk copy of `bytes` (a multiple of 16) from global `src` to shared `dst`, completing on mbarrier `bar`.
 __device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u32 bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(dst),

@@ -16,8 +16,9 @@
 //
 // Layouts (host: weight_only/ring.rs): w [N][FD] codes row-major; INT4: w_s [FD/128][N] f16 scales and
 // w_z [FD/128][N/2] zero points, NF4: w_s [FD/64][N] f16, MXFP4: w_s [FD/32][N] E8M0 bytes, NVFP4: w_s [FD/32][N][2] E4M3 bytes and
-// the FP32 tensor scale `gscale` (1 for the others; pack::xreg_tables). CTA c takes row steps
-// [c S / G, (c + 1) S / G), S = N / 8, G = gridDim.x.
+// the FP32 tensor scale `gscale` (1 for the others; pack::xreg_tables); with RW_SSTREAM the same entries step-major,
+// w_s [N/8][RS_COLS][RS_SB bytes: the step's 8 rows] and w_z [N/8][RS_COLS][4] (pack::ring_step_tables). CTA c takes
+// row steps [c S / G, (c + 1) S / G), S = N / 8, G = gridDim.x.
 
 #ifndef RW_GROUPS
 #define RW_GROUPS 2
@@ -47,14 +48,13 @@
 #define ADD 0
 #endif
 // RW_SSTREAM 1: the scales streamed with the weights instead of staged: each ring slot has beside it the block
-// scales (and INT4's zero points) of its K part's columns for its 8 rows, which the producer warp's lanes copy
-// (cp.async, an entry of RS_SB bytes per column) as they fill the slot and which complete on the slot's
-// `full` mbarrier (each lane's `cp.async.mbarrier.arrive.noinc`, so the barrier counts 1 + 32 arrivals);
-// the consumers read them once the slot is full. Where a CTA's staged tables would leave the ring under two
-// row steps (many rows of a long K: the LM heads at K = 8192, NVFP4's byte of scales per 16 values at
-// Llama-3-70B's gate_up and down_proj, NF4 beside its wide pair table; host: ring.rs
-// `wants_streamed_scales`). The scales then come in the order of the weights and as early (requested two
-// steps ahead by the consumers, session 33, they queued behind the ring's weights: slower than staged).
+// scales (and INT4's zero points) of its K part's columns for its 8 rows, one run of the step-major tables
+// (pack::ring_step_tables) that the producer copies with one bulk copy (INT4: two) on the slot's `full`
+// mbarrier with its weights; the consumers read them once the slot is full (row_step's SCALES_IN_STAGE). The
+// scales then come in the order of the weights and as early (host: ring.rs `wants_streamed_scales`). Session
+// 33's first streamed layout copied each column's 16-byte entry from the transposed tables (a DRAM page
+// apart) and cost more than its bytes; requested two steps ahead by the consumers they queued behind the
+// ring's weights.
 #ifndef RW_SSTREAM
 #define RW_SSTREAM 0
 #endif
@@ -91,7 +91,6 @@
 __device__ __forceinline__ float load_chunk_silu(const u16* x, int cbase, float xr[EPC]) {
     const uint4* gp = (const uint4*)(x + (size_t)cbase * EPC);
     const uint4* up = (const uint4*)(x + FD + (size_t)cbase * EPC);
-    float ss = 0.0f;
 #pragma unroll
     for (int s = 0; s < SUBS; ++s) {
         const uint4 gv = gp[s], uv = up[s];  // plain loads: the gate_up row is an earlier kernel's output
@@ -99,9 +98,7 @@ __device__ __forceinline__ float load_chunk_silu(const u16* x, int cbase, float 
 #pragma unroll
         for (int h = 0; h < 4; ++h) silu_mul2(gw[h], uw[h], xr[8 * s + 2 * h], xr[8 * s + 2 * h + 1]);
     }
-#pragma unroll
-    for (int e = 0; e < EPC; ++e) ss = fmaf(xr[e], xr[e], ss);
-    return ss;
+    return chunk_sum_sq(xr);
 }
 
 // Consumer-only barrier (named barrier 1): the producer warp has left.
@@ -133,7 +130,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 
     if (threadIdx.x == 0) {
         for (int i = 0; i < RW_STEPS; ++i) {
-            mbar_init(full_s + 8 * i, RW_SSTREAM ? 1 + 32 : 1);  // the expect_tx, and each producer lane's copies
+            mbar_init(full_s + 8 * i, 1);        // the producer's expect_tx
             mbar_init(empty_s + 8 * i, RW_KSP);  // the warps of the slot's row group and K part
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -166,49 +163,34 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     __syncthreads();
     if (RW_PRODUCER && warp == RW_WARPS) {
         // ---- Producer: every row step of the CTA (K part by K part), in order, as ring slots free up ----
-#if RW_KH == 1 && !RW_SSTREAM
-        if (lane == 0) {
-            for (int s = 0; s < ns; ++s) {
-                const int slot = s % RW_STEPS;
-                if (s >= RW_STEPS) mbar_wait(empty_s + 8 * slot, (u32)((s / RW_STEPS - 1) & 1));
-                mbar_expect_tx(full_s + 8 * slot, RW_STAGE);
-                bulk_copy(smem_addr(smem + slot * RW_STAGE), (const u8*)w + (size_t)step_of(s) * RW_STAGE, RW_STAGE,
-                          full_s + 8 * slot);
-            }
-        }
-#else
-        // Unit u: K part u % RW_KH of row step u / RW_KH; lane r < 8 copies its row r (lane 0 first waits for
-        // the slot and arms its barrier with the unit's bytes; in whole steps, lane 0 copies the step).
+        // Unit u: K part u % RW_KH of row step u / RW_KH. Lane 0 waits for the slot, arms its barrier with the
+        // unit's bytes (and its scales', RW_SSTREAM), copies the scales and, in whole steps, the step; in K
+        // parts lane r < 8 then copies its row's part.
         for (int u = 0; u < ns * RW_KH; ++u) {
             const int slot = u % RW_STEPS;
             const size_t step = (size_t)step_of(u / RW_KH);
+            const u32 fb = full_s + 8 * slot;
             if (lane == 0) {
                 if (u >= RW_STEPS) mbar_wait(empty_s + 8 * slot, (u32)((u / RW_STEPS - 1) & 1));
-                mbar_expect_tx(full_s + 8 * slot, RW_UNIT);
-                if (RW_KH == 1)
-                    bulk_copy(smem_addr(smem + slot * RW_STAGE), (const u8*)w + step * RW_STAGE, RW_STAGE,
-                              full_s + 8 * slot);
-            }
-            __syncwarp();
-            if (RW_KH > 1 && lane < R) {
-                const u8* src = (const u8*)w + step * RW_STAGE + (size_t)lane * (FD / 2) + (u % RW_KH) * RW_PART_ROW;
-                bulk_copy(smem_addr(smem + slot * RW_UNIT + lane * RW_PART_ROW), src, RW_PART_ROW, full_s + 8 * slot);
-            }
+                mbar_expect_tx(fb, RW_UNIT + RW_SSTREAM * RW_SCB);
 #if RW_SSTREAM
-            // The unit's scale columns c0 .. c0 + RW_SCOLS - 1 for the step's 8 rows, then (INT4) their zero points.
-            const int c0 = (u % RW_KH) * RW_SCOLS;
-            u8* ss = ms + slot * RW_SCB;
-            for (int t = lane; t < RW_SCOLS; t += 32) {
-                cp_async<RS_SB>(smem_addr(ss + t * RS_SB), w_s + ((size_t)(c0 + t) * n + step * R) * (RS_SB / R), true);
+                // The unit's scale columns of the step: one run of the step-major tables, then INT4's zero points.
+                const size_t e0 = step * RS_COLS + (size_t)(u % RW_KH) * RW_SCOLS;
+                bulk_copy(smem_addr(ms + slot * RW_SCB), w_s + e0 * RS_SB, RW_SCOLS * RS_SB, fb);
 #if RS_ZB > 0
-                cp_async<RS_ZB>(smem_addr(ss + RW_SCOLS * RS_SB + t * RS_ZB), w_z + (size_t)(c0 + t) * (n / 2) + step * R / 2,
-                                true);
+                bulk_copy(smem_addr(ms + slot * RW_SCB + RW_SCOLS * RS_SB), w_z + e0 * RS_ZB, RW_SCOLS * RS_ZB, fb);
 #endif
+#endif
+                if (RW_KH == 1) bulk_copy(smem_addr(smem + slot * RW_STAGE), (const u8*)w + step * RW_STAGE, RW_STAGE, fb);
             }
-            mbar_arrive_cp_async(full_s + 8 * slot);
-#endif
+            if (RW_KH > 1) {
+                __syncwarp();
+                if (lane < R) {
+                    const u8* src = (const u8*)w + step * RW_STAGE + (size_t)lane * (FD / 2) + (u % RW_KH) * RW_PART_ROW;
+                    bulk_copy(smem_addr(smem + slot * RW_UNIT + lane * RW_PART_ROW), src, RW_PART_ROW, fb);
+                }
+            }
         }
-#endif
         return;
     }
 
@@ -272,13 +254,11 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         const int u = j * RW_KH + part;  // the ring's unit (slot u % RW_STEPS serves one group and part)
         const int slot = u % RW_STEPS;
 #if RW_SSTREAM
-        // The slot's scales are read once it is full (row_step's own wait then passes at once).
-        const u32 par = (u32)((u / RW_STEPS) & 1);
+        // The slot's scales come with it: read once it is full.
         const int sc = (int)col - part * RW_SCOLS;  // the lane's column within the K part
-        mbar_wait(full_s + 8 * slot, par);
-        const float sum = row_step(smem + slot * RW_UNIT + pbase, ms + slot * RW_SCB + sc * RS_SB,
-                                   ms + slot * RW_SCB + RW_SCOLS * RS_SB + sc * RS_ZB, full_s + 8 * slot, par, xh, xsum,
-                                   nf4t);
+        const float sum = row_step<true>(smem + slot * RW_UNIT + pbase, ms + slot * RW_SCB + sc * RS_SB,
+                                         ms + slot * RW_SCB + RW_SCOLS * RS_SB + sc * RS_ZB, full_s + 8 * slot,
+                                         (u32)((u / RW_STEPS) & 1), xh, xsum, nf4t);
 #else
         const float sum = row_step(smem + slot * RW_UNIT + pbase, ms + (col * rows + j * R) * (RS_SB / R),
                                    mz + col * (rows / 2) + j * R / 2, full_s + 8 * slot,

@@ -103,6 +103,14 @@ __device__ __forceinline__ void dot8nf4_any(u32 v, const u32 a[4], const u8* nf4
 }
 #endif
 
+// The sum of squares of a lane's chunk of x.
+__device__ __forceinline__ float chunk_sum_sq(const float xr[EPC]) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < EPC; ++e) ss = fmaf(xr[e], xr[e], ss);
+    return ss;
+}
+
 // The lane's 32-value chunk of x (values cbase x EPC ...) as floats; returns their sum of squares.
 __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EPC]) {
     const uint4* xp = (const uint4*)(x + (size_t)cbase * EPC);
@@ -114,18 +122,18 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EP
         x2f(xv.z, xr[8 * s + 4], xr[8 * s + 5]);
         x2f(xv.w, xr[8 * s + 6], xr[8 * s + 7]);
     }
-    float ss = 0.0f;
-#pragma unroll
-    for (int e = 0; e < EPC; ++e) ss = fmaf(xr[e], xr[e], ss);
-    return ss;
+    return chunk_sum_sq(xr);
 }
 
 // One row step (8 rows of FD INT4 codes at `sp`, the lane's chunk at cbase; rows FD / 2 / RW_KH bytes apart) against
 // the lane's x: the rows' scales (8 f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting
-// on the stage's `full` mbarrier (shared address `fb`, phase parity `par`). Returns row (lane >> 2) & 7's dot product
-// summed over the warp (in the lanes with lane & 3 == 0). `nf4t`: with NF4_PAIRS, NF4's pair table (`nf4_pair_table`).
+// on the stage's `full` mbarrier (shared address `fb`, phase parity `par`), or after it with SCALES_IN_STAGE (the
+// scales come with the stage: the ring GEMV's RW_SSTREAM). Returns row (lane >> 2) & 7's dot product summed over the
+// warp (in the lanes with lane & 3 == 0). `nf4t`: with NF4_PAIRS, NF4's pair table (`nf4_pair_table`).
+template <bool SCALES_IN_STAGE = false>
 __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
                                           const u32 xh[4][4], float xsum, const u8* nf4t = nullptr) {
+    if (SCALES_IN_STAGE && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
     u32 sw[4], zw = 0u;
 #if FMT == 4 || FMT == 5 || FMT == 7
     {
@@ -143,7 +151,7 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
 #endif
     Meta meta[R][C];
     unpack_meta(sw, zw, meta, 0);
-    if (!EXP_FFN_NOLOAD) mbar_wait(fb, par);
+    if (!SCALES_IN_STAGE && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
     float acc[R];
 #pragma unroll
     for (int u = 0; u < R; ++u) {

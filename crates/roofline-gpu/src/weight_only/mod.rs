@@ -1148,6 +1148,9 @@ pub struct StagedWeights<'a> {
     mma_layout: bool,
     xscales: Vec<u8>,
     xzeros: Vec<u8>,
+    /// The ring GEMV's step-major tables where its build for this shape streams the scales
+    /// ([`ring::streams_scales`], `pack::ring_step_tables`).
+    ring_tables: Option<(Vec<u8>, Vec<u8>)>,
 }
 
 /// Weights on the GPU, with the split-K workspace of their shape.
@@ -1171,6 +1174,9 @@ pub struct DeviceWeights {
     global_scale: f32,
     /// Whether `xscales` / `xzeros` hold the x-in-registers tables (`pack::xreg_tables`).
     xreg_tables: bool,
+    /// The ring GEMV's step-major scale and zero-point tables (`pack::ring_step_tables`), where its build for
+    /// this shape streams the scales with the weights.
+    ring_tables: Option<(CudaSlice<u8>, CudaSlice<u8>)>,
     workspace: CudaSlice<f32>,
     counters: CudaSlice<u32>,
 }
@@ -1504,7 +1510,12 @@ impl WeightOnlyGemv {
             Variant::XMma => (mma::xs_meta(p), Vec::new()),
             _ => (Vec::new(), Vec::new()),
         };
-        Ok(StagedWeights { packed: p, variant: self.variant, codes, mma_layout, xscales, xzeros })
+        // Where the ring GEMV takes this shape with its scales streamed beside each slot, it reads them
+        // step-major (one bulk copy a slot): a third copy of the scales, for those shapes only.
+        let ring_tables = (self.variant == Variant::XReg && ring::streams_scales(p.format, p.n, p.k, self.sm_count))
+            .then(|| pack::ring_step_tables(p))
+            .flatten();
+        Ok(StagedWeights { packed: p, variant: self.variant, codes, mma_layout, xscales, xzeros, ring_tables })
     }
 
     /// Uploads weights staged by this engine ([`WeightOnlyGemv::stage`]).
@@ -1533,6 +1544,10 @@ impl WeightOnlyGemv {
             xzeros: up(&st.xzeros)?,
             global_scale: p.global_scale,
             xreg_tables: st.variant == Variant::XReg && !st.mma_layout,
+            ring_tables: match &st.ring_tables {
+                Some((s, z)) => Some((up(s)?, up(z)?)),
+                None => None,
+            },
             workspace: self.stream.alloc_zeros::<f32>(MAX_M * p.n)?,
             counters: self.stream.alloc_zeros::<u32>(p.n.div_ceil(4) + 1)?,
         })
@@ -1624,11 +1639,21 @@ impl WeightOnlyGemv {
         }
         if let Some(ep) = self.ring_epilogue(m, n, k, fusion) {
             let ring = self.ring(n, k, ep)?;
+            let tables = if ring.streamed_scales {
+                let (scales, zeros) = w.ring_tables.as_ref().ok_or_else(|| {
+                    GpuError::Unsupported(format!(
+                        "the {n}x{k} ring GEMV streams its scales from step-major tables, which these weights were \
+                         uploaded without (upload them with this engine)"
+                    ))
+                })?;
+                ring::ScaleTables { scales, zeros, step_major: true }
+            } else {
+                ring::ScaleTables { scales: &w.xscales, zeros: &w.xzeros, step_major: false }
+            };
             return ring.launch(
                 stream,
                 &w.codes,
-                &w.xscales,
-                &w.xzeros,
+                tables,
                 w.global_scale,
                 x,
                 y,

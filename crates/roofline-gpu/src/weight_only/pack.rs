@@ -516,6 +516,43 @@ pub fn xreg_tables(p: &PackedWeights) -> (Vec<u8>, Vec<u8>) {
     (scales, zeros)
 }
 
+/// Scale tables of the ring GEMV where it streams them with the weights (`kernels/wo_ring.cu` `RW_SSTREAM`):
+/// [`xreg_tables`]' entries regrouped step-major, `[row step][scale column]`, each entry the 8 rows of one
+/// step (`RS_SB` bytes: 8 FP16 scales, or 8 E8M0 bytes, or 8 pairs of E4M3 bytes; INT4's zero points in their
+/// own table of 4-byte entries, 8 nibbles, even row low). A ring slot's scales (one K part's columns of one row
+/// step) are then one contiguous run, a single bulk copy, whatever the K parts. Same bytes as
+/// [`xreg_tables`]; `None` for formats the ring does not take or N not a multiple of 8.
+pub fn ring_step_tables(p: &PackedWeights) -> Option<(Vec<u8>, Vec<u8>)> {
+    let (n, k) = (p.n, p.k);
+    let (isz, cols) = match p.format {
+        WoFormat::Int4G128 => (2, k / 128),
+        WoFormat::Nf4 => (2, k / 64),
+        WoFormat::Mxfp4 => (1, k / 32),
+        WoFormat::Nvfp4 => (2, k / 32),
+        _ => return None,
+    };
+    if n % 8 != 0 {
+        return None;
+    }
+    let (ts, tz) = xreg_tables(p);
+    let entry = 8 * isz;
+    let scales = (0..n / 8)
+        .into_par_iter()
+        .flat_map_iter(|s| (0..cols).flat_map(move |c| (0..entry).map(move |b| (s, c, b))))
+        .map(|(s, c, b)| ts[(c * n + 8 * s) * isz + b])
+        .collect();
+    let zeros = if p.format == WoFormat::Int4G128 {
+        (0..n / 8)
+            .into_par_iter()
+            .flat_map_iter(|s| (0..cols).flat_map(move |c| (0..4).map(move |b| (s, c, b))))
+            .map(|(s, c, b)| tz[c * n / 2 + 4 * s + b])
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Some((scales, zeros))
+}
+
 /// Quantizes `n x k` f32 weights (row-major, row = output channel) with the format's codec and packs them;
 /// FP16 is a plain round-to-nearest cast. Returns the packed weights and the f32 values the GPU uses.
 pub fn quantize_and_pack(
@@ -712,6 +749,41 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn ring_step_tables_hold_each_steps_scales_together() {
+        // Entry (step s, column c) of the step-major tables is the 8 rows' entry of the transposed ones, so a
+        // slot's columns c0.. of step s are one run; same bytes; other formats and N % 8 != 0 have none.
+        for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+            let (n, k) = (24usize, 1024usize);
+            let (p, _) = quantize_and_pack(f, &random_f32(n * k, 11), n, k).unwrap();
+            let (ts, tz) = xreg_tables(&p);
+            let (ss, sz) = ring_step_tables(&p).unwrap();
+            assert_eq!((ss.len(), sz.len()), (ts.len(), tz.len()), "{f:?}");
+            let (isz, cols) = match f {
+                WoFormat::Int4G128 => (2, k / 128),
+                WoFormat::Nf4 => (2, k / 64),
+                WoFormat::Mxfp4 => (1, k / 32),
+                _ => (2, k / 32),
+            };
+            for s in 0..n / 8 {
+                for c in 0..cols {
+                    for r in 0..8 {
+                        let got = &ss[(s * cols + c) * 8 * isz + r * isz..][..isz];
+                        assert_eq!(got, &ts[(c * n + 8 * s + r) * isz..][..isz], "{f:?} step {s} column {c} row {r}");
+                        if f == WoFormat::Int4G128 {
+                            let z = (sz[(s * cols + c) * 4 + r / 2] >> (4 * (r % 2))) & 15;
+                            assert_eq!(z, (tz[c * n / 2 + (8 * s + r) / 2] >> (4 * (r % 2))) & 15);
+                        }
+                    }
+                }
+            }
+        }
+        let (p, _) = quantize_and_pack(WoFormat::Int4G128, &random_f32(12 * 256, 3), 12, 256).unwrap();
+        assert!(ring_step_tables(&p).is_none());
+        let (p, _) = quantize_and_pack(WoFormat::Int8, &random_f32(16 * 256, 3), 16, 256).unwrap();
+        assert!(ring_step_tables(&p).is_none());
     }
 
     #[test]

@@ -350,6 +350,24 @@ fn nf4_table_offset(used: usize) -> usize {
     used.next_multiple_of(128)
 }
 
+/// Whether the ring GEMV's build for `n x k` `format` weights on `sm_count` SMs streams the scales with the
+/// weights, and so reads the step-major tables (`pack::ring_step_tables`) instead of the transposed ones.
+pub fn streams_scales(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
+    plan(format, 1, n, k, sm_count).is_ok_and(|p| p.layout.streamed_scales)
+}
+
+/// A matrix's scale and zero-point tables in the layout a ring build reads ([`RingGemv::launch`]).
+#[derive(Clone, Copy)]
+pub(crate) struct ScaleTables<'a> {
+    /// Block scales.
+    pub scales: &'a CudaSlice<u8>,
+    /// INT4's zero points (16 unread bytes otherwise).
+    pub zeros: &'a CudaSlice<u8>,
+    /// Step-major (`pack::ring_step_tables`: builds that stream the scales), else transposed
+    /// (`pack::xreg_tables`: builds that stage them).
+    pub step_major: bool,
+}
+
 /// Why the ring GEMV cannot run `n x k` 4-bit weights on `sm_count` SMs (`None`: it can).
 pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Option<String> {
     plan(format, batch, n, k, sm_count).err()
@@ -523,7 +541,12 @@ impl RingGemv {
                 p.k
             )));
         }
-        let (scales, zeros) = xreg_tables(p);
+        let (scales, zeros) = if self.streamed_scales {
+            pack::ring_step_tables(p)
+                .ok_or_else(|| GpuError::Unsupported(format!("no step-major scale tables for {}", p.format.format())))?
+        } else {
+            xreg_tables(p)
+        };
         Ok(RingWeights {
             codes: stream.clone_htod(pack::device_codes(p).as_deref().unwrap_or(&p.codes))?,
             scales: stream.clone_htod(&scales)?,
@@ -545,19 +568,20 @@ impl RingGemv {
         eps: f32,
         pdl: bool,
     ) -> Result<(), GpuError> {
-        self.launch(stream, &w.codes, &w.scales, &w.zeros, w.global_scale, x, y, eps, pdl)
+        let tables = ScaleTables { scales: &w.scales, zeros: &w.zeros, step_major: self.streamed_scales };
+        self.launch(stream, &w.codes, tables, w.global_scale, x, y, eps, pdl)
     }
 
     /// [`RingGemv::run`] on weights in any buffers of the kernel's layout: codes row-major (n x k / 2
-    /// bytes), scales and zero points as `pack::xreg_tables` (the x-in-registers engine's tables), NVFP4's
+    /// bytes), scales and zero points in the build's layout ([`ScaleTables`]: step-major where it streams
+    /// them, [`RingGemv::streamed_scales`], else transposed as the x-in-registers engine's tables), NVFP4's
     /// tensor scale `gscale` (1 otherwise).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn launch(
         &self,
         stream: &Arc<CudaStream>,
         codes: &CudaSlice<u8>,
-        scales: &CudaSlice<u8>,
-        zeros: &CudaSlice<u8>,
+        tables: ScaleTables<'_>,
         gscale: f32,
         x: &CudaSlice<u16>,
         y: &mut CudaSlice<u16>,
@@ -570,16 +594,35 @@ impl RingGemv {
         if self.epilogue == Epilogue::Norm && !(eps.is_finite() && eps > 0.0) {
             return Err(GpuError::Unsupported(format!("the ring GEMV's RMSNorm needs eps > 0, got {eps}")));
         }
+        if tables.step_major != self.streamed_scales {
+            return Err(GpuError::Unsupported(format!(
+                "the {}x{} ring GEMV {} its scales and reads the {} tables; these are {}",
+                self.n,
+                self.k,
+                if self.streamed_scales { "streams" } else { "stages" },
+                if self.streamed_scales { "step-major" } else { "transposed" },
+                if tables.step_major { "step-major" } else { "transposed" },
+            )));
+        }
+        let ScaleTables { scales, zeros, .. } = tables;
         let (n, k) = (self.n, self.k);
         let scale_bytes = scale_bytes_per_row(self.format, k) * n;
+        let zero_bytes = (table_bytes_per_row(self.format, k) - scale_bytes_per_row(self.format, k)) * n;
         let xk = if self.input == Input::SwiGlu { 2 * k } else { k };
-        if x.len() < xk || y.len() < n || codes.len() < n * k / 2 || scales.len() < scale_bytes {
+        if x.len() < xk
+            || y.len() < n
+            || codes.len() < n * k / 2
+            || scales.len() < scale_bytes
+            || zeros.len() < zero_bytes
+        {
             return Err(GpuError::Unsupported(format!(
-                "the {n}x{k} ring GEMV got x of {} values, y of {}, {} code bytes and {} scale bytes",
+                "the {n}x{k} ring GEMV got x of {} values, y of {}, {} code bytes, {} scale bytes and {} zero-point \
+                 bytes",
                 x.len(),
                 y.len(),
                 codes.len(),
-                scales.len()
+                scales.len(),
+                zeros.len()
             )));
         }
         if stream.context().cu_ctx() != self.ctx.cu_ctx() {
@@ -605,9 +648,9 @@ impl RingGemv {
         ];
         // SAFETY: the parameters match wo_ring(const uint4* w, const u8* w_s, const u8* w_z, const u16* x, u16*
         // y, int n, float eps, float gscale) in order and type, each pointing at a local that lives through the launch; the
-        // codes hold n x k / 2 bytes and the tables n x k / 128 entries (checked above; the zero points half
-        // the scales' bytes, as `xreg_tables` makes them), x holds k values (2k with SwiGLU on load, the
-        // SILU_X build's reads) and y n; the grid
+        // codes hold n x k / 2 bytes and the scale and zero-point tables all of their rows' entries (checked
+        // above), in the layout the build reads (step-major where RW_SSTREAM, checked above), x holds k values
+        // (2k with SwiGLU on load, the SILU_X build's reads) and y n; the grid
         // is `grid(n)`'s, whose largest share of rows is the RW_ROWS the kernel was compiled with, and the
         // dynamic shared memory is `layout`'s for it (attribute set in `new`). PDL: before its
         // `griddepcontrol.wait` the kernel reads only its weights and their tables, which no kernel writes.
