@@ -261,19 +261,23 @@ pub(crate) fn layout(format: WoFormat, k: usize, per: usize, groups: usize, part
     }
 }
 
-/// Whether the default streams the scales with the weights: in row steps streamed in K parts (`parts` >= 2,
-/// the long-K plan, [`long_k`]) where the staged scale tables leave the ring less than two row steps
-/// (`staged`: that layout, if any). A slot's scale entries are 16 bytes (MXFP4: 8) of the transposed tables,
-/// a DRAM page apart, so streamed they cost more than their bytes: H100, session 33, us, x-in-registers /
-/// staged / streamed (bench/RESULTS.md): NF4 1x57344x8192 (wide table; 2 slots staged, 8 streamed) - / 109-110
-/// / 90.1-90.5; NVFP4 1x8192x28672 (none staged, 4 streamed) 55.6-56.2 / - / 51.7; the LM heads 1x128256x8192
-/// (none staged) INT4 299 / - / 193, MXFP4 255 / - / 194, NVFP4 272 / - / 217, NF4 274 / - / 197; NVFP4
-/// 1x57344x8192 (none staged, 10 streamed) 96.9-97.5 / - / 98.1-99.1 (in model-bench's step 106 vs 98.9). At
-/// as many slots or more, slower: MXFP4 1x57344x8192 (4 staged, 10 streamed) 84.6-85.6 / 88.5-88.9, INT4 (6 /
-/// 10) 83.5-84.2 / 88.2; the LM heads at K = 4096 (whole row steps), where the x-in-registers kernel wins:
-/// MXFP4 92.6 / 98.1 (3 slots) / 101 (9), NF4 94.1 / 113 / 101.
+/// Whether the default streams the scales with the weights (`staged`: the layout with the tables staged, if
+/// any): where staged tables leave no ring at all, and in row steps streamed in K parts (`parts` >= 2, the
+/// long-K plan, [`long_k`]) where they leave the ring less than two row steps. Streamed, each slot's scales are
+/// one run of the step-major tables (`pack::ring_step_tables`), one bulk copy on the slot's barrier, and cost
+/// their bytes: H100, session 34, us, staged / streamed (bench/RESULTS.md): at as many slots or more a tie
+/// (MXFP4 1x57344x8192, 4 / 10 slots, 84.5 / 85.4; INT4, 6 / 10, 83.4 / 83.6), where staged leave one row step
+/// or none a gain (NF4 1x57344x8192, 2 / 8 slots, 109 / 86.9; NVFP4, none / 10, x-in-registers 96.9 / 90.1;
+/// NVFP4 1x128256x4096 in whole steps, none / 9, x-in-registers 106-107 / 102). In whole steps with a few
+/// staged slots the x-in-registers kernel wins over both ([`auto`]: MXFP4 1x128256x4096 93.3 / staged 99.7 (3
+/// slots) / streamed 97.2 (9); NF4 93.5 / 116 (2) / 97.4 (8)). Session 33's streamed scales, 16-byte pieces
+/// of the transposed tables a DRAM page apart, were slower than staged at as many slots (INT4 1x57344x8192
+/// 88.2 vs 83.7).
 fn wants_streamed_scales(staged: Option<Layout>, groups: usize, parts: usize) -> bool {
-    parts >= 2 && staged.is_none_or(|l| l.slots < 2 * groups * parts)
+    match staged {
+        None => true,
+        Some(l) => parts >= 2 && l.slots < 2 * groups * parts,
+    }
 }
 
 /// [`layout_with`] (`streamed`: the scales beside each slot) with NF4's wide pair table wherever a ring fits
@@ -847,11 +851,17 @@ mod tests {
         assert!(auto(WoFormat::Nvfp4, 14336, 4096, 132) && auto(WoFormat::Nf4, 14336, 4096, 132));
         assert!(!layout(mx, 4096, 14, 3, 1).unwrap().streamed_scales);
         // The LM heads at K = 4096 (whole row steps): MXFP4's staged tables leave 3 slots (NF4's beside its
-        // pair table none) and stay staged, streamed they would leave 9 (slower); not the default.
+        // narrow pair table 2) and stay staged, streamed they would leave 9 (slower than the x-in-registers
+        // kernel either way); not the default. NVFP4's leave no ring: streamed, 9 slots, the default.
         assert_eq!(layout_for(mx, 4096, 122, 3, 1, true).map(|l| l.slots), Some(9));
         assert_eq!(layout(mx, 4096, 122, 3, 1).map(|l| (l.slots, l.streamed_scales)), Some((3, false)));
         assert_eq!(layout(i4, 4096, 122, 3, 1).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
+        assert_eq!(layout(nf4, 4096, 122, 2, 1).map(|l| (l.slots, l.streamed_scales)), Some((2, false)));
         assert!(!auto(mx, 128256, 4096, 132) && auto(WoFormat::Nf4, 28672, 4096, 132) && !auto(nf4, 128256, 4096, 132));
+        assert!(layout_for(nv, 4096, 122, 3, 1, false).is_none());
+        assert_eq!(layout(nv, 4096, 122, 3, 1).map(|l| (l.slots, l.streamed_scales)), Some((9, true)));
+        assert!(auto(nv, 128256, 4096, 132) && streams_scales(nv, 128256, 4096, 132));
+        assert!(!streams_scales(mx, 128256, 4096, 132) && !streams_scales(i4, 14336, 4096, 132));
         // Long K in K parts: MXFP4's 4 staged slots at 57344 x 8192 (two row steps) stay; NF4's wide table
         // leaves 2 (one step): streamed, 8. At K = 8192 the LM heads' tables leave no ring: streamed.
         assert_eq!(layout(mx, 8192, 55, 1, 2).map(|l| (l.slots, l.streamed_scales)), Some((4, false)));
@@ -902,10 +912,8 @@ mod tests {
             for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
                 // The engine's groups and K parts for a grid of 132 CTAs of `per` steps.
                 let (g, kp) = (row_groups(f, per * 8 * 132, k, 132), k_parts(per * 8 * 132, k, 132));
-                // The default's layout, else (NVFP4's LM head at K = 4096: no ring staged) the scales streamed.
-                let lay = layout(f, k, per, g, kp)
-                    .or_else(|| layout_for(f, k, per, g, kp, true))
-                    .unwrap_or_else(|| panic!("{f:?} {k} {per}: no ring"));
+                // The default's layout.
+                let lay = layout(f, k, per, g, kp).unwrap_or_else(|| panic!("{f:?} {k} {per}: no ring"));
                 // down_proj's 4 steps of K = 14336 also in 2 and 7 K parts, in one row group and in two; every
                 // shape with its scales streamed and (where they fit) staged.
                 let mut builds = vec![(lay, kp, g)];
