@@ -5,7 +5,7 @@
 # ROOFLINE_RING_STREAM_SCALES=1), ss (A/B per shape: .gpu/roofline-base, the new default, forced staged,
 # forced streamed),
 # mb (model-bench Llama-3.1-70B --layers 4 NVFP4/MXFP4/NF4/INT4 and 8B NVFP4, base vs new), table (issue
-# 11's table), wo (the weight-only and model-bench GPU tests), mbt (model-bench's GPU tests). Logs: $OUT (the device's), else /tmp/exp-session33.
+# 11's table), wo or mbt (the weight-only and model-bench GPU tests). Logs: $OUT (the device's), else /tmp/exp-session33.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session33 "${1:-verify}"
 if has verify; then
@@ -29,28 +29,12 @@ if has ss; then
     done
 fi
 if has mb; then
-    for scheme in ${MB_SCHEMES:-nvfp4 mxfp4 nf4 int4}; do
-        for bin in roofline-base roofline; do
-            mb mb "$bin model-bench llama-3.1-70b --layers 4 batch 1 $scheme" $bin --config llama-3.1-70b \
-                --layers 4 --batch 1 --scheme $scheme
-        done
-    done
-    for bin in roofline-base roofline; do
-        mb mb "$bin model-bench llama-3.1-8b batch 1 nvfp4" $bin --config llama-3.1-8b --batch 1 --scheme nvfp4
-    done
+    mb_ab mb llama-3.1-70b 4 "${MB_SCHEMES:-nvfp4 mxfp4 nf4 int4}"
+    mb_ab mb llama-3.1-8b "" nvfp4
 fi
 if has table; then
     issue_table table
 fi
-if has wo; then
-    for t in every_format_matches fused_norm; do
-        timeout 400 .gpu/weight_only_gpu --ignored --nocapture $t >"$out/wo-$t.txt" 2>&1
-        grep -E "^test |test result|panicked" "$out/wo-$t.txt"
-    done
-    timeout 300 .gpu/model_bench_gpu --ignored >"$out/wo-mbt.txt" 2>&1
-fi
-if has mbt; then
-    timeout 300 .gpu/model_bench_gpu --ignored >"$out/mbt.txt" 2>&1
-    grep -E "^test |test result|panicked" "$out/mbt.txt"
-    grep -E "^test |test result|panicked" "$out/wo-mbt.txt"
+if has wo || has mbt; then
+    gpu_tests
 fi

@@ -92,6 +92,28 @@ mb() {
     timeout 150 .gpu/$bin model-bench --hw $hw "$@" 2>&1 | tee -a "$out/$log-full.txt" \
         | grep -E "tokens/s|error|│ (qkv|o_proj|gate|down|lm_head)" | cut -c1-150 | tee -a "$out/$log.txt"
 }
+# `mb_ab LOG MODEL LAYERS SCHEMES`: `mb` for .gpu/roofline-base then .gpu/roofline, batch 1, per scheme of SCHEMES
+# (space-separated), MODEL with --layers LAYERS (empty: all), into $out/LOG.txt.
+mb_ab() {
+    local log=$1 model=$2 layers=$3 schemes=$4 scheme bin
+    for scheme in $schemes; do
+        for bin in roofline-base roofline; do
+            mb "$log" "$bin model-bench $model ${layers:+--layers $layers }batch 1 $scheme" $bin --config "$model" \
+                ${layers:+--layers $layers} --batch 1 --scheme $scheme
+        done
+    done
+}
+# `gpu_tests`: the weight-only engine's reference tests at the issue shapes and with the fused norm / add
+# ($out/wo-*.txt) and model-bench's GPU tests ($out/mbt.txt), their results echoed.
+gpu_tests() {
+    local t
+    for t in every_format_matches fused_norm; do
+        timeout 400 .gpu/weight_only_gpu --ignored --nocapture $t >"$out/wo-$t.txt" 2>&1
+        grep -E "^test |test result|panicked" "$out/wo-$t.txt"
+    done
+    timeout 300 .gpu/model_bench_gpu --ignored >"$out/mbt.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/mbt.txt"
+}
 # `issue_table LOG`: issue 11's table, `compare --weight-only` (every format, FP16 beside them) at the issue's
 # shapes at M = 1 and at 16x14336x4096, into $out/LOG.txt (the format rows echoed).
 issue_table() {
