@@ -475,6 +475,18 @@ pub fn device_codes(p: &PackedWeights) -> Option<Vec<u8>> {
     })
 }
 
+/// The block-scale tables of rows of `k` `format` values as [`xreg_tables`] transposes them: (bytes per row
+/// and column, columns). `None`: no block scales (FP16/BF16, FP8/INT8 per-row scales).
+fn xreg_geometry(format: WoFormat, k: usize) -> Option<(usize, usize)> {
+    match format {
+        WoFormat::Int4G128 => Some((2, k / 128)),
+        WoFormat::Nf4 => Some((2, k / 64)),
+        WoFormat::Mxfp4 => Some((1, k / 32)),
+        WoFormat::Nvfp4 => Some((2, k / 32)),
+        _ => None,
+    }
+}
+
 /// Scale tables of the x-in-registers kernel (`kernels/weight_only_xreg.cu`): the block scales (and INT4
 /// zero points) transposed to `[scale column][row]` with rows padded to a multiple of 8, so the rows a warp
 /// takes in one step share one vector load. Returns `(scales, zeros)`; formats without block scales keep
@@ -487,13 +499,8 @@ pub fn device_codes(p: &PackedWeights) -> Option<Vec<u8>> {
 pub fn xreg_tables(p: &PackedWeights) -> (Vec<u8>, Vec<u8>) {
     let (n, k) = (p.n, p.k);
     let n_pad = n.div_ceil(8) * 8;
-    // (bytes per entry, entries per row = columns)
-    let (isz, cols) = match p.format {
-        WoFormat::Int4G128 => (2, k / 128),
-        WoFormat::Nf4 => (2, k / 64),
-        WoFormat::Mxfp4 => (1, k / 32),
-        WoFormat::Nvfp4 => (2, k / 32),
-        _ => return (p.scales.clone(), p.zeros.clone()),
+    let Some((isz, cols)) = xreg_geometry(p.format, k) else {
+        return (p.scales.clone(), p.zeros.clone());
     };
     let mut scales = vec![0u8; cols * n_pad * isz];
     for r in 0..n {
@@ -517,40 +524,35 @@ pub fn xreg_tables(p: &PackedWeights) -> (Vec<u8>, Vec<u8>) {
 }
 
 /// Scale tables of the ring GEMV where it streams them with the weights (`kernels/wo_ring.cu` `RW_SSTREAM`):
-/// [`xreg_tables`]' entries regrouped step-major, `[row step][scale column]`, each entry the 8 rows of one
-/// step (`RS_SB` bytes: 8 FP16 scales, or 8 E8M0 bytes, or 8 pairs of E4M3 bytes; INT4's zero points in their
-/// own table of 4-byte entries, 8 nibbles, even row low). A ring slot's scales (one K part's columns of one row
-/// step) are then one contiguous run, a single bulk copy, whatever the K parts. Same bytes as
-/// [`xreg_tables`]; `None` for formats the ring does not take or N not a multiple of 8.
-pub fn ring_step_tables(p: &PackedWeights) -> Option<(Vec<u8>, Vec<u8>)> {
-    let (n, k) = (p.n, p.k);
-    let (isz, cols) = match p.format {
-        WoFormat::Int4G128 => (2, k / 128),
-        WoFormat::Nf4 => (2, k / 64),
-        WoFormat::Mxfp4 => (1, k / 32),
-        WoFormat::Nvfp4 => (2, k / 32),
-        _ => return None,
-    };
-    if n % 8 != 0 {
+/// the transposed tables of `n x k` `format` weights (`xscales`, `xzeros`: [`xreg_tables`]' output) regrouped
+/// step-major, `[row step][scale column]`, each entry the 8 rows of one step (`RS_SB` bytes: 8 FP16 scales, or
+/// 8 E8M0 bytes, or 8 pairs of E4M3 bytes; INT4's zero points in their own table of 4-byte entries, 8 nibbles,
+/// even row low). A ring slot's scales (one K part's columns of one row step) are then one contiguous run, a
+/// single bulk copy, whatever the K parts. Same bytes as the transposed tables; `None` for formats the ring
+/// does not take, N not a multiple of 8, or tables of another size.
+pub fn ring_step_tables(
+    format: WoFormat,
+    n: usize,
+    k: usize,
+    xscales: &[u8],
+    xzeros: &[u8],
+) -> Option<(Vec<u8>, Vec<u8>)> {
+    let (isz, cols) = xreg_geometry(format, k)?;
+    let zb = if format == WoFormat::Int4G128 { 4 } else { 0 };
+    if n % 8 != 0 || xscales.len() != cols * n * isz || xzeros.len() != cols * n * zb / 8 {
         return None;
     }
-    let (ts, tz) = xreg_tables(p);
-    let entry = 8 * isz;
-    let scales = (0..n / 8)
-        .into_par_iter()
-        .flat_map_iter(|s| (0..cols).flat_map(move |c| (0..entry).map(move |b| (s, c, b))))
-        .map(|(s, c, b)| ts[(c * n + 8 * s) * isz + b])
-        .collect();
-    let zeros = if p.format == WoFormat::Int4G128 {
-        (0..n / 8)
-            .into_par_iter()
-            .flat_map_iter(|s| (0..cols).flat_map(move |c| (0..4).map(move |b| (s, c, b))))
-            .map(|(s, c, b)| tz[c * n / 2 + 4 * s + b])
-            .collect()
-    } else {
-        Vec::new()
+    // One output entry of `eb` bytes per (step, column), from column c's run of the step's 8 rows.
+    let regroup = |src: &[u8], eb: usize| -> Vec<u8> {
+        let mut out = vec![0u8; src.len()];
+        out.par_chunks_mut(cols * eb).enumerate().for_each(|(s, step)| {
+            for (c, e) in step.chunks_exact_mut(eb).enumerate() {
+                e.copy_from_slice(&src[(c * n / 8 + s) * eb..][..eb]);
+            }
+        });
+        out
     };
-    Some((scales, zeros))
+    Some((regroup(xscales, 8 * isz), if zb > 0 { regroup(xzeros, zb) } else { Vec::new() }))
 }
 
 /// Quantizes `n x k` f32 weights (row-major, row = output channel) with the format's codec and packs them;
@@ -759,14 +761,9 @@ mod tests {
             let (n, k) = (24usize, 1024usize);
             let (p, _) = quantize_and_pack(f, &random_f32(n * k, 11), n, k).unwrap();
             let (ts, tz) = xreg_tables(&p);
-            let (ss, sz) = ring_step_tables(&p).unwrap();
+            let (ss, sz) = ring_step_tables(f, n, k, &ts, &tz).unwrap();
             assert_eq!((ss.len(), sz.len()), (ts.len(), tz.len()), "{f:?}");
-            let (isz, cols) = match f {
-                WoFormat::Int4G128 => (2, k / 128),
-                WoFormat::Nf4 => (2, k / 64),
-                WoFormat::Mxfp4 => (1, k / 32),
-                _ => (2, k / 32),
-            };
+            let (isz, cols) = xreg_geometry(f, k).unwrap();
             for s in 0..n / 8 {
                 for c in 0..cols {
                     for r in 0..8 {
@@ -780,10 +777,16 @@ mod tests {
                 }
             }
         }
-        let (p, _) = quantize_and_pack(WoFormat::Int4G128, &random_f32(12 * 256, 3), 12, 256).unwrap();
-        assert!(ring_step_tables(&p).is_none());
-        let (p, _) = quantize_and_pack(WoFormat::Int8, &random_f32(16 * 256, 3), 16, 256).unwrap();
-        assert!(ring_step_tables(&p).is_none());
+        let none = |f, n: usize, k: usize| {
+            let (p, _) = quantize_and_pack(f, &random_f32(n * k, 3), n, k).unwrap();
+            let (ts, tz) = xreg_tables(&p);
+            ring_step_tables(f, n, k, &ts, &tz).is_none()
+        };
+        assert!(none(WoFormat::Int4G128, 12, 256) && none(WoFormat::Int8, 16, 256) && none(WoFormat::Fp16, 16, 256));
+        // Tables of another shape.
+        let (p, _) = quantize_and_pack(WoFormat::Nf4, &random_f32(16 * 256, 3), 16, 256).unwrap();
+        let (ts, tz) = xreg_tables(&p);
+        assert!(ring_step_tables(WoFormat::Nf4, 16, 512, &ts, &tz).is_none());
     }
 
     #[test]

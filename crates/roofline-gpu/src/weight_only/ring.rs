@@ -545,12 +545,12 @@ impl RingGemv {
                 p.k
             )));
         }
-        let (scales, zeros) = if self.streamed_scales {
-            pack::ring_step_tables(p)
-                .ok_or_else(|| GpuError::Unsupported(format!("no step-major scale tables for {}", p.format.format())))?
-        } else {
-            xreg_tables(p)
-        };
+        let (mut scales, mut zeros) = xreg_tables(p);
+        if self.streamed_scales {
+            (scales, zeros) = pack::ring_step_tables(p.format, p.n, p.k, &scales, &zeros).ok_or_else(|| {
+                GpuError::Unsupported(format!("no step-major scale tables for {} {}x{}", p.format.format(), p.n, p.k))
+            })?;
+        }
         Ok(RingWeights {
             codes: stream.clone_htod(pack::device_codes(p).as_deref().unwrap_or(&p.codes))?,
             scales: stream.clone_htod(&scales)?,
