@@ -34,9 +34,10 @@ if has ss; then
     done
 fi
 if has any; then
-    # Ring slots of any count (ROOFLINE_RING_ANY_SLOTS=1, the consumers' double wait where a slot serves
+    # Ring slots of any count (ROOFLINE_RING_ANY_SLOTS=1, a `full` barrier per slot and class where a slot serves
     # several classes) against multiples of the consumer classes, alternately. Needs
-    # bench/results/h100-2026-11-28-session34/r6/any-slots.patch applied (not on main: its kernels hang, r6).
+    # bench/results/h100-2026-11-28-session34/r6/any-slots-v2.patch applied (not on main; run 6 ran the first
+    # patch, any-slots.patch, whose kernels hang), and `verify` with ROOFLINE_RING_ANY_SLOTS=1 first.
     for s in ${ANY_SHAPES:-1x8192x28672 1x57344x8192 1x28672x8192}; do
         for f in ${SS_FORMATS:-nvfp4 mxfp4 int4_g128 nf4}; do
             for a in 0 1 0 1; do
