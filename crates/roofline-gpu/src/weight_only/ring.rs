@@ -15,9 +15,10 @@
 //! vs 7.16, 1x6144x4096 6.75 vs 9.00; 1x4096x14336 16.4 vs 16.9 in whole steps, see [`long_k`]).
 //!
 //! Layout: codes row-major (as packed), scale and zero-point tables transposed (`pack::xreg_tables`). A CTA
-//! stages its rows' tables in shared memory first, or where they would leave the ring under two row steps
-//! streams them beside each slot ([`RingGemv::streamed_scales`]): Llama-3-70B's LM head 1x128256x8192 INT4 299
-//! -> 193 us on the H100 (session 33).
+//! stages its rows' tables in shared memory first, or where they would leave no ring or (in K parts) under two
+//! row steps streams them beside each slot ([`RingGemv::streamed_scales`]) from step-major tables
+//! (`pack::ring_step_tables`, one bulk copy a slot, [`ScaleTables`]): Llama-3-70B's LM head 1x128256x8192 INT4
+//! 299 -> 184 us on the H100, NVFP4 272 -> 198 (sessions 33-34).
 
 use std::ffi::c_void;
 use std::sync::Arc;
