@@ -22,7 +22,7 @@ pub struct TimingConfig {
     pub max_inner: u32,
     /// GPU time to hold a steady load while a power meter samples (milliseconds; `--power` runs).
     pub power_ms: f64,
-    /// Also time the op replayed from a CUDA graph ([`time_graph`]; weight-only GEMVs, `--graph`).
+    /// Also time the op replayed from a CUDA graph (`timing::time_graph`; weight-only GEMVs, `--graph`).
     pub graph: bool,
 }
 

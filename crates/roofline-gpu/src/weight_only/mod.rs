@@ -595,7 +595,7 @@ impl LaunchPlan {
     /// bulk rings with the K splits summed in clusters vs the default before: FP8 14336x4096 25.5 vs 31.2,
     /// 28672x4096 47.8 vs 56.1 in 2 splits, 4096x14336 27.7 vs 29.1, 6144x4096 16.5 vs 17.1, but 4096x4096
     /// 14.9 vs 13.5; INT8 alike; session 18's slower FP8 batch-16 step came from gate_up in 8 splits, see
-    /// [`LaunchPlan::x_smem_plan`]). FP16 is slower (46.1 vs 44.1).
+    /// `LaunchPlan::x_smem_plan`). FP16 is slower (46.1 vs 44.1).
     pub fn bulk_default(format: WoFormat, n: usize, k: usize) -> bool {
         match format.bits() {
             4 => true,
@@ -1896,7 +1896,7 @@ pub struct WeightOnlyMeasurement {
     pub sets: usize,
     /// Description of the kernel.
     pub kernel: String,
-    /// Per launch, the launches replayed from a CUDA graph ([`timing::time_graph`]; with
+    /// Per launch, the launches replayed from a CUDA graph (`timing::time_graph`; with
     /// `TimingConfig::graph`).
     pub graph: Option<TimingStats>,
 }

@@ -428,7 +428,7 @@ const E2M1_DEV_BITS: [[u32; 4]; 8] = [
     [20, 21, 22, 16],
 ];
 
-/// One word of 8 E2M1 codes (code `i` in nibble `i`) in the CUDA-core kernels' layout ([`E2M1_DEV_BITS`]).
+/// One word of 8 E2M1 codes (code `i` in nibble `i`) in the CUDA-core kernels' layout (`E2M1_DEV_BITS`).
 pub fn e2m1_dev_word(v: u32) -> u32 {
     E2M1_DEV_BITS
         .iter()
