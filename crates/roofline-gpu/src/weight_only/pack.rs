@@ -477,7 +477,7 @@ pub fn device_codes(p: &PackedWeights) -> Option<Vec<u8>> {
 
 /// The block-scale tables of rows of `k` `format` values as [`xreg_tables`] transposes them: (bytes per row
 /// and column, columns). `None`: no block scales (FP16/BF16, FP8/INT8 per-row scales).
-fn xreg_geometry(format: WoFormat, k: usize) -> Option<(usize, usize)> {
+pub(crate) fn xreg_geometry(format: WoFormat, k: usize) -> Option<(usize, usize)> {
     match format {
         WoFormat::Int4G128 => Some((2, k / 128)),
         WoFormat::Nf4 => Some((2, k / 64)),

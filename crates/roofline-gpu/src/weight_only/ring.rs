@@ -182,20 +182,24 @@ fn nf4_xreg_in_f16x2(n: usize, k: usize, sm_count: u32) -> bool {
     LaunchPlan::new(Variant::XReg, WoFormat::Nf4, 1, n, k, sm_count, Tuning::default()).xh
 }
 
-/// Bytes of the block scales per row of `k` values (`pack::xreg_tables`' entries).
+/// Bytes of the block scales per row of `k` values (`pack::xreg_tables`' entries; none for formats the ring
+/// does not take).
 fn scale_bytes_per_row(format: WoFormat, k: usize) -> usize {
-    match format {
-        WoFormat::Nf4 => (k / 64) * 2,
-        WoFormat::Mxfp4 => k / 32,
-        WoFormat::Nvfp4 => (k / 32) * 2,
-        _ => (k / 128) * 2,
+    pack::xreg_geometry(format, k).map_or(0, |(bytes, cols)| bytes * cols)
+}
+
+/// Bytes of INT4's 4-bit zero points per row of `k` values (none for the other formats).
+fn zero_bytes_per_row(format: WoFormat, k: usize) -> usize {
+    if format == WoFormat::Int4G128 {
+        k / 256
+    } else {
+        0
     }
 }
 
 /// Bytes of the scale tables per row of `k` values: the scales, and INT4's 4-bit zero points.
 fn table_bytes_per_row(format: WoFormat, k: usize) -> usize {
-    let zeros = if format == WoFormat::Int4G128 { k / 256 } else { 0 };
-    scale_bytes_per_row(format, k) + zeros
+    scale_bytes_per_row(format, k) + zero_bytes_per_row(format, k)
 }
 
 /// Dynamic shared memory of the tables of `rows` rows of `k` values: their scales and zero points, and the
@@ -612,7 +616,7 @@ impl RingGemv {
         let ScaleTables { scales, zeros, .. } = tables;
         let (n, k) = (self.n, self.k);
         let scale_bytes = scale_bytes_per_row(self.format, k) * n;
-        let zero_bytes = (table_bytes_per_row(self.format, k) - scale_bytes_per_row(self.format, k)) * n;
+        let zero_bytes = zero_bytes_per_row(self.format, k) * n;
         let xk = if self.input == Input::SwiGlu { 2 * k } else { k };
         if x.len() < xk
             || y.len() < n
