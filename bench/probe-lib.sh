@@ -31,13 +31,14 @@ bulk_tune() {
     shift 3
     TUNE_BIN=$bin tune_fmt "$log" INT4_G128 "XSM+XB NST=2 U=4 W=16" "$shapes" "$@"
 }
-# `meas LOG LABEL FORMAT MxNxK GEMV`: `measure --weights FORMAT` (checked against the reference, then timed) with
-# --gemv GEMV from $BIN (default .gpu/roofline), its kernel line and time under "=== LABEL" in $out/LOG.txt.
+# `meas LOG LABEL FORMAT MxNxK GEMV`: `measure --weights FORMAT` (checked against the reference, then timed; killed
+# after MEAS_TIMEOUT s, default 120) with --gemv GEMV from $BIN (default .gpu/roofline), its kernel line and time
+# under "=== LABEL" in $out/LOG.txt.
 meas() {
     local log=$1 label=$2 f=$3 s=$4 gemv=$5 m n k
     IFS=x read -r m n k <<<"$s"
     echo "=== $label $f ${s} [$gemv]" | tee -a "$out/$log.txt"
-    timeout 120 .gpu/${BIN:-roofline} measure --hw $hw --weights "$f" --m $m --n $n --k $k ${gemv:+--gemv $gemv} 2>&1 \
+    timeout ${MEAS_TIMEOUT:-120} .gpu/${BIN:-roofline} measure --hw $hw --weights "$f" --m $m --n $n --k $k ${gemv:+--gemv $gemv} 2>&1 \
         | grep -E "kernel:|measured|rror" | sed -E 's/, CUDA sources.*//' | tee -a "$out/$log.txt"
 }
 # `wo_compare LOG LABEL M NxK ARGS...`: `compare --weight-only` at M x N x K with ARGS (formats, --gemv ...) from

@@ -13,7 +13,7 @@ pub mod lt;
 pub mod model_bench;
 pub mod power;
 mod provenance;
-mod timing;
+pub mod timing;
 pub mod weight_only;
 
 use rayon::prelude::*;
@@ -90,6 +90,9 @@ impl Gpu {
     /// Opens GPU `ordinal`.
     pub fn open(ordinal: usize) -> Result<Gpu, GpuError> {
         probe_driver()?;
+        // Creating the cuBLASLt handle (and a context) may synchronize the device: not during another thread's
+        // capture.
+        let _alone = timing::context_wide();
         let ctx = std::panic::catch_unwind(|| CudaContext::new(ordinal))
             .map_err(|_| GpuError::NoGpu("the CUDA driver could not be initialized".into()))?
             .map_err(|e| GpuError::NoGpu(e.to_string()))?;

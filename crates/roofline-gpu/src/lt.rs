@@ -92,6 +92,8 @@ impl LtHandle {
 
 impl Drop for LtHandle {
     fn drop(&mut self) {
+        // Destroying the handle synchronizes the device: not during another thread's capture.
+        let _alone = crate::timing::context_wide();
         // SAFETY: the handle was created by `create_handle` and is destroyed exactly once, here.
         let _ = unsafe { lt::destroy_handle(self.handle) };
     }

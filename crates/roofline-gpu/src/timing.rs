@@ -1,8 +1,9 @@
 //! The timing harness shared by every measurement: CUDA events around each run, warm-up, median/min/max.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUresult, CUstreamCaptureMode};
 use cudarc::driver::{CudaContext, CudaStream};
 
 use crate::GpuError;
@@ -126,7 +127,10 @@ pub fn time_graph(
     per_graph: usize,
     mut op: impl FnMut(&Arc<CudaStream>, usize) -> Result<(), GpuError>,
 ) -> Result<TimingStats, GpuError> {
-    ctx.synchronize()?;
+    {
+        let _alone = context_wide();
+        ctx.synchronize()?;
+    }
     // SAFETY: the device is idle (synchronized above); every launch of this measurement goes to the one
     // capture stream `s` and nothing reads the buffers before `s` is synchronized, so cudarc's cross-stream
     // event tracking (which would record events inside the capture, invalid there) is not needed. The
@@ -154,17 +158,81 @@ pub fn time_captured(
     ctx: &Arc<CudaContext>,
     s: &Arc<CudaStream>,
     cfg: &TimingConfig,
-    enqueue: impl FnOnce() -> Result<(), GpuError>,
+    mut enqueue: impl FnMut() -> Result<(), GpuError>,
 ) -> Result<TimingStats, GpuError> {
-    s.synchronize()?;
-    s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-    let captured = enqueue();
-    let graph = s.end_capture(CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH);
-    captured?;
-    let graph = graph?.ok_or_else(|| GpuError::Unsupported("stream capture produced no graph".into()))?;
+    let graph = capture(s, &mut enqueue)?;
     let st = time(ctx, s, &TimingConfig { max_inner: 1, ..*cfg }, |_| Ok(graph.launch()?))?;
     s.synchronize()?;
     Ok(st)
+}
+
+/// Captures a graph at most this many times where something outside the capture invalidated it.
+pub const CAPTURE_TRIES: usize = 4;
+
+/// Captures what `enqueue` launches on `s` (thread-local capture mode) into an instantiated graph. A capture
+/// that another thread of the process invalidates (a context-wide call meanwhile: a module or lazily loaded
+/// kernel being loaded, a synchronous free; CUDA then fails the capture with
+/// `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`) is captured again, up to [`CAPTURE_TRIES`] times: `enqueue` only
+/// records launches, so running it again records the same work.
+fn capture(
+    s: &Arc<CudaStream>,
+    enqueue: &mut dyn FnMut() -> Result<(), GpuError>,
+) -> Result<cudarc::driver::CudaGraph, GpuError> {
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        s.synchronize()?;
+        let (captured, graph) = {
+            let _capturing = capturing();
+            s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+            let captured = enqueue();
+            (captured, s.end_capture(CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH))
+        };
+        let invalidated = captured.as_ref().err().is_some_and(is_capture_invalidated)
+            || graph.as_ref().err().is_some_and(|e| e.0 == CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+        if invalidated && tries < CAPTURE_TRIES {
+            RETRIES.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        captured?;
+        return graph?.ok_or_else(|| GpuError::Unsupported("stream capture produced no graph".into()));
+    }
+}
+
+/// Whether `e` says a stream capture was invalidated (by a call outside it; [`time_captured`] tries again).
+pub fn is_capture_invalidated(e: &GpuError) -> bool {
+    matches!(e, GpuError::Driver(d) if d.0 == CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+}
+
+/// Stream captures and context-wide work exclude each other in the process: CUDA forbids synchronizing a
+/// context while any of its streams captures (its programming guide: a broader handle than the capturing
+/// stream may not be synchronized). Captures in other threads of the process are no exception: on an H100
+/// (CUDA 13.0, session 35) a `cuCtxSynchronize` or a GPU opened and dropped in one thread (cuBLASLt's handle
+/// destruction synchronizes the device) while another thread captured crashed the process, and model-bench's
+/// tests once saw a capture invalidated. Captures share this lock ([`capturing`]); the context-wide calls of
+/// this crate take it alone ([`context_wide`]): [`time_graph`]'s synchronize, [`crate::Gpu::open`] and the
+/// cuBLASLt handle's destruction.
+static CONTEXT_WIDE: RwLock<()> = RwLock::new(());
+
+/// Held while a stream capture is open ([`CONTEXT_WIDE`]). Never taken twice by one thread: captures do not
+/// nest, and nothing inside one takes [`context_wide`].
+fn capturing() -> RwLockReadGuard<'static, ()> {
+    CONTEXT_WIDE.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Held around a call that synchronizes the whole context or device ([`CONTEXT_WIDE`]): it waits for the
+/// captures of other threads to end and keeps new ones from starting.
+pub(crate) fn context_wide() -> RwLockWriteGuard<'static, ()> {
+    CONTEXT_WIDE.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Captures invalidated from outside and captured again.
+static RETRIES: AtomicUsize = AtomicUsize::new(0);
+
+/// How many captures of this process [`time_captured`] has captured again after something outside them
+/// invalidated them.
+pub fn capture_retries() -> usize {
+    RETRIES.load(Ordering::Relaxed)
 }
 
 /// Launches per timed sample for an op of `probe_us`: enough to fill [`SAMPLE_TARGET_US`], at most `max`.

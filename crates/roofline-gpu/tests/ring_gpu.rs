@@ -10,9 +10,10 @@
 //! --release --test ring_gpu -- --ignored --nocapture`.
 
 use half::f16;
+use roofline_gpu::weight_only::nvrtc::compile_cubin;
 use roofline_gpu::weight_only::ring::{reference, swiglu, Epilogue, Input, RingGemv};
 use roofline_gpu::weight_only::{quantize_pack, WoFormat};
-use roofline_gpu::{random_f32, Gpu};
+use roofline_gpu::{random_f32, timing, Gpu, TimingConfig};
 
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
@@ -89,4 +90,97 @@ fn ring_gemv_matches_the_reference() {
             assert!(err / prod <= 2e-3, "{f:?} {n}x{k} {ep:?}: error {:.2e} of W x", err / prod);
         }
     }
+}
+
+/// CUDA-graph captures while another thread of the process does context-wide work: loads modules and
+/// launches their kernels for the first time (a lazy load), times its own graphs (`timing::time_graph`
+/// synchronizes the context first), or opens and drops the GPU (what each test of a test binary does; the
+/// cuBLASLt handle's destruction synchronizes the device). Session 35 saw the last two crash the process when
+/// they ran unguarded (and session 34 one capture of model-bench's GPU tests invalidated): captures and these
+/// calls now exclude each other (`timing`'s context-wide lock). Every capture must end in a timed graph (one
+/// invalidated from outside is captured again, `timing::capture_retries` counts them) and every call of the
+/// other thread must succeed.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn captures_survive_context_work_in_other_threads() {
+    use cudarc::driver::{CudaContext, LaunchConfig, PushKernelArg};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let gpu = Gpu::open(0).unwrap();
+    let (n, k, f) = (4096usize, 4096usize, WoFormat::Int4G128);
+    let pf = RingGemv::new(&gpu, f, n, k, Epilogue::Store, Input::X).unwrap();
+    let w: Vec<f32> = random_f32(n * k, 1).iter().map(|v| v / 64.0).collect();
+    let dw = pf.upload(&quantize_pack(f, &w, n, k).unwrap()).unwrap();
+    let s = pf.stream().clone();
+    let xb: Vec<u16> = random_f32(k, 2).iter().map(|v| f16::from_f32(*v).to_bits()).collect();
+    let xd = s.clone_htod(&xb).unwrap();
+    let mut y = s.alloc_zeros::<u16>(n).unwrap();
+    let ctx = s.context().clone();
+    let src = "extern \"C\" __global__ void bump(float* p) { p[threadIdx.x] += 1.0f; }";
+    let (cubin, _) = compile_cubin(src, "bump.cu", &["--gpu-architecture=sm_90".into()]).unwrap();
+    let cfg =
+        TimingConfig { warmup: 1, min_runs: 3, max_runs: 3, budget_ms: 5.0, max_inner: 1, power_ms: 0.0, graph: false };
+    // One step of each kind of context-wide work, on the other thread.
+    let load = |ctx: &Arc<CudaContext>| -> Result<(), String> {
+        let ls = ctx.new_stream().map_err(|e| e.to_string())?;
+        let mut buf = ls.alloc_zeros::<f32>(32).map_err(|e| e.to_string())?;
+        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin.clone())).map_err(|e| e.to_string())?;
+        let bump = module.load_function("bump").map_err(|e| e.to_string())?;
+        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: `bump` takes one pointer to 32 floats; `buf` holds 32.
+        unsafe { ls.launch_builder(&bump).arg(&mut buf).launch(cfg) }.map_err(|e| e.to_string())?;
+        ls.synchronize().map_err(|e| e.to_string())
+    };
+    let graphs = |ctx: &Arc<CudaContext>| -> Result<(), String> {
+        let mut buf = ctx.default_stream().alloc_zeros::<f32>(1 << 20).map_err(|e| e.to_string())?;
+        ctx.default_stream().synchronize().map_err(|e| e.to_string())?;
+        timing::time_graph(ctx, &cfg, 4, |st, _| Ok(st.memset_zeros(&mut buf)?)).map(drop).map_err(|e| e.to_string())
+    };
+    let open = |_: &Arc<CudaContext>| Gpu::open(0).map(drop).map_err(|e| e.to_string());
+    type Work<'a> = &'a (dyn Fn(&Arc<CudaContext>) -> Result<(), String> + Sync);
+    let kinds: [(&str, Work); 3] = [("module loads", &load), ("graph timings", &graphs), ("GPU opens", &open)];
+    // ROOFLINE_CAPTURE_KINDS: the kinds to run (their first words, comma-separated), else all.
+    let only = std::env::var("ROOFLINE_CAPTURE_KINDS").ok();
+    let mut failed = Vec::new();
+    for (what, work) in kinds {
+        if only.as_deref().is_some_and(|o| !o.split(',').any(|k| what.starts_with(k))) {
+            continue;
+        }
+        let before = timing::capture_retries();
+        let stop = AtomicBool::new(false);
+        let captures = 100;
+        let (done, errors) = std::thread::scope(|scope| {
+            let other = scope.spawn(|| {
+                let (mut done, mut errors) = (0u32, Vec::new());
+                while !stop.load(Ordering::Relaxed) {
+                    match work(&ctx) {
+                        Ok(()) => done += 1,
+                        Err(e) => errors.push(e),
+                    }
+                }
+                (done, errors)
+            });
+            for i in 0..captures {
+                if i % 10 == 0 {
+                    eprintln!("{what}: capture {i}");
+                }
+                timing::time_graph(&ctx, &cfg, 4, |st, _| pf.run(st, &dw, &xd, &mut y, 1e-5, false))
+                    .unwrap_or_else(|e| panic!("capture {i} beside {what}: {e}"));
+            }
+            stop.store(true, Ordering::Relaxed);
+            other.join().unwrap()
+        });
+        let retries = timing::capture_retries() - before;
+        println!(
+            "{captures} captures beside {done} {what} in another thread: {retries} captured again; {} of the other \
+             thread's calls failed{}",
+            errors.len(),
+            errors.first().map(|e| format!(" (first: {e})")).unwrap_or_default()
+        );
+        assert!(done + errors.len() as u32 > 0, "{what}: the other thread did nothing while the captures ran");
+        if !errors.is_empty() {
+            failed.push(format!("{what}: {} calls failed, first {}", errors.len(), errors[0]));
+        }
+    }
+    assert!(failed.is_empty(), "context-wide work beside captures failed: {failed:?}");
 }

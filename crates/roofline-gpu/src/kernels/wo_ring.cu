@@ -4,15 +4,27 @@
 //   y (+)= W . (silu(g) * u)  (SILU_X 1, NORM 0: SwiGLU on load, x the gate_up row [g | u] of 2 FD values)
 // Appended by the host to weight_only_xreg.cu's source and wo_stream.cuh, compiled with FD = K (a multiple of
 // 1024, at most 31744), RW_GROUPS (row groups of KSL warps), RW_KH (K parts of a row step, below), RW_STEPS
-// (ring slots, a multiple of RW_GROUPS x RW_KH) and RW_ROWS (the most rows one CTA takes: its scale tables are
+// (ring slots, at least RW_GROUPS x RW_KH; below) and RW_ROWS (the most rows one CTA takes: its scale tables are
 // staged in shared memory, unless RW_SSTREAM).
 //
 // One producer warp streams the CTA's row steps (8 rows, 4 FD bytes each) with bulk copies (`cp.async.bulk`,
 // an mbarrier per slot) into a ring of RW_STEPS slots from the CTA's first instruction, before
 // griddepcontrol.wait (the weights depend on no kernel): a CTA resident beside the previous kernel has its
-// first slots filled by the time x is ready; where the ring holds all its steps, all of them. Row step s goes
-// to slot s % RW_STEPS and row group s % RW_GROUPS (so a slot always serves one group: the parity wait on its
-// `full` barrier is then sound, as in the fused FFN).
+// first slots filled by the time x is ready; where the ring holds all its steps, all of them. Unit u (K part
+// u % RW_KH of row step u / RW_KH) goes to slot u % RW_STEPS and is consumed by the warps of row group
+// (u / RW_KH) % RW_GROUPS whose K slices fall in its part: consumer class u % C, C = RW_GROUPS x RW_KH.
+//
+// The parity waits. A parity wait passes once the phase of that parity has completed, so it tells a barrier's
+// current phase only from the one before it: each `full` barrier must have a single consumer class, which
+// consumed its previous phase itself before it waits for the next. Where RW_STEPS is a multiple of C, a slot
+// always serves one class: a `full` barrier per slot, unit u its phase u / RW_STEPS. Otherwise (RW_MIXED:
+// any count of at least C slots, more where a multiple of C does not fit, e.g. Llama-3-70B's down_proj in 4 K
+// parts of 28 KB) a `full` barrier per slot and class, unit u phase u / lcm(RW_STEPS, C) of its class's
+// (RW_PERIOD): the producer arms the one of the unit's class. The `empty` barriers stay one per slot (the
+// producer alone waits on them, in order, and a slot's next unit is filled only once its last was released).
+// Session 34's first try kept a barrier per slot and had consumers wait for its previous phase first: that
+// deadlocks when both phases have completed by then (bench/RESULTS.md).
+// Without the producer warp (RW_PRODUCER 0) a group's first warp refills its slots: a multiple of C.
 //
 // Layouts (host: weight_only/ring.rs): w [N][FD] codes row-major; INT4: w_s [FD/128][N] f16 scales and
 // w_z [FD/128][N/2] zero points, NF4: w_s [FD/64][N] f16, MXFP4: w_s [FD/32][N] E8M0 bytes, NVFP4: w_s [FD/32][N][2] E4M3 bytes and
@@ -29,13 +41,19 @@
 // RW_KH (wo_stream.cuh): K parts a row step is streamed in; a ring slot holds one part (8 rows of FD / RW_KH
 // values, 8 bulk copies of RW_PART_ROW bytes), consumed by the KSL / RW_KH warps of the row group whose K
 // slices fall in it. With few row steps of a long K (down_proj, 4 steps of 57 KB a CTA) the ring then holds
-// more of the CTA's bytes (its slots a multiple of RW_GROUPS x RW_KH) and each refill starts a part sooner.
+// more of the CTA's bytes and each refill starts a part sooner.
 #if KSL % RW_KH != 0
 #error "RW_KH must divide the K slices (KSL = FD / 1024)"
 #endif
-#if RW_STEPS % (RW_GROUPS * RW_KH) != 0
-#error "the ring's slots must be a multiple of the row groups times the K parts"
+#define RW_CLASSES (RW_GROUPS * RW_KH)  // consumer classes (a row group's warps of one K part)
+#if RW_STEPS < RW_CLASSES
+#error "the ring needs a slot per row group and K part at least"
 #endif
+#define RW_MIXED (RW_STEPS % RW_CLASSES != 0)  // a slot serves several classes: a `full` barrier per class
+#define RW_FB (RW_MIXED ? RW_CLASSES : 1)      // `full` barriers per slot
+__host__ __device__ constexpr int rw_gcd(int a, int b) { return b ? rw_gcd(b, a % b) : a; }
+// Units between two uses of one `full` barrier: lcm(RW_STEPS, C) where mixed, else RW_STEPS.
+constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * RW_CLASSES : RW_STEPS;
 #ifndef NORM
 #define NORM 0
 #endif
@@ -82,6 +100,9 @@
 #if RW_KH > 1 && !RW_PRODUCER
 #error "K parts (RW_KH > 1) need the producer warp"
 #endif
+#if RW_MIXED && !RW_PRODUCER
+#error "without the producer warp the ring's slots must be a multiple of the row groups (each group refills its own)"
+#endif
 #if RW_SSTREAM && !RW_PRODUCER
 #error "streamed scales (RW_SSTREAM) need the producer warp"
 #endif
@@ -101,6 +122,13 @@ __device__ __forceinline__ float load_chunk_silu(const u16* x, int cbase, float 
     return chunk_sum_sq(xr);
 }
 
+// The `full` barrier of unit u (shared address; `full_s` the first) and the parity of its phase (see "The
+// parity waits" above).
+__device__ __forceinline__ u32 rw_full(u32 full_s, int u) {
+    return full_s + 8 * ((u % RW_STEPS) * RW_FB + (RW_MIXED ? u % RW_CLASSES : 0));
+}
+__device__ __forceinline__ u32 rw_parity(int u) { return (u32)((u / RW_PERIOD) & 1); }
+
 // Consumer-only barrier (named barrier 1): the producer warp has left.
 __device__ __forceinline__ void consumers_sync_rw() { asm volatile("bar.sync 1, %0;" ::"n"(RW_NC) : "memory"); }
 
@@ -113,7 +141,7 @@ template <typename StepOf>
 __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w, const u8* __restrict__ w_s,
                                           const u8* __restrict__ w_z, const u16* x, u16* y, int n, int ns,
                                           StepOf step_of, float eps, float gscale) {
-    __shared__ __align__(8) unsigned long long full[RW_STEPS], empty[RW_STEPS];
+    __shared__ __align__(8) unsigned long long full[RW_STEPS * RW_FB], empty[RW_STEPS];
     __shared__ float red[RW_WARPS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int rows = ns * R;
@@ -129,8 +157,8 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     const u32 full_s = smem_addr(full), empty_s = smem_addr(empty);
 
     if (threadIdx.x == 0) {
+        for (int i = 0; i < RW_STEPS * RW_FB; ++i) mbar_init(full_s + 8 * i, 1);  // the producer's expect_tx
         for (int i = 0; i < RW_STEPS; ++i) {
-            mbar_init(full_s + 8 * i, 1);        // the producer's expect_tx
             mbar_init(empty_s + 8 * i, RW_KSP);  // the warps of the slot's row group and K part
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -169,7 +197,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         for (int u = 0; u < ns * RW_KH; ++u) {
             const int slot = u % RW_STEPS;
             const size_t step = (size_t)step_of(u / RW_KH);
-            const u32 fb = full_s + 8 * slot;
+            const u32 fb = rw_full(full_s, u);
             if (lane == 0) {
                 if (u >= RW_STEPS) mbar_wait(empty_s + 8 * slot, (u32)((u / RW_STEPS - 1) & 1));
                 mbar_expect_tx(fb, RW_UNIT + RW_SSTREAM * RW_SCB);
@@ -251,18 +279,18 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     const int part = ks / RW_KSP;                           // the K part holding the lane's chunk
     const int pbase = (cbase - part * RW_KSP * 32) * 16;    // the chunk's offset in a row of the part
     for (int j = rg; j < ns; j += RW_GROUPS) {
-        const int u = j * RW_KH + part;  // the ring's unit (slot u % RW_STEPS serves one group and part)
+        const int u = j * RW_KH + part;  // the ring's unit
         const int slot = u % RW_STEPS;
 #if RW_SSTREAM
         // The slot's scales come with it: read once it is full.
         const int sc = (int)col - part * RW_SCOLS;  // the lane's column within the K part
         const float sum = row_step<true>(smem + slot * RW_UNIT + pbase, ms + slot * RW_SCB + sc * RS_SB,
-                                         ms + slot * RW_SCB + RW_SCOLS * RS_SB + sc * RS_ZB, full_s + 8 * slot,
-                                         (u32)((u / RW_STEPS) & 1), xh, xsum, nf4t);
+                                         ms + slot * RW_SCB + RW_SCOLS * RS_SB + sc * RS_ZB, rw_full(full_s, u),
+                                         rw_parity(u), xh, xsum, nf4t);
 #else
         const float sum = row_step(smem + slot * RW_UNIT + pbase, ms + (col * rows + j * R) * (RS_SB / R),
-                                   mz + col * (rows / 2) + j * R / 2, full_s + 8 * slot,
-                                   (u32)((u / RW_STEPS) & 1), xh, xsum, nf4t);
+                                   mz + col * (rows / 2) + j * R / 2, rw_full(full_s, u), rw_parity(u), xh,
+                                   xsum, nf4t);
 #endif
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);

@@ -285,6 +285,32 @@ fn wants_streamed_scales(staged: Option<Layout>, groups: usize, parts: usize) ->
     }
 }
 
+/// Ring slots of a CTA with room for `fit` slots, `units` units (K parts of row steps) to stream and `classes`
+/// consumer classes (row groups x K parts): as many as fit up to all of its units (at least `classes`), with
+/// `any` any such count (where a slot then serves several classes the kernel keeps a `full` barrier per slot
+/// and class, `RW_MIXED`), else a multiple of `classes` (each slot serving one class).
+fn ring_slots(fit: usize, units: usize, classes: usize, any: bool) -> usize {
+    if any {
+        fit.min(units.max(classes))
+    } else {
+        fit.min(units.div_ceil(classes) * classes) / classes * classes
+    }
+}
+
+/// Whether ring slots of a CTA of `groups` row groups may be any count of at least the consumer classes
+/// ([`ring_slots`]): `ROOFLINE_RING_ANY_SLOTS` (0 or 1) for experiments, else only in one row group (its K
+/// parts the classes). H100, session 35, multiples -> any: Llama-3-70B's down_proj 1x8192x28672 in 4 K parts
+/// 4 -> 6 slots, MXFP4 47.5 -> 46.3 us, INT4 47.2 -> 46.0 (NVFP4 and NF4 unchanged); INT4 1x57344x8192 6 -> 7,
+/// 84.2 -> 83.0; NVFP4 1x28672x8192 4 -> 5, 47.3 -> 46.6. In 3 row groups the extra slots cost more than they
+/// give: INT4 1x14336x4096 9 -> 11 slots, 13.0 -> 13.8; NVFP4 9 -> 10, 13.5 -> 13.8.
+fn any_slot_count(groups: usize) -> bool {
+    match std::env::var("ROOFLINE_RING_ANY_SLOTS").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => groups == 1,
+    }
+}
+
 /// [`layout_with`] (`streamed`: the scales beside each slot) with NF4's wide pair table wherever a ring fits
 /// beside it (else its narrow one): the wide one takes one byte permute a lookup. H100, session 32:
 /// Llama-3-70B's down_proj 1x8192x28672 has no ring beside the wide table and its staged scales; on the
@@ -300,8 +326,8 @@ fn layout_for(format: WoFormat, k: usize, per: usize, groups: usize, parts: usiz
 
 /// The ring's slots and the CTA's dynamic shared memory for at most `per` row steps of `k` values streamed
 /// in `parts` K parts: the per-K-slice row sums and (unless `streamed`: the scales beside each slot) the scale
-/// tables of the CTA's rows, as many slots of one K part each (up to the CTA's `per x parts`, a multiple of
-/// `groups x parts`) as fit beside them, and for NF4 with `wide` its wide pair table after them
+/// tables of the CTA's rows, as many slots of one K part each as fit beside them ([`ring_slots`]: up to the
+/// CTA's `per x parts`), and for NF4 with `wide` its wide pair table after them
 /// ([`nf4_table_offset`]; else the narrow one in static shared memory). `None`: not even `groups x parts`
 /// slots fit.
 fn layout_with(
@@ -324,7 +350,7 @@ fn layout_with(
     let unit = groups * parts;
     // A slot's weights and, where they stream with them, its scales.
     let slot = slot_bytes(k, parts) + if streamed { slot_scale_bytes(format, k, parts) } else { 0 };
-    let slots = (ring / slot).min((per * parts).div_ceil(unit) * unit) / unit * unit;
+    let slots = ring_slots(ring / slot, per * parts, unit, any_slot_count(groups));
     let used = slots * slot + tables;
     let nf4_wide_at = (format == WoFormat::Nf4 && wide).then(|| nf4_table_offset(used));
     let smem = nf4_wide_at.map_or(used, |at| at + NF4_WIDE_TABLE_BYTES);
@@ -821,15 +847,16 @@ mod tests {
         assert!(unsupported(i4, 1, 8192, 32768, 132).unwrap().contains("31744"));
         // NF4's wide pair table where a ring fits beside it with the staged scales; at K = 28672 (64 rows of
         // 896 bytes of scales a CTA) only the narrow one leaves room, 4 slots of a quarter step. Streamed
-        // with the weights (1792 bytes a slot) they leave 4 slots beside the wide table, no more: staged.
+        // with the weights (1792 bytes a slot) they leave 5 slots beside the wide table (any count in one row
+        // group, `any_slot_count`): streamed, its wide table after the ring.
         let nf4 = WoFormat::Nf4;
         let wide = |k, per, parts| layout_for(nf4, k, per, 1, parts, false).and_then(|l| l.nf4_wide_at).is_some();
         assert!(wide(14336, 4, 2) && wide(8192, 55, 2) && !wide(28672, 8, 4));
-        assert_eq!(layout_for(nf4, 28672, 8, 1, 4, false).map(|l| l.slots), Some(4));
-        let narrow = layout(nf4, 28672, 8, 1, 4).unwrap();
-        assert!(!narrow.streamed_scales && narrow.nf4_wide_at.is_none() && auto(nf4, 8192, 28672, 132));
+        let narrow = layout_for(nf4, 28672, 8, 1, 4, false).unwrap();
+        assert!(!narrow.streamed_scales && narrow.slots == 4 && narrow.nf4_wide_at.is_none());
         let l = layout_for(nf4, 28672, 8, 1, 4, true).unwrap();
-        assert!(l.streamed_scales && l.slots == 4 && l.nf4_wide_at.is_some());
+        assert!(l.streamed_scales && l.slots == 5 && l.nf4_wide_at.is_some());
+        assert!(layout(nf4, 28672, 8, 1, 4) == Some(l) && auto(nf4, 8192, 28672, 132));
         assert_eq!(slot_scale_bytes(nf4, 28672, 4), 28672 / 64 * 8 * 2 / 4);
         assert!(!options(90, nf4, 28672, 8, narrow, (4, 1), (Epilogue::Add, Input::SwiGlu))
             .iter()
@@ -895,6 +922,22 @@ mod tests {
         }
     }
 
+    #[test]
+    fn ring_slots_fill_the_room_up_to_the_units() {
+        // Llama-3-70B's down_proj in 4 K parts, 1 group: room for 5 or 6 slots of 32 units; multiples of 4: 4.
+        assert_eq!((ring_slots(5, 32, 4, true), ring_slots(6, 32, 4, true)), (5, 6));
+        assert_eq!((ring_slots(5, 32, 4, false), ring_slots(7, 32, 4, false)), (4, 4));
+        // No more than the units, at least the classes (a CTA of fewer steps than groups).
+        assert_eq!((ring_slots(12, 7, 2, true), ring_slots(12, 7, 2, false)), (7, 8));
+        assert_eq!((ring_slots(12, 1, 3, true), ring_slots(12, 1, 3, false)), (3, 3));
+        // Too little room: under the classes, which `layout_with` refuses.
+        assert_eq!((ring_slots(3, 32, 4, true), ring_slots(3, 32, 4, false)), (3, 0));
+        // By default any count in one row group only (unless ROOFLINE_RING_ANY_SLOTS says otherwise).
+        if std::env::var_os("ROOFLINE_RING_ANY_SLOTS").is_none() {
+            assert!(any_slot_count(1) && !any_slot_count(2) && !any_slot_count(3));
+        }
+    }
+
     /// The kernel compiles for sm_90 without spills in every epilogue (skipped without NVRTC).
     #[test]
     fn rows_kernel_compiles_without_spills() {
@@ -928,6 +971,10 @@ mod tests {
                     for (parts, groups) in [(1, 1), (2, 2), (7, 1), (7, 2)] {
                         builds.extend(layout(f, k, per, groups, parts).map(|l| (l, parts, groups)));
                     }
+                }
+                // A slot count that is no multiple of the consumer classes (`RW_MIXED`, a barrier per class).
+                if lay.slots % (g * kp) == 0 && lay.slots < per * kp {
+                    builds.push((Layout { slots: lay.slots + 1, ..lay }, kp, g));
                 }
                 let ops = [
                     (Epilogue::Norm, Input::X),
