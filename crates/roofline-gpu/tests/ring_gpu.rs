@@ -6,8 +6,10 @@
 //! f16x2 sums in range), and twice in a row (same bits). Shapes whose staged scale tables leave the ring few
 //! slots stream their scales with the weights (of these cases NVFP4 at K = 28672; in models also the LM
 //! heads at K = 8192, too large for this test: `roofline measure` checks them); run it again with
-//! `ROOFLINE_RING_STREAM_SCALES=1` (every shape so). Run on a GPU machine: `cargo test -p roofline-gpu
-//! --release --test ring_gpu -- --ignored --nocapture`.
+//! `ROOFLINE_RING_STREAM_SCALES=1` (every shape so) and with `ROOFLINE_RING_ANY_SLOTS=1` (ring slots of any
+//! count everywhere: a `full` barrier per slot and consumer class where a slot serves several). Also CUDA-graph
+//! captures of the ring GEMV beside context-wide work in another thread. Run on a GPU machine: `cargo test -p
+//! roofline-gpu --release --test ring_gpu -- --ignored --nocapture`.
 
 use half::f16;
 use roofline_gpu::weight_only::nvrtc::compile_cubin;
