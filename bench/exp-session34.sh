@@ -5,9 +5,10 @@
 # Parts (comma-separated): verify (the ring's reference test by default and with
 # ROOFLINE_RING_STREAM_SCALES=1), ss (per shape and format, each of SS_LABELS: base = .gpu/roofline-base,
 # default, staged = forced staged, streamed = forced streamed), mb (model-bench, base vs new: Llama-3.1-70B
-# --layers 4 for MB_SCHEMES, Llama-3.1-8B NVFP4), table (issue 11's table), any (ring slots of any count vs
-# multiples, ROOFLINE_RING_ANY_SLOTS, ANY_SHAPES), anymb (the same in model-bench, ANY_MB), tests (the weight-only and
-# model-bench GPU tests; runs r4 and r5 ran them as parts `wo` and `mbt`). Logs: $OUT (the device's), else /tmp/exp-session34.
+# --layers 4 for MB_SCHEMES, Llama-3.1-8B NVFP4), table (issue 11's table), tests (the weight-only and
+# model-bench GPU tests; runs r4 and r5 ran them as parts `wo` and `mbt`). Logs: $OUT (the device's), else
+# /tmp/exp-session34. Run r6's parts `any` / `anymb` (ring slots of any count) moved to bench/exp-session35.sh
+# with the design that landed.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session34 "${1:-verify}"
 if has verify; then
@@ -31,25 +32,6 @@ if has ss; then
                 esac
             done
         done
-    done
-fi
-if has any; then
-    # Ring slots of any count (ROOFLINE_RING_ANY_SLOTS=1, a `full` barrier per slot and class where a slot serves
-    # several classes) against multiples of the consumer classes, alternately. Needs
-    # bench/results/h100-2026-11-28-session34/r6/any-slots-v2.patch applied (not on main; run 6 ran the first
-    # patch, any-slots.patch, whose kernels hang), and `verify` with ROOFLINE_RING_ANY_SLOTS=1 first.
-    for s in ${ANY_SHAPES:-1x8192x28672 1x57344x8192 1x28672x8192}; do
-        for f in ${SS_FORMATS:-nvfp4 mxfp4 int4_g128 nf4}; do
-            for a in 0 1 0 1; do
-                ROOFLINE_RING_ANY_SLOTS=$a meas any "any=$a" $f $s ""
-            done
-        done
-    done
-fi
-if has anymb; then
-    for a in 0 1; do
-        ROOFLINE_RING_ANY_SLOTS=$a mb anymb "any=$a model-bench llama-3.1-70b --layers 4 batch 1 ${ANY_MB:-int4}" roofline \
-            --config llama-3.1-70b --layers 4 --batch 1 --scheme ${ANY_MB:-int4}
     done
 fi
 if has mb; then

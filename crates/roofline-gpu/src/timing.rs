@@ -169,11 +169,12 @@ pub fn time_captured(
 /// Captures a graph at most this many times where something outside the capture invalidated it.
 pub const CAPTURE_TRIES: usize = 4;
 
-/// Captures what `enqueue` launches on `s` (thread-local capture mode) into an instantiated graph. A capture
-/// that another thread of the process invalidates (a context-wide call meanwhile: a module or lazily loaded
-/// kernel being loaded, a synchronous free; CUDA then fails the capture with
+/// Captures what `enqueue` launches on `s` (thread-local capture mode) into an instantiated graph, holding
+/// the capture side of [`CONTEXT_WIDE`]. A capture that something outside this crate's lock invalidates
+/// anyway (another library's context-wide call in another thread; CUDA then fails it with
 /// `CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`) is captured again, up to [`CAPTURE_TRIES`] times: `enqueue` only
-/// records launches, so running it again records the same work.
+/// records launches, so running it again records the same work. (Module loads and the lazy loading of a
+/// kernel at its first launch in another thread did not invalidate captures on the H100: session 35.)
 fn capture(
     s: &Arc<CudaStream>,
     enqueue: &mut dyn FnMut() -> Result<(), GpuError>,

@@ -119,7 +119,8 @@ fn captures_survive_context_work_in_other_threads() {
     let mut y = s.alloc_zeros::<u16>(n).unwrap();
     let ctx = s.context().clone();
     let src = "extern \"C\" __global__ void bump(float* p) { p[threadIdx.x] += 1.0f; }";
-    let (cubin, _) = compile_cubin(src, "bump.cu", &["--gpu-architecture=sm_90".into()]).unwrap();
+    let (major, minor) = gpu.compute_capability;
+    let (cubin, _) = compile_cubin(src, "bump.cu", &[format!("--gpu-architecture=sm_{major}{minor}")]).unwrap();
     let cfg =
         TimingConfig { warmup: 1, min_runs: 3, max_runs: 3, budget_ms: 5.0, max_inner: 1, power_ms: 0.0, graph: false };
     // One step of each kind of context-wide work, on the other thread.

@@ -972,7 +972,8 @@ mod tests {
                         builds.extend(layout(f, k, per, groups, parts).map(|l| (l, parts, groups)));
                     }
                 }
-                // A slot count that is no multiple of the consumer classes (`RW_MIXED`, a barrier per class).
+                // A slot count that is no multiple of the consumer classes (`RW_MIXED`, a barrier per class;
+                // by default only in one row group, any layout with ROOFLINE_RING_ANY_SLOTS=1).
                 if lay.slots % (g * kp) == 0 && lay.slots < per * kp {
                     builds.push((Layout { slots: lay.slots + 1, ..lay }, kp, g));
                 }
