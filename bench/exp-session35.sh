@@ -7,6 +7,7 @@
 #            default: unset); killed after VERIFY_TIMEOUT s (default 300: a barrier bug hangs)
 #   capture  the ring test binary's capture stress test, one process per kind of work beside (CAPTURE_KINDS)
 #   any      ANY_SHAPES x SS_FORMATS, any=0 / 1 alternately, twice; each killed after MEAS_TIMEOUT s (default 40)
+#   kh       K parts (ROOFLINE_RING_KH): the default against each of KH_PARTS per KH_SHAPES x SS_FORMATS
 #   anymb    model-bench Llama-3.1-70B --layers 4 at batch 1, any=0 / 1, per scheme of ANY_MB
 #   mb       the same on the default, per scheme of MB_SCHEMES
 #   table    issue 11's table
@@ -39,6 +40,21 @@ if has any; then
         for f in ${SS_FORMATS:-nvfp4 mxfp4 int4_g128 nf4}; do
             for a in 0 1 0 1; do
                 ROOFLINE_RING_ANY_SLOTS=$a meas any "any=$a" $f $s ""
+            done
+        done
+    done
+fi
+if has kh; then
+    # K parts (ROOFLINE_RING_KH) per KH_SHAPES x SS_FORMATS: the default against each of KH_PARTS, alternately,
+    # twice; with any slot count in one row group the finer parts get as many slots as fit.
+    export MEAS_TIMEOUT=${MEAS_TIMEOUT:-40}
+    for s in ${KH_SHAPES:-1x4096x14336 1x8192x28672}; do
+        for f in ${SS_FORMATS:-int4_g128 mxfp4}; do
+            for rep in 1 2; do
+                meas kh "kh=default" $f $s ""
+                for p in ${KH_PARTS:-7}; do
+                    ROOFLINE_RING_KH=$p meas kh "kh=$p" $f $s ""
+                done
             done
         done
     done

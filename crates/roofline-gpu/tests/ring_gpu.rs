@@ -40,8 +40,8 @@ fn ring_gemv_matches_the_reference() {
         // SwiGLU on load (down_proj): the gate_up row of 2K values (with the add, W x of about y0's size, so
         // that y's f16 rounding stays far below the error bound on W x).
         (4096, 14336, Epilogue::Add, silu, 4.0),
-        // Llama-3-70B's down_proj: K = 28672 in 4 K parts (NF4 with its narrow pair table; NVFP4's scales
-        // streamed with the weights).
+        // Llama-3-70B's down_proj: K = 28672 in 7 K parts (NF4 with its narrow pair table; NVFP4's scales
+        // streamed with the weights; INT4 and MXFP4 in 11 slots, no multiple of the 7 consumer classes).
         (8192, 28672, Epilogue::Add, silu, 4.0),
         (8192, 28672, Epilogue::Store, x, 1.0),
         // 224 rows a CTA of K = 8192 in 2 K parts, the ring wrapping.

@@ -101,12 +101,17 @@ pub const LONG_K_PART_MAX: usize = 7168;
 /// Fewest values of K in one K part of the long-K plan (a row's bulk copy of 2 KB; 1 KB copies were slower).
 pub const LONG_K_PART_MIN: usize = 4096;
 
-/// The long-K plan's K parts for rows of `k` values: the fewest (at least 2) dividing its 1024-value slices
-/// that make a part at most [`LONG_K_PART_MAX`] values, where that part is at least [`LONG_K_PART_MIN`]
-/// (K = 8192-14336: 2; 16384: 4; Llama-3-70B's down_proj, 28672: 4). `None`: no such split.
+/// The long-K plan's K parts for rows of `k` values: the most (at least 2) dividing its 1024-value slices
+/// that make parts of [`LONG_K_PART_MIN`] to [`LONG_K_PART_MAX`] values (K = 8192-11264 and 14336: 2; 12288:
+/// 3; 16384: 4; 20480: 5; 24576: 6; Llama-3-70B's down_proj, 28672: 7 of 4096). `None`: no such split.
+/// H100, session 35, 1x8192x28672 in 4 parts of 7168 (6 slots) vs 7 of 4096 (8-11 slots), us: INT4 45.8-46.2
+/// vs 44.3-44.4, MXFP4 46.5-46.6 vs 44.8-45.0, NVFP4 49.9-50.6 vs 47.6-48.3, NF4 50.0-50.5 vs 48.2-49.1
+/// (Llama-3.1-70B NVFP4 at batch 1: 68.4 -> 69.1 tok/s); parts of 2048 were slower everywhere (1x8192x28672
+/// in 14: INT4 63.6; 1x4096x14336 in 7: 15.7 vs 14.5; 1x8192x8192 in 4: 17.8 vs 14.1). 12288, 20480 and
+/// 24576 follow the same rule unmeasured.
 pub fn long_k_parts(k: usize) -> Option<usize> {
     let slices = k / 1024;
-    (2..=slices).find(|p| slices % p == 0 && k / p <= LONG_K_PART_MAX).filter(|p| k / p >= LONG_K_PART_MIN)
+    (2..=slices).rev().find(|p| slices % p == 0 && (LONG_K_PART_MIN..=LONG_K_PART_MAX).contains(&(k / p)))
 }
 
 /// Fewest row steps per CTA for the long-K plan ([`long_k`]).
@@ -839,33 +844,38 @@ mod tests {
         // fewer steps a CTA, an odd count of K slices or K under 8192.
         assert!(long_k(4096, 14336, 132) && long_k(8192, 8192, 132) && long_k(28672, 8192, 132));
         assert!(!long_k(2048, 14336, 132) && !long_k(4096, 9216, 132) && !long_k(14336, 4096, 132));
-        // Parts of 4096-7168 values: 2 up to K = 14336, 4 at 16384 and at Llama-3-70B's down_proj (28672);
-        // none where the slices split only into parts under 4096 (9216: 3 x 3072; 11264: 11 x 1024).
-        let parts: Vec<_> = [8192, 10240, 14336, 16384, 28672, 9216, 11264].map(long_k_parts).to_vec();
-        assert_eq!(parts, [Some(2), Some(2), Some(2), Some(4), Some(4), None, None]);
-        assert!(long_k(8192, 28672, 132) && auto(i4, 8192, 28672, 132) && k_parts(8192, 28672, 132) == 4);
+        // The most parts of 4096-7168 values: 2 at K = 8192, 10240 and 14336, 3 at 12288, 4 at 16384, 7 at
+        // Llama-3-70B's down_proj (28672: 7 x 4096, not 4 x 7168); none where the slices split only into parts
+        // under 4096 or over 7168 (9216: 3 x 3072; 11264: 11 x 1024; 22528: 2 x 11264 or 11 x 2048).
+        let ks = [8192, 10240, 14336, 12288, 16384, 24576, 28672, 9216, 11264, 22528];
+        let parts: Vec<_> = ks.map(long_k_parts).to_vec();
+        assert_eq!(parts, [Some(2), Some(2), Some(2), Some(3), Some(4), Some(6), Some(7), None, None, None]);
+        assert!(long_k(8192, 28672, 132) && auto(i4, 8192, 28672, 132) && k_parts(8192, 28672, 132) == 7);
         assert!(unsupported(i4, 1, 8192, 32768, 132).unwrap().contains("31744"));
         // NF4's wide pair table where a ring fits beside it with the staged scales; at K = 28672 (64 rows of
-        // 896 bytes of scales a CTA) only the narrow one leaves room, 4 slots of a quarter step. Streamed
-        // with the weights (1792 bytes a slot) they leave 5 slots beside the wide table (any count in one row
-        // group, `any_slot_count`): streamed, its wide table after the ring.
+        // 896 bytes of scales a CTA) only the narrow one leaves room: in its 7 K parts 8 slots of a seventh of
+        // a step. Streamed with the weights (1024 bytes a slot) the scales leave as many beside the wide table:
+        // staged, nothing to gain. In 4 K parts streaming gains a slot (5 to 4; any count in one row group).
         let nf4 = WoFormat::Nf4;
         let wide = |k, per, parts| layout_for(nf4, k, per, 1, parts, false).and_then(|l| l.nf4_wide_at).is_some();
-        assert!(wide(14336, 4, 2) && wide(8192, 55, 2) && !wide(28672, 8, 4));
-        let narrow = layout_for(nf4, 28672, 8, 1, 4, false).unwrap();
-        assert!(!narrow.streamed_scales && narrow.slots == 4 && narrow.nf4_wide_at.is_none());
-        let l = layout_for(nf4, 28672, 8, 1, 4, true).unwrap();
-        assert!(l.streamed_scales && l.slots == 5 && l.nf4_wide_at.is_some());
-        assert!(layout(nf4, 28672, 8, 1, 4) == Some(l) && auto(nf4, 8192, 28672, 132));
-        assert_eq!(slot_scale_bytes(nf4, 28672, 4), 28672 / 64 * 8 * 2 / 4);
-        assert!(!options(90, nf4, 28672, 8, narrow, (4, 1), (Epilogue::Add, Input::SwiGlu))
+        assert!(wide(14336, 4, 2) && wide(8192, 55, 2) && !wide(28672, 8, 7) && !wide(28672, 8, 4));
+        let narrow = layout_for(nf4, 28672, 8, 1, 7, false).unwrap();
+        assert!(!narrow.streamed_scales && narrow.slots == 8 && narrow.nf4_wide_at.is_none());
+        let l = layout_for(nf4, 28672, 8, 1, 7, true).unwrap();
+        assert!(l.streamed_scales && l.slots == 8 && l.nf4_wide_at.is_some());
+        assert!(layout(nf4, 28672, 8, 1, 7) == Some(narrow) && auto(nf4, 8192, 28672, 132));
+        let four = layout(nf4, 28672, 8, 1, 4).unwrap();
+        assert!(four.streamed_scales && four.slots == 5 && layout_for(nf4, 28672, 8, 1, 4, false).unwrap().slots == 4);
+        assert_eq!(slot_scale_bytes(nf4, 28672, 7), 28672 / 64 * 8 * 2 / 7);
+        assert!(!options(90, nf4, 28672, 8, narrow, (7, 1), (Epilogue::Add, Input::SwiGlu))
             .iter()
             .any(|o| o.starts_with("-DNF4_WIDE") || o.starts_with("-DRW_NF4_OFF") || o == "-DRW_SSTREAM=1"));
         assert!(
-            options(90, nf4, 28672, 8, l, (4, 1), (Epilogue::Add, Input::SwiGlu)).contains(&"-DRW_SSTREAM=1".into())
+            options(90, nf4, 28672, 8, l, (7, 1), (Epilogue::Add, Input::SwiGlu)).contains(&"-DRW_SSTREAM=1".into())
         );
-        // NVFP4's 1792 bytes of scales a row there leave no ring staged; streamed 4 slots.
-        assert!(layout_for(WoFormat::Nvfp4, 28672, 8, 1, 4, false).is_none());
+        // NVFP4's 1792 bytes of scales a row there leave no ring staged; streamed 10 slots.
+        assert!(layout_for(WoFormat::Nvfp4, 28672, 8, 1, 7, false).is_none());
+        assert_eq!(layout(WoFormat::Nvfp4, 28672, 8, 1, 7).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
         assert!(unsupported(WoFormat::Nvfp4, 1, 8192, 28672, 132).is_none() && auto(WoFormat::Nvfp4, 8192, 28672, 132));
         assert!(auto(i4, 4096, 14336, 132) && auto(i4, 4096, 8192, 132) && !auto(i4, 2048, 14336, 132));
         assert_eq!((row_groups(i4, 4096, 14336, 132), k_parts(4096, 14336, 132)), (1, 2));
