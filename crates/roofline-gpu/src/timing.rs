@@ -201,7 +201,7 @@ fn capture(
 }
 
 /// Whether `e` says a stream capture was invalidated (by a call outside it; [`time_captured`] tries again).
-pub fn is_capture_invalidated(e: &GpuError) -> bool {
+fn is_capture_invalidated(e: &GpuError) -> bool {
     matches!(e, GpuError::Driver(d) if d.0 == CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
 }
 

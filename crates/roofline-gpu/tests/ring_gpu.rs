@@ -124,23 +124,28 @@ fn captures_survive_context_work_in_other_threads() {
     let cfg =
         TimingConfig { warmup: 1, min_runs: 3, max_runs: 3, budget_ms: 5.0, max_inner: 1, power_ms: 0.0, graph: false };
     // One step of each kind of context-wide work, on the other thread.
-    let load = |ctx: &Arc<CudaContext>| -> Result<(), String> {
-        let ls = ctx.new_stream().map_err(|e| e.to_string())?;
-        let mut buf = ls.alloc_zeros::<f32>(32).map_err(|e| e.to_string())?;
-        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin.clone())).map_err(|e| e.to_string())?;
-        let bump = module.load_function("bump").map_err(|e| e.to_string())?;
+    type Res = Result<(), Box<dyn std::error::Error + Send + Sync>>;
+    let load = |ctx: &Arc<CudaContext>| -> Res {
+        let ls = ctx.new_stream()?;
+        let mut buf = ls.alloc_zeros::<f32>(32)?;
+        let module = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin.clone()))?;
+        let bump = module.load_function("bump")?;
         let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (32, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: `bump` takes one pointer to 32 floats; `buf` holds 32.
-        unsafe { ls.launch_builder(&bump).arg(&mut buf).launch(cfg) }.map_err(|e| e.to_string())?;
-        ls.synchronize().map_err(|e| e.to_string())
+        unsafe { ls.launch_builder(&bump).arg(&mut buf).launch(cfg) }?;
+        Ok(ls.synchronize()?)
     };
-    let graphs = |ctx: &Arc<CudaContext>| -> Result<(), String> {
-        let mut buf = ctx.default_stream().alloc_zeros::<f32>(1 << 20).map_err(|e| e.to_string())?;
-        ctx.default_stream().synchronize().map_err(|e| e.to_string())?;
-        timing::time_graph(ctx, &cfg, 4, |st, _| Ok(st.memset_zeros(&mut buf)?)).map(drop).map_err(|e| e.to_string())
+    let graphs = |ctx: &Arc<CudaContext>| -> Res {
+        let mut buf = ctx.default_stream().alloc_zeros::<f32>(1 << 20)?;
+        ctx.default_stream().synchronize()?;
+        timing::time_graph(ctx, &cfg, 4, |st, _| Ok(st.memset_zeros(&mut buf)?))?;
+        Ok(())
     };
-    let open = |_: &Arc<CudaContext>| Gpu::open(0).map(drop).map_err(|e| e.to_string());
-    type Work<'a> = &'a (dyn Fn(&Arc<CudaContext>) -> Result<(), String> + Sync);
+    let open = |_: &Arc<CudaContext>| -> Res {
+        drop(Gpu::open(0)?);
+        Ok(())
+    };
+    type Work<'a> = &'a (dyn Fn(&Arc<CudaContext>) -> Res + Sync);
     let kinds: [(&str, Work); 3] = [("module loads", &load), ("graph timings", &graphs), ("GPU opens", &open)];
     // ROOFLINE_CAPTURE_KINDS: the kinds to run (their first words, comma-separated), else all.
     let only = std::env::var("ROOFLINE_CAPTURE_KINDS").ok();
@@ -158,7 +163,7 @@ fn captures_survive_context_work_in_other_threads() {
                 while !stop.load(Ordering::Relaxed) {
                     match work(&ctx) {
                         Ok(()) => done += 1,
-                        Err(e) => errors.push(e),
+                        Err(e) => errors.push(e.to_string()),
                     }
                 }
                 (done, errors)
