@@ -58,7 +58,7 @@ pub struct TimingStats {
 
 /// Target GPU time of one timed sample: short ops are launched `inner` times back to back between one
 /// pair of events, so the host's launch latency overlaps device work instead of being timed.
-const SAMPLE_TARGET_US: f64 = 200.0;
+pub const SAMPLE_TARGET_US: f64 = 200.0;
 
 /// Times `op` (given the run index, to rotate inputs) with CUDA events.
 ///
