@@ -339,4 +339,26 @@ mod tests {
         assert_eq!(d.len(), 10);
         assert!(d.starts_with("20"));
     }
+
+    #[test]
+    fn captures_share_the_lock_and_context_wide_work_takes_it_alone() {
+        // Two captures (threads) at once; no context-wide call meanwhile.
+        let (a, b) = (capturing(), capturing());
+        assert!(CONTEXT_WIDE.try_write().is_err());
+        drop((a, b));
+        // A context-wide call keeps captures (and other such calls) out until it is done.
+        let alone = context_wide();
+        assert!(CONTEXT_WIDE.try_read().is_err() && CONTEXT_WIDE.try_write().is_err());
+        drop(alone);
+        // Released: a capture starts again (blocking, not `try_`: a GPU test beside it may hold the lock a moment).
+        drop(capturing());
+    }
+
+    #[test]
+    fn only_an_invalidated_capture_is_captured_again() {
+        let driver = |r| GpuError::Driver(cudarc::driver::DriverError(r));
+        assert!(is_capture_invalidated(&driver(CUresult::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)));
+        assert!(!is_capture_invalidated(&driver(CUresult::CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED)));
+        assert!(!is_capture_invalidated(&GpuError::Unsupported("stream capture produced no graph".into())));
+    }
 }
