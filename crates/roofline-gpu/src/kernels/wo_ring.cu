@@ -18,8 +18,8 @@
 // current phase only from the one before it: each `full` barrier must have a single consumer class, which
 // consumed its previous phase itself before it waits for the next. Where RW_STEPS is a multiple of C, a slot
 // always serves one class: a `full` barrier per slot, unit u its phase u / RW_STEPS. Otherwise (RW_MIXED:
-// any count of at least C slots, more where a multiple of C does not fit, e.g. Llama-3-70B's down_proj in 4 K
-// parts of 28 KB) a `full` barrier per slot and class, unit u phase u / lcm(RW_STEPS, C) of its class's
+// any count of at least C slots, more where a multiple of C does not fit, e.g. Llama-3-70B's down_proj in 7 K
+// parts: 11 slots of 16 KB) a `full` barrier per slot and class, unit u phase u / lcm(RW_STEPS, C) of its class's
 // (RW_PERIOD): the producer arms the one of the unit's class. The `empty` barriers stay one per slot (the
 // producer alone waits on them, in order, and a slot's next unit is filled only once its last was released).
 // Session 34's first try kept a barrier per slot and had consumers wait for its previous phase first: that
@@ -75,6 +75,17 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 // ring's weights.
 #ifndef RW_SSTREAM
 #define RW_SSTREAM 0
+#endif
+// RW_AHEAD n > 0: the producer issues unit u only once unit u - n has landed, so at most n units are in flight
+// however deep the ring (the ring still buffers what has landed and is not yet consumed): bulk copies issued
+// together land together, so a ring filled at once has its first slot land about with its last and the decode
+// waits for all of them; n in flight land in order and the decode runs under the stream (host: ring.rs
+// `units_in_flight`, short shapes on fast memory). 0, or RW_STEPS and more: only the ring's depth bounds them.
+#ifndef RW_AHEAD
+#define RW_AHEAD 0
+#endif
+#if RW_AHEAD < 0
+#error "RW_AHEAD must be 0 (off) or more"
 #endif
 #define RW_SCOLS (RS_COLS / RW_KH)             // scale columns of one K part
 #define RW_SCB (RW_SCOLS * (RS_SB + RS_ZB))  // bytes of a slot's scales and zero points (RW_SSTREAM)
@@ -200,6 +211,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             const u32 fb = rw_full(full_s, u);
             if (lane == 0) {
                 if (u >= RW_STEPS) mbar_wait(empty_s + 8 * slot, (u32)((u / RW_STEPS - 1) & 1));
+                // RW_AHEAD: unit u - RW_AHEAD landed. Its barrier's next phase is a unit past u (RW_AHEAD < RW_STEPS
+                // <= the period), not armed yet, so this parity wait reads the right phase.
+                if (RW_AHEAD > 0 && RW_AHEAD < RW_STEPS && u >= RW_AHEAD) mbar_wait(rw_full(full_s, u - RW_AHEAD), rw_parity(u - RW_AHEAD));
                 mbar_expect_tx(fb, RW_UNIT + RW_SSTREAM * RW_SCB);
 #if RW_SSTREAM
                 // The unit's scale columns of the step: one run of the step-major tables, then INT4's zero points.

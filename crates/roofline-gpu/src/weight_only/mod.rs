@@ -1092,7 +1092,8 @@ impl Gpu {
                 r.threads,
                 r.slots,
                 if r.parts > 1 { format!(" x {} values (K in {} parts)", k / r.parts, r.parts) } else { String::new() }
-                    + if r.streamed_scales { ", scales streamed beside them" } else { "" },
+                    + if r.streamed_scales { ", scales streamed beside them" } else { "" }
+                    + &if r.ahead > 0 { format!(", {} in flight", r.ahead) } else { String::new() },
                 stats.inner
             ),
             None => describe(gemv, format, opts.x, &plan, grid_n, sets, stats.inner),

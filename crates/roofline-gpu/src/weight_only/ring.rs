@@ -316,6 +316,61 @@ fn any_slot_count(groups: usize) -> bool {
     }
 }
 
+/// Fewest GB/s of memory bandwidth (the device's peak, from its memory clock and bus width) at which the ring
+/// limits its units in flight ([`units_in_flight`]): measured on the H200 (4.9 TB/s peak), not on the H100
+/// (3.35), whose defaults stay as they were measured until an H100 run says otherwise.
+pub const FAST_MEMORY_GB_S: f64 = 4000.0;
+
+/// Fewest bytes of one bulk copy (a whole row step's, or in K parts a row's part) for which the ring limits
+/// its units in flight ([`units_in_flight`]): with copies of 2 KB (K parts of 4096 values) the stream needs
+/// more of them in flight than two units hold.
+pub const AHEAD_MIN_COPY: usize = 3584;
+
+/// Units (K parts of row steps) the ring's producer keeps in flight (`RW_AHEAD`: it issues unit u once unit
+/// u - n has landed; 0: as many as the ring has slots free) for a CTA of `units` units in `slots` slots,
+/// each filled by copies of `copy` bytes, on a device of `peak_gb_s` memory bandwidth: `ROOFLINE_RING_AHEAD`
+/// for experiments, else 2 where the memory is fast ([`FAST_MEMORY_GB_S`]), the copies are at least
+/// [`AHEAD_MIN_COPY`] bytes and the CTA's units fill its ring at most four times; else 0. Bulk copies issued
+/// together land together: a full ring issued at once has its first slot land about with its last, and the
+/// decode of every slot waits for that; two in flight land in order and the decode runs under the rest of
+/// the stream. A long stream (many units) or small copies need more bytes in flight than two units hold.
+/// H200, session 36, us, all in flight / 2: 1x14336x4096 (14 units in 9 slots, 16 KB copies) INT4 11.4-11.5 /
+/// 9.74-9.88, MXFP4 11.0 / 9.80-9.99, NVFP4 11.5 / 10.0-10.2, NF4 11.5 / 10.4; 1x4096x14336 (8 in 6, 3.5 KB)
+/// INT4 12.3 / 10.9, MXFP4 11.9-12.0 / 10.6-10.7, NVFP4 13.0-13.1 / 11.0-11.1, NF4 12.5 / 11.2-11.3;
+/// 1x28672x4096 (28 in 9, 16 KB) INT4 17.9 / 17.1-17.2, NVFP4 18.4-18.6 / 18.0-18.2. But 1x8192x8192 (16, 2
+/// KB) INT4 11.4-11.5 / 12.7-12.8, 1x28672x8192 (56, 2 KB) 35.6-35.7 / 40.1-40.2, 1x8192x28672 (56, 2 KB)
+/// 38.2-38.8 / 41.9-42.1, 1x128256x4096 (122 in 9, 16 KB) 67.1-67.7 / 70.9-71.4 (3 in flight: 66.8-68.0);
+/// one in flight is slower everywhere.
+fn units_in_flight(units: usize, slots: usize, copy: usize, peak_gb_s: f64) -> usize {
+    std::env::var("ROOFLINE_RING_AHEAD")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(if peak_gb_s >= FAST_MEMORY_GB_S && copy >= AHEAD_MIN_COPY && units <= 4 * slots { 2 } else { 0 })
+}
+
+/// Bytes of one of the ring's bulk copies for rows of `k` values in `parts` K parts: a whole row step (8 rows
+/// of 4-bit codes) in one part, else one row's part.
+fn copy_bytes(k: usize, parts: usize) -> usize {
+    if parts == 1 {
+        STEP_ROWS * k / 2
+    } else {
+        k / 2 / parts
+    }
+}
+
+/// Peak memory bandwidth of the device of `ctx`, GB/s, from its memory clock and bus width (double data
+/// rate); 0 where the driver does not say.
+pub(crate) fn peak_memory_gb_s(ctx: &CudaContext) -> f64 {
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    match (
+        ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
+        ctx.attribute(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
+    ) {
+        (Ok(khz), Ok(bits)) if khz > 0 && bits > 0 => 2.0 * f64::from(khz) * 1e3 * f64::from(bits) / 8.0 / 1e9,
+        _ => 0.0,
+    }
+}
+
 /// [`layout_with`] (`streamed`: the scales beside each slot) with NF4's wide pair table wherever a ring fits
 /// beside it (else its narrow one): the wide one takes one byte permute a lookup. H100, session 32:
 /// Llama-3-70B's down_proj 1x8192x28672 has no ring beside the wide table and its staged scales; on the
@@ -489,6 +544,8 @@ pub struct RingGemv {
     pub slots: usize,
     /// K parts a row step streams in (a slot holds one).
     pub parts: usize,
+    /// Units the producer keeps in flight ([`units_in_flight`]; 0: as many as the ring has slots free).
+    pub ahead: usize,
     /// Whether the scales stream with the weights beside each ring slot (else staged in shared memory).
     pub streamed_scales: bool,
     smem_bytes: u32,
@@ -535,10 +592,11 @@ impl RingGemv {
             )));
         }
         nvrtc_available()?;
+        let ahead = units_in_flight(per * parts, layout.slots, copy_bytes(k, parts), peak_memory_gb_s(ctx));
         let (cubin, log) = compile_cubin(
             &source(),
             "wo_ring.cu",
-            &options(arch, format, k, per, layout, (parts, groups), (epilogue, input)),
+            &options(arch, format, k, per, layout, (parts, groups, ahead), (epilogue, input)),
         )?;
         let smem = layout.smem as u32;
         let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
@@ -556,6 +614,7 @@ impl RingGemv {
             threads,
             slots: layout.slots,
             parts,
+            ahead,
             streamed_scales: layout.streamed_scales,
             smem_bytes: smem,
             registers,
@@ -719,12 +778,13 @@ fn options(
     k: usize,
     per: usize,
     layout: Layout,
-    (parts, groups): (usize, usize),
+    (parts, groups, ahead): (usize, usize, usize),
     (epilogue, input): (Epilogue, Input),
 ) -> Vec<String> {
     let mut opts = stream_options(arch, format, k);
     opts.push(format!("-DRW_STEPS={}", layout.slots));
     opts.push(format!("-DRW_KH={parts}"));
+    opts.push(format!("-DRW_AHEAD={ahead}"));
     opts.push(format!("-DRW_ROWS={}", per * STEP_ROWS));
     opts.push(format!("-DRW_GROUPS={groups}"));
     opts.push(format!("-DNORM={}", u32::from(epilogue == Epilogue::Norm)));
@@ -867,11 +927,11 @@ mod tests {
         let four = layout(nf4, 28672, 8, 1, 4).unwrap();
         assert!(four.streamed_scales && four.slots == 5 && layout_for(nf4, 28672, 8, 1, 4, false).unwrap().slots == 4);
         assert_eq!(slot_scale_bytes(nf4, 28672, 7), 28672 / 64 * 8 * 2 / 7);
-        assert!(!options(90, nf4, 28672, 8, narrow, (7, 1), (Epilogue::Add, Input::SwiGlu))
+        assert!(!options(90, nf4, 28672, 8, narrow, (7, 1, 0), (Epilogue::Add, Input::SwiGlu))
             .iter()
             .any(|o| o.starts_with("-DNF4_WIDE") || o.starts_with("-DRW_NF4_OFF") || o == "-DRW_SSTREAM=1"));
         assert!(
-            options(90, nf4, 28672, 8, l, (7, 1), (Epilogue::Add, Input::SwiGlu)).contains(&"-DRW_SSTREAM=1".into())
+            options(90, nf4, 28672, 8, l, (7, 1, 0), (Epilogue::Add, Input::SwiGlu)).contains(&"-DRW_SSTREAM=1".into())
         );
         // NVFP4's 1792 bytes of scales a row there leave no ring staged; streamed 10 slots.
         assert!(layout_for(WoFormat::Nvfp4, 28672, 8, 1, 7, false).is_none());
@@ -948,6 +1008,29 @@ mod tests {
         }
     }
 
+    /// Two units in flight on fast memory for copies of 3.5 KB and more where a CTA's units fill its ring at most
+    /// four times; else the ring's depth.
+    #[test]
+    fn units_in_flight_limited_on_fast_memory_for_short_streams_of_large_copies() {
+        if std::env::var_os("ROOFLINE_RING_AHEAD").is_some() {
+            return;
+        }
+        assert_eq!((copy_bytes(4096, 1), copy_bytes(14336, 2), copy_bytes(8192, 2)), (16384, 3584, 2048));
+        // H200 (4.9 TB/s peak): 1x14336x4096 (14 units, 9 slots), 1x28672x4096 (28, 9), 1x4096x14336 (8, 6).
+        assert_eq!(units_in_flight(14, 9, 16384, 4915.0), 2);
+        assert_eq!(units_in_flight(28, 9, 16384, 4915.0), 2);
+        assert_eq!(units_in_flight(36, 9, 16384, 4915.0), 2);
+        assert_eq!(units_in_flight(8, 6, 3584, 4915.0), 2);
+        // Not the LM head (122 units in 9 slots), nor 2 KB copies (1x8192x8192, 1x28672x8192).
+        assert_eq!(units_in_flight(37, 9, 16384, 4915.0), 0);
+        assert_eq!(units_in_flight(122, 9, 16384, 4915.0), 0);
+        assert_eq!(units_in_flight(16, 12, 2048, 4915.0), 0);
+        assert_eq!(units_in_flight(56, 12, 2048, 4915.0), 0);
+        // H100 (3.35 TB/s) and a driver that does not say: unchanged.
+        assert_eq!(units_in_flight(14, 9, 16384, 3352.0), 0);
+        assert_eq!(units_in_flight(14, 9, 16384, 0.0), 0);
+    }
+
     /// The kernel compiles for sm_90 without spills in every epilogue (skipped without NVRTC).
     #[test]
     fn rows_kernel_compiles_without_spills() {
@@ -994,8 +1077,10 @@ mod tests {
                     (Epilogue::Add, Input::SwiGlu),
                 ];
                 for ((lay, parts, g), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
+                    // Units in flight as an H200 (4.9 TB/s) takes them: limited at the short shapes, not the long.
+                    let ahead = units_in_flight(per * parts, lay.slots, copy_bytes(k, parts), 4900.0);
                     let (cubin, log) =
-                        compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, lay, (parts, g), ep))
+                        compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, lay, (parts, g, ahead), ep))
                             .unwrap_or_else(|e| panic!("{f:?} {k} {per} {parts} parts {ep:?}: {e}"));
                     let (regs, spills, _) = parse_ptxas(&log);
                     eprintln!(
