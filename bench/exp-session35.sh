@@ -35,29 +35,14 @@ if has capture; then
     done
 fi
 if has any; then
-    export MEAS_TIMEOUT=${MEAS_TIMEOUT:-40}
-    for s in ${ANY_SHAPES:-1x8192x28672 1x57344x8192 1x28672x8192}; do
-        for f in ${SS_FORMATS:-nvfp4 mxfp4 int4_g128 nf4}; do
-            for a in 0 1 0 1; do
-                ROOFLINE_RING_ANY_SLOTS=$a meas any "any=$a" $f $s ""
-            done
-        done
-    done
+    env_ab any any ROOFLINE_RING_ANY_SLOTS "0 1" "${ANY_SHAPES:-1x8192x28672 1x57344x8192 1x28672x8192}" \
+        "${SS_FORMATS:-nvfp4 mxfp4 int4_g128 nf4}"
 fi
 if has kh; then
     # K parts (ROOFLINE_RING_KH) per KH_SHAPES x SS_FORMATS: the default against each of KH_PARTS, alternately,
     # twice; with any slot count in one row group the finer parts get as many slots as fit.
-    export MEAS_TIMEOUT=${MEAS_TIMEOUT:-40}
-    for s in ${KH_SHAPES:-1x4096x14336 1x8192x28672}; do
-        for f in ${SS_FORMATS:-int4_g128 mxfp4}; do
-            for rep in 1 2; do
-                meas kh "kh=default" $f $s ""
-                for p in ${KH_PARTS:-7}; do
-                    ROOFLINE_RING_KH=$p meas kh "kh=$p" $f $s ""
-                done
-            done
-        done
-    done
+    env_ab kh kh ROOFLINE_RING_KH "default ${KH_PARTS:-7}" "${KH_SHAPES:-1x4096x14336 1x8192x28672}" \
+        "${SS_FORMATS:-int4_g128 mxfp4}"
 fi
 if has anymb; then
     for scheme in ${ANY_MB:-nvfp4 int4}; do

@@ -42,16 +42,8 @@ if has loads; then
     done
 fi
 if has ahead; then
-    export MEAS_TIMEOUT=${MEAS_TIMEOUT:-40}
-    for s in ${AHEAD_SHAPES:-1x14336x4096 1x4096x14336}; do
-        for f in ${SS_FORMATS:-int4_g128 mxfp4}; do
-            for rep in 1 2; do
-                for a in ${AHEAD:-default 2 4}; do
-                    ROOFLINE_RING_AHEAD=${a#default} meas ahead "ahead=$a" $f $s ""
-                done
-            done
-        done
-    done
+    env_ab ahead ahead ROOFLINE_RING_AHEAD "${AHEAD:-default 2 4}" "${AHEAD_SHAPES:-1x14336x4096 1x4096x14336}" \
+        "${SS_FORMATS:-int4_g128 mxfp4}"
 fi
 if has mbahead; then
     for scheme in ${MB_SCHEMES:-int4 nvfp4}; do
@@ -64,17 +56,8 @@ if has mbahead; then
     done
 fi
 if has groups; then
-    export MEAS_TIMEOUT=${MEAS_TIMEOUT:-40}
-    for s in ${GROUP_SHAPES:-1x14336x4096}; do
-        for f in ${GROUP_FORMATS:-int4_g128 mxfp4 nvfp4 nf4}; do
-            for rep in 1 2; do
-                for g in ${RING_GROUPS:-2 3 4}; do
-                    ROOFLINE_RING_AHEAD=$GROUP_AHEAD ROOFLINE_RING_GROUPS=$g \
-                        meas groups "groups=$g ahead=${GROUP_AHEAD:-default}" $f $s ""
-                done
-            done
-        done
-    done
+    ROOFLINE_RING_AHEAD=${GROUP_AHEAD:-} env_ab groups "ahead=${GROUP_AHEAD:-default} groups" ROOFLINE_RING_GROUPS \
+        "${RING_GROUPS:-2 3 4}" "${GROUP_SHAPES:-1x14336x4096}" "${GROUP_FORMATS:-int4_g128 mxfp4 nvfp4 nf4}"
 fi
 if has ncu; then
     ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
