@@ -16,13 +16,7 @@
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session35 "${1:-verify}"
 if has verify; then
-    for a in ${VERIFY_ANY:-1 default}; do
-        echo "=== ROOFLINE_RING_ANY_SLOTS=$a" | tee -a "$out/verify.txt"
-        ROOFLINE_RING_ANY_SLOTS=${a#default} timeout ${VERIFY_TIMEOUT:-300} .gpu/ring_gpu --ignored --nocapture \
-            ring_gemv_matches_the_reference >"$out/verify-any-$a.txt" 2>&1
-        echo "exit $?" | tee -a "$out/verify.txt"
-        grep -E "test result|panicked" "$out/verify-any-$a.txt" | cut -c1-220 | tee -a "$out/verify.txt"
-    done
+    ring_verify any ROOFLINE_RING_ANY_SLOTS "${VERIFY_ANY:-1 default}"
 fi
 if has capture; then
     # Each kind of context-wide work in a process of its own (CAPTURE_KINDS).

@@ -23,13 +23,7 @@
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session36 "${1:-verify}"
 if has verify; then
-    for a in default ${VERIFY_AHEAD:-2}; do
-        echo "=== ahead $a" | tee -a "$out/verify.txt"
-        ROOFLINE_RING_AHEAD=${a#default} timeout ${VERIFY_TIMEOUT:-300} .gpu/ring_gpu --ignored --nocapture \
-            ring_gemv_matches_the_reference >"$out/verify-ahead-$a.txt" 2>&1
-        echo "exit $?" | tee -a "$out/verify.txt"
-        grep -E "test result|panicked" "$out/verify-ahead-$a.txt" | cut -c1-220 | tee -a "$out/verify.txt"
-    done
+    ring_verify ahead ROOFLINE_RING_AHEAD "default ${VERIFY_AHEAD:-2}"
 fi
 if has loads; then
     for s in ${LOAD_SHAPES:-1x14336x4096 1x4096x14336}; do

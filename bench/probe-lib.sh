@@ -56,6 +56,19 @@ env_ab() {
         done
     done
 }
+# `ring_verify NAME VAR VALUES`: the ring GEMV's reference test (.gpu/ring_gpu) with the environment variable VAR
+# set to each of VALUES ("default": empty), each killed after VERIFY_TIMEOUT s (default 300: a barrier bug
+# hangs); its log in $out/verify-NAME-value.txt, its exit status and result in $out/verify.txt.
+ring_verify() {
+    local name=$1 var=$2 values=$3 v
+    for v in $values; do
+        echo "=== $var=$v" | tee -a "$out/verify.txt"
+        (export "$var=${v#default}"; timeout ${VERIFY_TIMEOUT:-300} .gpu/ring_gpu --ignored --nocapture \
+            ring_gemv_matches_the_reference >"$out/verify-$name-$v.txt" 2>&1)
+        echo "exit $?" | tee -a "$out/verify.txt"
+        grep -E "test result|panicked" "$out/verify-$name-$v.txt" | cut -c1-220 | tee -a "$out/verify.txt"
+    done
+}
 # `wo_compare LOG LABEL M NxK ARGS...`: `compare --weight-only` at M x N x K with ARGS (formats, --gemv ...) from
 # $BIN (default .gpu/roofline), its table rows under "=== LABEL MxNxK" in $out/LOG.txt.
 wo_compare() {
