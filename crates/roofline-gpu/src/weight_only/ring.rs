@@ -358,17 +358,26 @@ fn copy_bytes(k: usize, parts: usize) -> usize {
     }
 }
 
-/// Peak memory bandwidth of the device of `ctx`, GB/s, from its memory clock and bus width (double data
-/// rate); 0 where the driver does not say.
+/// Peak memory bandwidth of the device of `ctx`, GB/s ([`peak_gb_s`] of its memory clock and bus width); 0
+/// where the driver does not say.
 pub(crate) fn peak_memory_gb_s(ctx: &CudaContext) -> f64 {
     use cudarc::driver::sys::CUdevice_attribute as A;
     match (
         ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
         ctx.attribute(A::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
     ) {
-        (Ok(khz), Ok(bits)) if khz > 0 && bits > 0 => 2.0 * f64::from(khz) * 1e3 * f64::from(bits) / 8.0 / 1e9,
+        (Ok(khz), Ok(bits)) => peak_gb_s(khz, bits),
         _ => 0.0,
     }
+}
+
+/// Peak bandwidth, GB/s, of double-data-rate memory at `clock_khz` on a bus of `bus_bits` (0 for a value the
+/// driver does not give).
+fn peak_gb_s(clock_khz: i32, bus_bits: i32) -> f64 {
+    if clock_khz <= 0 || bus_bits <= 0 {
+        return 0.0;
+    }
+    2.0 * f64::from(clock_khz) * 1e3 * f64::from(bus_bits) / 8.0 / 1e9
 }
 
 /// [`layout_with`] (`streamed`: the scales beside each slot) with NF4's wide pair table wherever a ring fits
@@ -1026,6 +1035,11 @@ mod tests {
         assert_eq!(units_in_flight(122, 9, 16384, 4915.0), 0);
         assert_eq!(units_in_flight(16, 12, 2048, 4915.0), 0);
         assert_eq!(units_in_flight(56, 12, 2048, 4915.0), 0);
+        // The H100 SXM's HBM3 (2619 MHz, 5120 bits) and the H200's HBM3e (3201 MHz, 6144 bits), as the driver gives them.
+        assert!((peak_gb_s(2_619_000, 5120) - 3352.3).abs() < 0.1);
+        assert!((peak_gb_s(3_201_000, 6144) - 4916.7).abs() < 0.1);
+        assert!(peak_gb_s(2_619_000, 5120) < FAST_MEMORY_GB_S && peak_gb_s(3_201_000, 6144) >= FAST_MEMORY_GB_S);
+        assert_eq!((peak_gb_s(0, 6144), peak_gb_s(3_201_000, 0)), (0.0, 0.0));
         // H100 (3.35 TB/s) and a driver that does not say: unchanged.
         assert_eq!(units_in_flight(14, 9, 16384, 3352.0), 0);
         assert_eq!(units_in_flight(14, 9, 16384, 0.0), 0);
