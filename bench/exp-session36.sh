@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 36 probes (H200, the first session on one): the ring GEMV's units in flight (ROOFLINE_RING_AHEAD n:
 # the producer issues unit u only once unit u - n has landed; 0: as many as the ring has free slots, the H100's
-# default; the H200's default since this session: 2 where a CTA's units fill its ring at most twice) and what its
+# default; on fast memory since this session, ring::units_in_flight: 2 where the copies are 3.5 KB or more and
+# a CTA's units fill its ring at most four times; r4 ran a first rule, at most twice, any copy) and what its
 # loads alone cost (EXP_FFN_LOADONLY, wrong results by design, through tune_table). The first runs (r2, r3) set
 # RW_AHEAD through ROOFLINE_NVRTC_EXTRA on a build whose host passed none; since, use ROOFLINE_RING_AHEAD.
 # Parts (comma-separated):
