@@ -41,16 +41,17 @@ meas() {
     timeout ${MEAS_TIMEOUT:-120} .gpu/${BIN:-roofline} measure --hw $hw --weights "$f" --m $m --n $n --k $k ${gemv:+--gemv $gemv} 2>&1 \
         | grep -E "kernel:|measured|rror" | sed -E 's/, CUDA sources.*//' | tee -a "$out/$log.txt"
 }
-# `env_ab LOG NAME VAR VALUES SHAPES FORMATS`: `meas` per shape of SHAPES (MxNxK) and format of FORMATS, twice
-# over, with the environment variable VAR set to each of VALUES in turn ("default": empty, the build's own
-# choice), labelled NAME=value, each killed after MEAS_TIMEOUT s (default 40): an A/B within one binary.
+# `env_ab LOG NAME VAR VALUES SHAPES FORMATS [GEMV]`: `meas` per shape of SHAPES (MxNxK) and format of FORMATS,
+# twice over, with the environment variable VAR set to each of VALUES in turn ("default": empty, the build's own
+# choice), labelled NAME=value, each killed after MEAS_TIMEOUT s (default 40), with --gemv GEMV if given: an A/B
+# within one binary.
 env_ab() {
-    local log=$1 name=$2 var=$3 values=$4 shapes=$5 fmts=$6 s f rep v
+    local log=$1 name=$2 var=$3 values=$4 shapes=$5 fmts=$6 gemv=${7:-} s f rep v
     for s in $shapes; do
         for f in $fmts; do
             for rep in 1 2; do
                 for v in $values; do
-                    (export "$var=${v#default}" MEAS_TIMEOUT=${MEAS_TIMEOUT:-40}; meas "$log" "$name=$v" "$f" "$s" "")
+                    (export "$var=${v#default}" MEAS_TIMEOUT=${MEAS_TIMEOUT:-40}; meas "$log" "$name=$v" "$f" "$s" "$gemv")
                 done
             done
         done

@@ -1,5 +1,5 @@
 //! GPU test of the ring-streaming GEMV (`weight_only::ring`): y against the f64 CPU reference of the same
-//! quantized weights (INT4 g128, NF4, MXFP4, NVFP4) for each epilogue (RMSNorm in front, plain store, residual add)
+//! quantized weights (INT4 g128, NF4, MXFP4, NVFP4; FP8 E4M3 and INT8 where K is at most their 15360) for each epilogue (RMSNorm in front, plain store, residual add)
 //! and SwiGLU on load, at Llama-3.1-8B's qkv
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
@@ -13,7 +13,7 @@
 
 use half::f16;
 use roofline_gpu::weight_only::nvrtc::compile_cubin;
-use roofline_gpu::weight_only::ring::{reference, swiglu, Epilogue, Input, RingGemv};
+use roofline_gpu::weight_only::ring::{max_k, reference, swiglu, Epilogue, Input, RingGemv};
 use roofline_gpu::weight_only::{quantize_pack, WoFormat};
 use roofline_gpu::{random_f32, timing, Gpu, TimingConfig};
 
@@ -51,7 +51,9 @@ fn ring_gemv_matches_the_reference() {
         (1000, 1024, Epilogue::Store, silu, 0.5),
     ];
     for (n, k, ep, input, xs) in cases {
-        for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+        let formats =
+            [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4, WoFormat::Fp8E4M3, WoFormat::Int8];
+        for f in formats.into_iter().filter(|f| k <= max_k(*f)) {
             let pf = RingGemv::new(&gpu, f, n, k, ep, input).unwrap_or_else(|e| panic!("{f:?} {n}x{k}: {e}"));
             let w: Vec<f32> = random_f32(n * k, 500 + n as u64).iter().map(|v| v / (k as f32).sqrt()).collect();
             let p = quantize_pack(f, &w, n, k).unwrap();

@@ -187,11 +187,12 @@ __device__ __forceinline__ float seg_scale(const Meta& m, int seg) {
 #endif
 }
 
-#if FMT >= 4
-// ---- f16x2 dot products of 4-bit codes against x pairs (x-in-registers at M = 1, ring, fused FFN) ----
-// x is scaled by a power of two into [-1, 1) and packed in f16x2 pairs (`pack_x`); a word of 8 codes is
-// decoded to exact f16 values and multiplied into two f16x2 accumulators, which `hsum4` widens once per
-// 32-value chunk (16 products each: far from f16's range, rounding within the 1e-3 the tests allow).
+#if FMT >= 2
+// ---- f16x2 dot products of 4- and 8-bit codes against x pairs (x-in-registers at M = 1, ring, fused FFN) ----
+// x is scaled by a power of two into [-1, 1) and packed in f16x2 pairs (`pack_x`); a word of 8 codes (4-bit)
+// or 4 (8-bit, the ring GEMV) is decoded to exact f16 values and multiplied into two f16x2 accumulators,
+// which `hsum4` widens once per 16-byte chunk (16 products each for 4-bit codes, 8 for 8-bit: far from f16's
+// range, rounding within the 1e-3 the tests allow).
 
 // Packed f16x2 arithmetic.
 __device__ __forceinline__ u32 hsub2(u32 a, u32 b) {
@@ -293,6 +294,27 @@ __device__ __forceinline__ void dot8nf4t(u32 v, const u32 a[4], const u8* tab, u
 }
 #endif
 
+#if FMT == 2 || FMT == 3
+// The 4 codes of word v (byte i = code i) against xa = (x_0, x_1), xb = (x_2, x_3) as f16x2, into the
+// accumulators ae (codes 0, 1) and ao (codes 2, 3). FP8 E4M3: one cvt a pair (exact: E4M3's 4 significant bits
+// and its range, 2^-9 to 448, fit f16). INT8: b ^ 0x80 under the f16 exponent of 1024 (byte permutes: 1024 +
+// b + 128) minus 1152, exact. 5 (FP8) or 7 (INT8) instructions a word.
+__device__ __forceinline__ void dot4b(u32 v, u32 xa, u32 xb, u32& ae, u32& ao) {
+#if FMT == 2
+    u32 lo, hi;
+    asm("{ .reg .b16 a, b; mov.b32 {a, b}, %2; cvt.rn.f16x2.e4m3x2 %0, a; cvt.rn.f16x2.e4m3x2 %1, b; }"
+        : "=r"(lo), "=r"(hi)
+        : "r"(v));
+#else
+    const u32 t = v ^ 0x80808080u;
+    const u32 lo = hsub2(prmt(t, 0x64646464u, 0x4140u), 0x64806480u);  // (b0, b1)
+    const u32 hi = hsub2(prmt(t, 0x64646464u, 0x4342u), 0x64806480u);  // (b2, b3)
+#endif
+    ae = hfma2(lo, xa, ae);
+    ao = hfma2(hi, xb, ao);
+}
+#endif
+
 // The two f16x2 accumulators of dot8h as one float.
 __device__ __forceinline__ float hsum4(u32 e, u32 o) {
     float a, b, c, d;
@@ -324,17 +346,19 @@ __device__ __forceinline__ float nv_chunk(u32 ae, u32 ao, u32 be, u32 bo, u32 s2
 // x times `inv` as dot8h's f16x2 pairs, [word wd][k] = (x[8 wd + k], x[8 wd + k + 4]); returns the chunk's
 // sum (the zero points' term).
 // NF4, MXFP4 and NVFP4 (FMT >= 5) pair neighbours instead, [wd][k] = (x[8 wd + 2 k], x[8 wd + 2 k + 1]): one
-// byte of codes.
+// byte of codes; so do FP8 and INT8 (16 values: [0..1][k] only; `dot4b` takes word wd's pairs as
+// xh[wd / 2][2 (wd % 2)] and xh[wd / 2][2 (wd % 2) + 1]).
 __device__ __forceinline__ float pack_x(const float xr[EPC], float inv, u32 xh[4][4]) {
 #pragma unroll
     for (int wd = 0; wd < 4; ++wd)
 #pragma unroll
         for (int k = 0; k < 4; ++k)
-            xh[wd][k] = FMT >= 5 ? f2x2h(xr[8 * wd + 2 * k] * inv, xr[8 * wd + 2 * k + 1] * inv)
-                                 : f2x2h(xr[8 * wd + k] * inv, xr[8 * wd + k + 4] * inv);
+            xh[wd][k] = 8 * wd >= EPC ? 0u
+                        : FMT != 4    ? f2x2h(xr[8 * wd + 2 * k] * inv, xr[8 * wd + 2 * k + 1] * inv)
+                                      : f2x2h(xr[8 * wd + k] * inv, xr[8 * wd + k + 4] * inv);
     float xsum = 0.0f;
 #pragma unroll
     for (int e = 0; e < EPC; ++e) xsum += xr[e] * inv;
     return xsum;
 }
-#endif  // FMT >= 4
+#endif  // FMT >= 2

@@ -1,4 +1,4 @@
-// The ring GEMV (batch 1, INT4 g128, NF4, MXFP4 or NVFP4 weights, FP16 x, sm_90+):
+// The ring GEMV (batch 1, INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3 or INT8 weights, FP16 x, sm_90+):
 //   y = W . rmsnorm(x)        (NORM 1; the norm's weight folded into W by the host)
 //   y (+)= W . x              (NORM 0; ADD 1 adds into y, the residual stream)
 //   y (+)= W . (silu(g) * u)  (SILU_X 1, NORM 0: SwiGLU on load, x the gate_up row [g | u] of 2 FD values)
@@ -7,7 +7,7 @@
 // (ring slots, at least RW_GROUPS x RW_KH; below) and RW_ROWS (the most rows one CTA takes: its scale tables are
 // staged in shared memory, unless RW_SSTREAM).
 //
-// One producer warp streams the CTA's row steps (8 rows, 4 FD bytes each) with bulk copies (`cp.async.bulk`,
+// One producer warp streams the CTA's row steps (8 rows, 8 ROWB bytes: 4 FD for 4-bit codes, 8 FD for 8-bit) with bulk copies (`cp.async.bulk`,
 // an mbarrier per slot) into a ring of RW_STEPS slots from the CTA's first instruction, before
 // griddepcontrol.wait (the weights depend on no kernel): a CTA resident beside the previous kernel has its
 // first slots filled by the time x is ready; where the ring holds all its steps, all of them. Unit u (K part
@@ -28,7 +28,8 @@
 //
 // Layouts (host: weight_only/ring.rs): w [N][FD] codes row-major; INT4: w_s [FD/128][N] f16 scales and
 // w_z [FD/128][N/2] zero points, NF4: w_s [FD/64][N] f16, MXFP4: w_s [FD/32][N] E8M0 bytes, NVFP4: w_s [FD/32][N][2] E4M3 bytes and
-// the FP32 tensor scale `gscale` (1 for the others; pack::xreg_tables); with RW_SSTREAM the same entries step-major,
+// the FP32 tensor scale `gscale` (1 for the others; pack::xreg_tables), FP8 / INT8: w_s [N] FP32 row scales (applied
+// to the row sums; w_z unread); with RW_SSTREAM (4-bit only) the same entries step-major,
 // w_s [N/8][RS_COLS][RS_SB bytes: the step's 8 rows] and w_z [N/8][RS_COLS][4] (pack::ring_step_tables). CTA c takes
 // row steps [c S / G, (c + 1) S / G), S = N / 8, G = gridDim.x.
 
@@ -43,7 +44,7 @@
 // slices fall in it. With few row steps of a long K (down_proj, 4 steps of 57 KB a CTA) the ring then holds
 // more of the CTA's bytes and each refill starts a part sooner.
 #if KSL % RW_KH != 0
-#error "RW_KH must divide the K slices (KSL = FD / 1024)"
+#error "RW_KH must divide the K slices (KSL)"
 #endif
 #define RW_CLASSES (RW_GROUPS * RW_KH)  // consumer classes (a row group's warps of one K part)
 #if RW_STEPS < RW_CLASSES
@@ -104,15 +105,18 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #define RW_PRODUCER 1
 #endif
 #define RW_THREADS (RW_NC + 32 * RW_PRODUCER)
-#define RW_STAGE (4 * FD)  // bytes of one row step (8 rows)
+#define RW_STAGE (8 * ROWB)  // bytes of one row step (8 rows)
 #define RW_KSP (KSL / RW_KH)  // K-slice warps a K part serves
-#define RW_PART_ROW (FD / 2 / RW_KH)  // bytes of one row in one K part
+#define RW_PART_ROW (ROWB / RW_KH)  // bytes of one row in one K part
 #define RW_UNIT (RW_STAGE / RW_KH)    // bytes of a ring slot: one K part of a row step
 #if RW_KH > 1 && !RW_PRODUCER
 #error "K parts (RW_KH > 1) need the producer warp"
 #endif
 #if RW_MIXED && !RW_PRODUCER
 #error "without the producer warp the ring's slots must be a multiple of the row groups (each group refills its own)"
+#endif
+#if RW_SSTREAM && RS_COLS == 0
+#error "RW_SSTREAM streams block scales; FP8 / INT8 have none"
 #endif
 #if RW_SSTREAM && !RW_PRODUCER
 #error "streamed scales (RW_SSTREAM) need the producer warp"
@@ -175,7 +179,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
-#if !RW_SSTREAM
+#if !RW_SSTREAM && RS_COLS > 0
     // The scales first (no kernel writes them), ahead of the weights in the DRAM queue.
     for (int t = threadIdx.x; warp < RW_WARPS && t < RS_COLS * ns; t += RW_NC) {
         const int c = t / ns, j = t % ns;  // scale column c, row step j: RS_SB bytes of scales, RS_ZB of zeros
@@ -228,7 +232,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             if (RW_KH > 1) {
                 __syncwarp();
                 if (lane < R) {
-                    const u8* src = (const u8*)w + step * RW_STAGE + (size_t)lane * (FD / 2) + (u % RW_KH) * RW_PART_ROW;
+                    const u8* src = (const u8*)w + step * RW_STAGE + (size_t)lane * ROWB + (u % RW_KH) * RW_PART_ROW;
                     bulk_copy(smem_addr(smem + slot * RW_UNIT + lane * RW_PART_ROW), src, RW_PART_ROW, fb);
                 }
             }
@@ -258,7 +262,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         const int i = threadIdx.x + u * RW_NC;
         yold[u] = ADD && i < rows ? io2f(y[(size_t)step_of(i / R) * R + i % R]) : 0.0f;
     }
-#if !RW_SSTREAM
+#if !RW_SSTREAM && RS_COLS > 0
     asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
 #endif
     consumers_sync_rw();
@@ -269,6 +273,13 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         for (int s = 0; s < KSL; ++s) t += red[s];  // the first row group's K slices
         inv = rsqrtf(t / (float)FD + eps);
         out_scale = gscale;
+#if FMT <= 3
+        // Normalized x is at most sqrt(FD) in magnitude; FP8's 448 (INT8's 127) times that would leave f16's
+        // range in 8 products: x goes down by 2^-ceil(log2(FD) / 2) (into [-1, 1]), the sums back up.
+        const float down = ldexpf(1.0f, -((33 - __clz(FD - 1)) / 2));
+        inv *= down;
+        out_scale /= down;
+#endif
     } else {
         float mx = 0.0f;
 #pragma unroll
@@ -327,7 +338,11 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             float t = 0.0f;
 #pragma unroll
             for (int s = 0; s < KSL; ++s) t += psum[s * rows + i];
-            y[(size_t)step_of(i / R) * R + i % R] = f2out(yold[u] + t * out_scale);
+            const size_t row = (size_t)step_of(i / R) * R + i % R;
+#if ROW_SCALED
+            t *= ((const float*)w_s)[row];  // FP8 / INT8: the row's scale (weights: readable at any time)
+#endif
+            y[row] = f2out(yold[u] + t * out_scale);
         }
     }
 }

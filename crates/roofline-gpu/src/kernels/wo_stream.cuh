@@ -1,18 +1,26 @@
-// Shared by the kernels that stream 4-bit weight rows (INT4 g128; NF4, MXFP4, NVFP4 for the ring GEMV) into
-// shared memory with Hopper bulk copies (sm_90+) and multiply them by one FP16 x row in f16x2: the fused FFN
-// (ffn_fused.cu) and the ring GEMV (wo_ring.cu). Appended to weight_only_xreg.cu's source (M = 1, R = 8,
+// Shared by the kernels that stream weight rows (INT4 g128; NF4, MXFP4, NVFP4, and FP8 / INT8 with per-row
+// scales, for the ring GEMV) into shared memory with Hopper bulk copies (sm_90+) and multiply them by one FP16
+// x row in f16x2: the fused FFN (ffn_fused.cu) and the ring GEMV (wo_ring.cu). Appended to weight_only_xreg.cu's source (M = 1, R = 8,
 // C = 1: its `Meta`, `unpack_meta`, `word` and `butterfly_rows`), before the kernel's own file; FD is K (a
 // multiple of 1024).
 
 #ifndef FD
 #error "FD (the row length K) must be defined"
 #endif
-#if (FMT < 4 || FMT > 7) || MT != 1 || R != 8 || C != 1 || !FUSE
-#error "the streaming kernels are built on the INT4 g128, NF4, MXFP4 or NVFP4, M = 1, R = 8, C = 1, FUSE = 1 x-in-registers source"
+#if (FMT < 2 || FMT > 7) || MT != 1 || R != 8 || C != 1 || !FUSE
+#error "the streaming kernels are built on the FP8, INT8, INT4 g128, NF4, MXFP4 or NVFP4, M = 1, R = 8, C = 1, FUSE = 1 x-in-registers source"
 #endif
+// Bytes of one weight row: FD codes of 4 bits, or of 8 (FP8, INT8; their per-row FP32 scales are applied to
+// the row sums, no tables).
+#define ROWB (FD * (FMT <= 3 ? 8 : 4) / 8)
 // The scale tables (pack::xreg_tables, [column][row]) per row step of 8 rows: RS_COLS columns, RS_SB bytes of
 // scales and RS_ZB of zero points per column; RS_COL(c): the column of the lane's 32-value chunk c.
-#if FMT == 4
+#if FMT <= 3
+#define RS_COLS 0  // FP8 / INT8: no block scales
+#define RS_SB 0
+#define RS_ZB 0
+#define RS_COL(c) 0
+#elif FMT == 4
 #define RS_COLS (FD / 128)
 #define RS_SB 16  // 8 FP16 scales
 #define RS_ZB 4   // 8 4-bit zero points
@@ -33,12 +41,12 @@
 #define RS_ZB 0
 #define RS_COL(c) (c)
 #endif
-#if FD % 1024 != 0 || FD > 31744
-#error "FD must be a multiple of 1024, at most 31744 (31 K slices: one row group and a producer warp in 1024 threads)"
+#define KSL (FD / (32 * EPC))  // K slices of 32 lanes x one 16-byte chunk (1024 4-bit values, 512 8-bit ones)
+#if FD % 1024 != 0 || KSL > 31
+#error "FD must be a multiple of 1024, at most 31 K slices (one row group and a producer warp in 1024 threads)"
 #endif
-#define KSL (FD / 1024)  // K slices of 1024 values (32 lanes x one 32-value chunk)
 // K parts of a row step in shared memory (the ring GEMV's RW_KH, wo_ring.cu): its rows RW_KH times shorter
-// (FD / 2 / RW_KH bytes), row_step reading the lane's chunk within its part. 1 everywhere else.
+// (ROWB / RW_KH bytes), row_step reading the lane's chunk within its part. 1 everywhere else.
 #ifndef RW_KH
 #define RW_KH 1
 #endif
@@ -130,9 +138,28 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EP
 // on the stage's `full` mbarrier (shared address `fb`, phase parity `par`), or after it with SCALES_IN_STAGE (the
 // scales come with the stage: the ring GEMV's RW_SSTREAM). Returns row (lane >> 2) & 7's dot product summed over the
 // warp (in the lanes with lane & 3 == 0). `nf4t`: with NF4_PAIRS, NF4's pair table (`nf4_pair_table`).
+// FP8 / INT8 (no block scales: `sc`, `zc`, `xsum` and `nf4t` unread; the row scales come after the sums):
+// the lane's 16 codes of each row, 4 words through `dot4b` against x's pairs as `pack_x` lays them out.
 template <bool SCALES_IN_STAGE = false>
 __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
                                           const u32 xh[4][4], float xsum, const u8* nf4t = nullptr) {
+#if FMT <= 3
+    if (!EXP_FFN_NOLOAD) mbar_wait(fb, par);
+    float acc[R];
+#pragma unroll
+    for (int u = 0; u < R; ++u) {
+        if (EXP_FFN_LOADONLY) {
+            acc[u] = 0.0f;
+            continue;
+        }
+        const uint4 q = *(const uint4*)(sp + u * (ROWB / RW_KH));
+        u32 ae = 0u, ao = 0u;
+#pragma unroll
+        for (int wd = 0; wd < 4; ++wd) dot4b(word(q, wd), xh[wd >> 1][2 * (wd & 1)], xh[wd >> 1][2 * (wd & 1) + 1], ae, ao);
+        acc[u] = hsum4(ae, ao);
+    }
+    return butterfly_rows(acc);
+#else
     if (SCALES_IN_STAGE && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
     u32 sw[4], zw = 0u;
 #if FMT == 4 || FMT == 5 || FMT == 7
@@ -159,7 +186,7 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
             acc[u] = 0.0f;
             continue;
         }
-        const uint4 q = *(const uint4*)(sp + u * (FD / 2 / RW_KH));
+        const uint4 q = *(const uint4*)(sp + u * (ROWB / RW_KH));
         u32 ae = 0u, ao = 0u;
 #if FMT == 4
 #pragma unroll
@@ -187,5 +214,6 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
     }
     // Row (lane >> 2) & 7 summed over the warp in 3 + 2 shuffles (wo_xreg's butterfly, R = 8).
     return butterfly_rows(acc);
+#endif
 }
 

@@ -47,8 +47,39 @@ fn ring_limit() -> usize {
         .map_or(SMEM_BUDGET, |k| k * 1024)
 }
 
-/// Most values of K: 31 slices of 1024, one row group of 31 warps and the producer warp in 1024 threads.
+/// Most values of K of 4-bit weights: 31 slices of 1024, one row group of 31 warps and the producer warp in 1024
+/// threads ([`max_k`]: 8-bit weights half of it).
 pub const MAX_K: usize = 31 * 1024;
+
+/// Whether the ring takes `format`: the 4-bit formats (block scales in tables) and FP8 E4M3 / INT8 (per-row
+/// FP32 scales applied to the row sums).
+pub fn takes(format: WoFormat) -> bool {
+    matches!(
+        format,
+        WoFormat::Int4G128 | WoFormat::Nf4 | WoFormat::Mxfp4 | WoFormat::Nvfp4 | WoFormat::Fp8E4M3 | WoFormat::Int8
+    )
+}
+
+/// Values of K one consumer warp takes (a K slice: 32 lanes x one 16-byte chunk): 1024 of 4-bit weights, 512
+/// of 8-bit ones (`KSL` in wo_stream.cuh).
+fn slice_values(format: WoFormat) -> usize {
+    32 * 16 * 8 / format.bits()
+}
+
+/// K slices (consumer warps of one row group) of rows of `k` `format` values.
+fn slices(format: WoFormat, k: usize) -> usize {
+    (k / slice_values(format)).max(1)
+}
+
+/// Most values of K the ring takes for `format`: 31 K slices (a multiple of 1024).
+pub fn max_k(format: WoFormat) -> usize {
+    31 * slice_values(format) / 1024 * 1024
+}
+
+/// Bytes of one row of `k` `format` codes.
+fn row_bytes(format: WoFormat, k: usize) -> usize {
+    k * format.bits() / 8
+}
 
 /// Rows per row step (one bulk copy).
 const STEP_ROWS: usize = 8;
@@ -65,7 +96,7 @@ const STEP_ROWS: usize = 8;
 fn row_groups(format: WoFormat, n: usize, k: usize, sm_count: u32) -> usize {
     let default = if long_k(n, k, sm_count) {
         1
-    } else if format == WoFormat::Nf4 {
+    } else if format == WoFormat::Nf4 || format.bits() == 8 {
         2
     } else {
         3
@@ -75,16 +106,16 @@ fn row_groups(format: WoFormat, n: usize, k: usize, sm_count: u32) -> usize {
         .and_then(|v| v.parse().ok())
         .filter(|g| (1..=4).contains(g))
         .unwrap_or(default);
-    want.min(31 / (k / 1024).max(1)).max(1)
+    want.min(31 / slices(format, k)).max(1)
 }
 
 /// K parts a row step streams in (`RW_KH`: a ring slot holds 8 rows of `k / parts` values, filled by 8 bulk
 /// copies, and serves the warps of one row group whose K slices fall in it) for `n` rows of `k` values on
 /// `sm_count` SMs: `ROOFLINE_RING_KH` (a divisor of K / 1024) for tuning experiments, else for a long K
 /// ([`long_k`]) [`long_k_parts`], else 1.
-fn k_parts(n: usize, k: usize, sm_count: u32) -> usize {
-    let slices = (k / 1024).max(1);
-    let default = if long_k(n, k, sm_count) { long_k_parts(k).unwrap_or(1) } else { 1 };
+fn k_parts(format: WoFormat, n: usize, k: usize, sm_count: u32) -> usize {
+    let slices = slices(format, k);
+    let default = if long_k(n, k, sm_count) { long_k_parts_for(format, k).unwrap_or(1) } else { 1 };
     std::env::var("ROOFLINE_RING_KH")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
@@ -112,6 +143,19 @@ pub const LONG_K_PART_MIN: usize = 4096;
 pub fn long_k_parts(k: usize) -> Option<usize> {
     let slices = k / 1024;
     (2..=slices).rev().find(|p| slices % p == 0 && (LONG_K_PART_MIN..=LONG_K_PART_MAX).contains(&(k / p)))
+}
+
+/// [`long_k_parts`] for `format`: for 8-bit weights (rows of `k` bytes) the fewest parts (at least 2, dividing
+/// their 512-value K slices) whose rows' copies are 2 to 3.5 KB, as the 4-bit parts of [`LONG_K_PART_MIN`] to
+/// [`LONG_K_PART_MAX`] values are (K = 8192: 4 of 2 KB, 12288: 4 of 3 KB, 14336: 4 of 3.5 KB). H200, session 37,
+/// us, 1x4096x14336 in 2 / 4 / 7 parts (copies of 7 / 3.5 / 2 KB; 3 / 7 / 12 slots): FP8 16.4-16.6 /
+/// 15.7-15.8 / 16.0-16.1, INT8 17.5 / 16.0 / 16.2-16.3.
+pub fn long_k_parts_for(format: WoFormat, k: usize) -> Option<usize> {
+    if format.bits() == 4 {
+        return long_k_parts(k);
+    }
+    let (slices, row) = (slices(format, k), row_bytes(format, k));
+    (2..=slices).find(|p| slices % p == 0 && (LONG_K_PART_MIN / 2..=LONG_K_PART_MAX / 2).contains(&(row / p)))
 }
 
 /// Fewest row steps per CTA for the long-K plan ([`long_k`]).
@@ -164,7 +208,16 @@ pub const AUTO_MIN_STEPS: usize = 8;
 /// scale columns each, leaves 2: 123 us against the x-in-registers kernel's 109; INT4's leaves 6: 94 vs 97).
 pub const AUTO_MIN_SLOTS: usize = 6;
 
-/// Whether the engine runs an `n x k` M = 1 call of `format` on the ring kernel by default: each CTA taking
+/// Fewest row steps per CTA for which the engine picks the ring kernel for FP8 and INT8 weights by default
+/// ([`auto`]; 4 at Llama-3.1-8B's o_proj, 1x4096x4096).
+pub const AUTO_MIN_STEPS_8BIT: usize = 4;
+
+/// Whether the engine runs an `n x k` M = 1 call of `format` on the ring kernel by default. FP8 and INT8: where
+/// each CTA takes at least [`AUTO_MIN_STEPS_8BIT`] row steps (the engine asks only where its x-in-registers
+/// kernel would run them: N up to 16384 at K up to 8192, or K of 9-16 K slices of 1024; split-K elsewhere).
+/// H200, session 37, us, x-in-registers / ring: FP8 1x14336x4096 17.3-17.4 / 14.8-15.1, INT8 17.3-17.4 /
+/// 15.2-15.4; FP8 1x4096x4096 7.53-7.57 / 5.91, INT8 7.59-7.62 / 6.23-6.24; FP8 1x4096x14336 17.4 / 15.7-15.8
+/// (4 K parts), INT8 18.0 / 16.0. 4-bit formats: each CTA taking
 /// at least [`AUTO_MIN_STEPS`] row steps with at least [`AUTO_MIN_SLOTS`] of them in its ring. NF4 too since
 /// its codes go through the pair table (`NF4_PAIRS`; H100, session 23, us, ring vs x-in-registers:
 /// 1x14336x4096 14.9 vs 16.1, 1x28672x4096 24.3 vs 28.7; with the byte-permute decode the ring was the slower,
@@ -178,6 +231,9 @@ pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
     let Ok(Plan { per, layout: Layout { slots, .. }, .. }) = plan(format, 1, n, k, sm_count) else {
         return false;
     };
+    if format.bits() == 8 {
+        return per >= AUTO_MIN_STEPS_8BIT;
+    }
     let streams = per >= AUTO_MIN_STEPS && slots >= AUTO_MIN_SLOTS;
     streams || long_k(n, k, sm_count) || (format == WoFormat::Nf4 && slots >= per && !nf4_xreg_in_f16x2(n, k, sm_count))
 }
@@ -202,7 +258,8 @@ fn zero_bytes_per_row(format: WoFormat, k: usize) -> usize {
     }
 }
 
-/// Bytes of the scale tables per row of `k` values: the scales, and INT4's 4-bit zero points.
+/// Bytes of the scale tables per row of `k` values: the scales, and INT4's 4-bit zero points (none for FP8 and
+/// INT8, whose row scales the kernel reads once a row).
 fn table_bytes_per_row(format: WoFormat, k: usize) -> usize {
     scale_bytes_per_row(format, k) + zero_bytes_per_row(format, k)
 }
@@ -210,13 +267,13 @@ fn table_bytes_per_row(format: WoFormat, k: usize) -> usize {
 /// Dynamic shared memory of the tables of `rows` rows of `k` values: their scales and zero points, and the
 /// per-K-slice row sums.
 pub(crate) fn tables_bytes(format: WoFormat, k: usize, rows: usize) -> usize {
-    table_bytes_per_row(format, k) * rows + sums_bytes(k, rows)
+    table_bytes_per_row(format, k) * rows + sums_bytes(format, k, rows)
 }
 
-/// Dynamic shared memory of the per-K-slice row sums of `rows` rows of `k` values (an f32 per row and
-/// 1024-value slice).
-fn sums_bytes(k: usize, rows: usize) -> usize {
-    (k / 1024) * rows * 4
+/// Dynamic shared memory of the per-K-slice row sums of `rows` rows of `k` values (an f32 per row and K slice,
+/// [`slices`]).
+fn sums_bytes(format: WoFormat, k: usize, rows: usize) -> usize {
+    slices(format, k) * rows * 4
 }
 
 /// CTAs and the most row steps any of them takes for `n` rows on `sm_count` SMs: one wave, the fewest CTAs
@@ -261,6 +318,9 @@ pub(crate) struct Layout {
 pub(crate) fn layout(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize) -> Option<Layout> {
     let staged = layout_for(format, k, per, groups, parts, false);
     let streamed = || layout_for(format, k, per, groups, parts, true);
+    if table_bytes_per_row(format, k) == 0 {
+        return staged; // FP8 / INT8: no tables to stream
+    }
     match std::env::var("ROOFLINE_RING_STREAM_SCALES").ok().as_deref() {
         Some("0") => staged,
         Some("1") => streamed(),
@@ -348,13 +408,13 @@ fn units_in_flight(units: usize, slots: usize, copy: usize, peak_gb_s: f64) -> u
         .unwrap_or(if peak_gb_s >= FAST_MEMORY_GB_S && copy >= AHEAD_MIN_COPY && units <= 4 * slots { 2 } else { 0 })
 }
 
-/// Bytes of one of the ring's bulk copies for rows of `k` values in `parts` K parts: a whole row step (8 rows
-/// of 4-bit codes) in one part, else one row's part.
-fn copy_bytes(k: usize, parts: usize) -> usize {
+/// Bytes of one of the ring's bulk copies for rows of `k` `format` values in `parts` K parts: a whole row step (8
+/// rows) in one part, else one row's part.
+fn copy_bytes(format: WoFormat, k: usize, parts: usize) -> usize {
     if parts == 1 {
-        STEP_ROWS * k / 2
+        STEP_ROWS * row_bytes(format, k)
     } else {
-        k / 2 / parts
+        row_bytes(format, k) / parts
     }
 }
 
@@ -418,7 +478,7 @@ fn layout_with(
     let ring = ring_limit().min(budget.checked_sub(tables)?);
     let unit = groups * parts;
     // A slot's weights and, where they stream with them, its scales.
-    let slot = slot_bytes(k, parts) + if streamed { slot_scale_bytes(format, k, parts) } else { 0 };
+    let slot = slot_bytes(format, k, parts) + if streamed { slot_scale_bytes(format, k, parts) } else { 0 };
     let slots = ring_slots(ring / slot, per * parts, unit, any_slot_count(groups));
     let used = slots * slot + tables;
     let nf4_wide_at = (format == WoFormat::Nf4 && wide).then(|| nf4_table_offset(used));
@@ -431,7 +491,7 @@ fn layout_with(
 fn cta_tables(format: WoFormat, k: usize, per: usize, streamed: bool) -> usize {
     let rows = per * STEP_ROWS;
     if streamed {
-        sums_bytes(k, rows)
+        sums_bytes(format, k, rows)
     } else {
         tables_bytes(format, k, rows)
     }
@@ -443,9 +503,9 @@ fn slot_scale_bytes(format: WoFormat, k: usize, parts: usize) -> usize {
     table_bytes_per_row(format, k) * STEP_ROWS / parts
 }
 
-/// Bytes of one ring slot: a row step of `k` 4-bit values, or one of its `parts` K parts.
-fn slot_bytes(k: usize, parts: usize) -> usize {
-    STEP_ROWS * k / 2 / parts
+/// Bytes of one ring slot: a row step of `k` `format` values, or one of its `parts` K parts.
+fn slot_bytes(format: WoFormat, k: usize, parts: usize) -> usize {
+    STEP_ROWS * row_bytes(format, k) / parts
 }
 
 /// Where NF4's wide pair table starts in the dynamic shared memory after `used` bytes of the ring and the
@@ -495,20 +555,24 @@ struct Plan {
 /// The ring GEMV's grid, row groups, K parts and ring for a `batch x n x k` call of `format` on `sm_count`
 /// SMs, or why it cannot run it.
 fn plan(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Result<Plan, String> {
-    if !matches!(format, WoFormat::Int4G128 | WoFormat::Nf4 | WoFormat::Mxfp4 | WoFormat::Nvfp4) {
-        return Err(format!("the ring GEMV takes INT4 g128, NF4, MXFP4 or NVFP4 weights, not {}", format.format()));
+    if !takes(format) {
+        return Err(format!(
+            "the ring GEMV takes INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3 or INT8 weights, not {}",
+            format.format()
+        ));
     }
     if batch != 1 {
         return Err(format!("the ring GEMV multiplies one token, not a batch of {batch}"));
     }
-    if k == 0 || k % 1024 != 0 || k > MAX_K {
-        return Err(format!("the ring GEMV needs K a multiple of 1024 up to {MAX_K}, not {k}"));
+    let max = max_k(format);
+    if k == 0 || k % 1024 != 0 || k > max {
+        return Err(format!("the ring GEMV needs K a multiple of 1024 up to {max} for {}, not {k}", format.format()));
     }
     if n == 0 || n % STEP_ROWS != 0 {
         return Err(format!("the ring GEMV needs N a multiple of {STEP_ROWS}, not {n}"));
     }
     let (ctas, per) = grid(n, sm_count);
-    let (groups, parts) = (row_groups(format, n, k, sm_count), k_parts(n, k, sm_count));
+    let (groups, parts) = (row_groups(format, n, k, sm_count), k_parts(format, n, k, sm_count));
     let layout = layout(format, k, per, groups, parts).ok_or_else(|| {
         format!(
             "{n}x{k} on {sm_count} SMs: the tables of {} rows per CTA leave no room for a ring in {} KB",
@@ -535,7 +599,7 @@ pub struct RingGemv {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     function: CudaFunction,
-    /// Weight format (INT4 g128, NF4, MXFP4 or NVFP4).
+    /// Weight format (INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3 or INT8).
     pub format: WoFormat,
     /// Output rows.
     pub n: usize,
@@ -601,7 +665,7 @@ impl RingGemv {
             )));
         }
         nvrtc_available()?;
-        let ahead = units_in_flight(per * parts, layout.slots, copy_bytes(k, parts), peak_memory_gb_s(ctx));
+        let ahead = units_in_flight(per * parts, layout.slots, copy_bytes(format, k, parts), peak_memory_gb_s(ctx));
         let (cubin, log) = compile_cubin(
             &source(),
             "wo_ring.cu",
@@ -609,7 +673,7 @@ impl RingGemv {
         )?;
         let smem = layout.smem as u32;
         let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
-        let threads = (k / 1024 * groups * 32 + 32) as u32;
+        let threads = (slices(format, k) * groups * 32 + 32) as u32;
         Ok(RingGemv {
             ctx: ctx.clone(),
             stream: stream.clone(),
@@ -635,7 +699,8 @@ impl RingGemv {
         &self.stream
     }
 
-    /// Uploads packed INT4 g128 `n x k` weights (for [`Epilogue::Norm`], with the norm's weight folded in).
+    /// Uploads packed `n x k` weights of the build's format (for [`Epilogue::Norm`], with the norm's weight folded
+    /// in).
     pub fn upload(&self, p: &PackedWeights) -> Result<RingWeights, GpuError> {
         let stream = &self.stream;
         if p.format != self.format || p.n != self.n || p.k != self.k {
@@ -714,12 +779,13 @@ impl RingGemv {
         }
         let ScaleTables { scales, zeros, .. } = tables;
         let (n, k) = (self.n, self.k);
-        let scale_bytes = scale_bytes_per_row(self.format, k) * n;
+        // FP8 / INT8: an FP32 scale per row.
+        let scale_bytes = if self.format.bits() == 8 { 4 * n } else { scale_bytes_per_row(self.format, k) * n };
         let zero_bytes = zero_bytes_per_row(self.format, k) * n;
         let xk = if self.input == Input::SwiGlu { 2 * k } else { k };
         if x.len() < xk
             || y.len() < n
-            || codes.len() < n * k / 2
+            || codes.len() < n * row_bytes(self.format, k)
             || scales.len() < scale_bytes
             || zeros.len() < zero_bytes
         {
@@ -756,7 +822,7 @@ impl RingGemv {
         ];
         // SAFETY: the parameters match wo_ring(const uint4* w, const u8* w_s, const u8* w_z, const u16* x, u16*
         // y, int n, float eps, float gscale) in order and type, each pointing at a local that lives through the launch; the
-        // codes hold n x k / 2 bytes and the scale and zero-point tables all of their rows' entries (checked
+        // codes hold n rows of k 4- or 8-bit codes and the scale and zero-point tables all of their rows' entries (checked
         // above), in the layout the build reads (step-major where RW_SSTREAM, checked above), x holds k values
         // (2k with SwiGLU on load, the SILU_X build's reads) and y n; the grid
         // is `grid(n)`'s, whose largest share of rows is the RW_ROWS the kernel was compiled with, and the
@@ -919,7 +985,7 @@ mod tests {
         let ks = [8192, 10240, 14336, 12288, 16384, 24576, 28672, 9216, 11264, 22528];
         let parts: Vec<_> = ks.map(long_k_parts).to_vec();
         assert_eq!(parts, [Some(2), Some(2), Some(2), Some(3), Some(4), Some(6), Some(7), None, None, None]);
-        assert!(long_k(8192, 28672, 132) && auto(i4, 8192, 28672, 132) && k_parts(8192, 28672, 132) == 7);
+        assert!(long_k(8192, 28672, 132) && auto(i4, 8192, 28672, 132) && k_parts(i4, 8192, 28672, 132) == 7);
         assert!(unsupported(i4, 1, 8192, 32768, 132).unwrap().contains("31744"));
         // NF4's wide pair table where a ring fits beside it with the staged scales; at K = 28672 (64 rows of
         // 896 bytes of scales a CTA) only the narrow one leaves room: in its 7 K parts 8 slots of a seventh of
@@ -947,8 +1013,8 @@ mod tests {
         assert_eq!(layout(WoFormat::Nvfp4, 28672, 8, 1, 7).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
         assert!(unsupported(WoFormat::Nvfp4, 1, 8192, 28672, 132).is_none() && auto(WoFormat::Nvfp4, 8192, 28672, 132));
         assert!(auto(i4, 4096, 14336, 132) && auto(i4, 4096, 8192, 132) && !auto(i4, 2048, 14336, 132));
-        assert_eq!((row_groups(i4, 4096, 14336, 132), k_parts(4096, 14336, 132)), (1, 2));
-        assert_eq!((row_groups(i4, 2048, 14336, 132), k_parts(2048, 14336, 132)), (2, 1));
+        assert_eq!((row_groups(i4, 4096, 14336, 132), k_parts(i4, 4096, 14336, 132)), (1, 2));
+        assert_eq!((row_groups(i4, 2048, 14336, 132), k_parts(i4, 2048, 14336, 132)), (2, 1));
         // 4 steps of 57 KB a CTA: 6 slots of half a step (172 KB) beside the tables, in whole steps 2.
         assert_eq!(layout(i4, 14336, 4, 1, 2).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
         assert_eq!(layout(i4, 14336, 4, 2, 1).map(|l| (l.slots, l.streamed_scales)), Some((2, false)));
@@ -987,7 +1053,7 @@ mod tests {
         assert!(auto(nf4, 4096, 4096, 132) && auto(nf4, 6144, 4096, 132) && auto(nf4, 1024, 4096, 132));
         assert!(!auto(nf4, 2048, 14336, 132) && nf4_xreg_in_f16x2(2048, 14336, 132));
         assert!(!nf4_xreg_in_f16x2(4096, 4096, 132));
-        assert!(unsupported(WoFormat::Fp8E4M3, 1, 14336, 4096, 132).unwrap().contains("NF4"));
+        assert!(unsupported(WoFormat::Bf16, 1, 14336, 4096, 132).unwrap().contains("INT8"));
         // A CTA stays within 1024 threads: K = 16384 takes one row group of 16 warps.
         assert_eq!(
             (row_groups(i4, 14336, 4096, 132), row_groups(i4, 2048, 14336, 132), row_groups(i4, 1024, 16384, 132)),
@@ -1020,11 +1086,44 @@ mod tests {
     /// Two units in flight on fast memory for copies of 3.5 KB and more where a CTA's units fill its ring at most
     /// four times; else the ring's depth.
     #[test]
+    fn eight_bit_rows_take_twice_the_bytes_and_half_the_k() {
+        let (fp8, i8, i4) = (WoFormat::Fp8E4M3, WoFormat::Int8, WoFormat::Int4G128);
+        assert!(takes(fp8) && takes(i8) && !takes(WoFormat::Fp16) && !takes(WoFormat::Bf16));
+        // A warp's K slice: 32 lanes x 16 bytes, 1024 4-bit values or 512 8-bit ones; at most 31 slices.
+        assert_eq!((slice_values(i4), slice_values(fp8), slices(fp8, 4096), slices(i4, 4096)), (1024, 512, 8, 4));
+        assert_eq!((max_k(i4), max_k(fp8), max_k(i8)), (MAX_K, 15360, 15360));
+        assert!(unsupported(fp8, 1, 4096, 16384, 132).unwrap().contains("15360"));
+        assert!(unsupported(i8, 1, 4096, 15360, 132).is_none());
+        // 1x14336x4096: 14 steps of 32 KB a CTA in 2 row groups of 8 warps, 6 slots beside the row sums (8
+        // slices x 112 rows), whole steps; on the H200's memory 2 in flight.
+        let p = plan(fp8, 1, 14336, 4096, 132).unwrap();
+        assert_eq!((p.ctas, p.per, p.groups, p.parts, p.layout.slots), (128, 14, 2, 1, 6));
+        assert_eq!(p.layout.smem, 6 * 32768 + 8 * 112 * 4);
+        assert!(!p.layout.streamed_scales && p.layout.nf4_wide_at.is_none());
+        assert_eq!((copy_bytes(fp8, 4096, 1), copy_bytes(i4, 4096, 1)), (32768, 16384));
+        assert_eq!(units_in_flight(14, 6, copy_bytes(fp8, 4096, 1), 4900.0), 2);
+        // down_proj 1x4096x14336: the long-K plan, one row group of 28 warps, rows of 14 KB in 4 parts of 3.5 KB
+        // (7 slots; 2 in flight).
+        let p = plan(i8, 1, 4096, 14336, 132).unwrap();
+        assert_eq!((p.groups, p.parts, p.layout.slots), (1, 4, 7));
+        assert_eq!((copy_bytes(i8, 14336, 4), slot_bytes(i8, 14336, 4)), (3584, 28672));
+        assert_eq!(units_in_flight(16, 7, 3584, 4900.0), 2);
+        // The 8-bit parts: copies of 2-3.5 KB, the fewest (4-bit: parts of 4096-7168 values, the most).
+        let parts: Vec<_> = [8192, 12288, 14336, 4096, 9216].map(|k| long_k_parts_for(fp8, k)).to_vec();
+        assert_eq!(parts, [Some(4), Some(4), Some(4), Some(2), Some(3)]);
+        assert_eq!((long_k_parts_for(i4, 14336), long_k_parts_for(i4, 28672)), (Some(2), Some(7)));
+        // The engine's default from 4 row steps a CTA: o_proj, the MLP's rows, down_proj; not 1024 rows.
+        assert!(auto(fp8, 14336, 4096, 132) && auto(i8, 4096, 4096, 132) && auto(fp8, 4096, 14336, 132));
+        assert!(!auto(fp8, 1024, 4096, 132) && !auto(i8, 4096, 16384, 132));
+    }
+
+    #[test]
     fn units_in_flight_limited_on_fast_memory_for_short_streams_of_large_copies() {
         if std::env::var_os("ROOFLINE_RING_AHEAD").is_some() {
             return;
         }
-        assert_eq!((copy_bytes(4096, 1), copy_bytes(14336, 2), copy_bytes(8192, 2)), (16384, 3584, 2048));
+        let i4 = WoFormat::Int4G128;
+        assert_eq!((copy_bytes(i4, 4096, 1), copy_bytes(i4, 14336, 2), copy_bytes(i4, 8192, 2)), (16384, 3584, 2048));
         // H200 (4.9 TB/s peak): 1x14336x4096 (14 units, 9 slots), 1x28672x4096 (28, 9), 1x4096x14336 (8, 6).
         assert_eq!(units_in_flight(14, 9, 16384, 4915.0), 2);
         assert_eq!(units_in_flight(28, 9, 16384, 4915.0), 2);
@@ -1064,18 +1163,26 @@ mod tests {
             (16384, 2),
             (28672, 8),
         ] {
-            for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+            for f in WoFormat::ALL.into_iter().filter(|f| takes(*f) && k <= max_k(*f)) {
+                // 8-bit weights at the shapes of Llama-3.1-8B's linears (their K up to 14336) and the LM head.
+                if f.bits() == 8 && !matches!((k, per), (4096, 4) | (4096, 14) | (8192, 1) | (14336, 4) | (4096, 122)) {
+                    continue;
+                }
                 // The engine's groups and K parts for a grid of 132 CTAs of `per` steps.
-                let (g, kp) = (row_groups(f, per * 8 * 132, k, 132), k_parts(per * 8 * 132, k, 132));
+                let (g, kp) = (row_groups(f, per * 8 * 132, k, 132), k_parts(f, per * 8 * 132, k, 132));
                 // The default's layout.
                 let lay = layout(f, k, per, g, kp).unwrap_or_else(|| panic!("{f:?} {k} {per}: no ring"));
                 // down_proj's 4 steps of K = 14336 also in 2 and 7 K parts, in one row group and in two; every
                 // shape with its scales streamed and (where they fit) staged.
                 let mut builds = vec![(lay, kp, g)];
-                let other = layout_for(f, k, per, g, kp, !lay.streamed_scales);
+                // (FP8 / INT8 have no tables to stream.)
+                let other = layout_for(f, k, per, g, kp, !lay.streamed_scales).filter(|_| f.bits() == 4);
                 builds.extend(other.filter(|o| o.slots >= lay.slots.min(2 * g * kp)).map(|o| (o, kp, g)));
                 if k == 14336 {
-                    for (parts, groups) in [(1, 1), (2, 2), (7, 1), (7, 2)] {
+                    for (parts, groups) in [(1, 1), (2, 2), (7, 1), (7, 2), (4, 1)] {
+                        if slices(f, k) * groups > 31 || slices(f, k) % parts != 0 {
+                            continue; // more than 1024 threads; parts of no whole K slices
+                        }
                         builds.extend(layout(f, k, per, groups, parts).map(|l| (l, parts, groups)));
                     }
                 }
@@ -1092,7 +1199,7 @@ mod tests {
                 ];
                 for ((lay, parts, g), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
                     // Units in flight as an H200 (4.9 TB/s) takes them: limited at the short shapes, not the long.
-                    let ahead = units_in_flight(per * parts, lay.slots, copy_bytes(k, parts), 4900.0);
+                    let ahead = units_in_flight(per * parts, lay.slots, copy_bytes(f, k, parts), 4900.0);
                     let (cubin, log) =
                         compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, lay, (parts, g, ahead), ep))
                             .unwrap_or_else(|e| panic!("{f:?} {k} {per} {parts} parts {ep:?}: {e}"));
