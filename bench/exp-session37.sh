@@ -15,6 +15,12 @@
 #   ring8  the 8-bit ring GEMV (this session): its reference test (every format), then R8_SHAPES x FP8 / INT8 on
 #          the default kernel against the ring (--gemv ring=true), and on the ring its row groups (R8_GROUPS),
 #          units in flight (R8_AHEAD) at 1x14336x4096 and K parts (R8_KH) at 1x4096x14336
+#   r8more FP8 / INT8 at R8M_SHAPES on the engine's default against the other kernel (ring=false where the ring
+#          is now the default; at 1x28672x4096 and the LM head, split-K's shapes, against variant=xreg,ring=true)
+#   mb8    model-bench MB_MODEL (default llama-3.1-8b) at batch 1, FP8 and INT8, .gpu/roofline-base (the last
+#          commit before the 8-bit ring) then .gpu/roofline, MB8_REPS times (default 2)
+#   small8 FP8 / INT8 on the ring at 1x4096x4096 (4 row steps a CTA, all in the ring): units in flight (S8_AHEAD)
+#          and row groups (S8_GROUPS)
 #   table  issue 11's table
 #   tests  the weight-only and model-bench GPU tests
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session37.
@@ -57,6 +63,17 @@ if has ring8; then
     env_ab ring8 groups ROOFLINE_RING_GROUPS "${R8_GROUPS:-1 2 3}" 1x14336x4096 "fp8_e4m3 int8" ring=true
     env_ab ring8 ahead ROOFLINE_RING_AHEAD "${R8_AHEAD:-0 2 3}" 1x14336x4096 "fp8_e4m3 int8" ring=true
     env_ab ring8 kh ROOFLINE_RING_KH "${R8_KH:-2 4 7}" 1x4096x14336 "fp8_e4m3 int8" ring=true
+fi
+if has r8more; then
+    gemv_ab r8more "${R8M_SHAPES:-1x1024x4096 1x6144x4096 1x2048x8192}" "fp8_e4m3 int8" "default ring=false"
+    gemv_ab r8more "1x28672x4096 1x128256x4096" "fp8_e4m3 int8" "default variant=xreg,ring=true"
+fi
+if has mb8; then
+    for rep in $(seq ${MB8_REPS:-2}); do mb_ab mb8 "${MB_MODEL:-llama-3.1-8b}" "" "fp8_e4m3 int8"; done
+fi
+if has small8; then
+    env_ab small8 ahead ROOFLINE_RING_AHEAD "${S8_AHEAD:-default 0 3}" 1x4096x4096 "fp8_e4m3 int8"
+    env_ab small8 groups ROOFLINE_RING_GROUPS "${S8_GROUPS:-1 3}" 1x4096x4096 "fp8_e4m3 int8"
 fi
 if has table; then
     issue_table table

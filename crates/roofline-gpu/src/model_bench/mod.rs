@@ -20,9 +20,10 @@ use crate::weight_only::ffn::{self, FfnWeights, FusedFfn};
 use crate::weight_only::nvrtc::compile_cubin;
 use crate::weight_only::pack::PackedWeights;
 use crate::weight_only::precompile;
+use crate::weight_only::ring;
 use crate::weight_only::{
-    max_active_clusters, quantize_pack, DeviceWeights, Fusion, GemvOverride, Variant, WeightOnlyGemv, WoFormat, XDtype,
-    MAX_M,
+    max_active_clusters, quantize_pack, DeviceWeights, Fusion, GemvOverride, Tuning, Variant, WeightOnlyGemv, WoFormat,
+    XDtype, MAX_M,
 };
 use crate::{random_f32, timing, Gpu, GpuError, TimingConfig};
 pub use attn_qkv::{QkvAttention, QkvShape};
@@ -538,8 +539,10 @@ impl Gpu {
         ];
         opts.extend(crate::weight_only::nvrtc::extra_options());
         let main_variant = cfg.gemv.variant.unwrap_or(Variant::best(cfg.weights, XDtype::F16, cfg.batch));
+        // The ring GEMV where the step's default takes it (`ring::in_step`; `--gemv ring=` overrides).
+        let tuning = Tuning { ring: cfg.gemv.tuning.ring.or(ring::in_step(cfg.weights)), ..cfg.gemv.tuning };
         let engine = |v: Variant| -> Result<WeightOnlyGemv, GpuError> {
-            WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?.with_variant(v, None).with_tuning(cfg.gemv.tuning)
+            WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?.with_variant(v, None).with_tuning(tuning)
         };
         let gemv = engine(main_variant)?;
         // A linear whose shape has another best variant in the step (`Variant::best_in_step`: 8-bit down_proj

@@ -962,7 +962,9 @@ impl Gpu {
         opts: &WeightOnlyOptions,
     ) -> Result<WeightOnlyMeasurement, GpuError> {
         let wf = WoFormat::from_format(format)?;
-        let variant = opts.variant.unwrap_or_else(|| Variant::best_for(wf, opts.x, m, n, k));
+        let (major, minor) = self.compute_capability;
+        let arch = (major * 10 + minor) as u32;
+        let variant = opts.variant.unwrap_or_else(|| Variant::best_on(wf, opts.x, m, n, k, self.sm_count, arch));
         let mut out = self.measure_weight_only_configs(format, m, n, k, cfg, opts, &[(variant, opts.tuning)])?;
         out.pop().unwrap_or_else(|| Err(GpuError::Unsupported("no configuration measured".into())))
     }

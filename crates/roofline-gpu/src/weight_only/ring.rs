@@ -238,6 +238,17 @@ pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
     streams || long_k(n, k, sm_count) || (format == WoFormat::Nf4 && slots >= per && !nf4_xreg_in_f16x2(n, k, sm_count))
 }
 
+/// The ring GEMV's default inside a decode step (a CUDA graph of kernels chained by programmatic dependent
+/// launch) where it differs from [`auto`]'s: `Some(false)` for FP8 and INT8, whose ring CTAs (about 200 KB of
+/// shared memory) cannot be resident beside the kernels before and after them, so neither overlaps the other's
+/// tail (as `Variant::best_in_step` found for their staged x-in-registers kernel). H200, session 37, Llama-3.1-8B
+/// at batch 1, down_proj on the x-in-registers kernel / the ring: down_proj alone 19.1-19.2 / 16.0-16.1 us, but the
+/// graph step 2607-2614 / 2652-2656 us (FP8), 2740-2741 / 2754-2763 (INT8), the neighbours slower in the step
+/// (qkv 9.4 -> 12.0-12.2 us). `None`: [`auto`].
+pub fn in_step(format: WoFormat) -> Option<bool> {
+    (format.bits() == 8).then_some(false)
+}
+
 /// Whether the x-in-registers kernel's default M = 1 plan decodes NF4 in f16x2 at `n x k`.
 fn nf4_xreg_in_f16x2(n: usize, k: usize, sm_count: u32) -> bool {
     LaunchPlan::new(Variant::XReg, WoFormat::Nf4, 1, n, k, sm_count, Tuning::default()).xh
