@@ -133,7 +133,7 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EP
     return chunk_sum_sq(xr);
 }
 
-// One row step (8 rows of FD INT4 codes at `sp`, the lane's chunk at cbase; rows FD / 2 / RW_KH bytes apart) against
+// One row step (8 rows of FD codes at `sp`, the lane's chunk at cbase; rows ROWB / RW_KH bytes apart) against
 // the lane's x: the rows' scales (8 f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting
 // on the stage's `full` mbarrier (shared address `fb`, phase parity `par`), or after it with SCALES_IN_STAGE (the
 // scales come with the stage: the ring GEMV's RW_SSTREAM). Returns row (lane >> 2) & 7's dot product summed over the
@@ -143,24 +143,9 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EP
 template <bool SCALES_IN_STAGE = false>
 __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
                                           const u32 xh[4][4], float xsum, const u8* nf4t = nullptr) {
-#if FMT <= 3
-    if (!EXP_FFN_NOLOAD) mbar_wait(fb, par);
-    float acc[R];
-#pragma unroll
-    for (int u = 0; u < R; ++u) {
-        if (EXP_FFN_LOADONLY) {
-            acc[u] = 0.0f;
-            continue;
-        }
-        const uint4 q = *(const uint4*)(sp + u * (ROWB / RW_KH));
-        u32 ae = 0u, ao = 0u;
-#pragma unroll
-        for (int wd = 0; wd < 4; ++wd) dot4b(word(q, wd), xh[wd >> 1][2 * (wd & 1)], xh[wd >> 1][2 * (wd & 1) + 1], ae, ao);
-        acc[u] = hsum4(ae, ao);
-    }
-    return butterfly_rows(acc);
-#else
-    if (SCALES_IN_STAGE && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
+    // 8-bit codes have no block scales: their stage is waited for first, as a stage carrying its scales is.
+    if ((SCALES_IN_STAGE || FMT <= 3) && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
+#if FMT >= 4
     u32 sw[4], zw = 0u;
 #if FMT == 4 || FMT == 5 || FMT == 7
     {
@@ -179,6 +164,7 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
     Meta meta[R][C];
     unpack_meta(sw, zw, meta, 0);
     if (!SCALES_IN_STAGE && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
+#endif
     float acc[R];
 #pragma unroll
     for (int u = 0; u < R; ++u) {
@@ -188,7 +174,12 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
         }
         const uint4 q = *(const uint4*)(sp + u * (ROWB / RW_KH));
         u32 ae = 0u, ao = 0u;
-#if FMT == 4
+#if FMT <= 3
+        // the row scale is applied to the row's sum after the K slices are added
+#pragma unroll
+        for (int wd = 0; wd < 4; ++wd) dot4b(word(q, wd), xh[wd >> 1][2 * (wd & 1)], xh[wd >> 1][2 * (wd & 1) + 1], ae, ao);
+        acc[u] = hsum4(ae, ao);
+#elif FMT == 4
 #pragma unroll
         for (int wd = 0; wd < 4; ++wd) dot8h(word(q, wd), xh[wd], ae, ao);
         // sum (q - z) x = sum (q - 8) x + (8 - z) sum x
@@ -214,6 +205,5 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
     }
     // Row (lane >> 2) & 7 summed over the warp in 3 + 2 shuffles (wo_xreg's butterfly, R = 8).
     return butterfly_rows(acc);
-#endif
 }
 
