@@ -154,6 +154,8 @@ pub struct WeightOnlyGemv {
     sm_count: u32,
     /// Most dynamic shared memory a CTA may opt in to on this GPU, bytes.
     smem_optin: u32,
+    /// Peak memory bandwidth, GB/s ([`ring::peak_memory_gb_s`]; 0 where the driver does not say).
+    peak_gb_s: f64,
     /// Weight format.
     pub format: WoFormat,
     /// x / y element type.
@@ -187,6 +189,7 @@ impl WeightOnlyGemv {
         let optin = sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN;
         Ok(WeightOnlyGemv {
             smem_optin: gpu.ctx.attribute(optin)? as u32,
+            peak_gb_s: ring::peak_memory_gb_s(&gpu.ctx),
             ctx: gpu.ctx.clone(),
             stream: gpu.stream.clone(),
             arch,
@@ -317,7 +320,7 @@ impl WeightOnlyGemv {
     fn ring_epilogue(&self, m: usize, n: usize, k: usize, fusion: Fusion) -> Option<RingOp> {
         let wanted = match self.tuning.ring {
             Some(r) => r,
-            None => ring::auto(self.format, n, k, self.sm_count),
+            None => ring::auto_on(self.format, n, k, self.sm_count, self.peak_gb_s),
         };
         let takes = wanted
             && self.variant == Variant::XReg
@@ -964,7 +967,9 @@ impl Gpu {
         let wf = WoFormat::from_format(format)?;
         let (major, minor) = self.compute_capability;
         let arch = (major * 10 + minor) as u32;
-        let variant = opts.variant.unwrap_or_else(|| Variant::best_on(wf, opts.x, m, n, k, self.sm_count, arch));
+        let peak = ring::peak_memory_gb_s(&self.ctx);
+        let variant =
+            opts.variant.unwrap_or_else(|| Variant::best_on(wf, opts.x, m, n, k, (self.sm_count, arch, peak)));
         let mut out = self.measure_weight_only_configs(format, m, n, k, cfg, opts, &[(variant, opts.tuning)])?;
         out.pop().unwrap_or_else(|| Err(GpuError::Unsupported("no configuration measured".into())))
     }

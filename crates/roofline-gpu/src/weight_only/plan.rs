@@ -81,14 +81,25 @@ impl Variant {
         }
     }
 
-    /// [`Variant::best_for`] on a GPU of `sm_count` SMs and compute capability `arch` (e.g. 90): also the
-    /// x-in-registers engine, which then runs the ring GEMV ([`ring::auto`](super::ring::auto)), for FP8 and INT8
-    /// at M = 1 with FP16 x wherever the ring takes them by default on sm_90+, where [`Variant::best_for`] would
-    /// take split-K (N above [`XREG_STAGED_MAX_N`]). H200, session 37, us, split-K / ring: FP8 1x28672x4096
-    /// 32.4-32.5 / 28.9-29.0, INT8 33.0-33.3 / 29.4; FP8 1x128256x4096 126 / 122, INT8 136 / 122.
-    pub fn best_on(format: WoFormat, x: XDtype, m: usize, n: usize, k: usize, sm_count: u32, arch: u32) -> Variant {
-        let ring =
-            m == 1 && x == XDtype::F16 && format.bits() == 8 && arch >= 90 && super::ring::auto(format, n, k, sm_count);
+    /// [`Variant::best_for`] on a GPU of `sm_count` SMs, compute capability `arch` (e.g. 90) and `peak_gb_s`
+    /// of memory bandwidth: also the x-in-registers engine, which then runs the ring GEMV
+    /// ([`ring::auto_on`](super::ring::auto_on)), for FP8 and INT8 at M = 1 with FP16 x wherever the ring takes
+    /// them by default on sm_90+, where [`Variant::best_for`] would take split-K (N above
+    /// [`XREG_STAGED_MAX_N`]). H200, session 37, us, split-K / ring: FP8 1x28672x4096 32.4-32.5 / 28.9-29.0,
+    /// INT8 33.0-33.3 / 29.4; FP8 1x128256x4096 126 / 122, INT8 136 / 122.
+    pub fn best_on(
+        format: WoFormat,
+        x: XDtype,
+        m: usize,
+        n: usize,
+        k: usize,
+        (sm_count, arch, peak_gb_s): (u32, u32, f64),
+    ) -> Variant {
+        let ring = m == 1
+            && x == XDtype::F16
+            && format.bits() == 8
+            && arch >= 90
+            && super::ring::auto_on(format, n, k, sm_count, peak_gb_s);
         if ring {
             Variant::XReg
         } else {

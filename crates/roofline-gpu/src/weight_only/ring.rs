@@ -249,6 +249,13 @@ pub fn in_step(format: WoFormat) -> Option<bool> {
     (format.bits() == 8).then_some(false)
 }
 
+/// [`auto`] on a device of `peak_gb_s` memory bandwidth ([`peak_memory_gb_s`]): FP8 and INT8 only on fast
+/// memory ([`FAST_MEMORY_GB_S`], where they were measured: the H200); the H100 keeps its measured 8-bit
+/// kernels until a run there says otherwise (`--gemv ring=true` asks for the ring anywhere on sm_90+).
+pub fn auto_on(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
+    auto(format, n, k, sm_count) && (format.bits() != 8 || peak_gb_s >= FAST_MEMORY_GB_S)
+}
+
 /// Whether the x-in-registers kernel's default M = 1 plan decodes NF4 in f16x2 at `n x k`.
 fn nf4_xreg_in_f16x2(n: usize, k: usize, sm_count: u32) -> bool {
     LaunchPlan::new(Variant::XReg, WoFormat::Nf4, 1, n, k, sm_count, Tuning::default()).xh
@@ -1126,6 +1133,9 @@ mod tests {
         // The engine's default from 4 row steps a CTA: o_proj, the MLP's rows, down_proj; not 1024 rows.
         assert!(auto(fp8, 14336, 4096, 132) && auto(i8, 4096, 4096, 132) && auto(fp8, 4096, 14336, 132));
         assert!(!auto(fp8, 1024, 4096, 132) && !auto(i8, 4096, 16384, 132));
+        // On fast memory only (measured on the H200, 4.9 TB/s; not on the H100, 3.35); the 4-bit rule anywhere.
+        assert!(auto_on(fp8, 14336, 4096, 132, 4917.0) && !auto_on(fp8, 14336, 4096, 132, 3352.0));
+        assert!(!auto_on(i8, 4096, 4096, 132, 0.0) && auto_on(i4, 14336, 4096, 132, 3352.0));
     }
 
     #[test]

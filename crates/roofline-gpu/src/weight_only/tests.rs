@@ -42,19 +42,24 @@ fn xreg_8bit_takes_two_chunks_where_that_avoids_split_k() {
         assert_eq!(Variant::best_in_step(f, XDtype::F16, 1, 14336), Variant::XReg);
         assert_eq!(Variant::best_in_step(f, XDtype::F16, 2, 14336), Variant::XMma);
     }
-    // On sm_90+ the ring takes FP8 / INT8 at M = 1 from 4 row steps a CTA, through the x-in-registers engine,
-    // split-K's large N included; not before Hopper, at M = 2, with BF16 x, or at 1024 rows (one step a CTA).
+    // On sm_90+ with fast memory (the H200: 132 SMs, 4.9 TB/s) the ring takes FP8 / INT8 at M = 1 from 4 row
+    // steps a CTA, through the x-in-registers engine, split-K's large N included; not before Hopper, on the
+    // H100's memory, at M = 2, with BF16 x, or at 1024 rows (one step a CTA).
+    const H200: (u32, u32, f64) = (132, 90, 4917.0);
+    for f in [Fp8E4M3, Int8] {
+        assert_eq!(Variant::best_on(f, XDtype::F16, 1, 28672, 4096, (132, 90, 3352.0)), Variant::SplitK);
+    }
     for f in [Fp8E4M3, Int8] {
         for (n, k) in [(28672, 4096), (128256, 4096), (14336, 4096), (4096, 14336)] {
-            assert_eq!(Variant::best_on(f, XDtype::F16, 1, n, k, 132, 90), Variant::XReg, "{f:?} {n}x{k}");
+            assert_eq!(Variant::best_on(f, XDtype::F16, 1, n, k, H200), Variant::XReg, "{f:?} {n}x{k}");
         }
-        assert_eq!(Variant::best_on(f, XDtype::F16, 1, 28672, 4096, 108, 80), Variant::SplitK);
-        assert_eq!(Variant::best_on(f, XDtype::Bf16, 1, 28672, 4096, 132, 90), Variant::SplitK);
-        assert_eq!(Variant::best_on(f, XDtype::F16, 2, 28672, 4096, 132, 90), Variant::XMma);
-        assert_eq!(Variant::best_on(f, XDtype::F16, 1, 1024, 4096, 132, 90), Variant::XReg);
+        assert_eq!(Variant::best_on(f, XDtype::F16, 1, 28672, 4096, (108, 80, 2039.0)), Variant::SplitK);
+        assert_eq!(Variant::best_on(f, XDtype::Bf16, 1, 28672, 4096, H200), Variant::SplitK);
+        assert_eq!(Variant::best_on(f, XDtype::F16, 2, 28672, 4096, H200), Variant::XMma);
+        assert_eq!(Variant::best_on(f, XDtype::F16, 1, 1024, 4096, H200), Variant::XReg);
         assert!(!super::ring::auto(f, 1024, 4096, 132));
     }
-    assert_eq!(Variant::best_on(Int4G128, XDtype::F16, 1, 28672, 4096, 132, 90), Variant::XReg);
+    assert_eq!(Variant::best_on(Int4G128, XDtype::F16, 1, 28672, 4096, H200), Variant::XReg);
     // Measured with FP16 activations only: BF16 keeps split-K; an explicit stage count wins.
     assert_eq!(Variant::best_for(Fp8E4M3, XDtype::Bf16, 1, 6144, 4096), Variant::SplitK);
     let t = Tuning { stages: Some(0), ..Tuning::default() };
