@@ -1,10 +1,11 @@
 //! The ring-streaming GEMV of a batch-1 decode step (`kernels/wo_ring.cu`): y = W rmsnorm(x) or y (+)= W x
-//! (x itself or SwiGLU of the gate_up row, [`Input`]), 4-bit weights, FP16 activations, sm_90+. A producer
+//! (x itself or SwiGLU of the gate_up row, [`Input`]), 4-bit or 8-bit weights, FP16 activations, sm_90+. A producer
 //! warp per CTA streams the CTA's rows with bulk copies into a ring in shared memory from its first
 //! instruction, before `griddepcontrol.wait` (a CTA resident beside the previous kernel of the step has its
 //! first slots, or all its rows, by the time x is ready); the consumer warps multiply them in f16x2 as in the
 //! fused FFN (INT4 g128; MXFP4 / NVFP4 in the E2M1 device layout; NF4 through a shared-memory table of its 256
-//! code pairs, a copy per bank, 64 KB of the dynamic shared memory after the ring, [`NF4_WIDE_TABLE_BYTES`]).
+//! code pairs, a copy per bank, 64 KB of the dynamic shared memory after the ring, [`NF4_WIDE_TABLE_BYTES`]; FP8
+//! E4M3 and INT8 decoded to exact f16 pairs, their per-row FP32 scales applied to the row sums, since session 37).
 //! The x-in-registers engine runs it at M = 1 where each CTA takes many row steps and its ring stays deep, and
 //! for a long K in one row group with its row steps in K parts ([`auto`], [`long_k`]; `Tuning::ring` forces it
 //! either way). H100, us, x-in-registers vs ring (bench/RESULTS.md, sessions 14 and 15): INT4 1x14336x4096
@@ -550,7 +551,7 @@ pub(crate) struct ScaleTables<'a> {
     pub step_major: bool,
 }
 
-/// Why the ring GEMV cannot run `n x k` 4-bit weights on `sm_count` SMs (`None`: it can).
+/// Why the ring GEMV cannot run `n x k` weights of `format` on `sm_count` SMs (`None`: it can).
 pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Option<String> {
     plan(format, batch, n, k, sm_count).err()
 }
