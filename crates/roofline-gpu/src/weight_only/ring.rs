@@ -112,8 +112,8 @@ fn row_groups(format: WoFormat, n: usize, k: usize, sm_count: u32) -> usize {
 
 /// K parts a row step streams in (`RW_KH`: a ring slot holds 8 rows of `k / parts` values, filled by 8 bulk
 /// copies, and serves the warps of one row group whose K slices fall in it) for `n` rows of `k` values on
-/// `sm_count` SMs: `ROOFLINE_RING_KH` (a divisor of K / 1024) for tuning experiments, else for a long K
-/// ([`long_k`]) [`long_k_parts`], else 1.
+/// `sm_count` SMs: `ROOFLINE_RING_KH` (a divisor of its K slices, [`slices`]) for tuning experiments, else for a
+/// long K ([`long_k`]) [`long_k_parts_for`], else 1.
 fn k_parts(format: WoFormat, n: usize, k: usize, sm_count: u32) -> usize {
     let slices = slices(format, k);
     let default = if long_k(n, k, sm_count) { long_k_parts_for(format, k).unwrap_or(1) } else { 1 };
