@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what the device runs into .gpu/ (ignored by git; pass it in the device tool's `carry`): the release
 # CLI (.gpu/roofline) and the GPU test binaries (weight_only_gpu, ring_gpu, ffn_gpu, model_bench_gpu,
-# server_api), all from the working tree as it is now. The kernels are compiled into the binaries, so a
+# server_api, and gpu_lib: roofline-gpu's unit tests, the read stream's among them), all from the working
+# tree as it is now. The kernels are compiled into the binaries, so a
 # kernel edit needs this again before a device run: the script prints the CUDA sources' hash the binaries
 # carry (`roofline --version`, and every weight-only measurement's kernel line, say it too).
 # `bench/build-gpu.sh base`: the CLI only, as .gpu/roofline-base (an A/B baseline: check out the base commit
@@ -26,6 +27,7 @@ copy_tests() {
             case $name in
             weight_only_gpu | ring_gpu | ffn_gpu | model_bench_gpu) cp "$path" ".gpu/$name" ;;
             api) cp "$path" .gpu/server_api ;;
+            roofline_gpu) cp "$path" .gpu/gpu_lib ;;
             esac
         done
 }

@@ -19,7 +19,8 @@ pub struct HwArgs {
     pub hw: Option<String>,
 
     /// Memory bandwidth in GB/s. Without --hw this describes a custom accelerator (give its --peak
-    /// values too); with --hw it overrides the profile's bandwidth.
+    /// values too); with --hw it overrides the profile's bandwidth, and drops a measured profile's
+    /// read-stream bandwidth (every byte then moves at the given rate).
     #[arg(long, value_name = "GB/S")]
     pub bandwidth_gb_s: Option<f64>,
 
@@ -54,6 +55,9 @@ impl HwArgs {
         };
         if let Some(bw) = self.bandwidth_gb_s {
             profile.memory_bandwidth_gb_s = bw;
+            // A read stream measured beside another copy bandwidth would price reads against the wrong one.
+            profile.read_bandwidth_gb_s = None;
+            profile.read_latency_us = None;
             profile.source = format!("{} (bandwidth overridden on the command line)", profile.source);
         }
         for (class, peak) in &self.peaks {

@@ -227,6 +227,18 @@ pub struct HardwareProfile {
     /// overhead taken out). Added to the memory term.
     #[serde(default)]
     pub memory_latency_us: Option<f64>,
+    /// Read-stream bandwidth, GB/s (measured profiles): bytes read over time of a kernel that only reads,
+    /// the slope of its time against bytes. A GPU reads faster than it copies (a copy turns the bus between
+    /// reads and writes), and a decode GEMV is almost all reads. With it, an op's read bytes move at this
+    /// rate and its written bytes at the rate that makes a copy take its measured time
+    /// ([`HardwareProfile::stream_time_us`]); without it, every byte moves at `memory_bandwidth_gb_s`.
+    #[serde(default)]
+    pub read_bandwidth_gb_s: Option<f64>,
+    /// Fixed start-up time of the read stream, microseconds (measured profiles: the intercept of the
+    /// read-only kernel's time against bytes, launch overhead taken out). Stands for `memory_latency_us` in
+    /// proportion to an op's read bytes.
+    #[serde(default)]
+    pub read_latency_us: Option<f64>,
     /// Compute classes the hardware explicitly lacks, with the reason (`FP4 = "no FP4 tensor cores"`).
     #[serde(default)]
     pub unsupported: BTreeMap<String, String>,
@@ -285,6 +297,8 @@ impl HardwareProfile {
             interconnect: None,
             launch_overhead_us: None,
             memory_latency_us: None,
+            read_bandwidth_gb_s: None,
+            read_latency_us: None,
             unsupported: BTreeMap::new(),
             sources: BTreeMap::new(),
             notes: None,
@@ -310,15 +324,18 @@ impl HardwareProfile {
             ("boost_clock_mhz", self.boost_clock_mhz),
             ("tdp_w", self.tdp_w),
             ("interconnect_gb_s", self.interconnect_gb_s),
+            ("read_bandwidth_gb_s", self.read_bandwidth_gb_s),
         ];
         for (field, v) in optional {
             if let Some(v) = v {
                 positive(field, v)?;
             }
         }
-        for (field, v) in
-            [("launch_overhead_us", self.launch_overhead_us), ("memory_latency_us", self.memory_latency_us)]
-        {
+        for (field, v) in [
+            ("launch_overhead_us", self.launch_overhead_us),
+            ("memory_latency_us", self.memory_latency_us),
+            ("read_latency_us", self.read_latency_us),
+        ] {
             if let Some(v) = v {
                 if !(v.is_finite() && v >= 0.0) {
                     return Err(CoreError::invalid(field, v, "a finite number >= 0"));
@@ -386,6 +403,33 @@ impl HardwareProfile {
             .unwrap_or_else(|| format!("{} has no native {} throughput in its profile", self.name, class))
     }
 
+    /// Time to move an op's `bytes` through device memory, `written` of them stored and the rest loaded, as
+    /// (streaming time, fixed start-up time), microseconds.
+    ///
+    /// Without a read-stream calibration every byte moves at the copy bandwidth and the start-up is
+    /// `memory_latency_us`. With one (`read_bandwidth_gb_s`), a read byte costs `1 / read` and a written
+    /// byte `2 / copy - 1 / read`: the pair a copy moves costs `2 / copy`, as measured, and an op that only
+    /// reads streams at the read rate. The start-up mixes `read_latency_us` and `memory_latency_us` by the
+    /// same read / write share.
+    pub fn stream_time_us(&self, bytes: u64, written: u64) -> (f64, f64) {
+        let bytes_f = bytes as f64;
+        let written = written.min(bytes) as f64;
+        let read = bytes_f - written;
+        // GB/s * 1e3 = bytes per microsecond.
+        let per_copy_byte = 1.0 / (self.memory_bandwidth_gb_s * 1e3);
+        let copy_latency = self.memory_latency_us.unwrap_or(0.0);
+        match self.read_bandwidth_gb_s {
+            Some(read_bw) if bytes > 0 => {
+                let per_read = 1.0 / (read_bw * 1e3);
+                let per_write = (2.0 * per_copy_byte - per_read).max(0.0);
+                let read_latency = self.read_latency_us.unwrap_or(copy_latency);
+                let latency = (read * read_latency + written * copy_latency) / bytes_f;
+                (read * per_read + written * per_write, latency)
+            }
+            _ => (bytes_f / (self.memory_bandwidth_gb_s * 1e3), copy_latency),
+        }
+    }
+
     /// The ridge point (critical arithmetic intensity, FLOP/byte) of `class`.
     pub fn ridge_ai(&self, class: ComputeClass) -> Option<f64> {
         self.peak(class).map(|p| p * 1e12 / (self.memory_bandwidth_gb_s * 1e9))
@@ -450,6 +494,28 @@ mod tests {
     fn unknown_preset_lists_known() {
         let err = HardwareProfile::preset("tpu-v9").unwrap_err().to_string();
         assert!(err.contains("tpu-v9") && err.contains("known presets"), "{err}");
+    }
+
+    #[test]
+    fn reads_stream_at_the_read_rate_and_copies_take_their_measured_time() {
+        let mut hw = HardwareProfile::custom(1000.0, &[(ComputeClass::FP16, 200.0)]).unwrap();
+        hw.memory_latency_us = Some(2.0);
+        // No read calibration: 1000 GB/s = 1e6 bytes per microsecond either way.
+        assert_eq!(hw.stream_time_us(4_000_000, 1_000_000), (4.0, 2.0));
+        hw.read_bandwidth_gb_s = Some(1250.0);
+        hw.read_latency_us = Some(1.0);
+        // Only reads: 1250 GB/s and the read stream's start-up.
+        let (t, lat) = hw.stream_time_us(5_000_000, 0);
+        assert!((t - 4.0).abs() < 1e-12 && (lat - 1.0).abs() < 1e-12, "{t} {lat}");
+        // A copy (half read, half written) takes what the copy bandwidth says, start-up mixed half and half.
+        let (t, lat) = hw.stream_time_us(4_000_000, 2_000_000);
+        assert!((t - 4.0).abs() < 1e-12 && (lat - 1.5).abs() < 1e-12, "{t} {lat}");
+        // Written bytes beyond the total are clamped; nothing moved costs nothing.
+        assert_eq!(hw.stream_time_us(0, 0), (0.0, 2.0));
+        let (all_written, _) = hw.stream_time_us(1_000_000, 5_000_000);
+        assert!((all_written - (2.0 - 0.8)).abs() < 1e-12, "{all_written}");
+        hw.read_bandwidth_gb_s = Some(-1.0);
+        assert!(hw.validate().is_err());
     }
 
     #[test]

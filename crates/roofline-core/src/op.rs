@@ -12,6 +12,10 @@ pub struct OpCost {
     pub flops: u64,
     /// Bytes moved through device memory at minimum: each input read once, each output written once.
     pub bytes: u64,
+    /// Of `bytes`, those written (outputs); the rest are read. A profile with a read-stream bandwidth
+    /// prices the two directions apart (`HardwareProfile::stream_time_us`).
+    #[serde(default)]
+    pub written: u64,
 }
 
 /// A (batched) matrix product `y[b] = x[b] · W[b]^T` with `x: M x K`, `W: N x K`, `y: M x N`.
@@ -83,9 +87,15 @@ impl Gemm {
             .ok_or(OVERFLOW)
     }
 
+    /// Bytes written: the output, once per batch entry.
+    pub fn written(&self) -> Result<u64, CoreError> {
+        let y = self.scheme.output.storage_bytes(self.m, self.n)?;
+        y.checked_mul(self.batch).ok_or(CoreError::Overflow { what: "byte count" })
+    }
+
     /// FLOPs and bytes together.
     pub fn cost(&self) -> Result<OpCost, CoreError> {
-        Ok(OpCost { flops: self.flops()?, bytes: self.bytes()? })
+        Ok(OpCost { flops: self.flops()?, bytes: self.bytes()?, written: self.written()? })
     }
 }
 
@@ -99,6 +109,7 @@ mod tests {
         let g = Gemm::new(1, 4096, 4096, Scheme::uniform(Format::FP16)).unwrap();
         assert_eq!(g.flops().unwrap(), 2 * 4096 * 4096);
         assert_eq!(g.bytes().unwrap(), 4096 * 4096 * 2 + 4096 * 2 + 4096 * 2);
+        assert_eq!(g.cost().unwrap().written, 4096 * 2);
     }
 
     #[test]
@@ -109,6 +120,7 @@ mod tests {
         assert_eq!(shared.bytes().unwrap(), 4 * (2 * 16 * 2 + 2 * 8 * 2) + 8 * 16 * 2);
         assert_eq!(own.bytes().unwrap(), 4 * (2 * 16 * 2 + 2 * 8 * 2 + 8 * 16 * 2));
         assert_eq!(own.flops().unwrap(), 2 * 4 * 2 * 8 * 16);
+        assert_eq!(shared.written().unwrap(), 4 * 2 * 8 * 2);
     }
 
     #[test]

@@ -45,11 +45,13 @@ pub struct Prediction {
     pub mode: ExecMode,
     /// Peak of `compute`, TFLOP/s.
     pub peak_tflops: f64,
-    /// Memory bandwidth used, GB/s.
+    /// Memory bandwidth this op streams at, GB/s: the copy bandwidth, or with a read-stream calibration
+    /// the rate its mix of reads and writes gets (`HardwareProfile::stream_time_us`).
     pub bandwidth_gb_s: f64,
     /// Ridge point (critical arithmetic intensity) of `compute`, FLOP/byte.
     pub ridge_ai: f64,
     /// `bytes / bandwidth` plus the profile's memory start-up latency (measured profiles), microseconds.
+    /// A GEMV's bytes are almost all reads: a read-calibrated profile prices them at the read rate.
     pub time_memory_us: f64,
     /// `flops / peak`, microseconds.
     pub time_compute_us: f64,
@@ -69,12 +71,17 @@ pub struct Prediction {
 /// `exec` carries a note.
 #[inline]
 pub fn predict_cost(cost: OpCost, exec: &Execution, hw: &HardwareProfile) -> Prediction {
-    let bw = hw.memory_bandwidth_gb_s;
     let peak = exec.peak_tflops;
     let flops = cost.flops as f64;
     let bytes = cost.bytes as f64;
-    // bytes / (GB/s * 1e9) seconds = bytes / (GB/s * 1e3) microseconds; likewise for TFLOP/s.
-    let time_memory_us = bytes / (bw * 1e3) + hw.memory_latency_us.unwrap_or(0.0);
+    let (stream_us, latency_us) = hw.stream_time_us(cost.bytes, cost.written);
+    // The rate this op's bytes stream at: bytes / (GB/s * 1e3) = microseconds.
+    let bw = match hw.read_bandwidth_gb_s {
+        Some(_) if stream_us > 0.0 => bytes / (stream_us * 1e3),
+        _ => hw.memory_bandwidth_gb_s,
+    };
+    let time_memory_us = stream_us + latency_us;
+    // FLOPs / (TFLOP/s * 1e6) = microseconds.
     let time_compute_us = flops / (peak * 1e6);
     let overhead_us = hw.launch_overhead_us.unwrap_or(0.0);
     let (time_us, bound, attainable_tflops) = roof(flops, time_memory_us, time_compute_us, overhead_us);
@@ -303,6 +310,29 @@ mod tests {
         assert!(pr.attainable_tflops <= pr.peak_tflops * (1.0 + 1e-12));
         let expected = (pr.arithmetic_intensity * pr.bandwidth_gb_s / 1e3).min(pr.peak_tflops);
         assert!(close(pr.attainable_tflops, expected, 1e-9));
+    }
+
+    #[test]
+    fn a_read_calibrated_profile_prices_a_gemv_at_the_read_rate() {
+        let mut hw = seed();
+        hw.memory_latency_us = Some(1.5);
+        hw.launch_overhead_us = Some(1.0);
+        let gemv = Gemm::new(1, 4096, 4096, Scheme::uniform(Format::FP16)).unwrap();
+        let copy = predict(&gemv, &hw).unwrap();
+        hw.read_bandwidth_gb_s = Some(hw.memory_bandwidth_gb_s * 1.25);
+        hw.read_latency_us = Some(0.5);
+        let read = predict(&gemv, &hw).unwrap();
+        let (bytes, y) = (gemv.bytes().unwrap() as f64, 4096.0 * 2.0);
+        let per_copy = 1.0 / (hw.memory_bandwidth_gb_s * 1e3);
+        let per_read = per_copy / 1.25;
+        let stream = (bytes - y) * per_read + y * (2.0 * per_copy - per_read);
+        let latency = ((bytes - y) * 0.5 + y * 1.5) / bytes;
+        assert!(close(read.time_memory_us, stream + latency, 1e-12), "{} vs {}", read.time_memory_us, stream + latency);
+        assert!(close(read.time_us, read.time_memory_us + 1.0, 1e-12));
+        assert!(read.time_us < copy.time_us);
+        // The bandwidth reported is the rate this op's bytes stream at, and fused ops keep it.
+        assert!(close(read.bandwidth_gb_s, bytes / (stream * 1e3), 1e-12));
+        assert!(close(read.without_fixed_costs().time_us, stream, 1e-12));
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod lt;
 pub mod model_bench;
 pub mod power;
 mod provenance;
+pub mod stream;
 pub mod timing;
 pub mod weight_only;
 
@@ -173,6 +174,15 @@ impl Gpu {
         let overhead = self.launch_overhead_us(&cfg)?;
         progress("memory start-up latency (copies of 8 to 256 MiB)");
         let (latency, _) = self.memory_latency_us(bw, overhead, &cfg)?;
+        progress("read-stream bandwidth (a read-only kernel, 8 MiB to 1 GiB)");
+        let read = self.read_stream(&cfg, &mut progress)?;
+        let read_latency = (read.intercept_us - overhead).max(0.0);
+        progress(&format!(
+            "read stream: {:.0} GB/s ({:.3}x the copy's {bw:.0}); {:.2} us a launch that reads nothing, {read_latency:.2} us beyond the launch overhead",
+            read.bandwidth_gb_s,
+            read.bandwidth_gb_s / bw,
+            read.intercept_us
+        ));
         let mut peaks = Vec::new();
         for (f, class) in [
             (Format::FP16, ComputeClass::FP16),
@@ -203,9 +213,13 @@ impl Gpu {
         p.boost_clock_mhz = Some(self.clock_mhz);
         p.launch_overhead_us = Some(overhead);
         p.memory_latency_us = Some(latency);
+        p.read_bandwidth_gb_s = Some(read.bandwidth_gb_s);
+        p.read_latency_us = Some(read_latency);
         p.notes = Some(format!(
-            "roofline calibrate: copy bandwidth = bytes read + written / median time of a 1 GiB device-to-device copy; peaks = median TFLOP/s of 8192^3 cuBLASLt GEMMs on random data (FP8 E4M3 with BF16 output, INT8 with INT32 output); launch overhead = time per launch of back-to-back 4-byte memsets; memory latency = mean of (time - bytes/bandwidth - launch overhead) over device copies of 8 to 256 MiB; compute capability {}.{}",
-            self.compute_capability.0, self.compute_capability.1
+            "roofline calibrate: copy bandwidth = bytes read + written / median time of a 1 GiB device-to-device copy; peaks = median TFLOP/s of 8192^3 cuBLASLt GEMMs on random data (FP8 E4M3 with BF16 output, INT8 with INT32 output); launch overhead = time per launch of back-to-back 4-byte memsets; memory latency = mean of (time - bytes/bandwidth - launch overhead) over device copies of 8 to 256 MiB; read bandwidth and read latency = slope and intercept (less the launch overhead) of a line through the time per launch of a read-only kernel ({}) over 8 MiB to 1 GiB; compute capability {}.{}",
+            read.config.label(),
+            self.compute_capability.0,
+            self.compute_capability.1
         ));
         for f in [
             "memory_bandwidth_gb_s",
@@ -217,6 +231,8 @@ impl Gpu {
             "boost_clock_mhz",
             "launch_overhead_us",
             "memory_latency_us",
+            "read_bandwidth_gb_s",
+            "read_latency_us",
         ] {
             p.sources.insert(f.into(), p.source.clone());
         }

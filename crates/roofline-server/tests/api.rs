@@ -206,6 +206,22 @@ async fn hardware_endpoints() {
     assert_eq!(p.peak_tflops, 100.0);
     assert!((p.time_us - p.bytes as f64 / 500e3).abs() < 1e-9);
 
+    // A read-stream bandwidth: the GEMV's reads move at 600 GB/s, its written output at 2/500 - 1/600.
+    let body = json!({"hardware": {"memory_bandwidth_gb_s": 500, "read_bandwidth_gb_s": 600,
+        "peak_tflops": {"FP16": 50, "INT8": 100}}, "m": 1, "n": 4096, "k": 4096, "precision": "INT8"});
+    let r = post("/api/hardware", &body.to_string()).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let rep: PredictReport = r.json();
+    let p = &rep.rows[0].prediction;
+    let written = 8192.0; // one output row of 16-bit values (the INT8 scheme writes FP16)
+    let read = p.bytes as f64 - written;
+    let expected = read / 600e3 + written * (2.0 / 500e3 - 1.0 / 600e3);
+    assert!((p.time_us - expected).abs() < 1e-9, "{} vs {expected}", p.time_us);
+    assert!(p.bandwidth_gb_s > 599.0 && p.bandwidth_gb_s < 600.0, "{}", p.bandwidth_gb_s);
+    let bad = json!({"hardware": {"memory_bandwidth_gb_s": 5, "read_bandwidth_gb_s": 0, "peak_tflops": {"FP16": 50}},
+        "m": 1, "n": 8, "k": 8});
+    rejects("/api/hardware", &bad.to_string(), "hardware.read_bandwidth_gb_s").await;
+
     let bad = json!({"hardware": {"memory_bandwidth_gb_s": -1, "peak_tflops": {"FP16": 50}}, "m": 1, "n": 8, "k": 8});
     rejects("/api/hardware", &bad.to_string(), "hardware.memory_bandwidth_gb_s").await;
     let bad = json!({"hardware": {"memory_bandwidth_gb_s": 5, "peak_tflops": {"FP99": 50}}, "m": 1, "n": 8, "k": 8});

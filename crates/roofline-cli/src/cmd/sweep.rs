@@ -229,9 +229,12 @@ fn speedup(points: &[DualPoint], p: &DualPoint) -> (Option<f64>, Option<f64>) {
     (Some(pred), meas)
 }
 
-fn print_points(points: &[DualPoint]) {
+fn print_points(points: &[DualPoint], hw: &HardwareProfile) {
     // CUDA-graph replay columns where any point was timed so (`compare --weight-only --graph`).
     let graph = points.iter().any(|p| p.measurement.as_ref().is_some_and(|m| m.graph_us.is_some()));
+    // A read-calibrated profile prices each op's reads and writes apart: its "% of BW" is of that op's
+    // roof, and the copy bandwidth's share is shown beside it.
+    let read = hw.read_bandwidth_gb_s.is_some();
     let mut header = vec![
         "Precision",
         "M x N x K",
@@ -242,8 +245,11 @@ fn print_points(points: &[DualPoint]) {
         "vs FP16 pred",
         "vs FP16 meas",
         "GB/s meas",
-        "% of BW",
+        if read { "% of roof" } else { "% of BW" },
     ];
+    if read {
+        header.push("% of copy BW");
+    }
     if graph {
         header.extend(["Graph (us)", "% of BW graph"]);
     }
@@ -261,11 +267,19 @@ fn print_points(points: &[DualPoint]) {
             sp.map_or("-".into(), |v| format!("{v:.2}x")),
             sm.map_or("-".into(), |v| format!("{v:.2}x")),
             p.measurement.as_ref().map_or("-".into(), |m| format!("{:.0}", m.bandwidth_gb_s)),
-            // Of the profile's bandwidth: with a `roofline calibrate` profile, the measured copy bandwidth.
+            // Of the bandwidth the prediction streams this op at: with a `roofline calibrate` profile, the
+            // measured copy bandwidth, or the read stream's rate for an op that only reads.
             p.measurement
                 .as_ref()
                 .map_or("-".into(), |m| format!("{:.0}%", 100.0 * m.bandwidth_gb_s / p.prediction.bandwidth_gb_s)),
         ];
+        if read {
+            row.push(
+                p.measurement
+                    .as_ref()
+                    .map_or("-".into(), |m| format!("{:.0}%", 100.0 * m.bandwidth_gb_s / hw.memory_bandwidth_gb_s)),
+            );
+        }
         if graph {
             let g = p.measurement.as_ref().and_then(|m| m.graph_us);
             row.push(g.map_or("-".into(), sig3));
@@ -354,7 +368,7 @@ pub fn sweep(args: SweepArgs) -> Result<()> {
         };
         let pts = repredict(&old, &hw)?;
         println!("{} points of {} re-scored on {} ({})", pts.len(), path.display(), hw.name, hw.source);
-        print_points(&pts);
+        print_points(&pts, &hw);
         if let Some(t) = batch_scaling(&pts) {
             println!("Batch scaling (measured):\n{t}");
         }
@@ -384,7 +398,7 @@ pub fn sweep(args: SweepArgs) -> Result<()> {
     std::fs::write(&csv, write_csv(&pts)?).with_context(|| format!("writing {}", csv.display()))?;
     std::fs::write(&json, write_json(&pts)?).with_context(|| format!("writing {}", json.display()))?;
     println!("{} points on {} ({}); wrote {} and {}", pts.len(), hw.name, hw.source, csv.display(), json.display());
-    print_points(&pts);
+    print_points(&pts, &hw);
     if let Some(t) = batch_scaling(&pts) {
         println!("Batch scaling (measured):\n{t}");
     }
@@ -414,7 +428,7 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     if args.gemv != GemvOverride::default() {
         println!("weight-only GEMVs: --gemv {} (instead of the measured defaults)", args.gemv);
     }
-    print_points(&pts);
+    print_points(&pts, &hw);
     Ok(())
 }
 

@@ -289,9 +289,10 @@ impl Builder<'_> {
         Ok(())
     }
 
-    fn elementwise(&mut self, name: &str, kind: OpKind, flops: u64, bytes: u64) {
+    /// An op of the activation format moving `bytes`, `written` of them stored.
+    fn elementwise(&mut self, name: &str, kind: OpKind, flops: u64, bytes: u64, written: u64) {
         let exec = self.act_exec.clone();
-        self.push(name, kind, OpCost { flops, bytes }, &exec, 0);
+        self.push(name, kind, OpCost { flops, bytes, written }, &exec, 0);
     }
 
     /// RMSNorm/LayerNorm over `rows x width`: read + write activations, read the weight (and bias).
@@ -299,15 +300,16 @@ impl Builder<'_> {
         let a = self.req.activations;
         let params = if layer_norm { 2 } else { 1 };
         let weight = st(a, params, width)?;
-        let bytes = 2 * st(a, rows, width)? + weight;
+        let out = st(a, rows, width)?;
+        let bytes = 2 * out + weight;
         let exec = self.act_exec.clone();
-        self.push(name, OpKind::Norm, OpCost { flops: 4 * rows * width, bytes }, &exec, weight);
+        self.push(name, OpKind::Norm, OpCost { flops: 4 * rows * width, bytes, written: out }, &exec, weight);
         Ok(())
     }
 
     fn residual(&mut self, rows: u64, width: u64) -> Result<(), CoreError> {
-        let bytes = 3 * st(self.req.activations, rows, width)?;
-        self.elementwise("residual_add", OpKind::Elementwise, rows * width, bytes);
+        let out = st(self.req.activations, rows, width)?;
+        self.elementwise("residual_add", OpKind::Elementwise, rows * width, 3 * out, out);
         Ok(())
     }
 
@@ -395,8 +397,8 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
     let h = cfg.hidden;
 
     // Embedding (and learned positions): gather T rows.
-    let embed_bytes = 2 * st(a, t, h)?;
-    bld.elementwise("embedding", OpKind::Embedding, 0, embed_bytes);
+    let embed_rows = st(a, t, h)?;
+    bld.elementwise("embedding", OpKind::Embedding, 0, 2 * embed_rows, embed_rows);
 
     let dense_layers = cfg.moe.map_or(cfg.layers, |m| m.first_dense_layers.min(cfg.layers));
     let groups: Vec<(String, u64, bool)> = if cfg.moe.is_some() {
@@ -426,7 +428,8 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
                 bld.linear("qkv_proj", (heads + 2 * kvh) * d, h, Role::Attention)?;
                 if !cfg.layer_norm {
                     let rope_elems = (heads + kvh) * d;
-                    bld.elementwise("rotary_emb", OpKind::Elementwise, 3 * t * rope_elems, 2 * st(a, t, rope_elems)?);
+                    let rope = st(a, t, rope_elems)?;
+                    bld.elementwise("rotary_emb", OpKind::Elementwise, 3 * t * rope_elems, 2 * rope, rope);
                 }
                 // Pairs of (query, key) positions per sequence and head.
                 let (q_per_seq, pairs) = match req.phase {
@@ -439,9 +442,11 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
                     Phase::Decode => st(req.kv, b * s * kvh * 2, d)?,
                     Phase::Prefill => st(a, b * s * kvh * 2, d)?,
                 };
-                let bytes = 2 * st(a, t * heads, d)? + kv_read + st(req.kv, kv_new * kvh * 2, d)?;
+                // Reads q and the cache; writes the output and the new tokens' K and V.
+                let written = st(a, t * heads, d)? + st(req.kv, kv_new * kvh * 2, d)?;
+                let bytes = st(a, t * heads, d)? + kv_read + written;
                 let exec = Scheme { weights: req.kv, activations: a, output: a }.execution(hw)?;
-                bld.push("attention", OpKind::Attention, OpCost { flops, bytes }, &exec, 0);
+                bld.push("attention", OpKind::Attention, OpCost { flops, bytes, written }, &exec, 0);
                 bld.linear("o_proj", h, heads * d, Role::Attention)?;
                 kv_per_token_layer = st(req.kv, cfg.kv_heads * 2, d)?;
             }
@@ -462,18 +467,19 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
                     }
                 }
                 let rope_elems = (heads + 1) * m.qk_rope_head_dim;
-                bld.elementwise("rotary_emb", OpKind::Elementwise, 3 * t * rope_elems, 2 * st(a, t, rope_elems)?);
+                let rope = st(a, t, rope_elems)?;
+                bld.elementwise("rotary_emb", OpKind::Elementwise, 3 * t * rope_elems, 2 * rope, rope);
                 let exec = Scheme { weights: req.kv, activations: a, output: a }.execution(hw)?;
                 match req.phase {
                     Phase::Decode => {
                         // Absorbed form: q_nope · W_UK per head, attention over the latent cache, · W_UV.
                         bld.bmm("mla_absorb_q_bmm (W_UK)", heads, m.kv_lora_rank, m.qk_nope_head_dim)?;
                         let flops = b * heads * s * (2 * latent + 2 * m.kv_lora_rank + 5);
-                        let bytes = st(req.kv, b * s, latent)?
-                            + st(a, b * heads, latent)?
-                            + st(a, b * heads, m.kv_lora_rank)?
-                            + st(req.kv, b, latent)?;
-                        bld.push("mla_decode_attention", OpKind::Attention, OpCost { flops, bytes }, &exec, 0);
+                        // Reads the latent cache and q; writes the output and the new token's latent.
+                        let written = st(a, b * heads, m.kv_lora_rank)? + st(req.kv, b, latent)?;
+                        let bytes = st(req.kv, b * s, latent)? + st(a, b * heads, latent)? + written;
+                        let cost = OpCost { flops, bytes, written };
+                        bld.push("mla_decode_attention", OpKind::Attention, cost, &exec, 0);
                         bld.bmm("mla_absorb_v_bmm (W_UV)", heads, m.v_head_dim, m.kv_lora_rank)?;
                     }
                     Phase::Prefill => {
@@ -485,9 +491,11 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
                         )?;
                         let pairs = s * (s + 1) / 2;
                         let flops = b * heads * pairs * (2 * qk + 2 * m.v_head_dim + 5);
-                        let bytes =
-                            st(a, t * heads, qk)? * 2 + st(a, t * heads, m.v_head_dim)? * 2 + st(req.kv, t, latent)?;
-                        bld.push("mla_prefill_attention", OpKind::Attention, OpCost { flops, bytes }, &exec, 0);
+                        // Reads q, k and v; writes the output and the latent cache.
+                        let written = st(a, t * heads, m.v_head_dim)? + st(req.kv, t, latent)?;
+                        let bytes = st(a, t * heads, qk)? * 2 + st(a, t * heads, m.v_head_dim)? + written;
+                        let cost = OpCost { flops, bytes, written };
+                        bld.push("mla_prefill_attention", OpKind::Attention, cost, &exec, 0);
                     }
                 }
                 bld.linear("o_proj", h, heads * m.v_head_dim, Role::Attention)?;
@@ -501,7 +509,9 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
             (true, Some(moe)) => {
                 bld.linear_act("router_gate", moe.experts, h)?;
                 let logits = t * moe.experts;
-                bld.elementwise("topk_routing", OpKind::Elementwise, 5 * logits, 4 * logits + 8 * t * moe.top_k);
+                // Reads FP32 logits; writes each token's top-k indices and weights.
+                let picks = 8 * t * moe.top_k;
+                bld.elementwise("topk_routing", OpKind::Elementwise, 5 * logits, 4 * logits + picks, picks);
                 let ei = div(moe.expert_intermediate, tp);
                 let touched = expected_experts(moe.experts, moe.top_k, t);
                 let routed = t * moe.top_k;
@@ -510,21 +520,27 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
                 let ea = escheme.activations;
                 let gate_up_w = st(w, 2 * ei, h)?;
                 let down_w = st(w, h, ei)?;
+                let gate_up_out = st(a, routed, 2 * ei)?;
                 let gate_up = OpCost {
                     flops: 2 * routed * 2 * ei * h,
-                    bytes: (touched * gate_up_w as f64).round() as u64 + st(ea, routed, h)? + st(a, routed, 2 * ei)?,
+                    bytes: (touched * gate_up_w as f64).round() as u64 + st(ea, routed, h)? + gate_up_out,
+                    written: gate_up_out,
                 };
                 bld.push("experts_gate_up", OpKind::Experts, gate_up, &exec, (touched * gate_up_w as f64) as u64);
-                bld.elementwise("silu_and_mul", OpKind::Elementwise, 4 * routed * ei, st(a, routed, 3 * ei)?);
+                let silu_out = st(a, routed, ei)?;
+                bld.elementwise("silu_and_mul", OpKind::Elementwise, 4 * routed * ei, 3 * silu_out, silu_out);
+                let down_out = st(a, routed, h)?;
                 let down = OpCost {
                     flops: 2 * routed * h * ei,
-                    bytes: (touched * down_w as f64).round() as u64 + st(ea, routed, ei)? + st(a, routed, h)?,
+                    bytes: (touched * down_w as f64).round() as u64 + st(ea, routed, ei)? + down_out,
+                    written: down_out,
                 };
                 bld.push("experts_down", OpKind::Experts, down, &exec, (touched * down_w as f64) as u64);
                 if moe.shared_experts > 0 {
                     let si = div(moe.shared_experts * moe.shared_intermediate, tp);
                     bld.linear("shared_experts_gate_up", 2 * si, h, Role::Ffn)?;
-                    bld.elementwise("shared_silu_and_mul", OpKind::Elementwise, 4 * t * si, st(a, t, 3 * si)?);
+                    let out = st(a, t, si)?;
+                    bld.elementwise("shared_silu_and_mul", OpKind::Elementwise, 4 * t * si, 3 * out, out);
                     bld.linear("shared_experts_down", h, si, Role::Ffn)?;
                 }
             }
@@ -533,12 +549,14 @@ pub fn analyze_model(cfg: &ModelConfig, req: &ModelRequest, hw: &HardwareProfile
                 match cfg.mlp {
                     Mlp::Gated => {
                         bld.linear("gate_up_proj", 2 * inter, h, Role::Ffn)?;
-                        bld.elementwise("silu_and_mul", OpKind::Elementwise, 4 * t * inter, st(a, t, 3 * inter)?);
+                        let out = st(a, t, inter)?;
+                        bld.elementwise("silu_and_mul", OpKind::Elementwise, 4 * t * inter, 3 * out, out);
                         bld.linear("down_proj", h, inter, Role::Ffn)?;
                     }
                     Mlp::Plain => {
                         bld.linear("fc1", inter, h, Role::Ffn)?;
-                        bld.elementwise("gelu", OpKind::Elementwise, 8 * t * inter, st(a, t, 2 * inter)?);
+                        let out = st(a, t, inter)?;
+                        bld.elementwise("gelu", OpKind::Elementwise, 8 * t * inter, 2 * out, out);
                         bld.linear("fc2", h, inter, Role::Ffn)?;
                     }
                 }

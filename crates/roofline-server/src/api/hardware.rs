@@ -27,6 +27,8 @@ pub struct HardwareSummary {
     pub source: String,
     /// Memory bandwidth, GB/s.
     pub memory_bandwidth_gb_s: f64,
+    /// Read-stream bandwidth, GB/s (measured profiles): the rate an op's read bytes move at.
+    pub read_bandwidth_gb_s: Option<f64>,
     /// Memory, GB.
     pub memory_gb: Option<f64>,
     /// Dense peaks per compute class, TFLOP/s.
@@ -44,6 +46,7 @@ impl HardwareSummary {
             name: hw.name.clone(),
             source: hw.source.clone(),
             memory_bandwidth_gb_s: hw.memory_bandwidth_gb_s,
+            read_bandwidth_gb_s: hw.read_bandwidth_gb_s,
             memory_gb: hw.memory_gb,
             peak_tflops: hw.peak_tflops.iter().map(|(c, p)| (c.name().to_string(), p)).collect(),
             native_formats: hw.native_formats(),
@@ -97,6 +100,16 @@ pub struct CustomHardware {
     /// Fixed launch overhead added to every op, microseconds.
     #[serde(default)]
     pub launch_overhead_us: Option<f64>,
+    /// Fixed start-up of a memory-bound op before it streams, microseconds.
+    #[serde(default)]
+    pub memory_latency_us: Option<f64>,
+    /// Read-stream bandwidth, GB/s: read bytes move at this rate, written ones at the rate that keeps a copy
+    /// at `memory_bandwidth_gb_s`.
+    #[serde(default)]
+    pub read_bandwidth_gb_s: Option<f64>,
+    /// Start-up of the read stream, microseconds (in place of `memory_latency_us` for read bytes).
+    #[serde(default)]
+    pub read_latency_us: Option<f64>,
 }
 
 impl CustomHardware {
@@ -120,6 +133,9 @@ impl CustomHardware {
         }
         hw.memory_gb = self.memory_gb;
         hw.launch_overhead_us = self.launch_overhead_us;
+        hw.memory_latency_us = self.memory_latency_us;
+        hw.read_bandwidth_gb_s = self.read_bandwidth_gb_s;
+        hw.read_latency_us = self.read_latency_us;
         hw.validate().map_err(|e| ApiError::core(e, "hardware").within("hardware"))?;
         Ok(hw)
     }
