@@ -234,9 +234,11 @@ pub struct HardwareProfile {
     /// ([`HardwareProfile::stream_time_us`]); without it, every byte moves at `memory_bandwidth_gb_s`.
     #[serde(default)]
     pub read_bandwidth_gb_s: Option<f64>,
-    /// Fixed start-up time of the read stream, microseconds (measured profiles: the intercept of the
-    /// read-only kernel's time against bytes, launch overhead taken out). Stands for `memory_latency_us` in
-    /// proportion to an op's read bytes.
+    /// Fixed start-up time of the read stream beyond the launch overhead, microseconds (measured profiles:
+    /// the intercept of the read-only kernel's time against bytes, less `launch_overhead_us`). Stands for
+    /// `memory_latency_us` in proportion to an op's read bytes. It may be negative, down to minus the launch
+    /// overhead: launched back to back with programmatic dependent launch, as the GEMVs are, a kernel starts
+    /// streaming while the one before it finishes and pays less than a whole launch.
     #[serde(default)]
     pub read_latency_us: Option<f64>,
     /// Compute classes the hardware explicitly lacks, with the reason (`FP4 = "no FP4 tensor cores"`).
@@ -331,15 +333,24 @@ impl HardwareProfile {
                 positive(field, v)?;
             }
         }
-        for (field, v) in [
-            ("launch_overhead_us", self.launch_overhead_us),
-            ("memory_latency_us", self.memory_latency_us),
-            ("read_latency_us", self.read_latency_us),
-        ] {
+        for (field, v) in
+            [("launch_overhead_us", self.launch_overhead_us), ("memory_latency_us", self.memory_latency_us)]
+        {
             if let Some(v) = v {
                 if !(v.is_finite() && v >= 0.0) {
                     return Err(CoreError::invalid(field, v, "a finite number >= 0"));
                 }
+            }
+        }
+        if let Some(v) = self.read_latency_us {
+            // Overlapped launches may hide part of the launch overhead, never more than all of it.
+            let floor = -self.launch_overhead_us.unwrap_or(0.0);
+            if !(v.is_finite() && v >= floor) {
+                return Err(CoreError::invalid(
+                    "read_latency_us",
+                    v,
+                    format!("a finite number >= -launch_overhead_us ({floor})"),
+                ));
             }
         }
         let ints = [
@@ -514,6 +525,16 @@ mod tests {
         assert_eq!(hw.stream_time_us(0, 0), (0.0, 2.0));
         let (all_written, _) = hw.stream_time_us(1_000_000, 5_000_000);
         assert!((all_written - (2.0 - 0.8)).abs() < 1e-12, "{all_written}");
+        // A read stream that hides part of the launch overhead: its start-up is negative, never below
+        // minus the overhead.
+        hw.launch_overhead_us = Some(1.0);
+        hw.read_latency_us = Some(-0.5);
+        assert!(hw.validate().is_ok());
+        let (_, lat) = hw.stream_time_us(5_000_000, 0);
+        assert!((lat + 0.5).abs() < 1e-12, "{lat}");
+        hw.read_latency_us = Some(-1.5);
+        assert!(hw.validate().unwrap_err().to_string().contains("read_latency_us"));
+        hw.read_latency_us = Some(1.0);
         hw.read_bandwidth_gb_s = Some(-1.0);
         assert!(hw.validate().is_err());
     }

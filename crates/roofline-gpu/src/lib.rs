@@ -176,9 +176,10 @@ impl Gpu {
         let (latency, _) = self.memory_latency_us(bw, overhead, &cfg)?;
         progress("read-stream bandwidth (a read-only kernel, 8 MiB to 1 GiB)");
         let read = self.read_stream(&cfg, &mut progress)?;
-        let read_latency = (read.intercept_us - overhead).max(0.0);
+        // Negative when overlapped launches hide part of the launch overhead (see `read_latency_us`).
+        let read_latency = read.intercept_us.max(0.0) - overhead;
         progress(&format!(
-            "read stream: {:.0} GB/s ({:.3}x the copy's {bw:.0}); {:.2} us a launch that reads nothing, {read_latency:.2} us beyond the launch overhead",
+            "read stream: {:.0} GB/s ({:.3}x the copy's {bw:.0}); {:.2} us a launch that reads nothing, {read_latency:+.2} us beside the launch overhead",
             read.bandwidth_gb_s,
             read.bandwidth_gb_s / bw,
             read.intercept_us
