@@ -8,7 +8,8 @@
 #   nopdl  the read stream without programmatic dependent launch, fitted (CAL_THREADS x CAL_UNROLL, default 512 x 8),
 #          against the same build with it: does PDL change the intercept?
 #   table  issue 11's table on the new profile ($out/h200-read.toml if `cal` ran, else $HW)
-#   mb     model-bench MB_MODEL (default llama-3.1-8b) at batch 1 per scheme of MB_SCHEMES on the new profile
+#   mb     model-bench MB_MODEL (default llama-3.1-8b) at batch 1, MB_SCHEMES (default fp16,fp8_e4m3,int4) compared,
+#          on the new profile
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session38.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session38 "${1:-cal,stream,table}"
@@ -27,8 +28,6 @@ if has table; then
     issue_table table
 fi
 if has mb; then
-    for scheme in ${MB_SCHEMES:-fp16 fp8_e4m3 int4}; do
-        mb mb "model-bench ${MB_MODEL:-llama-3.1-8b} batch 1 $scheme" roofline --config "${MB_MODEL:-llama-3.1-8b}" \
-            --batch 1 --scheme "$scheme"
-    done
+    mb mb "model-bench ${MB_MODEL:-llama-3.1-8b} batch 1 ${MB_SCHEMES:-fp16,fp8_e4m3,int4}" roofline \
+        --config "${MB_MODEL:-llama-3.1-8b}" --batch 1 --schemes "${MB_SCHEMES:-fp16,fp8_e4m3,int4}"
 fi

@@ -119,7 +119,7 @@ mb() {
     local log=$1 label=$2 bin=$3
     shift 3
     echo "=== $label" | tee -a "$out/$log.txt"
-    timeout 150 .gpu/$bin model-bench --hw $hw "$@" 2>&1 | tee -a "$out/$log-full.txt" \
+    timeout ${MB_TIMEOUT:-150} .gpu/$bin model-bench --hw $hw "$@" 2>&1 | tee -a "$out/$log-full.txt" \
         | grep -E "tokens/s|error|│ (qkv|o_proj|gate|down|lm_head)" | cut -c1-150 | tee -a "$out/$log.txt"
 }
 # `mb_ab LOG MODEL LAYERS SCHEMES`: `mb` for .gpu/roofline-base then .gpu/roofline, batch 1, per scheme of SCHEMES
