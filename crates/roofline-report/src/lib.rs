@@ -555,6 +555,21 @@ mod tests {
     }
 
     #[test]
+    fn a_read_stream_draws_its_own_dashed_roof() {
+        let plain = roofline_svg(&shape_spec("h100", 1)).unwrap();
+        assert!(!plain.contains("read-roof"));
+        let mut s = shape_spec("h100", 1);
+        s.hardware.read_bandwidth_gb_s = Some(s.hardware.memory_bandwidth_gb_s * 1.08);
+        let lay = roofline_layout(&s).unwrap();
+        let svg = lay.scene.to_svg();
+        assert_eq!(svg.matches("class=\"read-roof\"").count(), 1, "{svg}");
+        assert!(svg.contains("stroke-dasharray"));
+        assert!(lay.labels.iter().any(|l| l.text.starts_with("reads ")), "{:?}", lay.labels);
+        assert_no_overlap(&lay, "read roof");
+        roofline_png_bytes(&s).unwrap();
+    }
+
+    #[test]
     fn svg_has_one_roof_per_class_and_all_points() {
         for (hw, m) in [("seed-gb10", 1), ("seed-gb10", 2048), ("h100", 1), ("h100", 2048)] {
             let s = shape_spec(hw, m);

@@ -245,6 +245,8 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
     if !(bw_tb.is_finite() && bw_tb > 0.0) {
         return Err(ReportError::Empty(format!("hardware {} has no memory bandwidth", hw.key)));
     }
+    // The read-stream roof, TB/s, where the profile measured one.
+    let read_tb = hw.read_bandwidth_gb_s.map(|r| r / 1000.0).filter(|r| r.is_finite() && *r > 0.0);
     // Points that can sit on log axes.
     let pts: Vec<(usize, f64, f64, Option<f64>)> = spec
         .points
@@ -388,6 +390,22 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
             data: vec![("bandwidth-gb-s", format!("{}", hw.memory_bandwidth_gb_s))],
             items: vec![Item::Line { pts: vec![diag.0, diag.1], color: MEM, width: 2.0, dash: false }],
         });
+        // A measured read stream (`roofline calibrate`): the roof of an op that only reads (a decode GEMV),
+        // dashed beside the copy's, up to the highest peak.
+        let read_diag = read_tb.map(|rtb| {
+            let xs = 10f64.powf(x0).max(ymin_v / rtb);
+            let end = (max_peak / rtb).min(10f64.powf(x1));
+            ((px(xs), py(xs * rtb)), (px(end), py(end * rtb)))
+        });
+        if let (Some(d), Some(rb)) = (read_diag, hw.read_bandwidth_gb_s) {
+            placer.soft.push(d);
+            items.push(Item::Group {
+                class: "read-roof".into(),
+                id: None,
+                data: vec![("read-bandwidth-gb-s", format!("{rb}"))],
+                items: vec![Item::Line { pts: vec![d.0, d.1], color: MEM, width: 1.5, dash: true }],
+            });
+        }
         let mut ridge_marks = Vec::new();
         for (g, ridge) in groups.iter().zip(&ridges) {
             let (rx, ry) = (px(*ridge), py(g.peak));
@@ -470,6 +488,25 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
                 .collect();
             if let Some((_, bx)) = placer.place(&cands) {
                 items.extend(text_block(&bx, &lines, LABEL, MEM, "memory-label"));
+                labels.push(LabelBox { kind: LabelKind::Memory, text, bbox: bx, leader: None });
+            }
+        }
+        if let (Some(d), Some(rb)) = (read_diag, hw.read_bandwidth_gb_s) {
+            let text = format!("reads {} GB/s", fmt_num(rb));
+            let lines = vec![text.clone()];
+            let (bw_, bh) = block_size(&lines, LABEL);
+            let cands: Vec<BoxF> = [0.3, 0.45, 0.15, 0.6, 0.75]
+                .iter()
+                .flat_map(|f| {
+                    let (x, y) = (d.0 .0 + (d.1 .0 - d.0 .0) * f, d.0 .1 + (d.1 .1 - d.0 .1) * f);
+                    [
+                        BoxF { x: x - bw_ - 4.0, y: y - bh - 4.0, w: bw_, h: bh },
+                        BoxF { x: x + 6.0, y: y + 4.0, w: bw_, h: bh },
+                    ]
+                })
+                .collect();
+            if let Some((_, bx)) = placer.place(&cands) {
+                items.extend(text_block(&bx, &lines, LABEL, MEM, "read-label"));
                 labels.push(LabelBox { kind: LabelKind::Memory, text, bbox: bx, leader: None });
             }
         }
@@ -676,6 +713,15 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
             dash: false,
         });
         entry(&mut panel, &mut y, &format!("memory {} GB/s", fmt_num(hw.memory_bandwidth_gb_s)), 28.0);
+        if let (Some(_), Some(rb)) = (read_tb, hw.read_bandwidth_gb_s) {
+            panel.push(Item::Line {
+                pts: vec![(px0, y + 7.0), (px0 + 22.0, y + 7.0)],
+                color: MEM,
+                width: 1.5,
+                dash: true,
+            });
+            entry(&mut panel, &mut y, &format!("reads {} GB/s (read-only ops)", fmt_num(rb)), 28.0);
+        }
         for (g, ridge) in groups.iter().zip(&ridges) {
             panel.push(Item::Line {
                 pts: vec![(px0, y + 7.0), (px0 + 22.0, y + 7.0)],
