@@ -494,6 +494,7 @@ function renderHwSummary() {
   if (!h) return;
   const peaks = Object.entries(h.peak_tflops).filter(([c]) => c !== "FP64").map(([c, v]) => `${c} ${sig(v)}`).join(" · ");
   $("#hw-summary").innerHTML = `<span><b>${esc(h.name)}</b></span><span>bandwidth <b>${sig(h.memory_bandwidth_gb_s)} GB/s</b></span>` +
+    (h.read_bandwidth_gb_s ? `<span title="read-only stream, measured: the roof of a decode GEMV">reads <b>${sig(h.read_bandwidth_gb_s)} GB/s</b></span>` : "") +
     (h.memory_gb ? `<span>memory <b>${sig(h.memory_gb)} GB</b></span>` : "") + `<span>dense peaks (TFLOP/s): ${esc(peaks)}</span><span>source: ${esc(h.source)}</span>`;
 }
 async function loadHardware() {
