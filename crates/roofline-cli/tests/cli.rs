@@ -421,3 +421,30 @@ fn version_names_the_cuda_sources_it_carries() {
     assert!(text.starts_with(concat!("roofline ", env!("CARGO_PKG_VERSION"))), "{text}");
     assert!(text.contains(&want), "{text}");
 }
+
+#[test]
+fn read_calibrated_profile_prices_reads_and_bandwidth_override_drops_it() {
+    let h200 = concat!(env!("CARGO_MANIFEST_DIR"), "/../../bench/results/h200-measured.toml");
+    let gemv = |extra: &[&str]| {
+        let mut args = vec!["predict", "--hw", h200, "--m", "1", "--n", "14336", "--k", "4096", "-p", "fp16"];
+        args.extend_from_slice(extra);
+        json(&args)["rows"][0]["prediction"].clone()
+    };
+    let read = gemv(&[]);
+    let shown = json(&["hardware", "show", h200]);
+    let (copy_bw, read_bw) =
+        (shown["memory_bandwidth_gb_s"].as_f64().unwrap(), shown["read_bandwidth_gb_s"].as_f64().unwrap());
+    assert!(read_bw > copy_bw);
+    // A GEMV is almost all reads: it streams just under the read rate.
+    let bw = read["bandwidth_gb_s"].as_f64().unwrap();
+    assert!(bw > copy_bw && bw <= read_bw, "{bw} vs copy {copy_bw}, read {read_bw}");
+    // Overriding the bandwidth drops the read stream: every byte at the given rate.
+    let over = gemv(&["--bandwidth-gb-s", "4000"]);
+    assert_eq!(over["bandwidth_gb_s"], 4000.0);
+    // A profile to serve that does not exist is an error naming it, before anything listens.
+    roofline()
+        .args(["serve", "--addr", "127.0.0.1:0", "--profile", "/nonexistent/measured.toml"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("reading profile /nonexistent/measured.toml"));
+}

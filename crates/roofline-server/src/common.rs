@@ -103,10 +103,26 @@ pub fn schemes(precision: Option<&str>, list: &[SchemeSpec]) -> Result<Vec<Schem
     Ok(out)
 }
 
-/// The preset named `key` (or [`DEFAULT_HARDWARE`]), a 422 naming `hardware_key` if unknown.
-pub fn hardware(key: Option<&str>) -> Result<HardwareProfile, ApiError> {
+/// The profile named `key` (or [`DEFAULT_HARDWARE`]): one of the served `profiles` (`roofline serve --profile`)
+/// or a preset; a 422 naming `hardware_key` if unknown.
+pub fn hardware(profiles: &[HardwareProfile], key: Option<&str>) -> Result<HardwareProfile, ApiError> {
     let key = key.map(str::trim).filter(|k| !k.is_empty()).unwrap_or(DEFAULT_HARDWARE);
-    HardwareProfile::preset(key).map_err(|e| ApiError::invalid("hardware_key", e.to_string()))
+    if let Some(p) = served(profiles, key) {
+        return Ok(p.clone());
+    }
+    HardwareProfile::preset(key).map_err(|e| {
+        let mut msg = e.to_string();
+        if !profiles.is_empty() {
+            let keys: Vec<&str> = profiles.iter().map(|p| p.key.as_str()).collect();
+            msg.push_str(&format!("; served profiles: {}", keys.join(", ")));
+        }
+        ApiError::invalid("hardware_key", msg)
+    })
+}
+
+/// The served profile whose key or alias is `key` (case-insensitive).
+pub fn served<'a>(profiles: &'a [HardwareProfile], key: &str) -> Option<&'a HardwareProfile> {
+    profiles.iter().find(|p| p.key.eq_ignore_ascii_case(key) || p.aliases.iter().any(|a| a.eq_ignore_ascii_case(key)))
 }
 
 /// Checks `1 <= v <= max`, naming `field`.
@@ -149,9 +165,9 @@ mod tests {
     #[test]
     fn hardware_keys_of_the_seeds() {
         for key in ["b10", "gb10", "b200", "h100", "a100"] {
-            assert!(hardware(Some(key)).is_ok(), "{key}");
+            assert!(hardware(&[], Some(key)).is_ok(), "{key}");
         }
-        assert_eq!(hardware(Some("tpu9")).unwrap_err().field.as_deref(), Some("hardware_key"));
-        assert_eq!(hardware(None).unwrap().key, HardwareProfile::preset(DEFAULT_HARDWARE).unwrap().key);
+        assert_eq!(hardware(&[], Some("tpu9")).unwrap_err().field.as_deref(), Some("hardware_key"));
+        assert_eq!(hardware(&[], None).unwrap().key, HardwareProfile::preset(DEFAULT_HARDWARE).unwrap().key);
     }
 }

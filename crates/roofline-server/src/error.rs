@@ -85,6 +85,9 @@ pub enum ServerError {
     /// The CORS origin is not a valid header value.
     #[error("invalid CORS origin '{0}': expected an origin such as http://localhost:3000")]
     InvalidCors(String),
+    /// A served hardware profile is invalid or its key is taken.
+    #[error("hardware profile: {0}")]
+    Profile(String),
     /// The server stopped on an I/O error.
     #[error("server error: {0}")]
     Io(#[from] std::io::Error),

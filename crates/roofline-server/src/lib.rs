@@ -53,6 +53,9 @@ pub struct ServerConfig {
     pub request_timeout: Duration,
     /// Measurements allowed to wait for the GPU (default 4); more get a 503.
     pub measure_queue: usize,
+    /// Hardware profiles served beside the presets (a `roofline calibrate` profile, a custom ASIC's TOML):
+    /// listed first by `GET /api/hardware` and chosen by key (`hardware_key`) everywhere a preset is.
+    pub profiles: Vec<roofline_core::HardwareProfile>,
 }
 
 impl Default for ServerConfig {
@@ -63,6 +66,7 @@ impl Default for ServerConfig {
             body_limit_bytes: 1 << 20,
             request_timeout: Duration::from_secs(30),
             measure_queue: 4,
+            profiles: Vec::new(),
         }
     }
 }
@@ -104,6 +108,36 @@ impl AppState {
     pub fn config(&self) -> &ServerConfig {
         &self.inner.config
     }
+
+    /// The served profiles beyond the presets ([`ServerConfig::profiles`]).
+    pub fn profiles(&self) -> &[roofline_core::HardwareProfile] {
+        &self.inner.config.profiles
+    }
+}
+
+/// Checks the served profiles: each valid, and no key or alias shared with a preset or another profile
+/// (a key must name one profile).
+fn check_profiles(profiles: &[roofline_core::HardwareProfile]) -> Result<(), ServerError> {
+    let presets = roofline_core::HardwareProfile::presets().map_err(|e| ServerError::Profile(e.to_string()))?;
+    let mut seen: Vec<String> = presets
+        .iter()
+        .flat_map(|p| std::iter::once(&p.key).chain(&p.aliases))
+        .map(|k| k.to_ascii_lowercase())
+        .collect();
+    for p in profiles {
+        p.validate().map_err(|e| ServerError::Profile(format!("{}: {e}", p.key)))?;
+        for k in std::iter::once(&p.key).chain(&p.aliases) {
+            let k = k.to_ascii_lowercase();
+            if seen.contains(&k) {
+                return Err(ServerError::Profile(format!(
+                    "profile {} ({}): the key '{k}' already names a preset or another profile; give it another `key`",
+                    p.key, p.name
+                )));
+            }
+            seen.push(k);
+        }
+    }
+    Ok(())
 }
 
 /// The API and page routes, without the safety layers (see [`with_layers`]).
@@ -160,6 +194,7 @@ pub fn with_layers(routes: Router, config: &ServerConfig) -> Result<Router, Serv
 
 /// The full application for `state` (routes plus layers); what `serve` runs and the tests call.
 pub fn router(state: AppState) -> Result<Router, ServerError> {
+    check_profiles(state.profiles())?;
     let config = state.config().clone();
     with_layers(routes(state), &config)
 }

@@ -675,3 +675,44 @@ async fn graceful_shutdown_finishes_and_returns() {
     done.unwrap().unwrap();
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "no longer listening");
 }
+
+#[tokio::test]
+async fn served_profiles_are_listed_first_and_chosen_by_key() {
+    let measured = HardwareProfile::from_toml(
+        include_str!("../../../bench/results/h200-measured.toml"),
+        "bench/results/h200-measured.toml",
+    )
+    .unwrap();
+    assert!(measured.read_bandwidth_gb_s.is_some());
+    let config = ServerConfig { profiles: vec![measured.clone()], ..ServerConfig::default() };
+    let app = router(AppState::new(config)).unwrap();
+
+    let r = send(&app, Method::GET, "/api/hardware", None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let list: Vec<Value> = r.json();
+    assert_eq!(list[0]["key"], measured.key.as_str());
+    assert_eq!(list[0]["served"], true);
+    assert_eq!(list[0]["read_bandwidth_gb_s"], measured.read_bandwidth_gb_s.unwrap());
+    assert!(list[1..].iter().all(|h| h["served"] == false));
+
+    let r = send(&app, Method::GET, &format!("/api/hardware/{}", measured.key), None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json::<HardwareProfile>(), measured);
+
+    // Predictions on it price the GEMV's reads at its read stream.
+    let uri = format!("/api/analyze?hardware_key={}", measured.key.to_uppercase());
+    let r = send(&app, Method::POST, &uri, Some(r#"{"M":1,"N":4096,"K":4096,"precision":"FP16"}"#)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text());
+    let rep: PredictReport = r.json();
+    let p = &rep.rows[0].prediction;
+    assert!(p.bandwidth_gb_s > measured.memory_bandwidth_gb_s, "{} GB/s", p.bandwidth_gb_s);
+    let gemv = roofline_core::Gemm::new(1, 4096, 4096, Scheme::uniform(Format::FP16)).unwrap();
+    assert_eq!(*p, roofline_core::predict(&gemv, &measured).unwrap());
+
+    // An unknown key names the served profiles too; a profile may not take a preset's key.
+    let r = send(&app, Method::POST, "/api/analyze?hardware_key=tpu9", Some(r#"{"M":1,"N":8,"K":8}"#)).await;
+    assert!(r.error().error.contains(&measured.key), "{}", r.text());
+    let clash = HardwareProfile { key: "h100".into(), ..measured };
+    let err = router(AppState::new(ServerConfig { profiles: vec![clash], ..ServerConfig::default() })).unwrap_err();
+    assert!(err.to_string().contains("'h100' already names a preset"), "{err}");
+}

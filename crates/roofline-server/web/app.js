@@ -501,7 +501,9 @@ async function loadHardware() {
   state.hardware = await api("/api/hardware");
   const sel = $("#hardware");
   sel.innerHTML = state.hardware.map((h) => `<option value="${esc(h.key)}">${esc(h.name)} — ${esc(h.key)}</option>`).join("");
-  const want = new URLSearchParams(location.search).get("hardware_key") || "h100-sxm";
+  // A profile the server was started with (`roofline serve --profile`, listed first) before the default preset.
+  const servedKey = (state.hardware.find((h) => h.served) || {}).key;
+  const want = new URLSearchParams(location.search).get("hardware_key") || servedKey || "h100-sxm";
   const found = state.hardware.find((h) => h.key === want || h.aliases.includes(want));
   sel.value = found ? found.key : state.hardware[0].key;
   renderHwSummary();

@@ -1,5 +1,6 @@
 //! `POST /api/analyze`: roofline prediction of one GEMM under several schemes (the CLI's `predict --json`).
 
+use axum::extract::State;
 use axum::Json;
 use roofline_core::{predict_report, HardwareProfile, PredictReport, PredictRequest};
 use serde::Deserialize;
@@ -8,6 +9,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::common::{hardware, schemes, shape, SchemeSpec};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery};
+use crate::AppState;
 
 /// Which hardware preset to use.
 #[derive(Debug, Clone, Default, Deserialize, IntoParams)]
@@ -76,10 +78,11 @@ pub fn run(req: &PredictRequest, hw: &HardwareProfile) -> Result<PredictReport, 
     )
 )]
 pub async fn analyze(
+    State(state): State<AppState>,
     ApiQuery(q): ApiQuery<HardwareQuery>,
     ApiJson(body): ApiJson<AnalyzeBody>,
 ) -> Result<Json<PredictReport>, ApiError> {
     let req = body.to_request()?;
-    let hw = hardware(q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
+    let hw = hardware(state.profiles(), q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
     run(&req, &hw).map(Json)
 }

@@ -1,6 +1,7 @@
 //! `GET /api/formats`: the number-format catalog (the CLI's `roofline formats`), with which formats the
 //! chosen hardware computes natively.
 
+use axum::extract::State;
 use axum::Json;
 use roofline_core::Format;
 use serde::{Deserialize, Serialize};
@@ -9,6 +10,7 @@ use utoipa::ToSchema;
 use crate::common::hardware;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::ApiQuery;
+use crate::AppState;
 
 use super::analyze::HardwareQuery;
 
@@ -35,8 +37,11 @@ pub struct FormatInfo {
         (status = 200, description = "The format catalog", body = [FormatInfo]),
         (status = 422, description = "Unknown hardware key", body = ErrorBody),
     ))]
-pub async fn list(ApiQuery(q): ApiQuery<HardwareQuery>) -> Result<Json<Vec<FormatInfo>>, ApiError> {
-    let hw = hardware(q.hardware_key.as_deref())?;
+pub async fn list(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<HardwareQuery>,
+) -> Result<Json<Vec<FormatInfo>>, ApiError> {
+    let hw = hardware(state.profiles(), q.hardware_key.as_deref())?;
     let native = hw.native_formats();
     Ok(Json(
         Format::ALL

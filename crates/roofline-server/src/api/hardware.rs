@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use roofline_core::{ComputeClass, Format, HardwareProfile, PredictReport, PredictRequest};
@@ -10,9 +10,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use crate::api::analyze::run;
-use crate::common::{schemes, shape, SchemeSpec};
+use crate::common::{schemes, served, shape, SchemeSpec};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::ApiJson;
+use crate::AppState;
 
 /// One preset in the hardware list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -35,6 +36,9 @@ pub struct HardwareSummary {
     pub peak_tflops: BTreeMap<String, f64>,
     /// Formats computed natively (the default schemes of `/api/analyze`).
     pub native_formats: Vec<Format>,
+    /// A profile this server was started with (`roofline serve --profile`), not a preset.
+    #[serde(default)]
+    pub served: bool,
 }
 
 impl HardwareSummary {
@@ -50,6 +54,7 @@ impl HardwareSummary {
             memory_gb: hw.memory_gb,
             peak_tflops: hw.peak_tflops.iter().map(|(c, p)| (c.name().to_string(), p)).collect(),
             native_formats: hw.native_formats(),
+            served: false,
         }
     }
 }
@@ -60,19 +65,24 @@ fn presets() -> Result<&'static [HardwareProfile], ApiError> {
 
 /// Lists the embedded hardware presets.
 #[utoipa::path(get, path = "/api/hardware", tag = "hardware",
-    responses((status = 200, description = "Every preset", body = [HardwareSummary])))]
-pub async fn list() -> Result<Json<Vec<HardwareSummary>>, ApiError> {
-    Ok(Json(presets()?.iter().map(HardwareSummary::of).collect()))
+    responses((status = 200, description = "The served profiles (`roofline serve --profile`), then every preset", body = [HardwareSummary])))]
+pub async fn list(State(state): State<AppState>) -> Result<Json<Vec<HardwareSummary>>, ApiError> {
+    // The served profiles (`roofline serve --profile`) first, then the presets.
+    let served = state.profiles().iter().map(|p| HardwareSummary { served: true, ..HardwareSummary::of(p) });
+    Ok(Json(served.chain(presets()?.iter().map(HardwareSummary::of)).collect()))
 }
 
-/// One preset's full profile (the TOML schema as JSON, with a source per number).
+/// One served profile or preset in full (the TOML schema as JSON, with a source per number).
 #[utoipa::path(get, path = "/api/hardware/{key}", tag = "hardware",
     params(("key" = String, Path, description = "Preset key or alias (`b10`, `h100`)")),
     responses(
         (status = 200, description = "The profile", body = Object),
         (status = 404, description = "No such preset", body = ErrorBody),
     ))]
-pub async fn show(Path(key): Path<String>) -> Result<Json<HardwareProfile>, ApiError> {
+pub async fn show(State(state): State<AppState>, Path(key): Path<String>) -> Result<Json<HardwareProfile>, ApiError> {
+    if let Some(p) = served(state.profiles(), &key) {
+        return Ok(Json(p.clone()));
+    }
     HardwareProfile::preset(&key).map(Json).map_err(|e| ApiError {
         status: StatusCode::NOT_FOUND,
         field: Some("key".into()),

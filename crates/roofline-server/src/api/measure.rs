@@ -97,7 +97,7 @@ pub async fn measure(
             ));
         }
     }
-    let hw = hardware(q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
+    let hw = hardware(state.profiles(), q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
     let kind = what_to_measure(&body)?;
     let field = kind.field();
     let gemm = Gemm::new(body.m, body.n, body.k, kind.scheme()).map_err(|e| ApiError::core(e, field))?;

@@ -2,6 +2,7 @@
 
 use std::sync::OnceLock;
 
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use roofline_core::model::{analyze_model, ModelConfig, ModelReport, ModelRequest, RoleSchemes};
@@ -13,6 +14,7 @@ use utoipa::ToSchema;
 use crate::common::{hardware, in_range};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery};
+use crate::AppState;
 
 use super::analyze::HardwareQuery;
 
@@ -150,10 +152,11 @@ impl ModelBody {
         (status = 422, description = "A field is invalid; `field` names it", body = ErrorBody),
     ))]
 pub async fn analyze(
+    State(state): State<AppState>,
     ApiQuery(q): ApiQuery<HardwareQuery>,
     ApiJson(body): ApiJson<ModelBody>,
 ) -> Result<Json<ModelReport>, ApiError> {
     let (cfg, req) = body.resolve()?;
-    let hw = hardware(q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
+    let hw = hardware(state.profiles(), q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
     analyze_model(&cfg, &req, &hw).map(Json).map_err(|e| ApiError::core(e, "model"))
 }

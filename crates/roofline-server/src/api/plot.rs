@@ -1,6 +1,7 @@
 //! `GET /api/plot.svg`: the roofline chart of one GEMM shape, drawn by roofline-report (the same code as the
 //! CLI's `roofline plot`), with `data-*` attributes per roof and point for the web page.
 
+use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
 use roofline_core::{predict, DualPoint, Gemm, HardwareProfile, Measurement, PredictRequest};
@@ -11,6 +12,7 @@ use utoipa::{IntoParams, ToSchema};
 use crate::common::{hardware, parse_scheme, shape, MAX_DIM};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery};
+use crate::AppState;
 
 use super::analyze::run;
 
@@ -51,7 +53,10 @@ fn px(field: &str, v: Option<u32>, default: u32) -> Result<u32, ApiError> {
         (status = 200, description = "SVG document", content_type = "image/svg+xml", body = String),
         (status = 422, description = "A parameter is invalid; `field` names it", body = ErrorBody),
     ))]
-pub async fn plot(ApiQuery(q): ApiQuery<PlotQuery>) -> Result<impl IntoResponse, ApiError> {
+pub async fn plot(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<PlotQuery>,
+) -> Result<impl IntoResponse, ApiError> {
     let (m, n, k, batch) = (q.m.unwrap_or(1), q.n.unwrap_or(4096), q.k.unwrap_or(4096), q.batch.unwrap_or(1));
     shape(m, n, k, batch)?;
     let (width, height) = (px("width", q.width, 1000)?, px("height", q.height, 700)?);
@@ -65,7 +70,7 @@ pub async fn plot(ApiQuery(q): ApiQuery<PlotQuery>) -> Result<impl IntoResponse,
         .filter(|s| !s.is_empty())
         .map(|s| parse_scheme("formats", s))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut hw = hardware(q.hardware_key.as_deref())?;
+    let mut hw = hardware(state.profiles(), q.hardware_key.as_deref())?;
     let report = run(&PredictRequest { m, n, k, batch, schemes }, &hw)?;
     let points = report
         .rows
@@ -184,6 +189,7 @@ fn check_point(i: usize, p: &PlotPoint, hw: &HardwareProfile) -> Result<DualPoin
         (status = 422, description = "A field is invalid; `field` names it (`points[2].gemm.m`)", body = ErrorBody),
     ))]
 pub async fn plot_points(
+    State(state): State<AppState>,
     ApiQuery(q): ApiQuery<super::analyze::HardwareQuery>,
     ApiJson(body): ApiJson<PlotBody>,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -192,7 +198,7 @@ pub async fn plot_points(
     }
     let (width, height) = (px("width", body.width, 1000)?, px("height", body.height, 700)?);
     let all = all_roofs("roofs", body.roofs.as_deref())?;
-    let mut hw = hardware(q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
+    let mut hw = hardware(state.profiles(), q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
     let points = body.points.iter().enumerate().map(|(i, p)| check_point(i, p, &hw)).collect::<Result<Vec<_>, _>>()?;
     if !all {
         keep_used_roofs(&mut hw, &points);

@@ -1,5 +1,6 @@
 //! `POST /api/recommend`: op-level format recommendation with its reason (the CLI's `recommend --json`).
 
+use axum::extract::State;
 use axum::Json;
 use roofline_core::recommend::{recommend as core_recommend, Phase, RecommendReport, RecommendRequest};
 use serde::Deserialize;
@@ -8,6 +9,7 @@ use utoipa::ToSchema;
 use crate::common::{hardware, shape};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery};
+use crate::AppState;
 
 use super::analyze::HardwareQuery;
 
@@ -79,10 +81,11 @@ impl RecommendBody {
         (status = 422, description = "A field is invalid; `field` names it", body = ErrorBody),
     ))]
 pub async fn recommend(
+    State(state): State<AppState>,
     ApiQuery(q): ApiQuery<HardwareQuery>,
     ApiJson(body): ApiJson<RecommendBody>,
 ) -> Result<Json<RecommendReport>, ApiError> {
     let req = body.to_request()?;
-    let hw = hardware(q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
+    let hw = hardware(state.profiles(), q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
     core_recommend(&req, &hw).map(Json).map_err(|e| ApiError::core(e, "m"))
 }

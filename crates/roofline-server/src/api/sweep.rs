@@ -1,6 +1,7 @@
 //! `POST /api/sweep`: prediction-only sweep over shapes and schemes, as the sweep JSON (`DualPoint`s, no
 //! measurement) that `roofline plot --input` reads.
 
+use axum::extract::State;
 use axum::Json;
 use roofline_core::{predict, DualPoint, Gemm, Scheme};
 use serde::Deserialize;
@@ -9,6 +10,7 @@ use utoipa::ToSchema;
 use crate::common::{hardware, in_range, schemes, SchemeSpec, MAX_DIM};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery};
+use crate::AppState;
 
 use super::analyze::HardwareQuery;
 
@@ -71,12 +73,13 @@ pub struct SweepBody {
         (status = 422, description = "A field is invalid or the sweep is too large", body = ErrorBody),
     ))]
 pub async fn sweep(
+    State(state): State<AppState>,
     ApiQuery(q): ApiQuery<HardwareQuery>,
     ApiJson(body): ApiJson<SweepBody>,
 ) -> Result<Json<Vec<DualPoint>>, ApiError> {
     let (ms, ns, ks) = (body.m.values("m")?, body.n.values("n")?, body.k.values("k")?);
     let batch = in_range("batch", body.batch.unwrap_or(1), MAX_DIM)?;
-    let hw = hardware(q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
+    let hw = hardware(state.profiles(), q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
     let mut list = schemes(body.precision.as_deref(), &body.schemes)?;
     if list.is_empty() {
         list = hw.native_formats().into_iter().map(Scheme::uniform).collect();

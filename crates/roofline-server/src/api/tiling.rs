@@ -1,5 +1,6 @@
 //! `POST /api/tiling`: tile, wave, occupancy and L2 model of a GEMM kernel (the CLI's `tiling --json`).
 
+use axum::extract::State;
 use axum::Json;
 use roofline_core::tiling::{tiling_report, TileShape, TilingReport, TilingRequest};
 use serde::Deserialize;
@@ -8,6 +9,7 @@ use utoipa::ToSchema;
 use crate::common::{hardware, in_range, parse_scheme, shape, SchemeSpec};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ApiJson, ApiQuery};
+use crate::AppState;
 
 use super::analyze::HardwareQuery;
 
@@ -47,6 +49,7 @@ pub struct TilingBody {
         (status = 422, description = "A field is invalid; `field` names it", body = ErrorBody),
     ))]
 pub async fn tiling(
+    State(state): State<AppState>,
     ApiQuery(q): ApiQuery<HardwareQuery>,
     ApiJson(body): ApiJson<TilingBody>,
 ) -> Result<Json<TilingReport>, ApiError> {
@@ -63,7 +66,7 @@ pub async fn tiling(
         in_range("tile.bn", t.bn, 1024)?;
         in_range("tile.bk", t.bk, 1024)?;
     }
-    let hw = hardware(q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
+    let hw = hardware(state.profiles(), q.hardware_key.as_deref().or(body.hardware_key.as_deref()))?;
     let req = TilingRequest { m: body.m, n: body.n, k: body.k, batch, scheme, tile: body.tile };
     tiling_report(&req, &hw).map(Json).map_err(|e| ApiError::core(e, "m"))
 }
