@@ -7,6 +7,7 @@
 #   stream the read-stream kernel's GPU test (every build, sizes with remainders; each result checked)
 #   nopdl  the read stream without programmatic dependent launch, fitted (CAL_THREADS x CAL_UNROLL, default 512 x 8),
 #          against the same build with it: does PDL change the intercept?
+#   sizes  the read stream (512 x 4, PDL) at the weight bytes of issue 11's GEMVs (READ_SIZES, bytes), twice
 #   table  issue 11's table on the new profile ($out/h200-read.toml if `cal` ran, else $HW)
 #   mb     model-bench MB_MODEL (default llama-3.1-8b) at batch 1, MB_SCHEMES (default fp16,fp8_e4m3,int4) compared,
 #          on the new profile
@@ -23,6 +24,9 @@ if has stream; then
 fi
 if has nopdl; then
     timeout 200 .gpu/gpu_lib --ignored --nocapture read_stream_pdl_ab 2>&1 | tee "$out/nopdl.txt" | grep -E "^AB|test result|panicked"
+fi
+if has sizes; then
+    timeout 200 .gpu/gpu_lib --ignored --nocapture read_stream_at_sizes 2>&1 | tee "$out/sizes.txt" | grep -E "^AT|test result|panicked"
 fi
 if has table; then
     issue_table table

@@ -286,6 +286,28 @@ mod tests {
         }
     }
 
+    /// Probe (`bench/exp-session38.sh sizes`): the fastest build's time per launch at each byte count of
+    /// READ_SIZES (comma-separated bytes; default the weight bytes of issue 11's INT4 / FP8 / FP16 GEMVs at
+    /// 1x4096x4096 and 1x14336x4096), twice each; `AT` lines. The roof a GEMV of those bytes stands under.
+    #[test]
+    #[ignore = "needs an NVIDIA GPU"]
+    fn read_stream_at_sizes() {
+        let gpu = Gpu::open(0).unwrap();
+        let pdl = gpu.compute_capability.0 >= 9;
+        let sizes: Vec<usize> = std::env::var("READ_SIZES")
+            .ok()
+            .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect())
+            .unwrap_or_else(|| vec![8_912_896, 16_777_216, 33_554_432, 31_195_136, 58_720_256, 117_440_512]);
+        let cfg = TimingConfig::default();
+        for rep in 0..2 {
+            for &bytes in &sizes {
+                let (bw, stats) =
+                    gpu.read_bandwidth(bytes, ReadStreamConfig { threads: 512, unroll: 4, pdl }, &cfg).unwrap();
+                println!("AT {rep} {bytes} bytes: {:.2} us, {bw:.0} GB/s", stats.median_us);
+            }
+        }
+    }
+
     /// Probe (`bench/exp-session38.sh nopdl`): one build's fit with and without programmatic dependent launch,
     /// twice each, alternately; `AB` lines. CAL_THREADS / CAL_UNROLL pick the build (default 512 x 8).
     #[test]
