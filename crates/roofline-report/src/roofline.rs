@@ -227,6 +227,31 @@ fn star() -> &'static str {
 /// A pixel position.
 type Px = (f64, f64);
 
+/// A memory slope's label: `text` beside the line `d`, at the first free spot of `fractions` along it (above
+/// and left of the line, then below and right), in the memory roofs' colour; `None` where nothing is free.
+fn slope_label(
+    placer: &mut Placer,
+    d: (Px, Px),
+    fractions: &[f64],
+    text: String,
+    class: &'static str,
+) -> Option<(Vec<Item>, LabelBox)> {
+    let lines = vec![text.clone()];
+    let (bw_, bh) = block_size(&lines, LABEL);
+    let cands: Vec<BoxF> = fractions
+        .iter()
+        .flat_map(|f| {
+            let (x, y) = (d.0 .0 + (d.1 .0 - d.0 .0) * f, d.0 .1 + (d.1 .1 - d.0 .1) * f);
+            [BoxF { x: x - bw_ - 4.0, y: y - bh - 4.0, w: bw_, h: bh }, BoxF { x: x + 6.0, y: y + 4.0, w: bw_, h: bh }]
+        })
+        .collect();
+    let (_, bx) = placer.place(&cands)?;
+    Some((
+        text_block(&bx, &lines, LABEL, MEM, class),
+        LabelBox { kind: LabelKind::Memory, text, bbox: bx, leader: None },
+    ))
+}
+
 struct Cluster {
     members: Vec<usize>,
     names: Vec<String>,
@@ -472,42 +497,18 @@ pub fn roofline_layout(spec: &ChartSpec) -> Result<RooflineLayout, ReportError> 
                 labels.push(LabelBox { kind: LabelKind::Roof, text, bbox: bx, leader: None });
             }
         }
+        let text = format!("memory {} GB/s", fmt_num(hw.memory_bandwidth_gb_s));
+        if let Some((it, label)) =
+            slope_label(&mut placer, diag, &[0.5, 0.35, 0.65, 0.2, 0.8, 0.1], text, "memory-label")
         {
-            let text = format!("memory {} GB/s", fmt_num(hw.memory_bandwidth_gb_s));
-            let lines = vec![text.clone()];
-            let (bw_, bh) = block_size(&lines, LABEL);
-            let cands: Vec<BoxF> = [0.5, 0.35, 0.65, 0.2, 0.8, 0.1]
-                .iter()
-                .flat_map(|f| {
-                    let (x, y) = (diag.0 .0 + (diag.1 .0 - diag.0 .0) * f, diag.0 .1 + (diag.1 .1 - diag.0 .1) * f);
-                    [
-                        BoxF { x: x - bw_ - 4.0, y: y - bh - 4.0, w: bw_, h: bh },
-                        BoxF { x: x + 6.0, y: y + 4.0, w: bw_, h: bh },
-                    ]
-                })
-                .collect();
-            if let Some((_, bx)) = placer.place(&cands) {
-                items.extend(text_block(&bx, &lines, LABEL, MEM, "memory-label"));
-                labels.push(LabelBox { kind: LabelKind::Memory, text, bbox: bx, leader: None });
-            }
+            items.extend(it);
+            labels.push(label);
         }
         if let (Some(d), Some(rb)) = (read_diag, hw.read_bandwidth_gb_s) {
             let text = format!("reads {} GB/s", fmt_num(rb));
-            let lines = vec![text.clone()];
-            let (bw_, bh) = block_size(&lines, LABEL);
-            let cands: Vec<BoxF> = [0.3, 0.45, 0.15, 0.6, 0.75]
-                .iter()
-                .flat_map(|f| {
-                    let (x, y) = (d.0 .0 + (d.1 .0 - d.0 .0) * f, d.0 .1 + (d.1 .1 - d.0 .1) * f);
-                    [
-                        BoxF { x: x - bw_ - 4.0, y: y - bh - 4.0, w: bw_, h: bh },
-                        BoxF { x: x + 6.0, y: y + 4.0, w: bw_, h: bh },
-                    ]
-                })
-                .collect();
-            if let Some((_, bx)) = placer.place(&cands) {
-                items.extend(text_block(&bx, &lines, LABEL, MEM, "read-label"));
-                labels.push(LabelBox { kind: LabelKind::Memory, text, bbox: bx, leader: None });
+            if let Some((it, label)) = slope_label(&mut placer, d, &[0.3, 0.45, 0.15, 0.6, 0.75], text, "read-label") {
+                items.extend(it);
+                labels.push(label);
             }
         }
         for (g, ridge) in groups.iter().zip(&ridges) {
