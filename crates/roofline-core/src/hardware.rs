@@ -426,13 +426,12 @@ impl HardwareProfile {
         let bytes_f = bytes as f64;
         let written = written.min(bytes) as f64;
         let read = bytes_f - written;
-        // GB/s * 1e3 = bytes per microsecond.
-        let per_copy_byte = 1.0 / (self.memory_bandwidth_gb_s * 1e3);
         let copy_latency = self.memory_latency_us.unwrap_or(0.0);
+        // GB/s * 1e3 = bytes per microsecond.
         match self.read_bandwidth_gb_s {
             Some(read_bw) if bytes > 0 => {
                 let per_read = 1.0 / (read_bw * 1e3);
-                let per_write = (2.0 * per_copy_byte - per_read).max(0.0);
+                let per_write = (2.0 / (self.memory_bandwidth_gb_s * 1e3) - per_read).max(0.0);
                 let read_latency = self.read_latency_us.unwrap_or(copy_latency);
                 let latency = (read * read_latency + written * copy_latency) / bytes_f;
                 (read * per_read + written * per_write, latency)

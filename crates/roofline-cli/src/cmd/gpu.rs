@@ -24,7 +24,7 @@ pub struct InfoArgs {
 /// Flags of `roofline calibrate`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Writes a hardware profile measured on this GPU; use it everywhere with --hw FILE:\n  roofline calibrate --output h100-measured.toml\n  roofline predict --hw h100-measured.toml\n\nIt measures: the copy bandwidth (a 1 GiB device-to-device copy, bytes read + written), the launch overhead (back-to-back memsets), the memory start-up latency (copies of 8 to 256 MiB), the read-stream bandwidth and latency (a read-only kernel from 8 MiB to 1 GiB, fitted by a line: a decode GEMV only reads, so its roof is this one, 5-8% above the copy on an H200) and the dense GEMM peaks per format (8192^3). With the read stream in the profile, predictions price read bytes at the read rate and written bytes so that a copy keeps its measured time. About a minute."
+    after_help = "Writes a hardware profile measured on this GPU; use it everywhere with --hw FILE:\n  roofline calibrate --output h100-measured.toml\n  roofline predict --hw h100-measured.toml\n\nIt measures: the copy bandwidth (a 1 GiB device-to-device copy, bytes read + written), the launch overhead (back-to-back memsets), the memory start-up latency (copies of 8 to 256 MiB), the read-stream bandwidth and latency (a read-only kernel from 8 MiB to 1 GiB, fitted by a line: a decode GEMV only reads, so its roof is this one, 5-8% above the copy on an H200) and the dense GEMM peaks per format (8192^3). With the read stream in the profile, predictions price read bytes at the read rate and written bytes so that a copy keeps its measured time."
 )]
 pub struct CalibrateArgs {
     /// GPU index.
