@@ -79,15 +79,28 @@ fn the_read_only_path_reads_only_weights_and_their_tables() {
 #[test]
 fn read_only_asm_loads_are_weight_loads() {
     // `ld.global.nc` written out in inline PTX: only the weight loaders of wo_prims.cuh, and those only on
-    // weight-code pointers (`w`, `wt`, `wl`: the codes of a row, a tile, a lane).
+    // weight-code pointers (`w`, `wt`, `wl`: the codes of a row, a tile, a lane); and the read-stream
+    // calibration's loader (read_stream.cu's `ld_stream`), only on its `src`, a buffer the host fills and no
+    // kernel writes.
     let mut wrong = Vec::new();
     let mut calls = 0;
     for (name, text) in sources() {
         let text = code(&text);
         for (at, _) in text.match_indices("ld.global.nc") {
             let function = text[..at].rfind("__device__").map(|i| &text[i..at]).unwrap_or("");
-            if !(name == "wo_prims.cuh" && function.contains("ld_weights")) {
+            let weights = name == "wo_prims.cuh" && function.contains("ld_weights");
+            let calibration = name == "read_stream.cu" && function.contains("ld_stream");
+            if !(weights || calibration) {
                 wrong.push(format!("{name}: ld.global.nc outside ld_weights"));
+            }
+        }
+        for (at, _) in text.match_indices("ld_stream(") {
+            if text[..at].ends_with("uint4 ") {
+                continue; // the definition
+            }
+            let arg = parenthesized(&text, at + "ld_stream".len()).trim();
+            if name != "read_stream.cu" || !arg.starts_with("src") {
+                wrong.push(format!("{name}: ld_stream({arg})"));
             }
         }
         for call in ["ld_weights(", "ld_weights_l1("] {
