@@ -446,5 +446,5 @@ fn read_calibrated_profile_prices_reads_and_bandwidth_override_drops_it() {
         .args(["serve", "--addr", "127.0.0.1:0", "--profile", "/nonexistent/measured.toml"])
         .assert()
         .failure()
-        .stderr(predicate::str::contains("reading profile /nonexistent/measured.toml"));
+        .stderr(predicate::str::contains("reading hardware profile /nonexistent/measured.toml"));
 }

@@ -389,15 +389,21 @@ impl HardwareProfile {
     /// The preset whose key or alias is `key` (case-insensitive).
     pub fn preset(key: &str) -> Result<HardwareProfile, CoreError> {
         let presets = Self::presets()?;
-        let wanted = key.trim().to_ascii_lowercase();
-        presets
-            .iter()
-            .find(|p| p.key.eq_ignore_ascii_case(&wanted) || p.aliases.iter().any(|a| a.eq_ignore_ascii_case(&wanted)))
-            .cloned()
-            .ok_or_else(|| CoreError::UnknownHardware {
-                key: key.to_string(),
-                known: presets.iter().map(|p| p.key.as_str()).collect::<Vec<_>>().join(", "),
-            })
+        presets.iter().find(|p| p.answers_to(key)).cloned().ok_or_else(|| CoreError::UnknownHardware {
+            key: key.to_string(),
+            known: presets.iter().map(|p| p.key.as_str()).collect::<Vec<_>>().join(", "),
+        })
+    }
+
+    /// The key and every alias that select this profile.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.key.as_str()).chain(self.aliases.iter().map(String::as_str))
+    }
+
+    /// Whether `key` (surrounding spaces ignored, any case) is this profile's key or one of its aliases.
+    pub fn answers_to(&self, key: &str) -> bool {
+        let key = key.trim();
+        self.keys().any(|k| k.eq_ignore_ascii_case(key))
     }
 
     /// Peak of `class` in TFLOP/s, if native.
@@ -494,9 +500,10 @@ mod tests {
         let presets = HardwareProfile::presets().unwrap();
         let mut seen = std::collections::BTreeSet::new();
         for p in presets {
-            for k in std::iter::once(&p.key).chain(&p.aliases) {
+            for k in p.keys() {
                 assert!(seen.insert(k.to_ascii_lowercase()), "duplicate hardware key {k}");
             }
+            assert!(p.answers_to(&format!(" {} ", p.key.to_ascii_uppercase())));
         }
     }
 

@@ -122,7 +122,7 @@ pub fn hardware(profiles: &[HardwareProfile], key: Option<&str>) -> Result<Hardw
 
 /// The served profile whose key or alias is `key` (case-insensitive).
 pub fn served<'a>(profiles: &'a [HardwareProfile], key: &str) -> Option<&'a HardwareProfile> {
-    profiles.iter().find(|p| p.key.eq_ignore_ascii_case(key) || p.aliases.iter().any(|a| a.eq_ignore_ascii_case(key)))
+    profiles.iter().find(|p| p.answers_to(key))
 }
 
 /// Checks `1 <= v <= max`, naming `field`.

@@ -119,14 +119,10 @@ impl AppState {
 /// (a key must name one profile).
 fn check_profiles(profiles: &[roofline_core::HardwareProfile]) -> Result<(), ServerError> {
     let presets = roofline_core::HardwareProfile::presets().map_err(|e| ServerError::Profile(e.to_string()))?;
-    let mut seen: Vec<String> = presets
-        .iter()
-        .flat_map(|p| std::iter::once(&p.key).chain(&p.aliases))
-        .map(|k| k.to_ascii_lowercase())
-        .collect();
+    let mut seen: Vec<String> = presets.iter().flat_map(|p| p.keys()).map(|k| k.to_ascii_lowercase()).collect();
     for p in profiles {
         p.validate().map_err(|e| ServerError::Profile(format!("{}: {e}", p.key)))?;
-        for k in std::iter::once(&p.key).chain(&p.aliases) {
+        for k in p.keys() {
             let k = k.to_ascii_lowercase();
             if seen.contains(&k) {
                 return Err(ServerError::Profile(format!(

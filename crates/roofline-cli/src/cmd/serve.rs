@@ -46,14 +46,11 @@ pub fn run(args: Args) -> Result<()> {
         body_limit_bytes: usize::try_from(args.body_limit_kib * 1024).context("--body-limit-kib is too large")?,
         request_timeout: Duration::from_secs(args.request_timeout_s),
         measure_queue: usize::try_from(args.measure_queue).context("--measure-queue is too large")?,
+        // Read as `--hw FILE` reads a profile (a preset key given here is refused by the server as taken).
         profiles: args
             .profiles
             .iter()
-            .map(|path| {
-                let text =
-                    std::fs::read_to_string(path).with_context(|| format!("reading profile {}", path.display()))?;
-                Ok(roofline_core::HardwareProfile::from_toml(&text, &path.display().to_string())?)
-            })
+            .map(|path| crate::hw_args::load(&path.display().to_string()))
             .collect::<Result<_>>()?,
     };
     roofline_server::serve_blocking(config)?;
