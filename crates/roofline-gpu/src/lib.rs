@@ -119,7 +119,7 @@ impl Gpu {
     /// the L2 rotate over enough buffer pairs to exceed twice its size, so DRAM is measured, not the cache.
     pub fn copy_bandwidth(&self, bytes: usize, cfg: &TimingConfig) -> Result<(f64, TimingStats), GpuError> {
         let n = (bytes / 4).max(1);
-        let sets = (2 * self.l2_bytes as usize).div_ceil(2 * n * 4).clamp(1, 64);
+        let sets = self.rotation_sets(2 * n * 4);
         let mut srcs = Vec::with_capacity(sets);
         let mut dsts: Vec<CudaSlice<f32>> = Vec::with_capacity(sets);
         for s in 0..sets {
@@ -136,6 +136,12 @@ impl Gpu {
             return Err(GpuError::Incorrect("device-to-device copy changed the data".into()));
         }
         Ok((2.0 * (n * 4) as f64 / (stats.median_us * 1e3), stats))
+    }
+
+    /// Input sets of `bytes_per_set` each to rotate through so that consecutive runs together exceed twice
+    /// the L2 (DRAM is measured, not the cache): 1 to 64.
+    pub(crate) fn rotation_sets(&self, bytes_per_set: usize) -> usize {
+        (2 * self.l2_bytes as usize).div_ceil(bytes_per_set.max(1)).clamp(1, 64)
     }
 
     /// Memory start-up latency, microseconds: device copies of 8 MB to 1 GiB are timed, and the mean of

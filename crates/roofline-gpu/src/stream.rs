@@ -76,6 +76,15 @@ fn xor_words(words: &[u32]) -> u32 {
     words.iter().fold(0, |a, w| a ^ w)
 }
 
+/// The buffers one size is read from: each a random fill, rotated so that they exceed twice the L2.
+struct ReadSets {
+    srcs: Vec<CudaSlice<u32>>,
+    /// The XOR of each buffer's words, as the host computed it.
+    expected: Vec<u32>,
+    /// Bytes of each buffer.
+    bytes: usize,
+}
+
 /// A loaded build with its grid.
 struct ReadKernel {
     function: CudaFunction,
@@ -146,17 +155,13 @@ impl Gpu {
         cfg: &TimingConfig,
     ) -> Result<(f64, TimingStats), GpuError> {
         let kernel = self.read_kernel(config)?;
-        self.read_bandwidth_of(&kernel, bytes, cfg)
+        self.read_bandwidth_of(&kernel, &self.read_sets(bytes)?, cfg)
     }
 
-    fn read_bandwidth_of(
-        &self,
-        kernel: &ReadKernel,
-        bytes: usize,
-        cfg: &TimingConfig,
-    ) -> Result<(f64, TimingStats), GpuError> {
+    /// Random buffers of `bytes` (rounded down to 16, at least 16), as many as rotate past twice the L2.
+    fn read_sets(&self, bytes: usize) -> Result<ReadSets, GpuError> {
         let words = (bytes / 16).max(1) * 4;
-        let sets = (2 * self.l2_bytes as usize).div_ceil(words * 4).clamp(1, 64);
+        let sets = self.rotation_sets(words * 4);
         let mut srcs = Vec::with_capacity(sets);
         let mut expected = Vec::with_capacity(sets);
         for s in 0..sets {
@@ -164,21 +169,31 @@ impl Gpu {
             expected.push(xor_words(&host));
             srcs.push(self.stream.clone_htod(&host)?);
         }
+        Ok(ReadSets { srcs, expected, bytes: words * 4 })
+    }
+
+    fn read_bandwidth_of(
+        &self,
+        kernel: &ReadKernel,
+        sets: &ReadSets,
+        cfg: &TimingConfig,
+    ) -> Result<(f64, TimingStats), GpuError> {
         let mut out: CudaSlice<u32> = self.stream.alloc_zeros(kernel.ctas as usize)?;
-        for (s, src) in srcs.iter().enumerate() {
+        for (src, want) in sets.srcs.iter().zip(&sets.expected) {
             self.launch_read(kernel, src, &mut out)?;
             let got = xor_words(&self.stream.clone_dtoh(&out)?);
-            if got != expected[s] {
+            if got != *want {
                 return Err(GpuError::Incorrect(format!(
-                    "read-stream kernel ({}) folded {bytes} bytes to {got:#010x}, the host to {:#010x}",
+                    "read-stream kernel ({}) folded {} bytes to {got:#010x}, the host to {want:#010x}",
                     kernel.config.label(),
-                    expected[s]
+                    sets.bytes
                 )));
             }
         }
+        let n = sets.srcs.len();
         let stats =
-            timing::time(&self.ctx, &self.stream, cfg, |i| self.launch_read(kernel, &srcs[i % sets], &mut out))?;
-        Ok(((words * 4) as f64 / (stats.median_us * 1e3), stats))
+            timing::time(&self.ctx, &self.stream, cfg, |i| self.launch_read(kernel, &sets.srcs[i % n], &mut out))?;
+        Ok((sets.bytes as f64 / (stats.median_us * 1e3), stats))
     }
 
     /// The read-stream roof: the fastest of [`ReadStreamConfig::CANDIDATES`] at 256 MiB, then its time per
@@ -187,14 +202,16 @@ impl Gpu {
     pub fn read_stream(&self, cfg: &TimingConfig, mut progress: impl FnMut(&str)) -> Result<ReadStreamFit, GpuError> {
         let pdl = self.compute_capability.0 >= 9;
         let mut best: Option<(f64, ReadKernel)> = None;
+        let sets = self.read_sets(256 << 20)?; // every build reads the same buffers
         for (threads, unroll) in ReadStreamConfig::CANDIDATES {
             let kernel = self.read_kernel(ReadStreamConfig { threads, unroll, pdl })?;
-            let (bw, _) = self.read_bandwidth_of(&kernel, 256 << 20, cfg)?;
+            let (bw, _) = self.read_bandwidth_of(&kernel, &sets, cfg)?;
             progress(&format!("read stream {}: {bw:.0} GB/s at 256 MiB", kernel.config.label()));
             if best.as_ref().is_none_or(|(b, _)| bw > *b) {
                 best = Some((bw, kernel));
             }
         }
+        drop(sets); // 256 MiB freed before the fit allocates its own
         let (_, kernel) = best.ok_or_else(|| GpuError::Unsupported("no read-stream build".into()))?;
         self.read_stream_fit(&kernel, cfg, &mut progress)
     }
@@ -218,7 +235,7 @@ impl Gpu {
     ) -> Result<ReadStreamFit, GpuError> {
         let mut points = Vec::new();
         for mib in [8usize, 16, 32, 64, 128, 256, 512, 1024] {
-            let (bw, stats) = self.read_bandwidth_of(kernel, mib << 20, cfg)?;
+            let (bw, stats) = self.read_bandwidth_of(kernel, &self.read_sets(mib << 20)?, cfg)?;
             progress(&format!(
                 "read stream {}: {mib} MiB in {:.2} us ({bw:.0} GB/s)",
                 kernel.config.label(),
