@@ -8,6 +8,7 @@
 //! No GPU is an ordinary state: [`Gpu::open`] returns [`GpuError::NoGpu`] with the reason.
 
 pub mod bench_weights;
+pub mod bulk_stream;
 mod gemm;
 pub mod lt;
 pub mod model_bench;

@@ -28,6 +28,9 @@ pub struct ReadStreamConfig {
     pub unroll: u32,
     /// Programmatic dependent launch (sm_90+).
     pub pdl: bool,
+    /// Each CTA reads only its contiguous share of the buffer, as the ring GEMV's CTAs take their rows
+    /// (a diagnostic, [`crate::bulk_stream`]); `false`: the grid-stride interleave `calibrate` fits.
+    pub blocked: bool,
 }
 
 impl ReadStreamConfig {
@@ -35,9 +38,20 @@ impl ReadStreamConfig {
     /// span 32 to 128 KB of reads in flight per SM at full occupancy.
     pub const CANDIDATES: [(u32, u32); 6] = [(256, 4), (256, 8), (512, 4), (512, 8), (1024, 4), (1024, 8)];
 
+    /// A grid-stride build (`calibrate`'s kind).
+    pub fn new(threads: u32, unroll: u32, pdl: bool) -> Self {
+        ReadStreamConfig { threads, unroll, pdl, blocked: false }
+    }
+
     /// `512 threads x 4 loads, PDL`.
     pub fn label(&self) -> String {
-        format!("{} threads x {} loads{}", self.threads, self.unroll, if self.pdl { ", PDL" } else { "" })
+        format!(
+            "{} threads x {} loads{}{}",
+            self.threads,
+            self.unroll,
+            if self.pdl { ", PDL" } else { "" },
+            if self.blocked { ", per-CTA shares" } else { "" }
+        )
     }
 }
 
@@ -72,17 +86,17 @@ pub fn linear_fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
 }
 
 /// XOR of every 32-bit word: what the kernel's CTAs' words fold to.
-fn xor_words(words: &[u32]) -> u32 {
+pub(crate) fn xor_words(words: &[u32]) -> u32 {
     words.iter().fold(0, |a, w| a ^ w)
 }
 
 /// The buffers one size is read from: each a random fill, rotated so that they exceed twice the L2.
-struct ReadSets {
-    srcs: Vec<CudaSlice<u32>>,
+pub(crate) struct ReadSets {
+    pub(crate) srcs: Vec<CudaSlice<u32>>,
     /// The XOR of each buffer's words, as the host computed it.
-    expected: Vec<u32>,
+    pub(crate) expected: Vec<u32>,
     /// Bytes of each buffer.
-    bytes: usize,
+    pub(crate) bytes: usize,
 }
 
 /// A loaded build with its grid.
@@ -102,6 +116,7 @@ fn options(arch: u32, config: ReadStreamConfig) -> Vec<String> {
         format!("-DTHREADS={}", config.threads),
         format!("-DUNROLL={}", config.unroll),
         format!("-DPDL={}", u32::from(config.pdl)),
+        format!("-DBLOCKED={}", u32::from(config.blocked)),
     ];
     opts.extend(extra_options());
     opts
@@ -159,7 +174,7 @@ impl Gpu {
     }
 
     /// Random buffers of `bytes` (rounded down to 16, at least 16), as many as rotate past twice the L2.
-    fn read_sets(&self, bytes: usize) -> Result<ReadSets, GpuError> {
+    pub(crate) fn read_sets(&self, bytes: usize) -> Result<ReadSets, GpuError> {
         let words = (bytes / 16).max(1) * 4;
         let sets = self.rotation_sets(words * 4);
         let mut srcs = Vec::with_capacity(sets);
@@ -204,7 +219,7 @@ impl Gpu {
         let mut best: Option<(f64, ReadKernel)> = None;
         let sets = self.read_sets(256 << 20)?; // every build reads the same buffers
         for (threads, unroll) in ReadStreamConfig::CANDIDATES {
-            let kernel = self.read_kernel(ReadStreamConfig { threads, unroll, pdl })?;
+            let kernel = self.read_kernel(ReadStreamConfig::new(threads, unroll, pdl))?;
             let (bw, _) = self.read_bandwidth_of(&kernel, &sets, cfg)?;
             progress(&format!("read stream {}: {bw:.0} GB/s at 256 MiB", kernel.config.label()));
             if best.as_ref().is_none_or(|(b, _)| bw > *b) {
@@ -273,7 +288,7 @@ mod tests {
         }
         for (arch, pdl) in [(90, true), (90, false), (80, false)] {
             for (threads, unroll) in ReadStreamConfig::CANDIDATES {
-                let config = ReadStreamConfig { threads, unroll, pdl };
+                let config = ReadStreamConfig::new(threads, unroll, pdl);
                 let (cubin, log) = compile_cubin(READ_STREAM_SOURCE, "read_stream.cu", &options(arch, config)).unwrap();
                 assert!(!cubin.is_empty());
                 let (_, spills, _) = crate::weight_only::nvrtc::parse_ptxas(&log);
@@ -297,7 +312,7 @@ mod tests {
         for (threads, unroll) in ReadStreamConfig::CANDIDATES {
             // Sizes that are not a whole number of grid strides exercise the remainder loop.
             for bytes in [16, 4096 + 16, 3 << 20, 64 << 20] {
-                let (bw, _) = gpu.read_bandwidth(bytes, ReadStreamConfig { threads, unroll, pdl }, &cfg).unwrap();
+                let (bw, _) = gpu.read_bandwidth(bytes, ReadStreamConfig::new(threads, unroll, pdl), &cfg).unwrap();
                 assert!(bw > 0.0);
             }
         }
@@ -318,8 +333,7 @@ mod tests {
         let cfg = TimingConfig::default();
         for rep in 0..2 {
             for &bytes in &sizes {
-                let (bw, stats) =
-                    gpu.read_bandwidth(bytes, ReadStreamConfig { threads: 512, unroll: 4, pdl }, &cfg).unwrap();
+                let (bw, stats) = gpu.read_bandwidth(bytes, ReadStreamConfig::new(512, 4, pdl), &cfg).unwrap();
                 println!("AT {rep} {bytes} bytes: {:.2} us, {bw:.0} GB/s", stats.median_us);
             }
         }
@@ -336,7 +350,7 @@ mod tests {
         for _ in 0..2 {
             for pdl in [true, false] {
                 let cfg = TimingConfig::default();
-                let fit = gpu.read_stream_fit_of(ReadStreamConfig { threads, unroll, pdl }, &cfg, |_| {}).unwrap();
+                let fit = gpu.read_stream_fit_of(ReadStreamConfig::new(threads, unroll, pdl), &cfg, |_| {}).unwrap();
                 let pts: Vec<String> = fit.points.iter().map(|(b, t)| format!("{}M={t:.2}", *b as u64 >> 20)).collect();
                 println!(
                     "AB {}: {:.0} GB/s, intercept {:.2} us; {}",

@@ -7,7 +7,9 @@
 //
 // Options: THREADS (CTA size), UNROLL (loads in flight per thread), PDL (sm_90+: programmatic dependent
 // launch as the GEMV kernels take it; the next launch may start streaming while this one finishes, and the
-// one dependent access, the final store, waits for the previous launch).
+// one dependent access, the final store, waits for the previous launch), BLOCKED (1: CTA c reads only its
+// contiguous share [c n / G, (c + 1) n / G) of the n vectors, as the ring GEMV's CTAs take their rows, instead of
+// the grid-stride interleave; a diagnostic, src/bulk_stream.rs).
 
 #ifndef THREADS
 #define THREADS 512
@@ -17,6 +19,9 @@
 #endif
 #ifndef PDL
 #define PDL 0
+#endif
+#ifndef BLOCKED
+#define BLOCKED 0
 #endif
 
 __device__ __forceinline__ uint4 ld_stream(const uint4* p) {
@@ -33,8 +38,14 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 #if PDL
     asm volatile("griddepcontrol.launch_dependents;");
 #endif
+#if BLOCKED
+    const unsigned long long stride = THREADS;
+    unsigned long long i = (unsigned long long)blockIdx.x * n16 / gridDim.x + threadIdx.x;
+    n16 = (unsigned long long)(blockIdx.x + 1) * n16 / gridDim.x;  // the end of the CTA's share
+#else
     const unsigned long long stride = (unsigned long long)gridDim.x * THREADS;
     unsigned long long i = (unsigned long long)blockIdx.x * THREADS + threadIdx.x;
+#endif
     unsigned acc = 0;
     for (; i + (UNROLL - 1) * stride < n16; i += UNROLL * stride) {
         uint4 v[UNROLL];

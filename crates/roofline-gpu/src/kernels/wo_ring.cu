@@ -93,6 +93,9 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #ifndef SILU_X
 #define SILU_X 0
 #endif
+#ifndef EXP_RING_SKIPLAST
+#define EXP_RING_SKIPLAST 0
+#endif
 #if SILU_X && NORM
 #error "SwiGLU on load (SILU_X) takes no fused norm"
 #endif
@@ -208,8 +211,8 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // ---- Producer: every row step of the CTA (K part by K part), in order, as ring slots free up ----
         // Unit u: K part u % RW_KH of row step u / RW_KH. Lane 0 waits for the slot, arms its barrier with the
         // unit's bytes (and its scales', RW_SSTREAM), copies the scales and, in whole steps, the step; in K
-        // parts lane r < 8 then copies its row's part.
-        for (int u = 0; u < ns * RW_KH; ++u) {
+        // parts lane r < 8 then copies its row's part. (EXP_FFN_NOLOAD, wo_stream.cuh: no copies at all.)
+        for (int u = 0; u < (EXP_FFN_NOLOAD ? 0 : ns * RW_KH); ++u) {
             const int slot = u % RW_STEPS;
             const size_t step = (size_t)step_of(u / RW_KH);
             const u32 fb = rw_full(full_s, u);
@@ -306,6 +309,17 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     for (int j = rg; j < ns; j += RW_GROUPS) {
         const int u = j * RW_KH + part;  // the ring's unit
         const int slot = u % RW_STEPS;
+#if EXP_RING_SKIPLAST
+        // Profiling experiment (wrong results): the CTA's last EXP_RING_SKIPLAST units are waited for and
+        // released undecoded; what the decode after the stream's last bytes costs.
+        if (u >= ns * RW_KH - EXP_RING_SKIPLAST) {
+            mbar_wait(rw_full(full_s, u), rw_parity(u));
+            __syncwarp();
+            if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);
+            if ((lane & 3) == 0) psum[ks * rows + j * R + ((lane >> 2) & 7)] = 0.0f;
+            continue;
+        }
+#endif
 #if RW_SSTREAM
         // The slot's scales come with it: read once it is full.
         const int sc = (int)col - part * RW_SCOLS;  // the lane's column within the K part
@@ -348,14 +362,25 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 }
 
 #ifndef RING_NO_KERNEL
+// RW_INTERLEAVE 1 (an experiment: ROOFLINE_NVRTC_EXTRA=-DRW_INTERLEAVE=1; results stay right): CTA c of G takes
+// row steps c, c + G, c + 2G, ... instead of a contiguous run (the same count, at most RW_ROWS / 8).
+#ifndef RW_INTERLEAVE
+#define RW_INTERLEAVE 0
+#endif
 extern "C" __global__ void __launch_bounds__(RW_THREADS, 1)
 wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __restrict__ w_z, const u16* x, u16* y,
         int n, float eps, float gscale) {
     pdl_trigger();
     extern __shared__ __align__(128) u8 smem[];
     const int steps = n / R;
+#if RW_INTERLEAVE
+    // Row steps c, c + G, ...: at any time the CTAs stream neighbouring steps, as a grid-stride read does.
+    const int c = blockIdx.x, g = gridDim.x;
+    ring_gemv(smem, w, w_s, w_z, x, y, n, (steps - c + g - 1) / g, [c, g](int j) { return c + j * g; }, eps, gscale);
+#else
     const int s0 = (int)(((long long)blockIdx.x * steps) / gridDim.x);
     const int ns = (int)(((long long)(blockIdx.x + 1) * steps) / gridDim.x) - s0;
     ring_gemv(smem, w, w_s, w_z, x, y, n, ns, [s0](int j) { return s0 + j; }, eps, gscale);
+#endif
 }
 #endif

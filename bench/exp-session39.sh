@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Session 39 probes (H200): where the 4-bit ring GEMV's stream loses to a bare read. At 1x14336x4096 INT4 its
+# weights stream through the ring, decode dropped, in 8.5 us; read_stream.cu reads the same bytes in 7.3.
+# Parts (comma-separated):
+#   bulk   the bulk-copy read stream (src/bulk_stream.rs): its GPU check, then the sweep at BULK_BYTES (default
+#          INT4 1x14336x4096's codes) of units x units in flight x CTAs (BULK_UNITS, BULK_AHEAD, BULK_CTAS, BULK_RING,
+#          BULK_CONSUMERS), beside the read stream grid-stride and in per-CTA shares
+#   inter  the ring GEMV with its CTAs' row steps interleaved (-DRW_INTERLEAVE=1) against contiguous runs, each
+#          checked by `measure`, INTER_SHAPES x INTER_FORMATS, twice
+#   loads  the ring's loads alone (EXP_FFN_LOADONLY) at LOAD_SHAPES x LOAD_FORMATS, contiguous and interleaved
+#   tail   tune_table's ring row at TAIL_SHAPES (comma-separated) x TAIL_FORMATS: the kernel, its decode alone
+#          (EXP_FFN_NOLOAD: no copies, no waits), the kernel with its last 1 / 3 units undecoded
+#          (EXP_RING_SKIPLAST), its loads alone (EXP_FFN_LOADONLY)
+#   ncu    Nsight Compute on one ring launch per NCU_FORMATS at NCU_SHAPE: warp states, scheduler, source counters
+#          (the stall reasons by instruction)
+#   table  issue 11's table
+# $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session39.
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session39 "${1:-bulk,inter,loads}"
+if has bulk; then
+    timeout 420 .gpu/gpu_lib --ignored --nocapture bulk_stream 2>&1 | tee "$out/bulk.txt" | grep -E "^BULK|^test |test result|panicked"
+fi
+if has inter; then
+    env_ab inter inter ROOFLINE_NVRTC_EXTRA "default -DRW_INTERLEAVE=1" "${INTER_SHAPES:-1x14336x4096 1x4096x14336 1x128256x4096}" \
+        "${INTER_FORMATS:-int4_g128 mxfp4}"
+fi
+if has loads; then
+    for s in ${LOAD_SHAPES:-1x14336x4096}; do
+        for f in ${LOAD_FORMATS:-INT4_G128}; do
+            tune_fmt loads "$f" "XReg U=0 W=0" "$s" "-DEXP_FFN_LOADONLY=1" "-DEXP_FFN_LOADONLY=1 -DRW_INTERLEAVE=1" "" "-DRW_INTERLEAVE=1"
+        done
+    done
+fi
+if has tail; then
+    for f in ${TAIL_FORMATS:-INT4_G128}; do
+        tune_fmt tail "$f" "XReg U=0 W=0" "${TAIL_SHAPES:-1x14336x4096,1x4096x14336}" "" "-DEXP_FFN_NOLOAD=1" \
+            "-DEXP_RING_SKIPLAST=1" "-DEXP_RING_SKIPLAST=3" "-DEXP_FFN_LOADONLY=1"
+    done
+fi
+if has ncu; then
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+    IFS=x read -r m n k <<<"${NCU_SHAPE:-1x14336x4096}"
+    for f in ${NCU_FORMATS:-int4_g128}; do
+        echo "=== ncu $f ${NCU_SHAPE:-1x14336x4096} ($ncu)" | tee -a "$out/ncu.txt"
+        timeout 200 "$ncu" --clock-control none --kernel-name regex:wo_ring --launch-skip 30 --launch-count 1 \
+            --section WarpStateStats --section SchedulerStats --section SourceCounters --section LaunchStats \
+            --section Occupancy .gpu/roofline measure --hw $hw --weights $f --m $m --n $n --k $k >>"$out/ncu.txt" 2>&1
+        grep -E "Stall|Warp Cycles|Issued|Eligible|Active Warps|No Eligible|Duration" "$out/ncu.txt" | tail -30
+    done
+fi
+if has table; then
+    issue_table table
+fi
