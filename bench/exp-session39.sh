@@ -13,6 +13,13 @@
 #          (EXP_RING_SKIPLAST), its loads alone (EXP_FFN_LOADONLY)
 #   ncu    Nsight Compute on one ring launch per NCU_FORMATS at NCU_SHAPE: warp states, scheduler, source counters
 #          (the stall reasons by instruction)
+#   ab     tune_table's ring row, .gpu/weight_only_gpu-base (the build before this session's decode change) and
+#          .gpu/weight_only_gpu alternately, twice, AB_SHAPES (comma-separated) x AB_FORMATS; then the new build's
+#          decode alone (EXP_FFN_NOLOAD) in ROOFLINE_RING_GROUPS 3 and 4
+#   half   the INT4 ring with half its decode (EXP_RING_HALFDECODE) against the whole, at HALF_SHAPES, with
+#          HALF_AHEAD units in flight (ROOFLINE_RING_AHEAD; "default": the build's), twice; and its decode alone
+#   (r6's `mma` part, the INT4 ring with its products on the tensor cores, went with that rejected variant:
+#   results/h200-2026-11-28-session39/ring-mma-attempt.patch)
 #   table  issue 11's table
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session39.
 . "$(dirname "$0")/probe-lib.sh"
@@ -47,6 +54,31 @@ if has ncu; then
             --section Occupancy .gpu/roofline measure --hw $hw --weights $f --m $m --n $n --k $k >>"$out/ncu.txt" 2>&1
         grep -E "Stall|Warp Cycles|Issued|Eligible|Active Warps|No Eligible|Duration" "$out/ncu.txt" | tail -30
     done
+fi
+if has ab; then
+    for rep in 1 2; do
+        for bin in weight_only_gpu-base weight_only_gpu; do
+            echo "=== build $bin" >>"$out/ab.txt"
+            for f in ${AB_FORMATS:-INT4_G128 MXFP4 NF4}; do
+                TUNE_BIN=$bin tune_fmt "ab" "$f" "XReg U=0 W=0" "${AB_SHAPES:-1x14336x4096,1x4096x14336}" ""
+            done
+        done
+    done
+    for g in 3 4; do
+        ROOFLINE_RING_GROUPS=$g tune_fmt "ab" INT4_G128 "XReg U=0 W=0" 1x14336x4096 "-DEXP_FFN_NOLOAD=1"
+        ROOFLINE_RING_GROUPS=$g tune_fmt "ab" INT4_G128 "XReg U=0 W=0" 1x14336x4096 ""
+    done
+fi
+if has half; then
+    for rep in 1 2; do
+        for a in ${HALF_AHEAD:-default 3 4}; do
+            echo "=== ahead $a" >>"$out/half.txt"
+            ROOFLINE_RING_AHEAD=${a#default} tune_fmt half INT4_G128 "XReg U=0 W=0" "${HALF_SHAPES:-1x14336x4096,1x4096x14336}" \
+                "" "-DEXP_RING_HALFDECODE=1"
+        done
+    done
+    tune_fmt half INT4_G128 "XReg U=0 W=0" "${HALF_SHAPES:-1x14336x4096,1x4096x14336}" "-DEXP_FFN_NOLOAD=1" \
+        "-DEXP_FFN_NOLOAD=1 -DEXP_RING_HALFDECODE=1"
 fi
 if has table; then
     issue_table table

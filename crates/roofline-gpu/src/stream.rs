@@ -287,8 +287,10 @@ mod tests {
             return;
         }
         for (arch, pdl) in [(90, true), (90, false), (80, false)] {
-            for (threads, unroll) in ReadStreamConfig::CANDIDATES {
-                let config = ReadStreamConfig::new(threads, unroll, pdl);
+            for ((threads, unroll), blocked) in
+                ReadStreamConfig::CANDIDATES.into_iter().zip([false, true].into_iter().cycle())
+            {
+                let config = ReadStreamConfig { blocked, ..ReadStreamConfig::new(threads, unroll, pdl) };
                 let (cubin, log) = compile_cubin(READ_STREAM_SOURCE, "read_stream.cu", &options(arch, config)).unwrap();
                 assert!(!cubin.is_empty());
                 let (_, spills, _) = crate::weight_only::nvrtc::parse_ptxas(&log);

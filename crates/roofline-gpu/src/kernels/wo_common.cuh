@@ -227,6 +227,24 @@ __device__ __forceinline__ void dot8h(u32 v, const u32 a[4], u32& acc_e, u32& ac
     acc_o = hfma2(hi1, a[3], hfma2(hi0, a[1], acc_o));
 }
 
+// dot8h with the row's zero point z folded into the decode (the ring GEMV's row steps): the codes become exact
+// f16 values q - z, `zlo` = (1024 + z) pair subtracted from the low nibbles' 1024 + q, `zhi` = -(64 + z) pair
+// added to the high nibbles' (1024 + 16 q) / 16 (`int4_zero_pairs`); the same instructions as dot8h, and the
+// row's sum needs no (8 - z) sum(x) term afterwards.
+__device__ __forceinline__ void dot8hz(u32 v, const u32 a[4], u32 zlo, u32 zhi, u32& acc_e, u32& acc_o) {
+    const u32 t = v >> 8;
+    const u32 lo0 = hsub2(lop3_and_or(v, 0x000f000fu, 0x64006400u), zlo);  // (q0, q4) - z
+    const u32 lo1 = hsub2(lop3_and_or(t, 0x000f000fu, 0x64006400u), zlo);  // (q2, q6) - z
+    const u32 hi0 = hfma2(lop3_and_or(v, 0x00f000f0u, 0x64006400u), 0x2c002c00u, zhi);  // (q1, q5) - z
+    const u32 hi1 = hfma2(lop3_and_or(t, 0x00f000f0u, 0x64006400u), 0x2c002c00u, zhi);  // (q3, q7) - z
+    acc_e = hfma2(lo1, a[2], hfma2(lo0, a[0], acc_e));
+    acc_o = hfma2(hi1, a[3], hfma2(hi0, a[1], acc_o));
+}
+
+// dot8hz's high constant from the zero-point pair `zero` = (1024 + z) in both halves (Meta::zero): 960 - (1024
+// + z) = -(64 + z), exact, in one f16x2 subtraction (0x6380 is f16 960).
+__device__ __forceinline__ u32 int4_zero_hi(u32 zero) { return hsub2(0x63806380u, zero); }
+
 // dot8h for MXFP4 / NVFP4: the 8 E2M1 codes of word v against a[k] = (x_{2k}, x_{2k+1}) (neighbours, as
 // NF4), decoded by wo_prims.cuh's `e2m1_dev_pairs` (9 instructions and the 4 multiply-adds per word; x
 // times E2M1_UP).
@@ -323,12 +341,21 @@ __device__ __forceinline__ float hsum4(u32 e, u32 o) {
     return (a + b) + (c + d);
 }
 
-#if FMT == 7
 __device__ __forceinline__ u32 hadd2(u32 a, u32 b) {
     u32 d;
     asm("add.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
     return d;
 }
+
+// hsum4 with the two accumulators added in f16x2 first: two f16 -> f32 conversions and one add instead of
+// four and three (the one more f16 rounding is of a sum of 16 products; NVFP4's `nv_chunk` does the same).
+__device__ __forceinline__ float hsum_pairs(u32 e, u32 o) {
+    float a, b;
+    h2x2f(hadd2(e, o), a, b);
+    return a + b;
+}
+
+#if FMT == 7
 
 // NVFP4's chunk from its two segments' f16x2 accumulators (ae, ao: values 0-15, be, bo: 16-31) and their
 // E4M3 scales (two bytes of s2): s0 (ae + ao) + s1 (be + bo), each segment's two accumulators added in

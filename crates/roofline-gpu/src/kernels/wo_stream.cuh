@@ -62,6 +62,11 @@
 #ifndef EXP_FFN_LOADONLY
 #define EXP_FFN_LOADONLY 0
 #endif
+// EXP_RING_HALFDECODE 1 (INT4, wrong results): a row step decodes and multiplies only the first two words of
+// each lane's 16 bytes: what a decode of half the instructions would gain.
+#ifndef EXP_RING_HALFDECODE
+#define EXP_RING_HALFDECODE 0
+#endif
 
 #if FMT == 5 && !defined(NF4_T0)
 #error "NF4 needs its f16 byte tables NF4_T0..NF4_T7 (mma::nf4_f16_tables)"
@@ -180,11 +185,15 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
         for (int wd = 0; wd < 4; ++wd) dot4b(word(q, wd), xh[wd >> 1][2 * (wd & 1)], xh[wd >> 1][2 * (wd & 1) + 1], ae, ao);
         acc[u] = hsum4(ae, ao);
 #elif FMT == 4
+        // The codes decode to q - z (the zero point folded into the decode: no (8 - z) sum(x) term), and the two
+        // accumulators are added in f16x2 before widening: 2% off INT4's ring GEMV at 1x4096x14336 and 1x14336x4096
+        // (H200, session 39: 10.86-10.95 -> 10.64-10.65 us, 9.99-10.01 -> 9.77-9.92), its decode alone 8.32 ->
+        // 8.14-8.19; rel. error at 14336x4096 4.8e-4 -> 5.2e-4. (The f16x2 add gained nothing measurable for NF4
+        // and MXFP4, which keep hsum4.)
+        const u32 zhi = int4_zero_hi(meta[u][0].zero);
 #pragma unroll
-        for (int wd = 0; wd < 4; ++wd) dot8h(word(q, wd), xh[wd], ae, ao);
-        // sum (q - z) x = sum (q - 8) x + (8 - z) sum x
-        const float z8 = 8.0f - (float)(meta[u][0].zero & 15u);
-        acc[u] = meta[u][0].scale * fmaf(z8, xsum, hsum4(ae, ao));
+        for (int wd = 0; wd < 4 - 2 * EXP_RING_HALFDECODE; ++wd) dot8hz(word(q, wd), xh[wd], meta[u][0].zero, zhi, ae, ao);
+        acc[u] = meta[u][0].scale * hsum_pairs(ae, ao);
 #elif FMT == 5
 #pragma unroll
         for (int wd = 0; wd < 4; ++wd) dot8nf4_any(word(q, wd), xh[wd], nf4t, ae, ao);
