@@ -20,6 +20,8 @@
 #          HALF_AHEAD units in flight (ROOFLINE_RING_AHEAD; "default": the build's), twice; and its decode alone
 #   (r6's `mma` part, the INT4 ring with its products on the tensor cores, went with that rejected variant:
 #   results/h200-2026-11-28-session39/ring-mma-attempt.patch)
+#   pipes  Nsight Compute's pipe utilization and instruction mix (ComputeWorkloadAnalysis, InstructionStats,
+#          WarpStateStats) of one INT4 ring launch at NCU_SHAPE, the kernel and its decode alone (EXP_FFN_NOLOAD)
 #   table  issue 11's table
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session39.
 . "$(dirname "$0")/probe-lib.sh"
@@ -79,6 +81,18 @@ if has half; then
     done
     tune_fmt half INT4_G128 "XReg U=0 W=0" "${HALF_SHAPES:-1x14336x4096,1x4096x14336}" "-DEXP_FFN_NOLOAD=1" \
         "-DEXP_FFN_NOLOAD=1 -DEXP_RING_HALFDECODE=1"
+fi
+if has pipes; then
+    ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+    for extra in "" "-DEXP_FFN_NOLOAD=1"; do
+        echo "=== pipes int4_g128 ${NCU_SHAPE:-1x14336x4096} [$extra]" | tee -a "$out/pipes.txt"
+        ROOFLINE_NVRTC_EXTRA="$extra" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 \
+            ROOFLINE_TUNE_SHAPES=${NCU_SHAPE:-1x14336x4096} ROOFLINE_TUNE_FORMATS=INT4_G128 ROOFLINE_TUNE_ONLY="XReg U=0 W=0" \
+            timeout 200 "$ncu" --clock-control none --kernel-name regex:wo_ring --launch-skip 30 --launch-count 1 \
+            --section ComputeWorkloadAnalysis --section InstructionStats --section WarpStateStats --print-details all \
+            .gpu/weight_only_gpu --ignored tune_table --nocapture >>"$out/pipes.txt" 2>&1
+    done
+    grep -E "===|Pipe|pipe|Issue Slot|Executed Ipc|Stall|Warp Cycles" "$out/pipes.txt" | head -80
 fi
 if has table; then
     issue_table table

@@ -381,8 +381,12 @@ fn evaluate(gemm: &Gemm, hw: &HardwareProfile, c: &Chip, roof: &Prediction, t: T
     let dram_bytes = dram_reads + out;
     let l2_hit_rate = if requested > 0.0 { (1.0 - dram_reads / requested).clamp(0.0, 1.0) } else { 0.0 };
 
+    // DRAM time at full bandwidth, priced as the roofline prices an op's bytes (`stream_time_us`: with a
+    // read-stream calibration the operand reads at the read rate, C's writes at what a copy leaves them), and the
+    // rate that makes: the bandwidth the fractions below scale.
+    let (stream_us, _) = hw.stream_time_us(dram_bytes as u64, out as u64);
+    let bw = if stream_us > 0.0 { dram_bytes / stream_us * 1e6 } else { hw.memory_bandwidth_gb_s * 1e9 };
     // Achievable bandwidth: enough SMs busy, and enough bytes in flight per SM (Little's law).
-    let bw = hw.memory_bandwidth_gb_s * 1e9;
     let active_ctas = tiles.min(slots);
     let active_sms = active_ctas.min(c.sm_count) as f64; // the scheduler spreads CTAs over SMs first
     let sm_share = (active_sms * SM_BANDWIDTH_SHARE / c.sm_count as f64).min(1.0);
@@ -707,6 +711,25 @@ mod tests {
         assert_eq!((gemv.tile.bm, gemv.tile.bn), (64, 64));
         assert!(gemv.bandwidth_fraction > 0.9, "{}", gemv.bandwidth_fraction);
         assert_eq!(gemv.bound, TileBound::Memory);
+    }
+
+    #[test]
+    fn a_read_calibrated_profile_streams_the_operands_at_the_read_rate() {
+        // A decode GEMV is all reads: on a profile whose read stream runs 1.25x its copy, the tiled memory
+        // time is the roofline's stream time over the same bandwidth fraction, 1.25x shorter for the reads.
+        let copy_only = hopper_like();
+        let mut read = hopper_like();
+        read.read_bandwidth_gb_s = Some(3350.0 * 1.25);
+        let g = fp16(1, 4096, 4096);
+        let t = Some(TileShape { bm: 64, bn: 64, bk: 64 });
+        let a = tiling_for(&g, &copy_only, t).unwrap().best;
+        let b = tiling_for(&g, &read, t).unwrap().best;
+        assert_eq!(a.dram_bytes, b.dram_bytes);
+        let (stream_us, _) = read.stream_time_us(b.dram_bytes, 4096 * 2);
+        assert!((b.time_memory_us - stream_us / b.bandwidth_fraction).abs() < 1e-9, "{b:?}");
+        let ratio = a.time_memory_us / b.time_memory_us;
+        // 4096 x 2 of the ~33.6 MB are C's writes, priced above the copy rate: just under 1.25
+        assert!(ratio > 1.24 && ratio < 1.25, "{ratio}");
     }
 
     #[test]
