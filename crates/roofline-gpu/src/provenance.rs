@@ -12,9 +12,10 @@ macro_rules! kernel_files {
 }
 
 /// Every file of `src/kernels`, in name order (a unit test checks the list against the folder).
-const SOURCES: [(&str, &str); 13] = kernel_files![
+const SOURCES: [(&str, &str); 14] = kernel_files![
     "attn_cluster.cuh",
     "attn_qkv.cu",
+    "bulk_stream.cu",
     "decode_ops.cu",
     "ffn_fused.cu",
     "read_stream.cu",
