@@ -13,8 +13,8 @@ use std::ffi::c_void;
 
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, DevicePtrMut};
 
-use crate::stream::{xor_words, ReadSets};
-use crate::timing::{self, TimingConfig, TimingStats};
+use crate::stream::ReadSets;
+use crate::timing::{TimingConfig, TimingStats};
 use crate::weight_only::launch_ex;
 use crate::weight_only::nvrtc::{compile_cubin, extra_options, load_checked};
 use crate::{Gpu, GpuError};
@@ -161,22 +161,8 @@ impl Gpu {
         sets: &ReadSets,
         cfg: &TimingConfig,
     ) -> Result<(f64, TimingStats), GpuError> {
-        let mut out: CudaSlice<u32> = self.stream.alloc_zeros(kernel.ctas as usize)?;
-        for (src, want) in sets.srcs.iter().zip(&sets.expected) {
-            self.launch_bulk(kernel, src, &mut out)?;
-            let got = xor_words(&self.stream.clone_dtoh(&out)?);
-            if got != *want {
-                return Err(GpuError::Incorrect(format!(
-                    "bulk read stream ({}) folded {} bytes to {got:#010x}, the host to {want:#010x}",
-                    kernel.config.label(),
-                    sets.bytes
-                )));
-            }
-        }
-        let n = sets.srcs.len();
-        let stats =
-            timing::time(&self.ctx, &self.stream, cfg, |i| self.launch_bulk(kernel, &sets.srcs[i % n], &mut out))?;
-        Ok((sets.bytes as f64 / (stats.median_us * 1e3), stats))
+        let what = format!("bulk read stream ({})", kernel.config.label());
+        self.checked_fold_bandwidth(sets, kernel.ctas, &what, cfg, |src, out| self.launch_bulk(kernel, src, out))
     }
 }
 

@@ -193,21 +193,35 @@ impl Gpu {
         sets: &ReadSets,
         cfg: &TimingConfig,
     ) -> Result<(f64, TimingStats), GpuError> {
-        let mut out: CudaSlice<u32> = self.stream.alloc_zeros(kernel.ctas as usize)?;
+        let what = format!("read-stream kernel ({})", kernel.config.label());
+        self.checked_fold_bandwidth(sets, kernel.ctas, &what, cfg, |src, out| self.launch_read(kernel, src, out))
+    }
+
+    /// Bandwidth (bytes of a buffer over the median time per launch, GB/s) of a kernel that folds a buffer by
+    /// XOR into one word per CTA (`ctas` of them): `launch` runs it on a buffer into the words. Each buffer of
+    /// `sets` is checked first (the words must fold to the host's XOR; `what` names the kernel in the error),
+    /// then the launches rotate over them. The read stream's and the bulk-copy stream's.
+    pub(crate) fn checked_fold_bandwidth(
+        &self,
+        sets: &ReadSets,
+        ctas: u32,
+        what: &str,
+        cfg: &TimingConfig,
+        launch: impl Fn(&CudaSlice<u32>, &mut CudaSlice<u32>) -> Result<(), GpuError>,
+    ) -> Result<(f64, TimingStats), GpuError> {
+        let mut out: CudaSlice<u32> = self.stream.alloc_zeros(ctas as usize)?;
         for (src, want) in sets.srcs.iter().zip(&sets.expected) {
-            self.launch_read(kernel, src, &mut out)?;
+            launch(src, &mut out)?;
             let got = xor_words(&self.stream.clone_dtoh(&out)?);
             if got != *want {
                 return Err(GpuError::Incorrect(format!(
-                    "read-stream kernel ({}) folded {} bytes to {got:#010x}, the host to {want:#010x}",
-                    kernel.config.label(),
+                    "{what} folded {} bytes to {got:#010x}, the host to {want:#010x}",
                     sets.bytes
                 )));
             }
         }
         let n = sets.srcs.len();
-        let stats =
-            timing::time(&self.ctx, &self.stream, cfg, |i| self.launch_read(kernel, &sets.srcs[i % n], &mut out))?;
+        let stats = timing::time(&self.ctx, &self.stream, cfg, |i| launch(&sets.srcs[i % n], &mut out))?;
         Ok((sets.bytes as f64 / (stats.median_us * 1e3), stats))
     }
 
