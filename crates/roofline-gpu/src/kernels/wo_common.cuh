@@ -211,26 +211,13 @@ __device__ __forceinline__ u32 f2x2h(float lo, float hi) {
     return d;
 }
 
-// The 8 codes of word v (nibble i = code i) against a[k] = (v_k, v_{k+4}) as f16x2, k < 4: the codes become
-// exact f16 values q - 8 (lop3 into 1024 + q / 1024 + 16 q, then one sub / fma each pair) and are multiplied
-// in f16x2 into two accumulators (codes 0, 2, 4, 6 and 1, 3, 5, 7). About 1.6 instructions per weight against
-// 3 for the f32 decode (shift, lop3, FMA each): the FFN is issue-bound (session 12, ncu: 3.8 instructions per
-// weight, one issued every 2 cycles per scheduler).
-__device__ __forceinline__ void dot8h(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
-    const u32 t = v >> 8;
-    const u32 lo0 = hsub2(lop3_and_or(v, 0x000f000fu, 0x64006400u), 0x64086408u);  // (q0, q4) - 8
-    const u32 lo1 = hsub2(lop3_and_or(t, 0x000f000fu, 0x64006400u), 0x64086408u);  // (q2, q6) - 8
-    // (1024 + 16 q) / 16 - 72 = q - 8
-    const u32 hi0 = hfma2(lop3_and_or(v, 0x00f000f0u, 0x64006400u), 0x2c002c00u, 0xd480d480u);  // (q1, q5)
-    const u32 hi1 = hfma2(lop3_and_or(t, 0x00f000f0u, 0x64006400u), 0x2c002c00u, 0xd480d480u);  // (q3, q7)
-    acc_e = hfma2(lo1, a[2], hfma2(lo0, a[0], acc_e));
-    acc_o = hfma2(hi1, a[3], hfma2(hi0, a[1], acc_o));
-}
-
-// dot8h with the row's zero point z folded into the decode (the ring GEMV's row steps): the codes become exact
-// f16 values q - z, `zlo` = (1024 + z) pair subtracted from the low nibbles' 1024 + q, `zhi` = -(64 + z) pair
-// added to the high nibbles' (1024 + 16 q) / 16 (`int4_zero_pairs`); the same instructions as dot8h, and the
-// row's sum needs no (8 - z) sum(x) term afterwards.
+// The 8 INT4 codes of word v (nibble i = code i) against a[k] = (v_k, v_{k+4}) as f16x2, k < 4, less a zero
+// point z: the codes become exact f16 values q - z (lop3 into 1024 + q / 1024 + 16 q; `zlo`, the (1024 + z)
+// pair, subtracted from the low nibbles; the high ones times 1/16 plus `zhi`, the -(64 + z) pair,
+// `int4_zero_hi`) and are multiplied in f16x2 into two accumulators (codes 0, 2, 4, 6 and 1, 3, 5, 7). About
+// 1.6 instructions per weight against 3 for the f32 decode (shift, lop3, FMA each): the FFN is issue-bound
+// (session 12, ncu: 3.8 instructions per weight, one issued every 2 cycles per scheduler). The ring GEMV's row
+// steps pass each row's zero point (no (8 - z) sum(x) term afterwards); dot8h passes z = 8.
 __device__ __forceinline__ void dot8hz(u32 v, const u32 a[4], u32 zlo, u32 zhi, u32& acc_e, u32& acc_o) {
     const u32 t = v >> 8;
     const u32 lo0 = hsub2(lop3_and_or(v, 0x000f000fu, 0x64006400u), zlo);  // (q0, q4) - z
@@ -239,6 +226,11 @@ __device__ __forceinline__ void dot8hz(u32 v, const u32 a[4], u32 zlo, u32 zhi, 
     const u32 hi1 = hfma2(lop3_and_or(t, 0x00f000f0u, 0x64006400u), 0x2c002c00u, zhi);  // (q3, q7) - z
     acc_e = hfma2(lo1, a[2], hfma2(lo0, a[0], acc_e));
     acc_o = hfma2(hi1, a[3], hfma2(hi0, a[1], acc_o));
+}
+
+// dot8hz at z = 8: the codes as q - 8, the zero point's (8 - z) sum(x) term left to the caller.
+__device__ __forceinline__ void dot8h(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
+    dot8hz(v, a, 0x64086408u, 0xd480d480u, acc_e, acc_o);  // 1032 = 1024 + 8, -72 = -(64 + 8)
 }
 
 // dot8hz's high constant from the zero-point pair `zero` = (1024 + z) in both halves (Meta::zero): 960 - (1024
