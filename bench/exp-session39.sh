@@ -22,6 +22,8 @@
 #   results/h200-2026-11-28-session39/ring-mma-attempt.patch)
 #   pipes  Nsight Compute's pipe utilization and instruction mix (ComputeWorkloadAnalysis, InstructionStats,
 #          WarpStateStats) of one INT4 ring launch at NCU_SHAPE, the kernel and its decode alone (EXP_FFN_NOLOAD)
+#   mbab   model-bench MB_MODEL (default llama-3.1-8b) INT4 at batch 1, .gpu/roofline-base (the build before this
+#          session's INT4 decode) and .gpu/roofline alternately, twice
 #   table  issue 11's table
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session39.
 . "$(dirname "$0")/probe-lib.sh"
@@ -93,6 +95,14 @@ if has pipes; then
             .gpu/weight_only_gpu --ignored tune_table --nocapture >>"$out/pipes.txt" 2>&1
     done
     grep -E "===|Pipe|pipe|Issue Slot|Executed Ipc|Stall|Warp Cycles" "$out/pipes.txt" | head -80
+fi
+if has mbab; then
+    for rep in 1 2; do
+        for bin in roofline-base roofline; do
+            mb mbab "$bin model-bench ${MB_MODEL:-llama-3.1-8b} batch 1 int4" "$bin" --config "${MB_MODEL:-llama-3.1-8b}" \
+                --batch 1 --scheme int4
+        done
+    done
 fi
 if has table; then
     issue_table table
