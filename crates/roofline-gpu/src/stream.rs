@@ -86,17 +86,17 @@ pub fn linear_fit(points: &[(f64, f64)]) -> Option<(f64, f64)> {
 }
 
 /// XOR of every 32-bit word: what the kernel's CTAs' words fold to.
-pub(crate) fn xor_words(words: &[u32]) -> u32 {
+fn xor_words(words: &[u32]) -> u32 {
     words.iter().fold(0, |a, w| a ^ w)
 }
 
 /// The buffers one size is read from: each a random fill, rotated so that they exceed twice the L2.
 pub(crate) struct ReadSets {
-    pub(crate) srcs: Vec<CudaSlice<u32>>,
+    srcs: Vec<CudaSlice<u32>>,
     /// The XOR of each buffer's words, as the host computed it.
-    pub(crate) expected: Vec<u32>,
+    expected: Vec<u32>,
     /// Bytes of each buffer.
-    pub(crate) bytes: usize,
+    bytes: usize,
 }
 
 /// A loaded build with its grid.
