@@ -451,9 +451,10 @@ impl WeightOnlyGemv {
         };
         // Where the ring GEMV takes this shape with its scales streamed beside each slot, it reads them
         // step-major (one bulk copy a slot): a third copy of the scales, for those shapes only.
-        let ring_tables = (self.variant == Variant::XReg && ring::streams_scales(p.format, p.n, p.k, self.sm_count))
-            .then(|| pack::ring_step_tables(p.format, p.n, p.k, &xscales, &xzeros))
-            .flatten();
+        let ring_tables = (self.variant == Variant::XReg
+            && ring::streams_scales(p.format, p.n, p.k, self.sm_count, self.peak_gb_s))
+        .then(|| pack::ring_step_tables(p.format, p.n, p.k, &xscales, &xzeros))
+        .flatten();
         Ok(StagedWeights { packed: p, variant: self.variant, codes, mma_layout, xscales, xzeros, ring_tables })
     }
 

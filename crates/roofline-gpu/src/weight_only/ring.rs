@@ -229,7 +229,12 @@ pub const AUTO_MIN_STEPS_8BIT: usize = 4;
 /// 6.79-6.88, 1x6144x4096 7.83-7.84 vs 8.83-9.19, 1x1024x4096 4.21 vs 4.11-4.50; its f16x2 path still won at
 /// 1x4096x14336, 16.3-16.4 vs 14.9-15.1).
 pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
-    let Ok(Plan { per, layout: Layout { slots, .. }, .. }) = plan(format, 1, n, k, sm_count) else {
+    auto_at(format, n, k, sm_count, 0.0)
+}
+
+/// [`auto`] with the ring planned for a device of `peak_gb_s` memory bandwidth ([`plan_on`]).
+fn auto_at(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
+    let Ok(Plan { per, layout: Layout { slots, .. }, .. }) = plan_on(format, 1, n, k, sm_count, peak_gb_s) else {
         return false;
     };
     if format.bits() == 8 {
@@ -252,9 +257,11 @@ pub fn in_step(format: WoFormat) -> Option<bool> {
 
 /// [`auto`] on a device of `peak_gb_s` memory bandwidth ([`peak_memory_gb_s`]): FP8 and INT8 only on fast
 /// memory ([`FAST_MEMORY_GB_S`], where they were measured: the H200); the H100 keeps its measured 8-bit
-/// kernels until a run there says otherwise (`--gemv ring=true` asks for the ring anywhere on sm_90+).
+/// kernels until a run there says otherwise (`--gemv ring=true` asks for the ring anywhere on sm_90+). The
+/// ring's slots are counted as the device's build lays them out ([`wants_streamed_scales`]: on fast memory
+/// NF4's and MXFP4's LM heads stream their scales and so take the ring).
 pub fn auto_on(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
-    auto(format, n, k, sm_count) && (format.bits() != 8 || peak_gb_s >= FAST_MEMORY_GB_S)
+    auto_at(format, n, k, sm_count, peak_gb_s) && (format.bits() != 8 || peak_gb_s >= FAST_MEMORY_GB_S)
 }
 
 /// Whether the x-in-registers kernel's default M = 1 plan decodes NF4 in f16x2 at `n x k`.
@@ -334,7 +341,15 @@ pub(crate) struct Layout {
 /// groups: the scale tables staged in shared memory ([`layout_for`]) unless that leaves fewer slots
 /// than [`wants_streamed_scales`] asks and streaming the scales with the weights makes room for more.
 /// `ROOFLINE_RING_STREAM_SCALES` (0 or 1) forces either for tuning experiments. `None`: no ring fits either way.
-pub(crate) fn layout(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize) -> Option<Layout> {
+/// On a device with `fast` memory ([`FAST_MEMORY_GB_S`] or more) the scales stream more often.
+pub(crate) fn layout(
+    format: WoFormat,
+    k: usize,
+    per: usize,
+    groups: usize,
+    parts: usize,
+    fast: bool,
+) -> Option<Layout> {
     let staged = layout_for(format, k, per, groups, parts, false);
     let streamed = || layout_for(format, k, per, groups, parts, true);
     if table_bytes_per_row(format, k) == 0 {
@@ -343,7 +358,7 @@ pub(crate) fn layout(format: WoFormat, k: usize, per: usize, groups: usize, part
     match std::env::var("ROOFLINE_RING_STREAM_SCALES").ok().as_deref() {
         Some("0") => staged,
         Some("1") => streamed(),
-        _ if wants_streamed_scales(staged, groups, parts) => {
+        _ if wants_streamed_scales(format, staged, (groups, parts), fast) => {
             streamed().filter(|t| staged.is_none_or(|s| t.slots > s.slots)).or(staged)
         }
         _ => staged,
@@ -362,10 +377,26 @@ pub(crate) fn layout(format: WoFormat, k: usize, per: usize, groups: usize, part
 /// slots) / streamed 97.2 (9); NF4 93.5 / 116 (2) / 97.4 (8)). Session 33's streamed scales, 16-byte pieces
 /// of the transposed tables a DRAM page apart, were slower than staged at as many slots (INT4 1x57344x8192
 /// 88.2 vs 83.7).
-fn wants_streamed_scales(staged: Option<Layout>, groups: usize, parts: usize) -> bool {
+///
+/// On `fast` memory ([`FAST_MEMORY_GB_S`]: the H200) NF4, MXFP4 and NVFP4 (one bulk copy of scales a slot) also
+/// stream where staged tables leave fewer than 3 slots per consumer class (`groups x parts`), and then take the
+/// ring over the x-in-registers kernel at the LM heads ([`auto_on`]'s slot count). H200, session 40, us, default /
+/// streamed (bench/RESULTS.md): MXFP4 1x128256x4096 x-in-registers 72.4 / ring 68.5-69.1 (3 -> 9 slots), NF4
+/// 81.5-81.7 / 74.2-75.1 (2 -> 8), NVFP4 1x28672x4096 18.5 / 18.0-18.2 (6 -> 9), 1x28672x8192 37.3-37.6 /
+/// 36.1-36.4 (2 K parts, 5 -> 10), MXFP4 1x57344x8192 70.4-70.5 / 68.4-69.0 (4 -> 10); at 3 or more a class a tie
+/// (MXFP4 1x28672x8192, 8 -> 11: 35.0-35.4 / 35.3-35.5). INT4's scales and zero points take two copies a slot:
+/// streamed it lost even with more slots (1x28672x8192, 9 -> 11: 37.2-37.4 / 38.6-38.7; 1x57344x8192, 7 -> 11:
+/// 73.9-74.0 / 76.4-77.3; its LM head, 6 -> 9, 69.3-69.7 / 69.0, a tie).
+fn wants_streamed_scales(
+    format: WoFormat,
+    staged: Option<Layout>,
+    (groups, parts): (usize, usize),
+    fast: bool,
+) -> bool {
+    let one_copy = format != WoFormat::Int4G128;
     match staged {
         None => true,
-        Some(l) => parts >= 2 && l.slots < 2 * groups * parts,
+        Some(l) => (parts >= 2 && l.slots < 2 * groups * parts) || (fast && one_copy && l.slots < 3 * groups * parts),
     }
 }
 
@@ -533,10 +564,11 @@ fn nf4_table_offset(used: usize) -> usize {
     used.next_multiple_of(128)
 }
 
-/// Whether the ring GEMV's build for `n x k` `format` weights on `sm_count` SMs streams the scales with the
-/// weights, and so reads the step-major tables (`pack::ring_step_tables`) instead of the transposed ones.
-pub fn streams_scales(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
-    plan(format, 1, n, k, sm_count).is_ok_and(|p| p.layout.streamed_scales)
+/// Whether the ring GEMV's build for `n x k` `format` weights on `sm_count` SMs of `peak_gb_s` memory bandwidth
+/// ([`peak_memory_gb_s`]) streams the scales with the weights, and so reads the step-major tables
+/// (`pack::ring_step_tables`) instead of the transposed ones.
+pub fn streams_scales(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
+    plan_on(format, 1, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.layout.streamed_scales)
 }
 
 /// A matrix's scale and zero-point tables in the layout a ring build reads ([`RingGemv::launch`]).
@@ -574,6 +606,12 @@ struct Plan {
 /// The ring GEMV's grid, row groups, K parts and ring for a `batch x n x k` call of `format` on `sm_count`
 /// SMs, or why it cannot run it.
 fn plan(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Result<Plan, String> {
+    plan_on(format, batch, n, k, sm_count, 0.0)
+}
+
+/// [`plan`] on a device of `peak_gb_s` memory bandwidth ([`peak_memory_gb_s`]; its ring's layout per
+/// [`layout`]).
+fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> Result<Plan, String> {
     if !takes(format) {
         return Err(format!(
             "the ring GEMV takes INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3 or INT8 weights, not {}",
@@ -592,7 +630,7 @@ fn plan(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Re
     }
     let (ctas, per) = grid(n, sm_count);
     let (groups, parts) = (row_groups(format, n, k, sm_count), k_parts(format, n, k, sm_count));
-    let layout = layout(format, k, per, groups, parts).ok_or_else(|| {
+    let layout = layout(format, k, per, groups, parts, peak_gb_s >= FAST_MEMORY_GB_S).ok_or_else(|| {
         format!(
             "{n}x{k} on {sm_count} SMs: the tables of {} rows per CTA leave no room for a ring in {} KB",
             per * STEP_ROWS,
@@ -673,8 +711,9 @@ impl RingGemv {
         k: usize,
         (epilogue, input): (Epilogue, Input),
     ) -> Result<RingGemv, GpuError> {
+        let peak = peak_memory_gb_s(ctx);
         let Plan { ctas, per, groups, parts, layout } =
-            plan(format, 1, n, k, sm_count).map_err(GpuError::Unsupported)?;
+            plan_on(format, 1, n, k, sm_count, peak).map_err(GpuError::Unsupported)?;
         if epilogue == Epilogue::Norm && input == Input::SwiGlu {
             return Err(GpuError::Unsupported("the ring GEMV takes SwiGLU on load without a fused norm".into()));
         }
@@ -684,7 +723,7 @@ impl RingGemv {
             )));
         }
         nvrtc_available()?;
-        let ahead = units_in_flight(per * parts, layout.slots, copy_bytes(format, k, parts), peak_memory_gb_s(ctx));
+        let ahead = units_in_flight(per * parts, layout.slots, copy_bytes(format, k, parts), peak);
         let (cubin, log) = compile_cubin(
             &source(),
             "wo_ring.cu",
@@ -967,19 +1006,22 @@ mod tests {
         assert_eq!(grid(6144, 132), (128, 6));
         // o_proj: all 4 steps in the ring; 1 x 14336 x 4096: 14 steps, 10 slots fit beside the tables.
         let staged = |slots, smem| Some(Layout { slots, smem, streamed_scales: false, nf4_wide_at: None });
-        assert_eq!(layout(WoFormat::Int4G128, 4096, 4, 2, 1), staged(4, 4 * 16384 + 32 * 32 * 5 / 2 + 4 * 32 * 4));
-        let Layout { slots, smem, streamed_scales, .. } = layout(WoFormat::Int4G128, 4096, 14, 2, 1).unwrap();
+        assert_eq!(
+            layout(WoFormat::Int4G128, 4096, 4, 2, 1, false),
+            staged(4, 4 * 16384 + 32 * 32 * 5 / 2 + 4 * 32 * 4)
+        );
+        let Layout { slots, smem, streamed_scales, .. } = layout(WoFormat::Int4G128, 4096, 14, 2, 1, false).unwrap();
         assert_eq!(slots, 10);
         assert!(smem <= SMEM_BUDGET && slots % 2 == 0 && !streamed_scales);
         // NF4's ring and tables beside its 64 KB pair table within the H100's 227 KB per CTA; the table after
         // them, aligned, within the CTA's dynamic shared memory.
-        let Layout { slots, smem, nf4_wide_at, .. } = layout(WoFormat::Nf4, 4096, 14, 2, 1).unwrap();
+        let Layout { slots, smem, nf4_wide_at, .. } = layout(WoFormat::Nf4, 4096, 14, 2, 1, false).unwrap();
         assert_eq!(slots, 8);
         assert!(smem <= 227 * 1024 - 1024);
         let off = nf4_wide_at.unwrap();
         assert!(off % 128 == 0 && off >= slots * 16384 + tables_bytes(WoFormat::Nf4, 4096, 112));
         assert!(off + NF4_WIDE_TABLE_BYTES <= smem);
-        assert_eq!(layout(WoFormat::Nf4, 4096, 14, 3, 1).map(|l| l.slots), Some(9));
+        assert_eq!(layout(WoFormat::Nf4, 4096, 14, 3, 1, false).map(|l| l.slots), Some(9));
         assert!(unsupported(WoFormat::Int4G128, 1, 4096, 4096, 132).is_none());
         assert!(unsupported(WoFormat::Int4G128, 1, 14336, 4096, 132).is_none());
         // The LM head's 976 rows per CTA: their tables (78 KB) still leave a ring.
@@ -1017,8 +1059,8 @@ mod tests {
         assert!(!narrow.streamed_scales && narrow.slots == 8 && narrow.nf4_wide_at.is_none());
         let l = layout_for(nf4, 28672, 8, 1, 7, true).unwrap();
         assert!(l.streamed_scales && l.slots == 8 && l.nf4_wide_at.is_some());
-        assert!(layout(nf4, 28672, 8, 1, 7) == Some(narrow) && auto(nf4, 8192, 28672, 132));
-        let four = layout(nf4, 28672, 8, 1, 4).unwrap();
+        assert!(layout(nf4, 28672, 8, 1, 7, false) == Some(narrow) && auto(nf4, 8192, 28672, 132));
+        let four = layout(nf4, 28672, 8, 1, 4, false).unwrap();
         assert!(four.streamed_scales && four.slots == 5 && layout_for(nf4, 28672, 8, 1, 4, false).unwrap().slots == 4);
         assert_eq!(slot_scale_bytes(nf4, 28672, 7), 28672 / 64 * 8 * 2 / 7);
         assert!(!options(90, nf4, 28672, 8, narrow, (7, 1, 0), (Epilogue::Add, Input::SwiGlu))
@@ -1029,43 +1071,65 @@ mod tests {
         );
         // NVFP4's 1792 bytes of scales a row there leave no ring staged; streamed 10 slots.
         assert!(layout_for(WoFormat::Nvfp4, 28672, 8, 1, 7, false).is_none());
-        assert_eq!(layout(WoFormat::Nvfp4, 28672, 8, 1, 7).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
+        assert_eq!(
+            layout(WoFormat::Nvfp4, 28672, 8, 1, 7, false).map(|l| (l.slots, l.streamed_scales)),
+            Some((10, true))
+        );
         assert!(unsupported(WoFormat::Nvfp4, 1, 8192, 28672, 132).is_none() && auto(WoFormat::Nvfp4, 8192, 28672, 132));
         assert!(auto(i4, 4096, 14336, 132) && auto(i4, 4096, 8192, 132) && !auto(i4, 2048, 14336, 132));
         assert_eq!((row_groups(i4, 4096, 14336, 132), k_parts(i4, 4096, 14336, 132)), (1, 2));
         assert_eq!((row_groups(i4, 2048, 14336, 132), k_parts(i4, 2048, 14336, 132)), (2, 1));
         // 4 steps of 57 KB a CTA: 6 slots of half a step (172 KB) beside the tables, in whole steps 2.
-        assert_eq!(layout(i4, 14336, 4, 1, 2).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
-        assert_eq!(layout(i4, 14336, 4, 2, 1).map(|l| (l.slots, l.streamed_scales)), Some((2, false)));
+        assert_eq!(layout(i4, 14336, 4, 1, 2, false).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
+        assert_eq!(layout(i4, 14336, 4, 2, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((2, false)));
         // NVFP4's scale tables of 440 rows a CTA leave no ring at 57344 x 8192: the scales streamed.
         let nv = WoFormat::Nvfp4;
         assert!(layout_for(nv, 8192, 55, 1, 2, false).is_none() && auto(nv, 57344, 8192, 132));
-        assert_eq!(layout(nv, 8192, 55, 1, 2).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
+        assert_eq!(layout(nv, 8192, 55, 1, 2, false).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
         assert!(unsupported(WoFormat::Mxfp4, 1, 14336, 4096, 132).is_none());
         let mx = WoFormat::Mxfp4;
         assert!(auto(mx, 14336, 4096, 132) && auto(mx, 28672, 4096, 132));
         assert!(auto(WoFormat::Nvfp4, 14336, 4096, 132) && auto(WoFormat::Nf4, 14336, 4096, 132));
-        assert!(!layout(mx, 4096, 14, 3, 1).unwrap().streamed_scales);
+        assert!(!layout(mx, 4096, 14, 3, 1, false).unwrap().streamed_scales);
         // The LM heads at K = 4096 (whole row steps): MXFP4's staged tables leave 3 slots (NF4's beside its
         // narrow pair table 2) and stay staged, streamed they would leave 9 (slower than the x-in-registers
         // kernel either way); not the default. NVFP4's leave no ring: streamed, 9 slots, the default.
         assert_eq!(layout_for(mx, 4096, 122, 3, 1, true).map(|l| l.slots), Some(9));
-        assert_eq!(layout(mx, 4096, 122, 3, 1).map(|l| (l.slots, l.streamed_scales)), Some((3, false)));
-        assert_eq!(layout(i4, 4096, 122, 3, 1).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
-        assert_eq!(layout(nf4, 4096, 122, 2, 1).map(|l| (l.slots, l.streamed_scales)), Some((2, false)));
+        assert_eq!(layout(mx, 4096, 122, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((3, false)));
+        assert_eq!(layout(i4, 4096, 122, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
+        assert_eq!(layout(nf4, 4096, 122, 2, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((2, false)));
         assert!(!auto(mx, 128256, 4096, 132) && auto(WoFormat::Nf4, 28672, 4096, 132) && !auto(nf4, 128256, 4096, 132));
         assert!(layout_for(nv, 4096, 122, 3, 1, false).is_none());
-        assert_eq!(layout(nv, 4096, 122, 3, 1).map(|l| (l.slots, l.streamed_scales)), Some((9, true)));
-        assert!(auto(nv, 128256, 4096, 132) && streams_scales(nv, 128256, 4096, 132));
-        assert!(!streams_scales(mx, 128256, 4096, 132) && !streams_scales(i4, 14336, 4096, 132));
+        assert_eq!(layout(nv, 4096, 122, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((9, true)));
+        assert!(auto(nv, 128256, 4096, 132) && streams_scales(nv, 128256, 4096, 132, 0.0));
+        assert!(!streams_scales(mx, 128256, 4096, 132, 0.0) && !streams_scales(i4, 14336, 4096, 132, 0.0));
         // Long K in K parts: MXFP4's 4 staged slots at 57344 x 8192 (two row steps) stay; NF4's wide table
         // leaves 2 (one step): streamed, 8. At K = 8192 the LM heads' tables leave no ring: streamed.
-        assert_eq!(layout(mx, 8192, 55, 1, 2).map(|l| (l.slots, l.streamed_scales)), Some((4, false)));
+        assert_eq!(layout(mx, 8192, 55, 1, 2, false).map(|l| (l.slots, l.streamed_scales)), Some((4, false)));
         assert_eq!(layout_for(nf4, 8192, 55, 1, 2, false).map(|l| l.slots), Some(2));
-        assert_eq!(layout(nf4, 8192, 55, 1, 2).map(|l| (l.slots, l.streamed_scales)), Some((8, true)));
+        assert_eq!(layout(nf4, 8192, 55, 1, 2, false).map(|l| (l.slots, l.streamed_scales)), Some((8, true)));
         for f in [i4, mx, nv, nf4] {
-            assert!(layout(f, 8192, 122, 1, 2).is_some_and(|l| l.streamed_scales) && auto(f, 128256, 8192, 132));
+            assert!(layout(f, 8192, 122, 1, 2, false).is_some_and(|l| l.streamed_scales) && auto(f, 128256, 8192, 132));
         }
+        // On fast memory (the H200) NF4, MXFP4 and NVFP4 also stream where staged tables leave fewer than 3 slots a
+        // consumer class: the LM heads at K = 4096 (MXFP4 9 slots, NF4 8), which then take the ring; NVFP4 at 28672
+        // x 4096 (6 -> 9) and, in 2 K parts, 28672 x 8192 (5 -> 10); MXFP4 at 57344 x 8192 (4 -> 10). INT4 (two
+        // copies a slot) stays staged, and 3 or more a class stay staged (MXFP4 28672 x 8192, 8 slots).
+        let (h200, h100) = (4917.0, 3352.0);
+        assert_eq!(layout(mx, 4096, 122, 3, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((9, true)));
+        assert_eq!(layout(nf4, 4096, 122, 2, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((8, true)));
+        assert_eq!(layout(i4, 4096, 122, 3, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
+        assert_eq!(layout(nv, 4096, 28, 3, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((9, true)));
+        assert_eq!(layout(nv, 4096, 28, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
+        assert_eq!(layout(nv, 8192, 28, 1, 2, true).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
+        assert_eq!(layout(mx, 8192, 55, 1, 2, true).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
+        assert_eq!(layout(mx, 8192, 28, 1, 2, true).map(|l| (l.slots, l.streamed_scales)), Some((8, false)));
+        assert_eq!(layout(i4, 8192, 55, 1, 2, true).map(|l| (l.slots, l.streamed_scales)), Some((7, false)));
+        for f in [mx, nf4] {
+            assert!(auto_on(f, 128256, 4096, 132, h200) && streams_scales(f, 128256, 4096, 132, h200));
+            assert!(!auto_on(f, 128256, 4096, 132, h100) && !streams_scales(f, 128256, 4096, 132, h100));
+        }
+        assert!(!streams_scales(i4, 128256, 4096, 132, h200) && !streams_scales(mx, 14336, 4096, 132, h200));
         // NF4 at small N too, where the x-in-registers kernel would decode in FP32 (not where it takes its
         // f16x2 path: one CTA over K = 14336).
         let nf4 = WoFormat::Nf4;
@@ -1193,7 +1257,7 @@ mod tests {
                 // The engine's groups and K parts for a grid of 132 CTAs of `per` steps.
                 let (g, kp) = (row_groups(f, per * 8 * 132, k, 132), k_parts(f, per * 8 * 132, k, 132));
                 // The default's layout.
-                let lay = layout(f, k, per, g, kp).unwrap_or_else(|| panic!("{f:?} {k} {per}: no ring"));
+                let lay = layout(f, k, per, g, kp, false).unwrap_or_else(|| panic!("{f:?} {k} {per}: no ring"));
                 // down_proj's 4 steps of K = 14336 also in 2 and 7 K parts, in one row group and in two; every
                 // shape with its scales streamed and (where they fit) staged.
                 let mut builds = vec![(lay, kp, g)];
@@ -1205,7 +1269,7 @@ mod tests {
                         if slices(f, k) * groups > 31 || slices(f, k) % parts != 0 {
                             continue; // more than 1024 threads; parts of no whole K slices
                         }
-                        builds.extend(layout(f, k, per, groups, parts).map(|l| (l, parts, groups)));
+                        builds.extend(layout(f, k, per, groups, parts, false).map(|l| (l, parts, groups)));
                     }
                 }
                 // A slot count that is no multiple of the consumer classes (`RW_MIXED`, a barrier per class;
