@@ -1093,7 +1093,7 @@ mod tests {
         assert!(!layout(mx, 4096, 14, 3, 1, false).unwrap().streamed_scales);
         // The LM heads at K = 4096 (whole row steps): MXFP4's staged tables leave 3 slots (NF4's beside its
         // narrow pair table 2) and stay staged, streamed they would leave 9 (slower than the x-in-registers
-        // kernel either way); not the default. NVFP4's leave no ring: streamed, 9 slots, the default.
+        // kernel either way on the H100); not the default there. NVFP4's leave no ring: streamed, 9 slots, the default.
         assert_eq!(layout_for(mx, 4096, 122, 3, 1, true).map(|l| l.slots), Some(9));
         assert_eq!(layout(mx, 4096, 122, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((3, false)));
         assert_eq!(layout(i4, 4096, 122, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
