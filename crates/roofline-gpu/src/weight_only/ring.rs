@@ -351,22 +351,21 @@ pub(crate) fn layout(
     fast: bool,
 ) -> Option<Layout> {
     let staged = layout_for(format, k, per, groups, parts, false);
-    let streamed = || layout_for(format, k, per, groups, parts, true);
     if table_bytes_per_row(format, k) == 0 {
         return staged; // FP8 / INT8: no tables to stream
     }
+    let streamed = layout_for(format, k, per, groups, parts, true);
     match std::env::var("ROOFLINE_RING_STREAM_SCALES").ok().as_deref() {
         Some("0") => staged,
-        Some("1") => streamed(),
-        _ if wants_streamed_scales(format, staged, (groups, parts), fast) => {
-            streamed().filter(|t| staged.is_none_or(|s| t.slots > s.slots)).or(staged)
-        }
+        Some("1") => streamed,
+        _ if wants_streamed_scales(format, (staged, streamed), (groups, parts), fast) => streamed,
         _ => staged,
     }
 }
 
-/// Whether the default streams the scales with the weights (`staged`: the layout with the tables staged, if
-/// any): where staged tables leave no ring at all, and in row steps streamed in K parts (`parts` >= 2, the
+/// Whether the default streams the scales with the weights (`staged` / `streamed`: the layouts with the tables
+/// staged and streamed, if any; streamed only where that leaves more slots): where staged tables leave no ring
+/// at all, and in row steps streamed in K parts (`parts` >= 2, the
 /// long-K plan, [`long_k`]) where they leave the ring less than two row steps. Streamed, each slot's scales are
 /// one run of the step-major tables (`pack::ring_step_tables`), one bulk copy on the slot's barrier, and cost
 /// their bytes: H100, session 34, us, staged / streamed (bench/RESULTS.md): at as many slots or more a tie
@@ -379,8 +378,9 @@ pub(crate) fn layout(
 /// 88.2 vs 83.7).
 ///
 /// On `fast` memory ([`FAST_MEMORY_GB_S`]: the H200) NF4, MXFP4 and NVFP4 (one bulk copy of scales a slot) also
-/// stream where staged tables leave fewer than 3 slots per consumer class (`groups x parts`), and then take the
-/// ring over the x-in-registers kernel at the LM heads ([`auto_on`]'s slot count). H200, session 40, us, default /
+/// stream where staged tables leave fewer than 3 slots per consumer class (`groups x parts`) and streamed ones
+/// at least 3 (where it was measured), and then take the ring over the x-in-registers kernel at the LM heads
+/// ([`auto_on`]'s slot count). H200, session 40, us, default /
 /// streamed (bench/RESULTS.md): MXFP4 1x128256x4096 x-in-registers 72.4 / ring 68.5-69.1 (3 -> 9 slots), NF4
 /// 81.5-81.7 / 74.2-75.1 (2 -> 8), NVFP4 1x28672x4096 18.5 / 18.0-18.2 (6 -> 9), 1x28672x8192 37.3-37.6 /
 /// 36.1-36.4 (2 K parts, 5 -> 10), MXFP4 1x57344x8192 70.4-70.5 / 68.4-69.0 (4 -> 10); at 3 or more a class a tie
@@ -389,14 +389,19 @@ pub(crate) fn layout(
 /// 73.9-74.0 / 76.4-77.3; its LM head, 6 -> 9, 69.3-69.7 / 69.0, a tie).
 fn wants_streamed_scales(
     format: WoFormat,
-    staged: Option<Layout>,
+    (staged, streamed): (Option<Layout>, Option<Layout>),
     (groups, parts): (usize, usize),
     fast: bool,
 ) -> bool {
-    let one_copy = format != WoFormat::Int4G128;
-    match staged {
-        None => true,
-        Some(l) => (parts >= 2 && l.slots < 2 * groups * parts) || (fast && one_copy && l.slots < 3 * groups * parts),
+    let (one_copy, classes) = (format != WoFormat::Int4G128, groups * parts);
+    match (staged, streamed) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(s), Some(t)) if t.slots <= s.slots => false,
+        (Some(s), Some(t)) => {
+            (parts >= 2 && s.slots < 2 * classes)
+                || (fast && one_copy && s.slots < 3 * classes && t.slots >= 3 * classes)
+        }
     }
 }
 
