@@ -227,7 +227,8 @@ pub const AUTO_MIN_STEPS_8BIT: usize = 4;
 /// over K or a large N, [`LaunchPlan::xh_default`]): since x is read after `griddepcontrol.wait` (session
 /// 28) that path lost to the ring (H100, session 29, us, ring vs x-in-registers: 1x4096x4096 5.93 vs
 /// 6.79-6.88, 1x6144x4096 7.83-7.84 vs 8.83-9.19, 1x1024x4096 4.21 vs 4.11-4.50; its f16x2 path still won at
-/// 1x4096x14336, 16.3-16.4 vs 14.9-15.1).
+/// 1x4096x14336, 16.3-16.4 vs 14.9-15.1). The ring is laid out as on memory below [`FAST_MEMORY_GB_S`] (the
+/// H100); [`auto_on`] lays it out for the device.
 pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
     auto_at(format, n, k, sm_count, 0.0)
 }
@@ -609,7 +610,8 @@ struct Plan {
 }
 
 /// The ring GEMV's grid, row groups, K parts and ring for a `batch x n x k` call of `format` on `sm_count`
-/// SMs, or why it cannot run it.
+/// SMs, or why it cannot run it; the ring laid out as on memory below [`FAST_MEMORY_GB_S`] ([`plan_on`] for a
+/// given device; whether it can run at all does not depend on it).
 fn plan(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Result<Plan, String> {
     plan_on(format, batch, n, k, sm_count, 0.0)
 }
