@@ -256,10 +256,10 @@ pub fn in_step(format: WoFormat) -> Option<bool> {
     (format.bits() == 8).then_some(false)
 }
 
-/// [`auto`] on a device of `peak_gb_s` memory bandwidth ([`peak_memory_gb_s`]): FP8 and INT8 only on fast
+/// [`auto`] on a device of `peak_gb_s` memory bandwidth (`ring::peak_memory_gb_s`): FP8 and INT8 only on fast
 /// memory ([`FAST_MEMORY_GB_S`], where they were measured: the H200); the H100 keeps its measured 8-bit
 /// kernels until a run there says otherwise (`--gemv ring=true` asks for the ring anywhere on sm_90+). The
-/// ring's slots are counted as the device's build lays them out ([`wants_streamed_scales`]: on fast memory
+/// ring's slots are counted as the device's build lays them out (`ring::wants_streamed_scales`: on fast memory
 /// NF4's and MXFP4's LM heads stream their scales and so take the ring).
 pub fn auto_on(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
     auto_at(format, n, k, sm_count, peak_gb_s) && (format.bits() != 8 || peak_gb_s >= FAST_MEMORY_GB_S)
@@ -433,12 +433,12 @@ fn any_slot_count(groups: usize) -> bool {
 }
 
 /// Fewest GB/s of memory bandwidth (the device's peak, from its memory clock and bus width) at which the ring
-/// limits its units in flight ([`units_in_flight`]): measured on the H200 (4.9 TB/s peak), not on the H100
+/// limits its units in flight (`ring::units_in_flight`): measured on the H200 (4.9 TB/s peak), not on the H100
 /// (3.35), whose defaults stay as they were measured until an H100 run says otherwise.
 pub const FAST_MEMORY_GB_S: f64 = 4000.0;
 
 /// Fewest bytes of one bulk copy (a whole row step's, or in K parts a row's part) for which the ring limits
-/// its units in flight ([`units_in_flight`]): with copies of 2 KB (K parts of 4096 values) the stream needs
+/// its units in flight (`ring::units_in_flight`): with copies of 2 KB (K parts of 4096 values) the stream needs
 /// more of them in flight than two units hold.
 pub const AHEAD_MIN_COPY: usize = 3584;
 
@@ -571,7 +571,7 @@ fn nf4_table_offset(used: usize) -> usize {
 }
 
 /// Whether the ring GEMV's build for `n x k` `format` weights on `sm_count` SMs of `peak_gb_s` memory bandwidth
-/// ([`peak_memory_gb_s`]) streams the scales with the weights, and so reads the step-major tables
+/// (`ring::peak_memory_gb_s`) streams the scales with the weights, and so reads the step-major tables
 /// (`pack::ring_step_tables`) instead of the transposed ones.
 pub fn streams_scales(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
     plan_on(format, 1, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.layout.streamed_scales)
@@ -681,7 +681,7 @@ pub struct RingGemv {
     pub slots: usize,
     /// K parts a row step streams in (a slot holds one).
     pub parts: usize,
-    /// Units the producer keeps in flight ([`units_in_flight`]; 0: as many as the ring has slots free).
+    /// Units the producer keeps in flight (`ring::units_in_flight`; 0: as many as the ring has slots free).
     pub ahead: usize,
     /// Whether the scales stream with the weights beside each ring slot (else staged in shared memory).
     pub streamed_scales: bool,
