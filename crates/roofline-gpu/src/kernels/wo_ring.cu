@@ -367,7 +367,11 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #ifndef RW_INTERLEAVE
 #define RW_INTERLEAVE 0
 #endif
-extern "C" __global__ void __launch_bounds__(RW_THREADS, 1)
+// RW_MINB: CTAs per SM the registers must allow (ring.rs `ctas_per_sm`, an experiment; 1 by default).
+#ifndef RW_MINB
+#define RW_MINB 1
+#endif
+extern "C" __global__ void __launch_bounds__(RW_THREADS, RW_MINB)
 wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __restrict__ w_z, const u16* x, u16* y,
         int n, float eps, float gscale) {
     pdl_trigger();

@@ -38,6 +38,17 @@ pub const RING_SOURCE: &str = include_str!("../kernels/wo_ring.cu");
 /// Most dynamic shared memory one CTA may take (the ring, the CTA's scale tables and sums).
 pub const SMEM_BUDGET: usize = 200 * 1024;
 
+/// CTAs of the ring GEMV per SM: `ROOFLINE_RING_CTAS_PER_SM` (1 or 2) for tuning experiments, else 1. With 2 the
+/// grid is two waves' worth of CTAs that share each SM (twice the producers and streams in flight a SM), each
+/// with half the shared-memory budget and registers for two (`RW_MINB`).
+fn ctas_per_sm() -> usize {
+    std::env::var("ROOFLINE_RING_CTAS_PER_SM")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|c| (1..=2).contains(c))
+        .unwrap_or(1)
+}
+
 /// Most bytes of the ring: `ROOFLINE_RING_KB` (16 to 200) for tuning experiments, else all of
 /// [`SMEM_BUDGET`] that the tables leave.
 fn ring_limit() -> usize {
@@ -209,6 +220,12 @@ pub const AUTO_MIN_STEPS: usize = 8;
 /// scale columns each, leaves 2: 123 us against the x-in-registers kernel's 109; INT4's leaves 6: 94 vs 97).
 pub const AUTO_MIN_SLOTS: usize = 6;
 
+/// Fewest ring slots per consumer class (row groups x K parts) for the default on fast memory
+/// ([`FAST_MEMORY_GB_S`]), where fewer than [`AUTO_MIN_SLOTS`] may do: on the H200 the ring beat the
+/// x-in-registers kernel even at one slot a class where that kernel is slow (NF4 1x49152x6144, 2 slots in 2
+/// row groups: 55.1-55.2 us against 69.8-70.9; with its scales streamed, 4 slots, 42.0-42.3; session 41).
+pub const AUTO_MIN_SLOTS_FAST: usize = 2;
+
 /// Fewest row steps per CTA for which the engine picks the ring kernel for FP8 and INT8 weights by default
 /// ([`auto`]; 4 at Llama-3.1-8B's o_proj, 1x4096x4096).
 pub const AUTO_MIN_STEPS_8BIT: usize = 4;
@@ -235,13 +252,21 @@ pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
 
 /// [`auto`] with the ring planned for a device of `peak_gb_s` memory bandwidth ([`plan_on`]).
 fn auto_at(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
-    let Ok(Plan { per, layout: Layout { slots, .. }, .. }) = plan_on(format, 1, n, k, sm_count, peak_gb_s) else {
+    let Ok(Plan { per, groups, parts, layout: Layout { slots, .. }, .. }) =
+        plan_on(format, 1, n, k, sm_count, peak_gb_s)
+    else {
         return false;
     };
     if format.bits() == 8 {
         return per >= AUTO_MIN_STEPS_8BIT;
     }
-    let streams = per >= AUTO_MIN_STEPS && slots >= AUTO_MIN_SLOTS;
+    // On fast memory two slots a consumer class suffice (`AUTO_MIN_SLOTS_FAST`).
+    let min_slots = if peak_gb_s >= FAST_MEMORY_GB_S {
+        AUTO_MIN_SLOTS.min(AUTO_MIN_SLOTS_FAST * groups * parts)
+    } else {
+        AUTO_MIN_SLOTS
+    };
+    let streams = per >= AUTO_MIN_STEPS && slots >= min_slots;
     streams || long_k(n, k, sm_count) || (format == WoFormat::Nf4 && slots >= per && !nf4_xreg_in_f16x2(n, k, sm_count))
 }
 
@@ -378,10 +403,17 @@ pub(crate) fn layout(
 /// of the transposed tables a DRAM page apart, were slower than staged at as many slots (INT4 1x57344x8192
 /// 88.2 vs 83.7).
 ///
-/// On `fast` memory ([`FAST_MEMORY_GB_S`]: the H200) NF4, MXFP4 and NVFP4 (one bulk copy of scales a slot) also
-/// stream where staged tables leave fewer than 3 slots per consumer class (`groups x parts`) and streamed ones
-/// at least 3 (where it was measured), and then take the ring over the x-in-registers kernel at the LM heads
-/// ([`auto_on`]'s slot count). H200, session 40, us, default /
+/// On `fast` memory ([`FAST_MEMORY_GB_S`]: the H200) the scales also stream where staged tables leave fewer
+/// than 3 slots per consumer class (`groups x parts`; INT4, two copies a slot: fewer than 2) and streamed ones
+/// at least 2 a class; the ring then takes over from the
+/// x-in-registers kernel wherever that leaves it two slots a class ([`auto_on`], [`AUTO_MIN_SLOTS_FAST`]).
+/// H200, session 41, us, the x-in-registers default / the ring staged / streamed (bench/RESULTS.md): INT4
+/// 1x152064x5120 148-150 / 120 (3 slots, 3 classes) / 98.5-98.7 (6), 1x151936x4096 114 / 97.3-101 (3) / 81.4-81.5
+/// (9), 1x57344x6144 69.3-69.6 / 53.9-54.1 (3) / 47.9-48.3 (6); NF4 1x49152x6144 69.8-70.9 / 55.1-55.2 (2, 2
+/// classes) / 42.0-42.3 (4); NVFP4 1x32000x5120 31.6 / 30.2-30.4 (3) / 25.9-26.1 (6), 1x27648x6144 29.3-29.4 /
+/// 30.3 / 27.3; MXFP4 1x57344x6144 53.3-53.6 / 53.7-54.3 / 48.2-48.6. With one slot more a class (2 K parts, 5 -> 6
+/// slots), staged / streamed: MXFP4 1x14336x14336 30.2-30.5 / 30.5-31.1, NVFP4 1x8192x14336 18.7-19.0 / 18.4-18.6.
+/// H200, session 40, us, default /
 /// streamed (bench/RESULTS.md): MXFP4 1x128256x4096 x-in-registers 72.4 / ring 68.5-69.1 (3 -> 9 slots), NF4
 /// 81.5-81.7 / 74.2-75.1 (2 -> 8), NVFP4 1x28672x4096 18.5 / 18.0-18.2 (6 -> 9), 1x28672x8192 37.3-37.6 /
 /// 36.1-36.4 (2 K parts, 5 -> 10), MXFP4 1x57344x8192 70.4-70.5 / 68.4-69.0 (4 -> 10); at 3 or more a class a tie
@@ -394,14 +426,16 @@ fn wants_streamed_scales(
     (groups, parts): (usize, usize),
     fast: bool,
 ) -> bool {
-    let (one_copy, classes) = (format != WoFormat::Int4G128, groups * parts);
+    let classes = groups * parts;
+    // Below this many staged slots a consumer class, fast memory streams: 3 for the formats of one scale copy a
+    // slot, 2 for INT4 (two copies: scales and zero points).
+    let crowded = if format == WoFormat::Int4G128 { 2 } else { 3 } * classes;
     match (staged, streamed) {
         (_, None) => false,
         (None, Some(_)) => true,
         (Some(s), Some(t)) if t.slots <= s.slots => false,
         (Some(s), Some(t)) => {
-            (parts >= 2 && s.slots < 2 * classes)
-                || (fast && one_copy && s.slots < 3 * classes && t.slots >= 3 * classes)
+            (parts >= 2 && s.slots < 2 * classes) || (fast && s.slots < crowded && t.slots >= 2 * classes)
         }
     }
 }
@@ -530,7 +564,7 @@ fn layout_with(
         (WoFormat::Nf4, true) => NF4_SMEM_BUDGET - NF4_WIDE_TABLE_BYTES - 128,
         (WoFormat::Nf4, false) => NF4_SMEM_BUDGET - NF4_NARROW_TABLE_BYTES,
         _ => SMEM_BUDGET,
-    };
+    } / ctas_per_sm();
     let ring = ring_limit().min(budget.checked_sub(tables)?);
     let unit = groups * parts;
     // A slot's weights and, where they stream with them, its scales.
@@ -635,7 +669,7 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
     if n == 0 || n % STEP_ROWS != 0 {
         return Err(format!("the ring GEMV needs N a multiple of {STEP_ROWS}, not {n}"));
     }
-    let (ctas, per) = grid(n, sm_count);
+    let (ctas, per) = grid(n, sm_count * ctas_per_sm() as u32);
     let (groups, parts) = (row_groups(format, n, k, sm_count), k_parts(format, n, k, sm_count));
     let layout = layout(format, k, per, groups, parts, peak_gb_s >= FAST_MEMORY_GB_S).ok_or_else(|| {
         format!(
@@ -738,6 +772,11 @@ impl RingGemv {
         )?;
         let smem = layout.smem as u32;
         let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
+        if ctas_per_sm() > 1 {
+            // Two CTAs of up to half the budget each: the largest shared-memory carveout, so both fit an SM.
+            use cudarc::driver::sys::CUfunction_attribute as A;
+            function.set_attribute(A::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
+        }
         let threads = (slices(format, k) * groups * 32 + 32) as u32;
         Ok(RingGemv {
             ctx: ctx.clone(),
@@ -927,6 +966,7 @@ fn options(
     opts.push(format!("-DRW_AHEAD={ahead}"));
     opts.push(format!("-DRW_ROWS={}", per * STEP_ROWS));
     opts.push(format!("-DRW_GROUPS={groups}"));
+    opts.push(format!("-DRW_MINB={}", ctas_per_sm()));
     opts.push(format!("-DNORM={}", u32::from(epilogue == Epilogue::Norm)));
     opts.push(format!("-DADD={}", u32::from(epilogue == Epilogue::Add)));
     opts.push(format!("-DSILU_X={}", u32::from(input == Input::SwiGlu)));
@@ -1121,7 +1161,8 @@ mod tests {
         // On fast memory (the H200) NF4, MXFP4 and NVFP4 also stream where staged tables leave fewer than 3 slots a
         // consumer class: the LM heads at K = 4096 (MXFP4 9 slots, NF4 8), which then take the ring; NVFP4 at 28672
         // x 4096 (6 -> 9) and, in 2 K parts, 28672 x 8192 (5 -> 10); MXFP4 at 57344 x 8192 (4 -> 10). INT4 (two
-        // copies a slot) stays staged, and 3 or more a class stay staged (MXFP4 28672 x 8192, 8 slots).
+        // copies a slot) stays staged at 2 or more a class, and 3 or more a class stay staged (MXFP4 28672 x 8192, 8
+        // slots).
         let (h200, h100) = (4917.0, 3352.0);
         assert_eq!(layout(mx, 4096, 122, 3, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((9, true)));
         assert_eq!(layout(nf4, 4096, 122, 2, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((8, true)));
@@ -1137,6 +1178,17 @@ mod tests {
             assert!(!auto_on(f, 128256, 4096, 132, h100) && !streams_scales(f, 128256, 4096, 132, h100));
         }
         assert!(!streams_scales(i4, 128256, 4096, 132, h200) && !streams_scales(mx, 14336, 4096, 132, h200));
+        // Session 41: where staged tables leave one slot a class (INT4 too: under 2 a class) streamed ones with two
+        // or more a class win, and the ring, at two slots a class, beats the x-in-registers kernel: INT4's LM heads
+        // at K = 4096 past 128256 rows and at K = 5120, K = 6144 shapes of every format.
+        for (f, n, k) in
+            [(i4, 152064, 5120), (i4, 151936, 4096), (i4, 57344, 6144), (nv, 32000, 5120), (mx, 57344, 6144)]
+        {
+            assert!(auto_on(f, n, k, 132, h200) && streams_scales(f, n, k, 132, h200), "{f:?} {n}x{k}");
+            assert!(!auto_on(f, n, k, 132, h100) && !streams_scales(f, n, k, 132, h100), "{f:?} {n}x{k}");
+        }
+        assert!(auto_on(nf4, 49152, 6144, 132, h200) && !auto_on(nf4, 49152, 6144, 132, h100));
+        assert!(auto_on(nv, 8192, 14336, 132, h200) && streams_scales(nv, 8192, 14336, 132, h200));
         // NF4 at small N too, where the x-in-registers kernel would decode in FP32 (not where it takes its
         // f16x2 path: one CTA over K = 14336).
         let nf4 = WoFormat::Nf4;
