@@ -16,6 +16,8 @@
 #   final   the committed build: the weight-only engine's reference test at the issue shapes, then `measure`'s
 #           default (checked, then timed) from .gpu/roofline-base (session 40's HEAD, 4a99aed) and .gpu/roofline
 #           alternately, twice, at FINAL_PAIRS: the shapes session 41's rule moves (and one it leaves)
+#   check   the committed build: the ring's reference test, issue 11's table, and NF4 at K = 14336 (the rule's
+#           moves there, 4 -> 5 slots in 2 K parts) from .gpu/roofline-base and .gpu/roofline alternately, twice
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session41.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session41 "${1:-cps}"
@@ -78,6 +80,17 @@ if has final; then
         for rep in 1 2; do
             for bin in roofline-base roofline; do
                 (export BIN=$bin MEAS_TIMEOUT=60; meas final "$bin" "${p%%:*}" "${p#*:}" "")
+            done
+        done
+    done
+fi
+if has check; then
+    ring_verify check ROOFLINE_RING_STREAM_SCALES "default"
+    issue_table table
+    for p in nf4:1x8192x14336 nf4:1x11008x14336 nf4:1x6144x14336; do
+        for rep in 1 2; do
+            for bin in roofline-base roofline; do
+                (export BIN=$bin MEAS_TIMEOUT=60; meas check "$bin" "${p%%:*}" "${p#*:}" "")
             done
         done
     done
