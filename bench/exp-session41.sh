@@ -18,6 +18,12 @@
 #           alternately, twice, at FINAL_PAIRS: the shapes session 41's rule moves (and one it leaves)
 #   check   the committed build: the ring's reference test, issue 11's table, and NF4 at K = 14336 (the rule's
 #           moves there, 4 -> 5 slots in 2 K parts) from .gpu/roofline-base and .gpu/roofline alternately, twice
+#   small   the x-in-registers default against the ring (--gemv ring=true) at SMALL_SHAPES for INT4, MXFP4 and
+#           NVFP4, alternately, three times (session 41's r3 saw the default vary by 30% between passes there)
+#   mbring  model-bench Llama-3.1-8B at batch 1, INT4, the default against --gemv ring=true (qkv and o_proj on
+#           the ring too), alternately, twice
+#   mbstep  model-bench Llama-3.1-8B at batch 1 from .gpu/roofline-base (session 40's HEAD) then .gpu/roofline (the
+#           4-bit step's GEMVs on the ring, ring::in_step), per scheme of MB_SCHEMES
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session41.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session41 "${1:-cps}"
@@ -94,4 +100,23 @@ if has check; then
             done
         done
     done
+fi
+if has small; then
+    for rep in 1 2 3; do
+        for s in ${SMALL_SHAPES:-1x6144x4096 1x4096x4096 1x1024x4096}; do
+            for f in int4_g128 mxfp4 nvfp4; do
+                (export MEAS_TIMEOUT=40; meas small "default" "$f" "$s" "")
+                (export MEAS_TIMEOUT=40; meas small "ring" "$f" "$s" "ring=true")
+            done
+        done
+    done
+fi
+if has mbring; then
+    for rep in 1 2; do
+        mb mbring "default" roofline --config llama-3.1-8b --batch 1 --scheme int4
+        mb mbring "ring=true" roofline --config llama-3.1-8b --batch 1 --scheme int4 --gemv ring=true
+    done
+fi
+if has mbstep; then
+    mb_ab mbstep llama-3.1-8b "" "${MB_SCHEMES:-int4 mxfp4 nvfp4 nf4}"
 fi

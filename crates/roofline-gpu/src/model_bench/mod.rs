@@ -540,7 +540,8 @@ impl Gpu {
         opts.extend(crate::weight_only::nvrtc::extra_options());
         let main_variant = cfg.gemv.variant.unwrap_or(Variant::best(cfg.weights, XDtype::F16, cfg.batch));
         // The ring GEMV where the step's default takes it (`ring::in_step`; `--gemv ring=` overrides).
-        let tuning = Tuning { ring: cfg.gemv.tuning.ring.or(ring::in_step(cfg.weights)), ..cfg.gemv.tuning };
+        let peak = ring::peak_memory_gb_s(&self.ctx);
+        let tuning = Tuning { ring: cfg.gemv.tuning.ring.or(ring::in_step(cfg.weights, peak)), ..cfg.gemv.tuning };
         let engine = |v: Variant| -> Result<WeightOnlyGemv, GpuError> {
             WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?.with_variant(v, None).with_tuning(tuning)
         };

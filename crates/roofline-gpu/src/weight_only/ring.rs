@@ -276,9 +276,18 @@ fn auto_at(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) 
 /// tail (as `Variant::best_in_step` found for their staged x-in-registers kernel). H200, session 37, Llama-3.1-8B
 /// at batch 1, down_proj on the x-in-registers kernel / the ring: down_proj alone 19.1-19.2 / 16.0-16.1 us, but the
 /// graph step 2607-2614 / 2652-2656 us (FP8), 2740-2741 / 2754-2763 (INT8), the neighbours slower in the step
-/// (qkv 9.4 -> 12.0-12.2 us). `None`: [`auto`].
-pub fn in_step(format: WoFormat) -> Option<bool> {
-    (format.bits() == 8).then_some(false)
+/// (qkv 9.4 -> 12.0-12.2 us). `Some(true)` for the 4-bit formats on fast memory ([`FAST_MEMORY_GB_S`], on a device
+/// of `peak_gb_s`): every GEMV of the step the ring can run, qkv and o_proj too (4-6 row steps a CTA, which
+/// [`auto`] leaves to the x-in-registers kernel standalone, where the two measure alike within their run-to-run
+/// spread). H200, session 41, Llama-3.1-8B INT4 at batch 1, default / ring: step 1688-1692 / 1510-1516 us (592 /
+/// 661 tok/s), qkv 7.28-7.35 / 5.82-6.07 us in the step, o_proj 6.59-7.18 / 5.74-6.12, the fused FFN beside them
+/// 30.5-30.6 / 27.9-28.1. `None` elsewhere: [`auto`].
+pub fn in_step(format: WoFormat, peak_gb_s: f64) -> Option<bool> {
+    match format.bits() {
+        8 => Some(false),
+        4 if peak_gb_s >= FAST_MEMORY_GB_S => Some(true),
+        _ => None,
+    }
 }
 
 /// [`auto`] on a device of `peak_gb_s` memory bandwidth (`ring::peak_memory_gb_s`): FP8 and INT8 only on fast
