@@ -80,26 +80,14 @@ fi
 if has final; then
     timeout 400 .gpu/weight_only_gpu --ignored --nocapture every_format_matches >"$out/wo-every.txt" 2>&1
     grep -E "^test |test result|panicked" "$out/wo-every.txt"
-    for p in ${FINAL_PAIRS:-int4_g128:1x152064x5120 int4_g128:1x151936x4096 int4_g128:1x57344x6144 \
+    bin_ab final "${FINAL_PAIRS:-int4_g128:1x152064x5120 int4_g128:1x151936x4096 int4_g128:1x57344x6144 \
         int4_g128:1x128256x5120 nf4:1x49152x6144 nf4:1x128256x6144 nvfp4:1x32000x5120 nvfp4:1x18944x6144 \
-        nvfp4:1x8192x14336 mxfp4:1x57344x6144 mxfp4:1x65536x5120 mxfp4:1x14336x14336 int4_g128:1x14336x4096}; do
-        for rep in 1 2; do
-            for bin in roofline-base roofline; do
-                (export BIN=$bin MEAS_TIMEOUT=60; meas final "$bin" "${p%%:*}" "${p#*:}" "")
-            done
-        done
-    done
+        nvfp4:1x8192x14336 mxfp4:1x57344x6144 mxfp4:1x65536x5120 mxfp4:1x14336x14336 int4_g128:1x14336x4096}"
 fi
 if has check; then
     ring_verify check ROOFLINE_RING_STREAM_SCALES "default"
     issue_table table
-    for p in nf4:1x8192x14336 nf4:1x11008x14336 nf4:1x6144x14336; do
-        for rep in 1 2; do
-            for bin in roofline-base roofline; do
-                (export BIN=$bin MEAS_TIMEOUT=60; meas check "$bin" "${p%%:*}" "${p#*:}" "")
-            done
-        done
-    done
+    bin_ab check "nf4:1x8192x14336 nf4:1x11008x14336 nf4:1x6144x14336"
 fi
 if has small; then
     for rep in 1 2 3; do

@@ -57,6 +57,18 @@ env_ab() {
         done
     done
 }
+# `bin_ab LOG PAIRS`: `meas` (checked, then timed, each killed after 60 s) from .gpu/roofline-base and .gpu/roofline
+# alternately, twice, per FORMAT:MxNxK of PAIRS (space-separated), labelled by the binary, into $out/LOG.txt.
+bin_ab() {
+    local log=$1 pairs=$2 p rep bin
+    for p in $pairs; do
+        for rep in 1 2; do
+            for bin in roofline-base roofline; do
+                (export BIN=$bin MEAS_TIMEOUT=60; meas "$log" "$bin" "${p%%:*}" "${p#*:}" "")
+            done
+        done
+    done
+}
 # `ring_verify NAME VAR VALUES`: the ring GEMV's reference test (.gpu/ring_gpu) with the environment variable VAR
 # set to each of VALUES ("default": empty), each killed after VERIFY_TIMEOUT s (default 300: a barrier bug
 # hangs); its log in $out/verify-NAME-value.txt, its exit status and result in $out/verify.txt.
