@@ -1198,6 +1198,12 @@ mod tests {
         }
         assert!(auto_on(nf4, 49152, 6144, 132, h200) && !auto_on(nf4, 49152, 6144, 132, h100));
         assert!(auto_on(nv, 8192, 14336, 132, h200) && streams_scales(nv, 8192, 14336, 132, h200));
+        // Inside the decode step: every 4-bit GEMV the ring runs on fast memory, FP8 / INT8 never, the H100 as `auto`.
+        for f in [i4, mx, nv, nf4] {
+            assert_eq!((in_step(f, h200), in_step(f, h100)), (Some(true), None), "{f:?}");
+        }
+        assert_eq!((in_step(WoFormat::Fp8E4M3, h200), in_step(WoFormat::Int8, h100)), (Some(false), Some(false)));
+        assert_eq!(in_step(WoFormat::Fp16, h200), None);
         // NF4 at small N too, where the x-in-registers kernel would decode in FP32 (not where it takes its
         // f16x2 path: one CTA over K = 14336).
         let nf4 = WoFormat::Nf4;
