@@ -1322,6 +1322,11 @@ mod tests {
             (8192, 122),
             (16384, 2),
             (28672, 8),
+            // Session 41's fast-memory defaults: LM heads at K = 5120, gate_up at K = 6144, and a MoE expert
+            // (DeepSeek-V3's gate_up, 4096 x 7168) that the decode step now runs on the ring.
+            (5120, 144),
+            (6144, 55),
+            (7168, 4),
         ] {
             for f in WoFormat::ALL.into_iter().filter(|f| takes(*f) && k <= max_k(*f)) {
                 // 8-bit weights at the shapes of Llama-3.1-8B's linears (their K up to 14336) and the LM head.
