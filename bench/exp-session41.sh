@@ -22,8 +22,9 @@
 #           NVFP4, alternately, three times (session 41's r3 saw the default vary by 30% between passes there)
 #   mbring  model-bench Llama-3.1-8B at batch 1, INT4, the default against --gemv ring=true (qkv and o_proj on
 #           the ring too), alternately, twice
-#   mbstep  model-bench Llama-3.1-8B at batch 1 from .gpu/roofline-base (session 40's HEAD) then .gpu/roofline (the
-#           4-bit step's GEMVs on the ring, ring::in_step), per scheme of MB_SCHEMES
+#   mbstep  model-bench MB_MODEL (default llama-3.1-8b; MB_LAYERS: its first layers only) at batch 1 from
+#           .gpu/roofline-base (session 40's HEAD) then .gpu/roofline (the 4-bit step's GEMVs on the ring,
+#           ring::in_step), per scheme of MB_SCHEMES
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session41.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session41 "${1:-cps}"
@@ -106,5 +107,5 @@ if has mbring; then
     done
 fi
 if has mbstep; then
-    mb_ab mbstep llama-3.1-8b "" "${MB_SCHEMES:-int4 mxfp4 nvfp4 nf4}"
+    mb_ab mbstep "${MB_MODEL:-llama-3.1-8b}" "${MB_LAYERS:-}" "${MB_SCHEMES:-int4 mxfp4 nvfp4 nf4}"
 fi
