@@ -296,10 +296,10 @@ impl Gpu {
             tflops: cost.flops as f64 / (stats.median_us * 1e6),
             bandwidth_gb_s: cost.bytes as f64 / (stats.median_us * 1e3),
             kernel: format!(
-                "cuBLASLt {} (heuristic algorithm, {} rotating input sets, {} launches per sample)",
+                "cuBLASLt {} (heuristic algorithm, {} rotating input sets, {})",
                 gemm_scheme(precision).label(),
                 sets,
-                stats.inner
+                stats.sample_words()
             ),
             power,
             // CUDA-graph replay is timed for the weight-only GEMVs only.

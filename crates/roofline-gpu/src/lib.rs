@@ -9,6 +9,7 @@
 
 pub mod bench_weights;
 pub mod bulk_stream;
+mod gate;
 mod gemm;
 pub mod lt;
 pub mod model_bench;
@@ -224,7 +225,7 @@ impl Gpu {
         p.read_bandwidth_gb_s = Some(read.bandwidth_gb_s);
         p.read_latency_us = Some(read_latency);
         p.notes = Some(format!(
-            "roofline calibrate: copy bandwidth = bytes read + written / median time of a 1 GiB device-to-device copy; peaks = median TFLOP/s of 8192^3 cuBLASLt GEMMs on random data (FP8 E4M3 with BF16 output, INT8 with INT32 output); launch overhead = time per launch of back-to-back 4-byte memsets; memory latency = mean of (time - bytes/bandwidth - launch overhead) over device copies of 8 to 256 MiB; read bandwidth and read latency = slope and intercept (less the launch overhead) of a line through the time per launch of a read-only kernel ({}) over 8 MiB to 1 GiB; compute capability {}.{}",
+            "roofline calibrate: copy bandwidth = bytes read + written / median time of a 1 GiB device-to-device copy; peaks = median TFLOP/s of 8192^3 cuBLASLt GEMMs on random data (FP8 E4M3 with BF16 output, INT8 with INT32 output); launch overhead = time per launch of back-to-back 4-byte memsets; memory latency = mean of (time - bytes/bandwidth - launch overhead) over device copies of 8 to 256 MiB; read bandwidth and read latency = slope and intercept (less the launch overhead) of a line through the time per launch of a read-only kernel ({}) over 8 MiB to 1 GiB; every time the median of samples whose launches were all enqueued before the GPU ran them (gated); compute capability {}.{}",
             read.config.label(),
             self.compute_capability.0,
             self.compute_capability.1

@@ -2,10 +2,12 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Instant;
 
 use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUresult, CUstreamCaptureMode};
 use cudarc::driver::{CudaContext, CudaStream};
 
+use crate::gate::{self, Gate};
 use crate::GpuError;
 
 /// How long and how often to time.
@@ -54,6 +56,26 @@ pub struct TimingStats {
     pub runs: u32,
     /// Launches per sample (short ops run back to back; see `time`).
     pub inner: u32,
+    /// Median host time to enqueue one launch of the op, microseconds (NaN where not measured). At or above
+    /// `median_us` the host could not have kept an ungated stream busy.
+    pub host_us: f64,
+    /// Whether each sample's launches were all enqueued before the GPU ran them ([`crate::gate`]).
+    pub gated: bool,
+}
+
+impl TimingStats {
+    /// How the samples were taken, for a kernel description: "23 launches per sample, gated (host 4.1 us a
+    /// launch)".
+    pub fn sample_words(&self) -> String {
+        let host =
+            if self.host_us.is_finite() { format!(" (host {:.2} us a launch)", self.host_us) } else { String::new() };
+        format!(
+            "{} launch{} per sample, {}{host}",
+            self.inner,
+            if self.inner == 1 { "" } else { "es" },
+            if self.gated { "gated" } else { "ungated" }
+        )
+    }
 }
 
 /// Target GPU time of one timed sample: short ops are launched `inner` times back to back between one
@@ -66,6 +88,10 @@ pub const SAMPLE_TARGET_US: f64 = 200.0;
 /// times back to back between the two events of a sample (up to 64), and the sample's time is divided by
 /// `inner`. That is the op's steady-state time per launch, the time a model's chain of kernels pays.
 /// At least `min_runs` samples, then more until `budget_ms` is spent or `max_runs` is reached.
+///
+/// Each sample is gated ([`crate::gate`]; `ROOFLINE_TIMING_GATE=0` turns it off): the stream waits at a host
+/// function before the start event until all `inner` launches are enqueued, so the GPU runs them back to
+/// back however slowly the host enqueues them; the host's enqueue time per launch is kept as `host_us`.
 pub fn time(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
@@ -89,15 +115,23 @@ pub fn time(
     end.synchronize()?;
     let probe_us = f64::from(start.elapsed_ms(&end)?) * 1e3 / 4.0;
     let inner = inner_runs(probe_us, cfg.max_inner);
+    let gated = gate::enabled();
     let mut times = Vec::new();
+    let mut host = Vec::new();
     let mut spent_ms = 0.0;
     while (times.len() as u32) < cfg.max_runs && ((times.len() as u32) < cfg.min_runs || spent_ms < cfg.budget_ms) {
+        let held = if gated { Some(Gate::close(stream)?) } else { None };
         start.record(stream)?;
+        let enqueue = Instant::now();
         for _ in 0..inner {
             op(i)?;
             i += 1;
         }
         end.record(stream)?;
+        host.push(enqueue.elapsed().as_secs_f64() * 1e6 / inner as f64);
+        if let Some(g) = held {
+            g.open();
+        }
         end.synchronize()?;
         let ms = f64::from(start.elapsed_ms(&end)?);
         spent_ms += ms;
@@ -105,6 +139,8 @@ pub fn time(
     }
     let mut s = stats(times);
     s.inner = inner as u32;
+    s.host_us = stats(host).median_us;
+    s.gated = gated;
     Ok(s)
 }
 
@@ -147,6 +183,8 @@ pub fn time_graph(
         max_us: st.max_us / per,
         runs: st.runs,
         inner: per_graph as u32,
+        host_us: st.host_us / per,
+        gated: st.gated,
     })
 }
 
@@ -292,6 +330,8 @@ pub fn stats(mut times: Vec<f64>) -> TimingStats {
         max_us: times.last().copied().unwrap_or(f64::NAN),
         runs: n as u32,
         inner: 1,
+        host_us: f64::NAN,
+        gated: false,
     }
 }
 
@@ -331,6 +371,16 @@ mod tests {
         assert_eq!(inner_runs(0.0, 64), 1);
         assert_eq!(inner_runs(f64::NAN, 64), 1);
         assert_eq!(inner_runs(10.0, 1), 1);
+    }
+
+    #[test]
+    fn sample_words_say_how_samples_were_taken() {
+        let mut s = stats(vec![5.0]);
+        assert_eq!(s.sample_words(), "1 launch per sample, ungated");
+        s.inner = 23;
+        s.gated = true;
+        s.host_us = 4.126;
+        assert_eq!(s.sample_words(), "23 launches per sample, gated (host 4.13 us a launch)");
     }
 
     #[test]

@@ -1094,7 +1094,7 @@ impl Gpu {
         };
         let kernel = match &ring {
             Some(r) => format!(
-                "roofline wo_ring (rows streamed by bulk copies into a shared-memory ring) {format} W, {} x/y, FP32 accumulate, {} CTAs of {} threads, {} ring slots of 8 rows{}, {sets} rotating weight sets, {} launches per sample",
+                "roofline wo_ring (rows streamed by bulk copies into a shared-memory ring) {format} W, {} x/y, FP32 accumulate, {} CTAs of {} threads, {} ring slots of 8 rows{}, {sets} rotating weight sets, {}",
                 opts.x.name(),
                 r.ctas,
                 r.threads,
@@ -1102,9 +1102,9 @@ impl Gpu {
                 if r.parts > 1 { format!(" x {} values (K in {} parts)", k / r.parts, r.parts) } else { String::new() }
                     + if r.streamed_scales { ", scales streamed beside them" } else { "" }
                     + &if r.ahead > 0 { format!(", {} in flight", r.ahead) } else { String::new() },
-                stats.inner
+                stats.sample_words()
             ),
-            None => describe(gemv, format, opts.x, &plan, grid_n, sets, stats.inner),
+            None => describe(gemv, format, opts.x, &plan, grid_n, sets, &stats),
         };
         let kernel = with_sources(kernel);
         Ok(WeightOnlyMeasurement {
@@ -1147,10 +1147,10 @@ fn describe(
     plan: &LaunchPlan,
     grid_n: u32,
     sets: usize,
-    inner: u32,
+    stats: &TimingStats,
 ) -> String {
     format!(
-            "roofline {} {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}{}), {sets} rotating weight sets, {} launches per sample",
+            "roofline {} {format} W, {} x/y, FP32 accumulate, {:?} (R={}, U={}, {} warps, grid {}x{}{}), {sets} rotating weight sets, {}",
             match gemv.variant {
                 Variant::Mma => "wo_mma (tensor cores)".to_string(),
                 Variant::XMma if plan.x_smem && plan.bulk => format!(
@@ -1185,7 +1185,7 @@ fn describe(
                 (false, true) => ", persistent",
                 (false, false) => "",
             },
-            inner
+            stats.sample_words()
         )
 }
 /// Quantized weights, x and the rows checked, shared by the configurations of one shape.

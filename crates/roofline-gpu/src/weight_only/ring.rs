@@ -226,6 +226,28 @@ pub const AUTO_MIN_SLOTS: usize = 6;
 /// row groups: 55.1-55.2 us against 69.8-70.9; with its scales streamed, 4 slots, 42.0-42.3; session 41).
 pub const AUTO_MIN_SLOTS_FAST: usize = 2;
 
+/// Fewest K values from which the engine picks the ring for every 4-bit format on fast memory
+/// ([`FAST_MEMORY_GB_S`]) wherever its grid fills the GPU ([`fills_the_gpu`]), however few row steps a CTA takes:
+/// there the x-in-registers kernel runs a row step per CTA of K / 1024 warps and stays far below the ring. H200,
+/// session 42, gated samples, us, x-in-registers / ring: 1x5120x5120 INT4 10.7 / 6.07, MXFP4 9.56 / 6.06, NVFP4
+/// 10.3 / 6.33; INT4 1x6144x5120 11.3 / 6.71; 1x2048x8192 INT4 12.8 / 5.59, MXFP4 12.6 / 5.50, NVFP4 9.57 /
+/// 5.58; INT4 1x1024x8192 8.59 / 4.29. Below it the x-in-registers kernel wins except for INT4 at K = 4096
+/// ([`AUTO_MIN_K_FAST_INT4`]): K = 4096 MXFP4 1x3072x4096 4.59 / 5.38, NVFP4 4.61 / 5.36; K = 3072 MXFP4
+/// 1x4096x3072 4.11 / 5.67, INT4 1x3072x3072 3.87 / 4.79; INT4 1x2048x2048 2.86 / 3.53.
+pub const AUTO_MIN_K_FAST: usize = 5120;
+
+/// [`AUTO_MIN_K_FAST`] for INT4, whose x-in-registers kernel is the slowest of the 4-bit formats at K = 4096
+/// (H200, session 42, gated, us, x-in-registers / ring: 1x1024x4096 3.39 / 2.99, 1x2048x4096 4.17 / 3.64,
+/// 1x3072x4096 4.81 / 4.08, 1x4096x4096 4.97 / 4.58, 1x6144x4096 6.56 / 5.55; with half the SMs busy the ring
+/// loses, 1x512x4096 2.51 / 2.64).
+pub const AUTO_MIN_K_FAST_INT4: usize = 4096;
+
+/// Whether a ring grid of `ctas` CTAs keeps at least 7 in 8 of `sm_count` SMs busy (128 of 132 on the H200 does;
+/// 64 does not: INT4 1x512x4096, [`AUTO_MIN_K_FAST_INT4`]).
+fn fills_the_gpu(ctas: u32, sm_count: u32) -> bool {
+    8 * ctas >= 7 * sm_count
+}
+
 /// Fewest row steps per CTA for which the engine picks the ring kernel for FP8 and INT8 weights by default
 /// ([`auto`]; 4 at Llama-3.1-8B's o_proj, 1x4096x4096).
 pub const AUTO_MIN_STEPS_8BIT: usize = 4;
@@ -252,13 +274,17 @@ pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
 
 /// [`auto`] with the ring planned for a device of `peak_gb_s` memory bandwidth ([`plan_on`]).
 fn auto_at(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
-    let Ok(Plan { per, groups, parts, layout: Layout { slots, .. }, .. }) =
+    let Ok(Plan { ctas, per, groups, parts, layout: Layout { slots, .. } }) =
         plan_on(format, 1, n, k, sm_count, peak_gb_s)
     else {
         return false;
     };
     if format.bits() == 8 {
         return per >= AUTO_MIN_STEPS_8BIT;
+    }
+    let min_k_fast = if format == WoFormat::Int4G128 { AUTO_MIN_K_FAST_INT4 } else { AUTO_MIN_K_FAST };
+    if peak_gb_s >= FAST_MEMORY_GB_S && k >= min_k_fast && fills_the_gpu(ctas, sm_count) {
+        return true;
     }
     // On fast memory two slots a consumer class suffice (`AUTO_MIN_SLOTS_FAST`).
     let min_slots = if peak_gb_s >= FAST_MEMORY_GB_S {
@@ -1198,6 +1224,23 @@ mod tests {
         }
         assert!(auto_on(nf4, 49152, 6144, 132, h200) && !auto_on(nf4, 49152, 6144, 132, h100));
         assert!(auto_on(nv, 8192, 14336, 132, h200) && streams_scales(nv, 8192, 14336, 132, h200));
+        // Session 42: on fast memory the ring from K = 5120 (INT4: 4096) wherever its grid fills the GPU, however
+        // few row steps a CTA takes; the x-in-registers kernel below that, and on the H100.
+        for (f, n, k) in [(i4, 5120, 5120), (mx, 5120, 5120), (nv, 5120, 5120), (i4, 6144, 5120), (mx, 2048, 8192)]
+            .into_iter()
+            .chain([(nv, 2048, 8192), (i4, 1024, 8192), (i4, 1024, 4096), (i4, 4096, 4096), (i4, 6144, 4096)])
+        {
+            assert!(auto_on(f, n, k, 132, h200) && !auto_on(f, n, k, 132, h100), "{f:?} {n}x{k}");
+        }
+        for (f, n, k) in [(i4, 512, 4096), (mx, 3072, 4096), (nv, 3072, 4096), (mx, 4096, 3072), (i4, 3072, 3072)]
+            .into_iter()
+            .chain([(i4, 2048, 2048), (mx, 1024, 4096), (nv, 4096, 4096)])
+        {
+            assert!(!auto_on(f, n, k, 132, h200), "{f:?} {n}x{k}");
+        }
+        assert!(
+            fills_the_gpu(128, 132) && !fills_the_gpu(64, 132) && fills_the_gpu(116, 132) && !fills_the_gpu(115, 132)
+        );
         // Inside the decode step: every 4-bit GEMV the ring runs on fast memory, FP8 / INT8 never, the H100 as `auto`.
         for f in [i4, mx, nv, nf4] {
             assert_eq!((in_step(f, h200), in_step(f, h100)), (Some(true), None), "{f:?}");
@@ -1327,6 +1370,9 @@ mod tests {
             (5120, 144),
             (6144, 55),
             (7168, 4),
+            // Session 42's fast-memory defaults at small N: 1x5120x5120 and 1x2048x8192.
+            (5120, 5),
+            (8192, 2),
         ] {
             for f in WoFormat::ALL.into_iter().filter(|f| takes(*f) && k <= max_k(*f)) {
                 // 8-bit weights at the shapes of Llama-3.1-8B's linears (their K up to 14336) and the LM head.

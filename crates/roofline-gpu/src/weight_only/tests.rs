@@ -555,7 +555,15 @@ fn measurement_conversion_keeps_time_and_counts_flops() {
         m: 2,
         n: 1000,
         k: 4096,
-        stats: TimingStats { median_us: 10.0, min_us: 9.0, max_us: 12.0, runs: 50, inner: 8 },
+        stats: TimingStats {
+            median_us: 10.0,
+            min_us: 9.0,
+            max_us: 12.0,
+            runs: 50,
+            inner: 8,
+            host_us: 3.0,
+            gated: true,
+        },
         bytes: 2_000_000,
         bandwidth_gb_s: 200.0,
         rel_error: 1e-4,
@@ -564,7 +572,15 @@ fn measurement_conversion_keeps_time_and_counts_flops() {
         spill_bytes: Some(0),
         sets: 4,
         kernel: "k".into(),
-        graph: Some(TimingStats { median_us: 8.5, min_us: 8.0, max_us: 9.0, runs: 20, inner: 64 }),
+        graph: Some(TimingStats {
+            median_us: 8.5,
+            min_us: 8.0,
+            max_us: 9.0,
+            runs: 20,
+            inner: 64,
+            host_us: 0.1,
+            gated: true,
+        }),
     };
     let m = w.to_measurement("H100");
     assert_eq!((m.time_us, m.time_us_min, m.time_us_max, m.runs), (10.0, 9.0, 12.0, 50));
