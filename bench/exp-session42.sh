@@ -19,6 +19,9 @@
 #   grid    the engine's default against the ring (--gemv ring=true) at GRID_SHAPES x GRID_FORMATS, once (gated
 #           samples repeat within 1% between passes)
 #   calib   `roofline calibrate` with the gate, to $out/calib.toml (against the ungated h200-measured.toml)
+#   final   the committed build: the weight-only engine's reference test at the issue shapes and roofline-gpu's GPU
+#           unit tests (the gated harness), `measure`'s default at FINAL_PAIRS (fmt:MxNxK; the shapes the new rule
+#           moves and two it leaves), and model-bench Llama-3.1-8B at batch 1 (INT4)
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session42.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session42 "${1:-gate}"
@@ -77,4 +80,18 @@ if has grid; then
             (export MEAS_TIMEOUT=40; meas grid "ring" "$f" "$s" "ring=true")
         done
     done
+fi
+if has final; then
+    for t in every_format_matches; do
+        timeout 400 .gpu/weight_only_gpu --ignored --nocapture $t >"$out/wo-$t.txt" 2>&1
+        grep -E "^test |test result|panicked" "$out/wo-$t.txt" | tee -a "$out/final.txt"
+    done
+    timeout 400 .gpu/gpu_lib --ignored >"$out/gpu-lib.txt" 2>&1
+    grep -E "^test |test result|panicked" "$out/gpu-lib.txt" | tee -a "$out/final.txt"
+    for p in ${FINAL_PAIRS:-int4_g128:1x5120x5120 mxfp4:1x5120x5120 nvfp4:1x5120x5120 int4_g128:1x2048x8192 \
+        mxfp4:1x2048x8192 int4_g128:1x1024x8192 int4_g128:1x4096x4096 int4_g128:1x1024x4096 mxfp4:1x3072x4096 \
+        int4_g128:1x512x4096}; do
+        (export MEAS_TIMEOUT=40; meas final "default" "${p%%:*}" "${p#*:}" "")
+    done
+    mb final "roofline model-bench llama-3.1-8b batch 1 int4" roofline --config llama-3.1-8b --batch 1 --scheme int4
 fi

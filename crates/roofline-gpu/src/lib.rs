@@ -379,4 +379,28 @@ mod tests {
         let (bw, _) = gpu.copy_bandwidth(256 << 20, &TimingConfig::default()).unwrap();
         assert!(bw > 100.0);
     }
+
+    #[test]
+    #[ignore = "needs an NVIDIA GPU"]
+    fn gated_samples_time_the_gpu_not_a_slow_host() {
+        // Each launch of a tiny memset is enqueued 200 us after the last: ungated, the events time the host's
+        // pace; gated, the memsets run back to back once all are enqueued.
+        let gpu = Gpu::open(0).unwrap();
+        let mut buf: CudaSlice<f32> = gpu.stream.alloc_zeros(1).unwrap();
+        let cfg = TimingConfig { warmup: 2, min_runs: 20, max_runs: 20, ..Default::default() };
+        let st = timing::time(&gpu.ctx, &gpu.stream, &cfg, |_| {
+            std::thread::sleep(std::time::Duration::from_micros(200));
+            gpu.stream.memset_zeros(&mut buf)?;
+            Ok(())
+        })
+        .unwrap();
+        assert!(st.gated && st.host_us >= 200.0, "{st:?}");
+        assert!(
+            st.median_us < 50.0,
+            "a gated memset took {} us with the host at {} us a launch",
+            st.median_us,
+            st.host_us
+        );
+        assert!(st.sample_words().ends_with(&format!("per sample, gated (host {:.2} us a launch)", st.host_us)));
+    }
 }
