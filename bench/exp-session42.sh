@@ -22,6 +22,8 @@
 #   final   the committed build: the weight-only engine's reference test at the issue shapes and roofline-gpu's GPU
 #           unit tests (the gated harness), `measure`'s default at FINAL_PAIRS (fmt:MxNxK; the shapes the new rule
 #           moves and two it leaves), and model-bench Llama-3.1-8B at batch 1 (INT4)
+#   check   the committed rule at shapes it was not made from: the default against the x-in-registers kernel
+#           (--gemv ring=false) at CHECK_SHAPES x CHECK_FORMATS, once
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session42.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session42 "${1:-gate}"
@@ -94,4 +96,12 @@ if has final; then
         (export MEAS_TIMEOUT=40; meas final "default" "${p%%:*}" "${p#*:}" "")
     done
     mb final "roofline model-bench llama-3.1-8b batch 1 int4" roofline --config llama-3.1-8b --batch 1 --scheme int4
+fi
+if has check; then
+    for s in ${CHECK_SHAPES:-1x1024x8192 1x6144x5120 1x2048x6144 1x1536x7168 1x1024x5120}; do
+        for f in ${CHECK_FORMATS:-int4_g128 mxfp4 nvfp4 nf4}; do
+            (export MEAS_TIMEOUT=40; meas check "default" "$f" "$s" "")
+            (export MEAS_TIMEOUT=40; meas check "xreg" "$f" "$s" "ring=false")
+        done
+    done
 fi

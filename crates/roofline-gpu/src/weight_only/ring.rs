@@ -226,24 +226,38 @@ pub const AUTO_MIN_SLOTS: usize = 6;
 /// row groups: 55.1-55.2 us against 69.8-70.9; with its scales streamed, 4 slots, 42.0-42.3; session 41).
 pub const AUTO_MIN_SLOTS_FAST: usize = 2;
 
-/// Fewest K values from which the engine picks the ring for every 4-bit format on fast memory
-/// ([`FAST_MEMORY_GB_S`]) wherever its grid fills the GPU ([`fills_the_gpu`]), however few row steps a CTA takes:
-/// there the x-in-registers kernel runs a row step per CTA of K / 1024 warps and stays far below the ring. H200,
-/// session 42, gated samples, us, x-in-registers / ring: 1x5120x5120 INT4 10.7 / 6.07, MXFP4 9.56 / 6.06, NVFP4
-/// 10.3 / 6.33; INT4 1x6144x5120 11.3 / 6.71; 1x2048x8192 INT4 12.8 / 5.59, MXFP4 12.6 / 5.50, NVFP4 9.57 /
-/// 5.58; INT4 1x1024x8192 8.59 / 4.29. Below it the x-in-registers kernel wins except for INT4 at K = 4096
-/// ([`AUTO_MIN_K_FAST_INT4`]): K = 4096 MXFP4 1x3072x4096 4.59 / 5.38, NVFP4 4.61 / 5.36; K = 3072 MXFP4
-/// 1x4096x3072 4.11 / 5.67, INT4 1x3072x3072 3.87 / 4.79; INT4 1x2048x2048 2.86 / 3.53.
-pub const AUTO_MIN_K_FAST: usize = 5120;
+/// Whether the engine runs an M = 1 call of a 4-bit `format` at K = `k` on the ring on fast memory
+/// ([`FAST_MEMORY_GB_S`]) however few row steps (`per`) its `ctas` CTAs take, where the x-in-registers kernel
+/// (a row step per CTA of K / 1024 warps) falls far below it. H200, session 42, gated samples, us,
+/// x-in-registers / ring:
+/// - K = 6144-8192, every 4-bit format, any grid: 1x1024x8192 INT4 8.79 / 4.34, MXFP4 8.53 / 4.34, NVFP4 7.53 /
+///   4.35; 1x2048x8192 MXFP4 12.6 / 5.50, NVFP4 9.57 / 5.58; 1x512x8192 (64 CTAs) MXFP4 4.79 / 3.57, NVFP4
+///   4.26 / 3.60; 1x1536x7168 (96 CTAs) INT4 9.89 / 4.49, MXFP4 7.63 / 4.51, NVFP4 7.06 / 4.47; 1x1024x6144
+///   MXFP4 4.73 / 3.85, NVFP4 4.99 / 3.84; 1x2048x6144 MXFP4 5.78 / 4.59. (Past K = 8192 the long-K rules hold.)
+/// - K = 5120 from [`AUTO_MIN_STEPS_K5120`] row steps a CTA: 1x5120x5120 MXFP4 9.56 / 6.06, NVFP4 10.3 / 6.33;
+///   1x6144x5120 MXFP4 9.90 / 6.72. Below it the x-in-registers kernel wins: 1x3072x5120 MXFP4 5.48 / 6.36,
+///   NVFP4 5.64 / 6.45; 1x1024x5120 MXFP4 3.76 / 4.43.
+/// - INT4, whose x-in-registers kernel is the slowest of the 4-bit formats, from K = 5120 with any grid
+///   (1x768x5120 3.74 / 3.31, 1x2048x5120 5.03 / 4.26, 1x5120x5120 10.7 / 6.07) and at K = 4096 where the grid
+///   fills the GPU ([`fills_the_gpu`]: 1x1024x4096 3.39 / 2.99, 1x4096x4096 4.97 / 4.58, 1x6144x4096 6.56 /
+///   5.55; with 64 CTAs 2.51 / 2.64 at 1x512x4096).
+///
+/// Elsewhere below K = 6144 the x-in-registers kernel wins at small N: MXFP4 1x3072x4096 4.59 / 5.38, NVFP4 4.61
+/// / 5.36; 1x4096x3072 MXFP4 4.11 / 5.67; INT4 1x3072x3072 3.87 / 4.79, 1x2048x2048 2.86 / 3.53.
+fn ring_at_any_steps_fast(format: WoFormat, k: usize, per: usize, ctas: u32, sm_count: u32) -> bool {
+    let any_grid = (6144..=8192).contains(&k) || (k == 5120 && per >= AUTO_MIN_STEPS_K5120);
+    match format {
+        WoFormat::Int4G128 => any_grid || k == 5120 || (k == 4096 && fills_the_gpu(ctas, sm_count)),
+        _ => any_grid,
+    }
+}
 
-/// [`AUTO_MIN_K_FAST`] for INT4, whose x-in-registers kernel is the slowest of the 4-bit formats at K = 4096
-/// (H200, session 42, gated, us, x-in-registers / ring: 1x1024x4096 3.39 / 2.99, 1x2048x4096 4.17 / 3.64,
-/// 1x3072x4096 4.81 / 4.08, 1x4096x4096 4.97 / 4.58, 1x6144x4096 6.56 / 5.55; with half the SMs busy the ring
-/// loses, 1x512x4096 2.51 / 2.64).
-pub const AUTO_MIN_K_FAST_INT4: usize = 4096;
+/// Fewest row steps a CTA from which the ring takes M = 1 GEMVs of K = 5120 on fast memory
+/// ([`ring_at_any_steps_fast`]; 5 at 1x5120x5120; 3 at 1x3072x5120 lost).
+pub const AUTO_MIN_STEPS_K5120: usize = 5;
 
 /// Whether a ring grid of `ctas` CTAs keeps at least 7 in 8 of `sm_count` SMs busy (128 of 132 on the H200 does;
-/// 64 does not: INT4 1x512x4096, [`AUTO_MIN_K_FAST_INT4`]).
+/// 64 does not: INT4 1x512x4096, [`ring_at_any_steps_fast`]).
 fn fills_the_gpu(ctas: u32, sm_count: u32) -> bool {
     8 * ctas >= 7 * sm_count
 }
@@ -282,8 +296,7 @@ fn auto_at(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) 
     if format.bits() == 8 {
         return per >= AUTO_MIN_STEPS_8BIT;
     }
-    let min_k_fast = if format == WoFormat::Int4G128 { AUTO_MIN_K_FAST_INT4 } else { AUTO_MIN_K_FAST };
-    if peak_gb_s >= FAST_MEMORY_GB_S && k >= min_k_fast && fills_the_gpu(ctas, sm_count) {
+    if peak_gb_s >= FAST_MEMORY_GB_S && ring_at_any_steps_fast(format, k, per, ctas, sm_count) {
         return true;
     }
     // On fast memory two slots a consumer class suffice (`AUTO_MIN_SLOTS_FAST`).
@@ -1224,17 +1237,21 @@ mod tests {
         }
         assert!(auto_on(nf4, 49152, 6144, 132, h200) && !auto_on(nf4, 49152, 6144, 132, h100));
         assert!(auto_on(nv, 8192, 14336, 132, h200) && streams_scales(nv, 8192, 14336, 132, h200));
-        // Session 42: on fast memory the ring from K = 5120 (INT4: 4096) wherever its grid fills the GPU, however
-        // few row steps a CTA takes; the x-in-registers kernel below that, and on the H100.
+        // Session 42: on fast memory the ring at K = 6144-8192 with any grid, at K = 5120 from 5 row steps a CTA
+        // (INT4: any), and INT4 at K = 4096 where its grid fills the GPU; the x-in-registers kernel below that,
+        // and on the H100.
         for (f, n, k) in [(i4, 5120, 5120), (mx, 5120, 5120), (nv, 5120, 5120), (i4, 6144, 5120), (mx, 2048, 8192)]
             .into_iter()
             .chain([(nv, 2048, 8192), (i4, 1024, 8192), (i4, 1024, 4096), (i4, 4096, 4096), (i4, 6144, 4096)])
+            .chain([(mx, 512, 8192), (nv, 1536, 7168), (i4, 1536, 7168), (mx, 1024, 6144), (i4, 768, 5120)])
+            .chain([(mx, 6144, 5120), (i4, 2048, 5120)])
         {
             assert!(auto_on(f, n, k, 132, h200) && !auto_on(f, n, k, 132, h100), "{f:?} {n}x{k}");
         }
         for (f, n, k) in [(i4, 512, 4096), (mx, 3072, 4096), (nv, 3072, 4096), (mx, 4096, 3072), (i4, 3072, 3072)]
             .into_iter()
-            .chain([(i4, 2048, 2048), (mx, 1024, 4096), (nv, 4096, 4096)])
+            .chain([(i4, 2048, 2048), (mx, 1024, 4096), (nv, 4096, 4096), (mx, 3072, 5120), (nv, 2048, 5120)])
+            .chain([(mx, 1024, 5120), (nv, 768, 5120)])
         {
             assert!(!auto_on(f, n, k, 132, h200), "{f:?} {n}x{k}");
         }
@@ -1370,9 +1387,11 @@ mod tests {
             (5120, 144),
             (6144, 55),
             (7168, 4),
-            // Session 42's fast-memory defaults at small N: 1x5120x5120 and 1x2048x8192.
+            // Session 42's fast-memory defaults at small N: 1x5120x5120, 1x2048x8192, 1x1024x6144 and 1x1536x7168.
             (5120, 5),
             (8192, 2),
+            (6144, 1),
+            (7168, 2),
         ] {
             for f in WoFormat::ALL.into_iter().filter(|f| takes(*f) && k <= max_k(*f)) {
                 // 8-bit weights at the shapes of Llama-3.1-8B's linears (their K up to 14336) and the LM head.
