@@ -24,6 +24,11 @@
 #           moves and two it leaves), and model-bench Llama-3.1-8B at batch 1 (INT4)
 #   check   the committed rule at shapes it was not made from: the default against the x-in-registers kernel
 #           (--gemv ring=false) at CHECK_SHAPES x CHECK_FORMATS, once
+#   ctas    the x-in-registers kernel (--gemv ring=false; CTAS_A to ask another, e.g. CTAS_A= for the default)
+#           against the ring (--gemv ring=true) at CTAS_SHAPES for INT4, MXFP4 and NVFP4, once (r7 ran it with the
+#           default at 1x1536x7168 1x512x8192 1x768x5120 1x1024x6144, r8 with ring=false at 1x1024x6144
+#           1x2048x5120 1x3072x5120)
+#   rule    `measure`'s default at RULE_PAIRS (fmt:MxNxK): the committed rule's choices, once
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session42.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session42 "${1:-gate}"
@@ -103,5 +108,19 @@ if has check; then
             (export MEAS_TIMEOUT=40; meas check "default" "$f" "$s" "")
             (export MEAS_TIMEOUT=40; meas check "xreg" "$f" "$s" "ring=false")
         done
+    done
+fi
+if has ctas; then
+    for s in ${CTAS_SHAPES:-1x1536x7168 1x512x8192 1x768x5120 1x1024x6144 1x2048x5120 1x3072x5120}; do
+        for f in int4_g128 mxfp4 nvfp4; do
+            (export MEAS_TIMEOUT=40; meas ctas "${CTAS_A-ring=false}" "$f" "$s" "${CTAS_A-ring=false}")
+            (export MEAS_TIMEOUT=40; meas ctas ring "$f" "$s" "ring=true")
+        done
+    done
+fi
+if has rule; then
+    for p in ${RULE_PAIRS:-mxfp4:1x2048x5120 nvfp4:1x3072x5120 mxfp4:1x5120x5120 mxfp4:1x1024x6144 int4_g128:1x768x5120 \
+        int4_g128:1x1536x7168 nvfp4:1x512x8192 mxfp4:1x4096x4096 int4_g128:1x4096x4096 nf4:1x4096x4096}; do
+        (export MEAS_TIMEOUT=40; meas rule default "${p%%:*}" "${p#*:}" "")
     done
 fi
