@@ -51,25 +51,14 @@ if has cublas; then
     done
 fi
 if has small; then
-    for rep in 1 2 3; do
-        for s in ${SMALL_SHAPES:-1x4096x4096 1x6144x4096}; do
-            for f in int4_g128 mxfp4 nvfp4 nf4; do
-                (export MEAS_TIMEOUT=40; meas small "default" "$f" "$s" "")
-                (export MEAS_TIMEOUT=40; meas small "ring" "$f" "$s" "ring=true")
-            done
-        done
-    done
+    ring_ab small default "" "${SMALL_SHAPES:-1x4096x4096 1x6144x4096}" "int4_g128 mxfp4 nvfp4 nf4" 3
 fi
 if has moe; then
     MB_TIMEOUT=${MB_TIMEOUT:-300} mb_ab moe "${MB_MODEL:-mixtral-8x7b}" "${MB_LAYERS:-8}" "${MB_SCHEMES:-int4 nvfp4}"
 fi
 if has int4small; then
-    for s in ${INT4S_SHAPES:-1x1024x4096 1x2048x4096 1x3072x4096 1x4096x4096 1x5120x5120 1x2048x8192 1x4096x8192}; do
-        for rep in 1 2; do
-            (export MEAS_TIMEOUT=40; meas int4small "default" int4_g128 "$s" "")
-            (export MEAS_TIMEOUT=40; meas int4small "ring" int4_g128 "$s" "ring=true")
-        done
-    done
+    ring_ab int4small default "" \
+        "${INT4S_SHAPES:-1x1024x4096 1x2048x4096 1x3072x4096 1x4096x4096 1x5120x5120 1x2048x8192 1x4096x8192}" int4_g128 2
 fi
 if has table; then
     issue_table table
@@ -81,12 +70,8 @@ if has calib; then
     timeout 400 .gpu/roofline calibrate --output "$out/calib.toml" 2>&1 | tee "$out/calib.txt" | tail -20
 fi
 if has grid; then
-    for s in ${GRID_SHAPES:-1x1024x4096 1x3072x4096 1x5120x5120 1x2048x8192 1x4096x3072}; do
-        for f in ${GRID_FORMATS:-mxfp4 nvfp4 nf4}; do
-            (export MEAS_TIMEOUT=40; meas grid "default" "$f" "$s" "")
-            (export MEAS_TIMEOUT=40; meas grid "ring" "$f" "$s" "ring=true")
-        done
-    done
+    ring_ab grid default "" "${GRID_SHAPES:-1x1024x4096 1x3072x4096 1x5120x5120 1x2048x8192 1x4096x3072}" \
+        "${GRID_FORMATS:-mxfp4 nvfp4 nf4}"
 fi
 if has final; then
     for t in every_format_matches; do
@@ -111,12 +96,9 @@ if has check; then
     done
 fi
 if has ctas; then
-    for s in ${CTAS_SHAPES:-1x1536x7168 1x512x8192 1x768x5120 1x1024x6144 1x2048x5120 1x3072x5120}; do
-        for f in int4_g128 mxfp4 nvfp4; do
-            (export MEAS_TIMEOUT=40; meas ctas "${CTAS_A-ring=false}" "$f" "$s" "${CTAS_A-ring=false}")
-            (export MEAS_TIMEOUT=40; meas ctas ring "$f" "$s" "ring=true")
-        done
-    done
+    a=${CTAS_A-ring=false}
+    ring_ab ctas "${a:-default}" "$a" \
+        "${CTAS_SHAPES:-1x1536x7168 1x512x8192 1x768x5120 1x1024x6144 1x2048x5120 1x3072x5120}" "int4_g128 mxfp4 nvfp4"
 fi
 if has rule; then
     for p in ${RULE_PAIRS:-mxfp4:1x2048x5120 nvfp4:1x3072x5120 mxfp4:1x5120x5120 mxfp4:1x1024x6144 int4_g128:1x768x5120 \

@@ -69,6 +69,20 @@ bin_ab() {
         done
     done
 }
+# `ring_ab LOG LABEL GEMV SHAPES FORMATS [REPS]`: `meas` with --gemv GEMV (empty: the engine's default), labelled
+# LABEL, then with the ring forced (--gemv ring=true), labelled "ring", per shape of SHAPES (MxNxK) and format of
+# FORMATS, REPS passes (default 1), each killed after 40 s, into $out/LOG.txt.
+ring_ab() {
+    local log=$1 label=$2 gemv=$3 shapes=$4 fmts=$5 reps=${6:-1} rep s f
+    for ((rep = 0; rep < reps; rep++)); do
+        for s in $shapes; do
+            for f in $fmts; do
+                (export MEAS_TIMEOUT=40; meas "$log" "$label" "$f" "$s" "$gemv")
+                (export MEAS_TIMEOUT=40; meas "$log" ring "$f" "$s" "ring=true")
+            done
+        done
+    done
+}
 # `ring_verify NAME VAR VALUES`: the ring GEMV's reference test (.gpu/ring_gpu) with the environment variable VAR
 # set to each of VALUES ("default": empty), each killed after VERIFY_TIMEOUT s (default 300: a barrier bug
 # hangs); its log in $out/verify-NAME-value.txt, its exit status and result in $out/verify.txt.
