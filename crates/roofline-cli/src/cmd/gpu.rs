@@ -24,7 +24,7 @@ pub struct InfoArgs {
 /// Flags of `roofline calibrate`.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Writes a hardware profile measured on this GPU; use it everywhere with --hw FILE:\n  roofline calibrate --output h100-measured.toml\n  roofline predict --hw h100-measured.toml\n\nIt measures: the copy bandwidth (a 1 GiB device-to-device copy, bytes read + written), the launch overhead (back-to-back memsets), the memory start-up latency (copies of 8 to 256 MiB), the read-stream bandwidth and latency (a read-only kernel from 8 MiB to 1 GiB, fitted by a line: a decode GEMV only reads, so its roof is this one, 5-8% above the copy on an H200) and the dense GEMM peaks per format (8192^3). With the read stream in the profile, predictions price read bytes at the read rate and written bytes so that a copy keeps its measured time."
+    after_help = "Writes a hardware profile measured on this GPU; use it everywhere with --hw FILE:\n  roofline calibrate --output h100-measured.toml\n  roofline predict --hw h100-measured.toml\n\nIt measures: the copy bandwidth (a 1 GiB device-to-device copy, bytes read + written), the launch overhead (back-to-back memsets), the memory start-up latency (copies of 8 to 256 MiB), the read-stream bandwidth and latency (a read-only kernel from 8 MiB to 1 GiB, fitted by a line: a decode GEMV only reads, so its roof is this one, 5-9% above the copy on an H200) and the dense GEMM peaks per format (8192^3), each the median of gated samples (`roofline measure --help`). With the read stream in the profile, predictions price read bytes at the read rate and written bytes so that a copy keeps its measured time."
 )]
 pub struct CalibrateArgs {
     /// GPU index.
@@ -40,6 +40,11 @@ pub struct CalibrateArgs {
 #[command(
     after_help = "Dense GEMMs run through cuBLASLt: FP32, TF32, FP16, BF16, FP8_E4M3 (BF16 output), FP8_E5M2 (E5M2
 weights x E4M3 activations) and INT8 (INT32 output). The prediction is for the same scheme and bytes.
+
+Timing: CUDA events around samples of back-to-back launches over rotating inputs larger than the L2, after a
+warm-up; the median of 100-1000 samples. Each sample's launches are all enqueued before the GPU runs the first
+(the stream waits at a host gate), so the time is the GPU's and not the host's launch rate; the kernel line says
+how many launches a sample held and the host's time to enqueue one (ROOFLINE_TIMING_GATE=0: ungated, to compare).
 
 Examples:
   roofline measure --m 4096 --n 4096 --k 4096 --precision fp16 --hw h100
