@@ -92,8 +92,8 @@ mod tests {
         // The host function alone (no GPU): a thread blocked in it returns when the gate is dropped.
         let state = Arc::new(State::default());
         let data = Arc::into_raw(state.clone()) as usize;
+        let t = Instant::now();
         let waiter = std::thread::spawn(move || {
-            let t = Instant::now();
             // SAFETY: `data` is the reference leaked above, for this one call.
             unsafe { wait_until_open(data as *mut c_void) };
             t.elapsed()
