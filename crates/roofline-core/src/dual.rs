@@ -51,6 +51,11 @@ pub struct Measurement {
     /// with `--graph`), microseconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph_us: Option<f64>,
+    /// Median host time to enqueue one launch, microseconds (roofline's own timings). Samples are gated, so it
+    /// is not in `time_us`; at or above `time_us`, a stream launched from the host one op at a time would wait
+    /// on the host, not the GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_us: Option<f64>,
 }
 
 /// A prediction and (optionally) the measurement of the same op, with the relative error.

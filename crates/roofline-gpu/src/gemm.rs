@@ -183,6 +183,7 @@ impl Gpu {
                     ) + &if *gemv == GemvOverride::default() { String::new() } else { format!("; --gemv {gemv}") },
                     power: None,
                     graph_us: wo.graph.map(|g| g.median_us),
+                    host_us: wo.stats.host(),
                 })
             }
             _ => Err(GpuError::Unsupported(format!(
@@ -304,6 +305,7 @@ impl Gpu {
             power,
             // CUDA-graph replay is timed for the weight-only GEMVs only.
             graph_us: None,
+            host_us: stats.host(),
         })
     }
 }

@@ -373,7 +373,7 @@ mod tests {
         for f in GEMM_FORMATS {
             for (m, n, k) in [(64, 320, 256), (1, 4096, 4096), (3, 1000, 4096), (512, 1024, 2048)] {
                 let meas = gpu.measure_gemm(m, n, k, f, &cfg, None).unwrap_or_else(|e| panic!("{f} {m}x{n}x{k}: {e}"));
-                assert!(meas.time_us > 0.0 && meas.tflops > 0.0, "{f}");
+                assert!(meas.time_us > 0.0 && meas.tflops > 0.0 && meas.host_us.is_some_and(|h| h > 0.0), "{f}");
             }
         }
         let (bw, _) = gpu.copy_bandwidth(256 << 20, &TimingConfig::default()).unwrap();

@@ -64,11 +64,15 @@ pub struct TimingStats {
 }
 
 impl TimingStats {
+    /// `host_us` where it was measured.
+    pub fn host(&self) -> Option<f64> {
+        Some(self.host_us).filter(|h| h.is_finite())
+    }
+
     /// How the samples were taken, for a kernel description: "23 launches per sample, gated (host 4.1 us a
     /// launch)".
     pub fn sample_words(&self) -> String {
-        let host =
-            if self.host_us.is_finite() { format!(" (host {:.2} us a launch)", self.host_us) } else { String::new() };
+        let host = self.host().map_or(String::new(), |h| format!(" (host {h:.2} us a launch)"));
         format!(
             "{} launch{} per sample, {}{host}",
             self.inner,
@@ -376,11 +380,12 @@ mod tests {
     #[test]
     fn sample_words_say_how_samples_were_taken() {
         let mut s = stats(vec![5.0]);
-        assert_eq!(s.sample_words(), "1 launch per sample, ungated");
+        assert_eq!((s.sample_words().as_str(), s.host()), ("1 launch per sample, ungated", None));
         s.inner = 23;
         s.gated = true;
         s.host_us = 4.126;
         assert_eq!(s.sample_words(), "23 launches per sample, gated (host 4.13 us a launch)");
+        assert_eq!(s.host(), Some(4.126));
     }
 
     #[test]

@@ -469,6 +469,7 @@ pub fn read_csv(text: &str, hw: &HardwareProfile) -> Result<Vec<DualPoint>, Repo
                 kernel: "unknown".into(),
                 power: None,
                 graph_us,
+                host_us: None,
             })
         };
         out.push(DualPoint { label: get(0)?.to_string(), gemm, prediction, measurement });
@@ -516,6 +517,7 @@ mod tests {
             kernel: "k".into(),
             power: None,
             graph_us: None,
+            host_us: None,
         });
     }
 

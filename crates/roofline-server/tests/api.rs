@@ -478,7 +478,7 @@ async fn measure_on_gpu() {
     let p: roofline_core::DualPoint = r.json();
     assert_eq!(p.label, "W:INT4_G128 A:FP16");
     let m = p.measurement.expect("measured");
-    assert!(m.time_us > 0.0 && m.graph_us.is_some_and(|g| g > 0.0), "{m:?}");
+    assert!(m.time_us > 0.0 && m.graph_us.is_some_and(|g| g > 0.0) && m.host_us.is_some_and(|h| h > 0.0), "{m:?}");
     assert!(m.kernel.contains("roofline"), "{}", m.kernel);
 }
 

@@ -462,6 +462,7 @@ mod tests {
                 kernel: "test".into(),
                 power: None,
                 graph_us: None,
+                host_us: None,
             });
             DualPoint { label: p.to_string(), prediction: predict(&gemm, &hw).unwrap(), gemm, measurement }
         };

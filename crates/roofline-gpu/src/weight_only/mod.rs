@@ -856,6 +856,7 @@ impl WeightOnlyMeasurement {
             kernel: self.kernel.clone(),
             power: None,
             graph_us: self.graph.map(|g| g.median_us),
+            host_us: self.stats.host(),
         }
     }
 }

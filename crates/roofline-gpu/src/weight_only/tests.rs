@@ -584,7 +584,7 @@ fn measurement_conversion_keeps_time_and_counts_flops() {
     };
     let m = w.to_measurement("H100");
     assert_eq!((m.time_us, m.time_us_min, m.time_us_max, m.runs), (10.0, 9.0, 12.0, 50));
-    assert_eq!(m.graph_us, Some(8.5));
+    assert_eq!((m.graph_us, m.host_us), (Some(8.5), Some(3.0)));
     assert!((m.tflops - 2.0 * 2.0 * 1000.0 * 4096.0 / 10e6).abs() < 1e-12);
     assert_eq!(m.bandwidth_gb_s, 200.0);
     assert_eq!(m.device, "H100");
