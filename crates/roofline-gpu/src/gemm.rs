@@ -162,12 +162,8 @@ impl Gpu {
                     WeightOnlyOptions { x, variant: gemv.variant, tuning: gemv.tuning, ..WeightOnlyOptions::default() };
                 let wo = self.measure_weight_only_with(s.weights, m, n, k, cfg, &opts)?;
                 let cost = gemm.cost().map_err(|e| GpuError::Unsupported(e.to_string()))?;
+                // The GEMM's counted FLOPs and bytes (the prediction's), not the kernel's own.
                 Ok(Measurement {
-                    device: self.name.clone(),
-                    time_us: wo.stats.median_us,
-                    time_us_min: wo.stats.min_us,
-                    time_us_max: wo.stats.max_us,
-                    runs: wo.stats.runs,
                     tflops: cost.flops as f64 / (wo.stats.median_us * 1e6),
                     bandwidth_gb_s: cost.bytes as f64 / (wo.stats.median_us * 1e3),
                     kernel: format!(
@@ -181,9 +177,7 @@ impl Gpu {
                         )),
                         if meter.is_some() { "; power not sampled for weight-only kernels" } else { "" }
                     ) + &if *gemv == GemvOverride::default() { String::new() } else { format!("; --gemv {gemv}") },
-                    power: None,
-                    graph_us: wo.graph.map(|g| g.median_us),
-                    host_us: wo.stats.host(),
+                    ..wo.to_measurement(&self.name)
                 })
             }
             _ => Err(GpuError::Unsupported(format!(
