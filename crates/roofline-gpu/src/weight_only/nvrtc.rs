@@ -250,7 +250,9 @@ fn to_string(v: Vec<c_char>) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
-/// Compiles (or fetches from the process cache) the kernel for `key`.
+/// Compiles (or fetches from the process cache) the kernel for `key`. One image per key: where two threads
+/// compile the same key at once (the lock is not held while NVRTC runs), the first to finish is cached and
+/// both get it.
 pub fn compile(key: &KernelKey) -> Result<Arc<CompiledKernel>, GpuError> {
     static CACHE: OnceLock<Mutex<HashMap<KernelKey, Arc<CompiledKernel>>>> = OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
@@ -258,8 +260,7 @@ pub fn compile(key: &KernelKey) -> Result<Arc<CompiledKernel>, GpuError> {
         return Ok(k.clone());
     }
     let compiled = Arc::new(compile_uncached(key)?);
-    cache.lock().map_err(|_| poisoned())?.insert(*key, compiled.clone());
-    Ok(compiled)
+    Ok(cache.lock().map_err(|_| poisoned())?.entry(*key).or_insert(compiled).clone())
 }
 
 /// Compiles every key into the process cache, in parallel (NVRTC is thread-safe); errors are left for

@@ -49,6 +49,34 @@ fn ctas_per_sm() -> usize {
         .unwrap_or(1)
 }
 
+/// Dynamic shared memory a ring CTA asks for, its layout needing `used` bytes on the device of `ctx`: with one CTA
+/// a SM ([`ctas_per_sm`]) at least enough that no second CTA fits beside it (more than half the SM's shared
+/// memory with the reservation of each), else `used`. `ROOFLINE_RING_ALONE=0` asks for `used` only (A/B runs).
+///
+/// A ring with few slots (a CTA of few row steps) needs little shared memory, and where its threads and
+/// registers leave room for two CTAs a SM, the block scheduler puts two on some SMs while others sit idle (PDL lets
+/// the next launch's CTAs in early too). H200, session 43 (bench/RESULTS.md), us, a second CTA fitting
+/// (`ROOFLINE_RING_ALONE=0`) / alone: MXFP4 1x4096x4096 6.24 / 4.63, 1x6144x4096 7.91 / 5.58, 1x2048x5120 5.61 /
+/// 4.26; NVFP4 1x4096x4096 6.38 / 4.73; NF4 1x2048x4096 4.54 / 3.78; INT4 1x8192x3072 8.03 / 5.99 (INT4's 80
+/// registers leave no room for a second CTA of 3 row groups at K = 4096: 4.61 / 4.63); unchanged where the ring's
+/// slots fill the SM (1x14336x4096, every format, within 0.3%); Llama-3.1-8B MXFP4 at batch 1 641.0 / 671.8
+/// tokens/s (qkv in the step 7.67 / 5.45, o_proj 6.13 / 4.79), INT4 665.0 / 664.7. The H100 is unmeasured.
+fn alone_smem(ctx: &CudaContext, used: usize) -> Result<usize, GpuError> {
+    use cudarc::driver::sys::CUdevice_attribute as A;
+    if ctas_per_sm() != 1 || std::env::var("ROOFLINE_RING_ALONE").is_ok_and(|v| v == "0") {
+        return Ok(used);
+    }
+    let per_sm = ctx.attribute(A::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)?;
+    let reserved = ctx.attribute(A::CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK)?;
+    Ok(used.max(alone_bytes(per_sm.max(0) as usize, reserved.max(0) as usize)))
+}
+
+/// Fewest bytes of dynamic shared memory a CTA asks for so that two of them (each with `reserved` bytes more)
+/// do not fit in `per_sm` bytes: a 128-byte multiple.
+fn alone_bytes(per_sm: usize, reserved: usize) -> usize {
+    (per_sm / 2).saturating_sub(reserved).next_multiple_of(128) + 128
+}
+
 /// Most bytes of the ring: `ROOFLINE_RING_KB` (16 to 200) for tuning experiments, else all of
 /// [`SMEM_BUDGET`] that the tables leave.
 fn ring_limit() -> usize {
@@ -244,11 +272,19 @@ pub const AUTO_MIN_SLOTS_FAST: usize = 2;
 ///
 /// Elsewhere below K = 6144 the x-in-registers kernel wins at small N: MXFP4 1x3072x4096 4.59 / 5.38, NVFP4 4.61
 /// / 5.36; 1x4096x3072 MXFP4 4.11 / 5.67; INT4 1x3072x3072 3.87 / 4.79, 1x2048x2048 2.86 / 3.53.
+///
+/// Session 43: those losses at K = 4096-5120 were a ring CTA small enough that a second fitted its SM
+/// ([`alone_smem`]). Alone on its SM the ring wins there for every 4-bit format wherever its grid fills the GPU
+/// (x-in-registers / ring, us): MXFP4 1x2048x4096 4.05 / 3.59, 1x4096x4096 4.83 / 4.63, 1x6144x4096 6.16 / 5.58,
+/// 1x2048x5120 4.68 / 4.26, 1x3072x5120 5.49 / 4.79; NVFP4 1x2048x4096 4.24 / 3.61, 1x4096x4096 5.28 / 4.73,
+/// 1x6144x4096 7.02 / 5.68, 1x2048x5120 4.88 / 4.35, 1x3072x5120 5.64 / 4.98; NF4 1x2048x4096 5.54 / 3.78. With
+/// 64 CTAs the x-in-registers kernel still wins (MXFP4 1x512x5120 2.79 / 3.34 in 4 row groups).
 fn ring_at_any_steps_fast(format: WoFormat, k: usize, per: usize, ctas: u32, sm_count: u32) -> bool {
     let any_grid = (6144..=8192).contains(&k) || (k == 5120 && per >= AUTO_MIN_STEPS_K5120);
+    let full_grid = (4096..=5120).contains(&k) && fills_the_gpu(ctas, sm_count);
     match format {
-        WoFormat::Int4G128 => any_grid || k == 5120 || (k == 4096 && fills_the_gpu(ctas, sm_count)),
-        _ => any_grid,
+        WoFormat::Int4G128 => any_grid || k == 5120 || full_grid,
+        _ => any_grid || full_grid,
     }
 }
 
@@ -818,7 +854,7 @@ impl RingGemv {
             "wo_ring.cu",
             &options(arch, format, k, per, layout, (parts, groups, ahead), (epilogue, input)),
         )?;
-        let smem = layout.smem as u32;
+        let smem = alone_smem(ctx, layout.smem)? as u32;
         let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
         if ctas_per_sm() > 1 {
             // Two CTAs of up to half the budget each: the largest shared-memory carveout, so both fit an SM.
@@ -1067,6 +1103,19 @@ mod tests {
     use super::super::nvrtc::{early_dependent_loads, parse_ptxas};
     use super::*;
 
+    /// A ring CTA asks for enough shared memory that no second one fits an SM: the H100's / H200's 228 KB a SM
+    /// with 1 KB reserved a CTA, the A100's 164 KB.
+    #[test]
+    fn alone_bytes_leave_no_room_for_a_second_cta() {
+        for (per_sm, reserved) in [(233_472, 1024), (167_936, 1024), (102_400, 0)] {
+            let b = alone_bytes(per_sm, reserved);
+            assert!(2 * (b + reserved) > per_sm, "{per_sm}: {b}");
+            assert!(b + reserved <= per_sm, "{per_sm}: {b}");
+            assert!(b % 128 == 0 && 2 * (b - 256 + reserved) <= per_sm, "{per_sm}: {b} is more than it needs");
+        }
+        assert_eq!(alone_bytes(233_472, 1024), 115_840);
+    }
+
     /// The E2M1 factor of normalized x (wo_stream.cuh `e2m1_norm_up`, the ring's fused norm and the fused
     /// FFN's phase A), `2^(14 - (33 - clz(FD - 1)) / 2)`: x after the norm is
     /// at most sqrt(FD) in magnitude, so times the factor it must stay within f16 (at most 2^14, exact), and
@@ -1248,10 +1297,16 @@ mod tests {
         {
             assert!(auto_on(f, n, k, 132, h200) && !auto_on(f, n, k, 132, h100), "{f:?} {n}x{k}");
         }
-        for (f, n, k) in [(i4, 512, 4096), (mx, 3072, 4096), (nv, 3072, 4096), (mx, 4096, 3072), (i4, 3072, 3072)]
+        // Session 43: with the ring alone on its SM, every 4-bit format at K = 4096-5120 where the grid fills the GPU.
+        for (f, n, k) in [(mx, 3072, 4096), (nv, 3072, 4096), (mx, 1024, 4096), (nv, 4096, 4096), (mx, 2048, 4096)]
             .into_iter()
-            .chain([(i4, 2048, 2048), (mx, 1024, 4096), (nv, 4096, 4096), (mx, 3072, 5120), (nv, 2048, 5120)])
-            .chain([(mx, 1024, 5120), (nv, 768, 5120)])
+            .chain([(nv, 6144, 4096), (mx, 3072, 5120), (nv, 2048, 5120), (mx, 1024, 5120)])
+        {
+            assert!(auto_on(f, n, k, 132, h200) && !auto_on(f, n, k, 132, h100), "{f:?} {n}x{k}");
+        }
+        for (f, n, k) in [(i4, 512, 4096), (mx, 4096, 3072), (i4, 3072, 3072), (i4, 2048, 2048), (nv, 768, 5120)]
+            .into_iter()
+            .chain([(mx, 512, 5120), (mx, 512, 4096)])
         {
             assert!(!auto_on(f, n, k, 132, h200), "{f:?} {n}x{k}");
         }
@@ -1392,6 +1447,9 @@ mod tests {
             (8192, 2),
             (6144, 1),
             (7168, 2),
+            // Session 43's: every 4-bit format at K = 4096-5120 where the grid fills the GPU (1x1024x4096, 1x2048x5120).
+            (4096, 1),
+            (5120, 2),
         ] {
             for f in WoFormat::ALL.into_iter().filter(|f| takes(*f) && k <= max_k(*f)) {
                 // 8-bit weights at the shapes of Llama-3.1-8B's linears (their K up to 14336) and the LM head.
