@@ -12,8 +12,8 @@
 #           session 42's r5 saw the full-matrix NVRTC test FAILED there without its message), killed after
 #           GPULIB_TIMEOUT s (default 480)
 #   rule    `measure`'s default at RULE_PAIRS (fmt:MxNxK), once
-#   step    model-bench Llama-3.1-8B at batch 1 (MB_SCHEMES, default int4 mxfp4) with the ring alone on its SM (the
-#           default) and without (ROOFLINE_RING_ALONE=0): the in-step ring's small-N GEMVs (qkv, o_proj) shrink
+#   step    model-bench Llama-3.1-8B at batch 1 (MB_SCHEMES, default int4 mxfp4) under each of STEP_SETTINGS ("VAR=value"
+#           or "default"; default: the ring alone on its SM, then ROOFLINE_RING_ALONE=0)
 #   verify  the ring GEMV's reference test (.gpu/ring_gpu) and the weight-only engine's at the issue shapes
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session43.
 . "$(dirname "$0")/probe-lib.sh"
@@ -53,10 +53,10 @@ if has rule; then
 fi
 if has step; then
     for scheme in ${MB_SCHEMES:-int4 mxfp4}; do
-        for v in default 0; do
+        for v in ${STEP_SETTINGS:-default ROOFLINE_RING_ALONE=0}; do
             (
-                [[ $v == default ]] || export ROOFLINE_RING_ALONE=$v
-                mb step "alone=$v llama-3.1-8b batch 1 $scheme" roofline --config llama-3.1-8b --batch 1 --scheme $scheme
+                [[ $v == default ]] || export "${v?}"
+                mb step "$v llama-3.1-8b batch 1 $scheme" roofline --config llama-3.1-8b --batch 1 --scheme $scheme
             )
         done
     done
