@@ -169,7 +169,24 @@ pub struct WeightOnlyGemv {
     rings: Mutex<HashMap<(usize, usize, RingOp), Arc<ring::RingGemv>>>,
     /// Clusters of a clustered-reduction kernel resident at once, per kernel, K splits and shared memory.
     clusters: Mutex<HashMap<(KernelKey, u32, u32), u32>>,
+    /// Per-shape answers a launch needs every time and that hold for the engine's life: see [`LaunchCache`].
+    cache: LaunchCache,
 }
+
+/// What a launch works out per shape that does not change between calls (the host's share of a launch of a
+/// few microseconds, session 43: planning the ring's layout twice to decide on it took 1.4 us a call on the
+/// development machine, and each x-in-registers launch asked the driver for the kernel's occupancy).
+#[derive(Default)]
+struct LaunchCache {
+    /// Per (N, K): whether [`ring::auto_on`] takes the ring on this GPU, and whether the ring runs the shape at
+    /// all (`ring::unsupported` says nothing).
+    ring: Mutex<HashMap<(usize, usize), (bool, bool)>>,
+    /// Per (M, N, plan, the engine's tuning then): [`WeightOnlyGemv::fit`]'s plan and kernel.
+    fitted: Mutex<HashMap<FitKey, (LaunchPlan, Loaded)>>,
+}
+
+/// [`LaunchCache::fitted`]'s key: M, N, the plan before fitting and the engine's tuning.
+type FitKey = (usize, usize, LaunchPlan, Tuning);
 
 impl WeightOnlyGemv {
     /// An engine for `format` weights and `x` activations on `gpu` (variant [`Variant::SplitK`]).
@@ -201,6 +218,7 @@ impl WeightOnlyGemv {
             functions: Mutex::new(HashMap::new()),
             rings: Mutex::new(HashMap::new()),
             clusters: Mutex::new(HashMap::new()),
+            cache: LaunchCache::default(),
         })
     }
 
@@ -254,6 +272,17 @@ impl WeightOnlyGemv {
     }
 
     fn fit(&self, m: usize, n: usize, plan: LaunchPlan) -> Result<(LaunchPlan, Loaded), GpuError> {
+        let poisoned = || GpuError::Unsupported("launch cache lock poisoned".into());
+        let id = (m, n, plan, self.tuning);
+        if let Some(hit) = self.cache.fitted.lock().map_err(|_| poisoned())?.get(&id) {
+            return Ok(hit.clone());
+        }
+        let fitted = self.fit_uncached(m, n, plan)?;
+        self.cache.fitted.lock().map_err(|_| poisoned())?.insert(id, fitted.clone());
+        Ok(fitted)
+    }
+
+    fn fit_uncached(&self, m: usize, n: usize, plan: LaunchPlan) -> Result<(LaunchPlan, Loaded), GpuError> {
         let plan = self.fit_cluster(m, plan)?;
         let loaded = self.function(m, &plan)?;
         if !plan.xreg || plan.rows_per_warp == nvrtc::MMA_ROWS || self.tuning.rows_per_cta.is_some() {
@@ -318,13 +347,11 @@ impl WeightOnlyGemv {
 
     /// The ring kernel's epilogue and input where [`Tuning::ring`] takes this call (`None`: the other kernels).
     fn ring_epilogue(&self, m: usize, n: usize, k: usize, fusion: Fusion) -> Option<RingOp> {
-        let wanted = match self.tuning.ring {
-            Some(r) => r,
-            None => ring::auto_on(self.format, n, k, self.sm_count, self.peak_gb_s),
-        };
+        let (auto, supported) = self.ring_shape(n, k);
+        let wanted = self.tuning.ring.unwrap_or(auto);
         let takes = wanted
             && self.variant == Variant::XReg
-            && ring::unsupported(self.format, 1, n, k, self.sm_count).is_none()
+            && supported
             && self.x == XDtype::F16
             && m == 1
             && self.arch >= 90
@@ -337,6 +364,20 @@ impl WeightOnlyGemv {
             (None, false) => ring::Epilogue::Store,
         };
         takes.then_some((epilogue, input))
+    }
+
+    /// Whether [`ring::auto_on`] takes the ring for `n x k` on this GPU, and whether the ring runs it at all
+    /// (once per shape: both plan the ring's layout).
+    fn ring_shape(&self, n: usize, k: usize) -> (bool, bool) {
+        let compute = || {
+            (
+                ring::auto_on(self.format, n, k, self.sm_count, self.peak_gb_s),
+                ring::unsupported(self.format, 1, n, k, self.sm_count).is_none(),
+            )
+        };
+        // A poisoned lock only loses the cache.
+        let Ok(mut cache) = self.cache.ring.lock() else { return compute() };
+        *cache.entry((n, k)).or_insert_with(compute)
     }
 
     /// The ring kernel for `n x k` with `op`, built on first use.

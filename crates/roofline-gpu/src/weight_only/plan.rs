@@ -125,7 +125,7 @@ impl Variant {
 }
 
 /// Overrides of the automatic launch plan (for tuning tables; `None` keeps the plan's choice).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct Tuning {
     /// Split-K count.
     pub split_k: Option<u32>,
@@ -294,7 +294,7 @@ pub const XB_WARPS: u32 = 16;
 pub const NF4_TWO_SPLITS_ROWS: u32 = 6;
 
 /// The launch geometry of one call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LaunchPlan {
     /// Weight rows per warp (`R`).
     pub rows_per_warp: u32,
