@@ -882,6 +882,16 @@ impl RingGemv {
         })
     }
 
+    /// CTAs of this kernel that fit on one SM at once (the driver's occupancy for its threads and shared
+    /// memory): 1 unless `ROOFLINE_RING_CTAS_PER_SM` or `ROOFLINE_RING_ALONE=0` say otherwise ([`alone_smem`]).
+    pub fn resident_per_sm(&self) -> Result<u32, GpuError> {
+        Ok(self.function.occupancy_max_active_blocks_per_multiprocessor(
+            self.threads,
+            self.smem_bytes as usize,
+            None,
+        )?)
+    }
+
     /// The GPU's default stream (what [`RingGemv::upload`] copies on; any stream of its context runs it).
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
@@ -1102,6 +1112,24 @@ pub fn swiglu(gate_up: &[f32]) -> Vec<f32> {
 mod tests {
     use super::super::nvrtc::{early_dependent_loads, parse_ptxas};
     use super::*;
+
+    /// On the GPU, small rings (3 slots of MXFP4 at K = 5120, 512 threads; INT4 at K = 3072 in 3 row groups, 320
+    /// threads) are alone on their SM, as the big ones are (session 43: two a SM cost up to 40%).
+    #[test]
+    #[ignore = "needs an NVIDIA GPU (sm_90+)"]
+    fn small_rings_are_alone_on_their_sm() {
+        let gpu = crate::Gpu::open(0).expect("a GPU");
+        if gpu.compute_capability.0 < 9 {
+            eprintln!("SKIPPED: the ring GEMV needs sm_90");
+            return;
+        }
+        for (f, n, k) in
+            [(WoFormat::Mxfp4, 2048, 5120), (WoFormat::Int4G128, 8192, 3072), (WoFormat::Nvfp4, 14336, 4096)]
+        {
+            let ring = RingGemv::new(&gpu, f, n, k, Epilogue::Store, Input::X).expect("the ring builds");
+            assert_eq!(ring.resident_per_sm().expect("occupancy"), 1, "{f:?} {n}x{k}: {} slots", ring.slots);
+        }
+    }
 
     /// A ring CTA asks for enough shared memory that no second one fits an SM: the H100's / H200's 228 KB a SM
     /// with 1 KB reserved a CTA, the A100's 164 KB.
