@@ -38,13 +38,10 @@ if has k5120; then
     done
 fi
 if has server; then
-    timeout 300 .gpu/server_api --ignored >"$out/server.txt" 2>&1
-    grep -E "^test |test result|panicked" "$out/server.txt"
+    test_bin server 300 server_api --ignored
 fi
 if has gpulib; then
-    timeout ${GPULIB_TIMEOUT:-480} .gpu/gpu_lib --ignored --nocapture >"$out/gpu-lib.txt" 2>&1
-    echo "gpu_lib exit $?" | tee -a "$out/gpu-lib.txt"
-    grep -E "^test |test result|panicked|FAILED|failures" "$out/gpu-lib.txt" | cut -c1-400
+    test_bin gpu-lib "${GPULIB_TIMEOUT:-480}" gpu_lib --ignored --nocapture
 fi
 if has rule; then
     for p in ${RULE_PAIRS:-int4_g128:1x2048x5120 mxfp4:1x2048x5120}; do
@@ -62,8 +59,6 @@ if has step; then
     done
 fi
 if has verify; then
-    timeout 300 .gpu/ring_gpu --ignored --nocapture ring_gemv_matches_the_reference >"$out/verify-ring.txt" 2>&1
-    grep -E "test result|panicked" "$out/verify-ring.txt" | cut -c1-300
-    timeout 300 .gpu/weight_only_gpu --ignored --nocapture every_format_matches >"$out/verify-wo.txt" 2>&1
-    grep -E "test result|panicked" "$out/verify-wo.txt" | cut -c1-300
+    test_bin verify-ring 300 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    test_bin verify-wo 300 weight_only_gpu --ignored --nocapture every_format_matches
 fi

@@ -170,6 +170,16 @@ gpu_tests() {
     timeout 300 .gpu/model_bench_gpu --ignored >"$out/mbt.txt" 2>&1
     grep -E "^test |test result|panicked" "$out/mbt.txt"
 }
+# `test_bin LOG SECONDS BIN ARGS...`: the GPU test binary .gpu/BIN with ARGS (e.g. --ignored --nocapture NAME), killed
+# after SECONDS, its output in $out/LOG.txt, then its exit status and its test lines, results, panics and failures
+# echoed (400 characters of each line at most).
+test_bin() {
+    local log=$1 secs=$2 bin=$3
+    shift 3
+    timeout "$secs" .gpu/"$bin" "$@" >"$out/$log.txt" 2>&1
+    echo "$bin exit $?" | tee -a "$out/$log.txt"
+    grep -E "^test |test result|panicked|FAILED|^failures" "$out/$log.txt" | cut -c1-400
+}
 # `issue_table LOG`: issue 11's table, `compare --weight-only` (every format, FP16 beside them) at the issue's
 # shapes at M = 1 and at 16x14336x4096, into $out/LOG.txt (the format rows echoed).
 issue_table() {
