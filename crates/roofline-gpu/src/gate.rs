@@ -3,10 +3,11 @@
 //!
 //! Without it, a sample of short kernels measures the host as much as the GPU: when the host's per-launch work
 //! (the engine's plan and kernel lookup, the driver's launch: 3.4-8 us for a weight-only GEMV on the H200's
-//! host, session 42; cudarc's event tracking adds to it only once the context has a second stream) takes longer
-//! than a kernel, the GPU waits between launches and the events time the host's launch rate. [`crate::timing::time`] closes a gate before
-//! each sample's start event and opens it once the sample's launches are enqueued (nvbench's "blocking
-//! kernel" does the same with a spinning kernel; a host function needs no kernel and no mapped memory).
+//! host, session 42, 3.1-3.5 us once the engine kept its per-shape work, session 43; cudarc's event tracking adds
+//! to it only once the context has a second stream) takes longer than a kernel, the GPU waits between launches
+//! and the events time the host's launch rate. [`crate::timing::time`] closes a gate before each sample's start
+//! event and opens it once the sample's launches are enqueued (nvbench's "blocking kernel" does the same with a
+//! spinning kernel; a host function needs no kernel and no mapped memory).
 
 use std::ffi::c_void;
 use std::sync::{Arc, Condvar, Mutex};
