@@ -1,5 +1,6 @@
 //! GPU test of the ring-streaming GEMV (`weight_only::ring`): y against the f64 CPU reference of the same
-//! quantized weights (INT4 g128, NF4, MXFP4, NVFP4; FP8 E4M3 and INT8 where K is at most their 15360) for each epilogue (RMSNorm in front, plain store, residual add)
+//! quantized weights (INT4 g128, NF4, MXFP4, NVFP4; FP8 E4M3 and INT8 where K is at most their 15360, FP16 up to
+//! its 8192, also with weights near f16's largest) for each epilogue (RMSNorm in front, plain store, residual add)
 //! and SwiGLU on load, at Llama-3.1-8B's qkv
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
@@ -50,12 +51,29 @@ fn ring_gemv_matches_the_reference() {
         (4096, 4096, Epilogue::Add, silu, 4.0),
         (1000, 1024, Epilogue::Store, silu, 0.5),
     ];
-    for (n, k, ep, input, xs) in cases {
-        let formats =
-            [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4, WoFormat::Fp8E4M3, WoFormat::Int8];
-        for f in formats.into_iter().filter(|f| k <= max_k(*f)) {
+    // FP16 weights up to 3e4 (f16's largest is 65504; the weights below are uniform in [-ws, ws) / sqrt(K)) against a
+    // small x: the products' f16x2 sums must stay in range.
+    let fp16_large = [
+        (1024usize, 1024usize, Epilogue::Store, x, 1e-3f32, 3e4f32 * 32.0),
+        (2048, 4096, Epilogue::Add, x, 1e-4, 3e4 * 64.0),
+    ];
+    let formats = [
+        WoFormat::Int4G128,
+        WoFormat::Nf4,
+        WoFormat::Mxfp4,
+        WoFormat::Nvfp4,
+        WoFormat::Fp8E4M3,
+        WoFormat::Int8,
+        WoFormat::Fp16,
+    ];
+    let runs = cases.into_iter().flat_map(|(n, k, ep, input, xs)| {
+        formats.into_iter().filter(move |f| k <= max_k(*f)).map(move |f| (f, n, k, ep, input, xs, 1.0f32))
+    });
+    let large = fp16_large.into_iter().map(|(n, k, ep, input, xs, ws)| (WoFormat::Fp16, n, k, ep, input, xs, ws));
+    for (f, n, k, ep, input, xs, ws) in runs.chain(large) {
+        {
             let pf = RingGemv::new(&gpu, f, n, k, ep, input).unwrap_or_else(|e| panic!("{f:?} {n}x{k}: {e}"));
-            let w: Vec<f32> = random_f32(n * k, 500 + n as u64).iter().map(|v| v / (k as f32).sqrt()).collect();
+            let w: Vec<f32> = random_f32(n * k, 500 + n as u64).iter().map(|v| ws * v / (k as f32).sqrt()).collect();
             let p = quantize_pack(f, &w, n, k).unwrap();
             let round = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|x| f16::from_f32(*x).to_f32()).collect() };
             let xk = if input == Input::SwiGlu { 2 * k } else { k };

@@ -187,12 +187,13 @@ __device__ __forceinline__ float seg_scale(const Meta& m, int seg) {
 #endif
 }
 
-#if FMT >= 2
+#if FMT >= 2 || FMT == 0
 // ---- f16x2 dot products of 4- and 8-bit codes against x pairs (x-in-registers at M = 1, ring, fused FFN) ----
 // x is scaled by a power of two into [-1, 1) and packed in f16x2 pairs (`pack_x`); a word of 8 codes (4-bit)
 // or 4 (8-bit, the ring GEMV) is decoded to exact f16 values and multiplied into two f16x2 accumulators,
 // which `hsum4` widens once per 16-byte chunk (16 products each for 4-bit codes, 8 for 8-bit: far from f16's
-// range, rounding within the 1e-3 the tests allow).
+// range, rounding within the 1e-3 the tests allow). FP16 weights (the ring GEMV) need no decode: 4 products
+// an accumulator half per 32-byte chunk (wo_stream.cuh's row_step).
 
 // Packed f16x2 arithmetic.
 __device__ __forceinline__ u32 hsub2(u32 a, u32 b) {
@@ -380,4 +381,4 @@ __device__ __forceinline__ float pack_x(const float xr[EPC], float inv, u32 xh[4
     for (int e = 0; e < EPC; ++e) xsum += xr[e] * inv;
     return xsum;
 }
-#endif  // FMT >= 2
+#endif  // FMT >= 2 || FMT == 0

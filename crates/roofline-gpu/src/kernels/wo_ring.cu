@@ -127,11 +127,11 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 
 // The lane's 32-value chunk of x = silu(gate) * up (values cbase x EPC ...) from the gate_up row [2 FD] at
 // `x`, as floats; returns their sum of squares (load_chunk's contract).
-__device__ __forceinline__ float load_chunk_silu(const u16* x, int cbase, float xr[EPC]) {
-    const uint4* gp = (const uint4*)(x + (size_t)cbase * EPC);
-    const uint4* up = (const uint4*)(x + FD + (size_t)cbase * EPC);
+__device__ __forceinline__ float load_chunk_silu(const u16* x, int cbase, float xr[LV]) {
+    const uint4* gp = (const uint4*)(x + (size_t)cbase * LV);
+    const uint4* up = (const uint4*)(x + FD + (size_t)cbase * LV);
 #pragma unroll
-    for (int s = 0; s < SUBS; ++s) {
+    for (int s = 0; s < LV / 8; ++s) {
         const uint4 gv = gp[s], uv = up[s];  // plain loads: the gate_up row is an earlier kernel's output
         const u32 gw[4] = {gv.x, gv.y, gv.z, gv.w}, uw[4] = {uv.x, uv.y, uv.z, uv.w};
 #pragma unroll
@@ -245,15 +245,15 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 
     pdl_wait();  // x (and y, when adding) are the previous kernels' outputs
     const int ks = warp % KSL, rg = warp / KSL;
-    const int cbase = ks * 32 + lane;          // the lane's 32-value chunk of every row
+    const int cbase = ks * 32 + lane;          // the lane's chunk of every row (LV values)
     const size_t col = (size_t)RS_COL(cbase);  // its scale column
-    float xr[EPC];
+    float xr[LV];
     float ss = SILU_X ? load_chunk_silu(x, cbase, xr) : load_chunk(x, cbase, xr);
     // NORM: the sum of squares; else the largest |x| (x is scaled by a power of two near its inverse so the
     // f16x2 products and their sums stay far from f16's range whatever x's size; the scale is exact).
     float m = 0.0f;
 #pragma unroll
-    for (int e = 0; e < EPC; ++e) m = fmaxf(m, fabsf(xr[e]));
+    for (int e = 0; e < LV; ++e) m = fmaxf(m, fabsf(xr[e]));
     float v = NORM ? ss : m;
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v = NORM ? v + __shfl_xor_sync(FULL, v, o) : fmaxf(v, __shfl_xor_sync(FULL, v, o));
@@ -276,9 +276,10 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         for (int s = 0; s < KSL; ++s) t += red[s];  // the first row group's K slices
         inv = rsqrtf(t / (float)FD + eps);
         out_scale = gscale;
-#if FMT <= 3
+#if FMT == 2 || FMT == 3
         // Normalized x is at most sqrt(FD) in magnitude; FP8's 448 (INT8's 127) times that would leave f16's
-        // range in 8 products: x goes down by 2^-ceil(log2(FD) / 2) (into [-1, 1]), the sums back up.
+        // range in 8 products: x goes down by 2^-ceil(log2(FD) / 2) (into [-1, 1]), the sums back up. (FP16
+        // weights are small: so scaled, their products would go subnormal; see below.)
         const float down = ldexpf(1.0f, -((33 - __clz(FD - 1)) / 2));
         inv *= down;
         out_scale /= down;
@@ -301,11 +302,23 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         out_scale *= E2M1_UP / up;
     }
 #endif
+#if FMT == 0
+    // FP16: x down by the host's power of two `gscale` (ring.rs `kernel_scale`: 2^t with 4 max|w| sqrt(FD) 2^-t
+    // within half of f16's range, so the f16x2 sums of four products stay in range whatever x; 1 for weights of
+    // the usual size, which keeps their products clear of f16's subnormals), the sums back up (out_scale holds
+    // gscale).
+    inv /= gscale;
+#endif
     u32 xh[4][4];
+#if FMT == 0
+    pack_x16(xr, inv, xh);
+    const float xsum = 0.0f;  // no zero points
+#else
     const float xsum = pack_x(xr, inv, xh);
+#endif
 
     const int part = ks / RW_KSP;                           // the K part holding the lane's chunk
-    const int pbase = (cbase - part * RW_KSP * 32) * 16;    // the chunk's offset in a row of the part
+    const int pbase = (cbase - part * RW_KSP * 32) * LCB;   // the chunk's offset in a row of the part
     for (int j = rg; j < ns; j += RW_GROUPS) {
         const int u = j * RW_KH + part;  // the ring's unit
         const int slot = u % RW_STEPS;

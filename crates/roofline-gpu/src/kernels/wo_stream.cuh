@@ -1,5 +1,5 @@
 // Shared by the kernels that stream weight rows (INT4 g128; NF4, MXFP4, NVFP4, and FP8 / INT8 with per-row
-// scales, for the ring GEMV) into shared memory with Hopper bulk copies (sm_90+) and multiply them by one FP16
+// scales and plain FP16, for the ring GEMV) into shared memory with Hopper bulk copies (sm_90+) and multiply them by one FP16
 // x row in f16x2: the fused FFN (ffn_fused.cu) and the ring GEMV (wo_ring.cu). Appended to weight_only_xreg.cu's source (M = 1, R = 8,
 // C = 1: its `Meta`, `unpack_meta`, `word` and `butterfly_rows`), before the kernel's own file; FD is K (a
 // multiple of 1024).
@@ -7,12 +7,18 @@
 #ifndef FD
 #error "FD (the row length K) must be defined"
 #endif
-#if (FMT < 2 || FMT > 7) || MT != 1 || R != 8 || C != 1 || !FUSE
-#error "the streaming kernels are built on the FP8, INT8, INT4 g128, NF4, MXFP4 or NVFP4, M = 1, R = 8, C = 1, FUSE = 1 x-in-registers source"
+#if FMT == 1 || FMT > 7 || MT != 1 || R != 8 || C != 1 || !FUSE
+#error "the streaming kernels are built on the FP16, FP8, INT8, INT4 g128, NF4, MXFP4 or NVFP4, M = 1, R = 8, C = 1, FUSE = 1 x-in-registers source"
 #endif
-// Bytes of one weight row: FD codes of 4 bits, or of 8 (FP8, INT8; their per-row FP32 scales are applied to
-// the row sums, no tables).
-#define ROWB (FD * (FMT <= 3 ? 8 : 4) / 8)
+// Bytes of one weight row: FD codes of 4 bits, of 8 (FP8, INT8; their per-row FP32 scales are applied to the
+// row sums, no tables) or of 16 (FP16: no scales at all).
+#define ROWB (FD * (FMT == 0 ? 16 : FMT <= 3 ? 8 : 4) / 8)
+// A lane's chunk of each row of a row step: one 16-byte chunk (EPC values), for FP16 two side by side (32
+// bytes, the 16 values of an 8-bit chunk, so that its K slices are 8-bit's and K reaches 15360): LV values,
+// LCB bytes.
+#define LCH (FMT == 0 ? 2 : 1)
+#define LV (EPC * LCH)
+#define LCB (16 * LCH)
 // The scale tables (pack::xreg_tables, [column][row]) per row step of 8 rows: RS_COLS columns, RS_SB bytes of
 // scales and RS_ZB of zero points per column; RS_COL(c): the column of the lane's 32-value chunk c.
 #if FMT <= 3
@@ -41,7 +47,7 @@
 #define RS_ZB 0
 #define RS_COL(c) (c)
 #endif
-#define KSL (FD / (32 * EPC))  // K slices of 32 lanes x one 16-byte chunk (1024 4-bit values, 512 8-bit ones)
+#define KSL (FD / (32 * LV))  // K slices of 32 lanes x one chunk (1024 4-bit values, 512 8- or 16-bit ones)
 #if FD % 1024 != 0 || KSL > 31
 #error "FD must be a multiple of 1024, at most 31 K slices (one row group and a producer warp in 1024 threads)"
 #endif
@@ -117,18 +123,18 @@ __device__ __forceinline__ void dot8nf4_any(u32 v, const u32 a[4], const u8* nf4
 #endif
 
 // The sum of squares of a lane's chunk of x.
-__device__ __forceinline__ float chunk_sum_sq(const float xr[EPC]) {
+__device__ __forceinline__ float chunk_sum_sq(const float xr[LV]) {
     float ss = 0.0f;
 #pragma unroll
-    for (int e = 0; e < EPC; ++e) ss = fmaf(xr[e], xr[e], ss);
+    for (int e = 0; e < LV; ++e) ss = fmaf(xr[e], xr[e], ss);
     return ss;
 }
 
 // The lane's 32-value chunk of x (values cbase x EPC ...) as floats; returns their sum of squares.
-__device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EPC]) {
-    const uint4* xp = (const uint4*)(x + (size_t)cbase * EPC);
+__device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[LV]) {
+    const uint4* xp = (const uint4*)(x + (size_t)cbase * LV);
 #pragma unroll
-    for (int s = 0; s < SUBS; ++s) {
+    for (int s = 0; s < LV / 8; ++s) {
         const uint4 xv = xp[s];  // plain load: x is written by earlier kernels of the step
         x2f(xv.x, xr[8 * s + 0], xr[8 * s + 1]);
         x2f(xv.y, xr[8 * s + 2], xr[8 * s + 3]);
@@ -137,6 +143,17 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[EP
     }
     return chunk_sum_sq(xr);
 }
+
+#if FMT == 0
+// FP16: the lane's 16 x values times `inv` as f16x2 neighbour pairs, [c][k] = (x[8 c + 2 k], x[8 c + 2 k + 1]) for
+// its two 16-byte chunks c (row_step's FP16 products); the other rows of xh zero.
+__device__ __forceinline__ void pack_x16(const float xr[LV], float inv, u32 xh[4][4]) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) xh[c][k] = c < 2 ? f2x2h(xr[8 * c + 2 * k] * inv, xr[8 * c + 2 * k + 1] * inv) : 0u;
+}
+#endif
 
 // One row step (8 rows of FD codes at `sp`, the lane's chunk at cbase; rows ROWB / RW_KH bytes apart) against
 // the lane's x: the rows' scales (8 f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting
@@ -179,7 +196,17 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
         }
         const uint4 q = *(const uint4*)(sp + u * (ROWB / RW_KH));
         u32 ae = 0u, ao = 0u;
-#if FMT <= 3
+#if FMT == 0
+        // FP16: the lane's 16 weights (two 16-byte chunks) against x's pairs (`pack_x16`), 4 products per f16x2
+        // half; no decode.
+        const uint4 q2 = *(const uint4*)(sp + u * (ROWB / RW_KH) + 16);
+#pragma unroll
+        for (int wd = 0; wd < 4; ++wd) {
+            ae = hfma2(word(q, wd), xh[0][wd], ae);
+            ao = hfma2(word(q2, wd), xh[1][wd], ao);
+        }
+        acc[u] = hsum4(ae, ao);
+#elif FMT <= 3
         // the row scale is applied to the row's sum after the K slices are added
 #pragma unroll
         for (int wd = 0; wd < 4; ++wd) dot4b(word(q, wd), xh[wd >> 1][2 * (wd & 1)], xh[wd >> 1][2 * (wd & 1) + 1], ae, ao);

@@ -108,6 +108,8 @@ pub struct DeviceWeights {
     xscales: CudaSlice<u8>,
     xzeros: CudaSlice<u8>,
     global_scale: f32,
+    /// The ring kernel's `gscale` (`ring::kernel_scale`: the tensor scale, or FP16's range guard).
+    ring_scale: f32,
     /// Whether `xscales` / `xzeros` hold the x-in-registers tables (`pack::xreg_tables`).
     xreg_tables: bool,
     /// The ring GEMV's step-major scale and zero-point tables (`pack::ring_step_tables`), where its build for
@@ -524,6 +526,7 @@ impl WeightOnlyGemv {
             xscales: up(&st.xscales)?,
             xzeros: up(&st.xzeros)?,
             global_scale: p.global_scale,
+            ring_scale: if st.variant == Variant::XReg { ring::kernel_scale(p) } else { p.global_scale },
             xreg_tables: st.variant == Variant::XReg && !st.mma_layout,
             ring_tables: match &st.ring_tables {
                 Some((s, z)) => Some((up(s)?, up(z)?)),
@@ -635,7 +638,7 @@ impl WeightOnlyGemv {
                 stream,
                 &w.codes,
                 tables,
-                w.global_scale,
+                w.ring_scale,
                 x,
                 y,
                 fusion.norm_eps.unwrap_or(0.0),

@@ -97,7 +97,7 @@ impl Variant {
     ) -> Variant {
         let ring = m == 1
             && x == XDtype::F16
-            && format.bits() == 8
+            && format.bits() >= 8
             && arch >= 90
             && super::ring::auto_on(format, n, k, sm_count, peak_gb_s);
         if ring {

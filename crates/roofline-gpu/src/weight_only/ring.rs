@@ -91,19 +91,26 @@ fn ring_limit() -> usize {
 /// threads ([`max_k`]: 8-bit weights half of it).
 pub const MAX_K: usize = 31 * 1024;
 
-/// Whether the ring takes `format`: the 4-bit formats (block scales in tables) and FP8 E4M3 / INT8 (per-row
-/// FP32 scales applied to the row sums).
+/// Whether the ring takes `format`: the 4-bit formats (block scales in tables), FP8 E4M3 / INT8 (per-row
+/// FP32 scales applied to the row sums) and FP16 (no scales).
 pub fn takes(format: WoFormat) -> bool {
     matches!(
         format,
-        WoFormat::Int4G128 | WoFormat::Nf4 | WoFormat::Mxfp4 | WoFormat::Nvfp4 | WoFormat::Fp8E4M3 | WoFormat::Int8
+        WoFormat::Int4G128
+            | WoFormat::Nf4
+            | WoFormat::Mxfp4
+            | WoFormat::Nvfp4
+            | WoFormat::Fp8E4M3
+            | WoFormat::Int8
+            | WoFormat::Fp16
     )
 }
 
-/// Values of K one consumer warp takes (a K slice: 32 lanes x one 16-byte chunk): 1024 of 4-bit weights, 512
-/// of 8-bit ones (`KSL` in wo_stream.cuh).
+/// Values of K one consumer warp takes (a K slice: 32 lanes x one chunk of 16 bytes, of 32 for FP16): 1024 of
+/// 4-bit weights, 512 of 8- and 16-bit ones (`KSL`, `LCB` in wo_stream.cuh).
 fn slice_values(format: WoFormat) -> usize {
-    32 * 16 * 8 / format.bits()
+    let lane_bytes = if format.bits() == 16 { 32 } else { 16 };
+    32 * lane_bytes * 8 / format.bits()
 }
 
 /// K slices (consumer warps of one row group) of rows of `k` `format` values.
@@ -111,10 +118,17 @@ fn slices(format: WoFormat, k: usize) -> usize {
     (k / slice_values(format)).max(1)
 }
 
-/// Most values of K the ring takes for `format`: 31 K slices (a multiple of 1024).
+/// Most values of K the ring takes for `format`: 31 K slices (a multiple of 1024); for FP16 [`MAX_K_FP16`].
 pub fn max_k(format: WoFormat) -> usize {
+    if format.bits() == 16 {
+        return MAX_K_FP16;
+    }
     31 * slice_values(format) / 1024 * 1024
 }
+
+/// Most values of K of FP16 weights the ring takes: a row step (8 rows) of 128 KB, so that its 200 KB hold a step
+/// and a half (each K part needs a slot of its own: at K = 14336 one step, 224 KB, would not fit).
+pub const MAX_K_FP16: usize = 8192;
 
 /// Bytes of one row of `k` `format` codes.
 fn row_bytes(format: WoFormat, k: usize) -> usize {
@@ -134,7 +148,7 @@ const STEP_ROWS: usize = 8;
 /// wide pair table run best with fewer warps, the ring one slot deeper (session 24: 1x14336x4096 13.5 vs
 /// 13.9-14.0, 1x28672x4096 23.2 vs 23.7; 4 groups 13.7, 23.4).
 fn row_groups(format: WoFormat, n: usize, k: usize, sm_count: u32) -> usize {
-    let default = if long_k(n, k, sm_count) {
+    let default = if long_k(n, k, sm_count) || format.bits() == 16 {
         1
     } else if format == WoFormat::Nf4 || format.bits() == 8 {
         2
@@ -155,12 +169,27 @@ fn row_groups(format: WoFormat, n: usize, k: usize, sm_count: u32) -> usize {
 /// long K ([`long_k`]) [`long_k_parts_for`], else 1.
 fn k_parts(format: WoFormat, n: usize, k: usize, sm_count: u32) -> usize {
     let slices = slices(format, k);
-    let default = if long_k(n, k, sm_count) { long_k_parts_for(format, k).unwrap_or(1) } else { 1 };
+    let default = if format.bits() == 16 {
+        fp16_parts(k)
+    } else if long_k(n, k, sm_count) {
+        long_k_parts_for(format, k).unwrap_or(1)
+    } else {
+        1
+    };
     std::env::var("ROOFLINE_RING_KH")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|p| *p >= 1 && slices % p == 0)
         .unwrap_or(default)
+}
+
+/// FP16's K parts ([`k_parts`]) for rows of `k` values: the fewest dividing its 512-value K slices that make a row's
+/// bulk copy at most 4 KB, so a slot (8 rows) holds at most 32 KB, as an 8-bit row step at K = 4096 does (K = 1024
+/// and 2048: 1; 3072, 4096: 2; 5120: 5; 6144: 3; 7168: 7; 8192: 4; 14336: 7). FP16 runs in one row group
+/// ([`row_groups`]): its row steps cost a consumer warp a load and a multiply-add per two weights.
+fn fp16_parts(k: usize) -> usize {
+    let (slices, row) = (slices(WoFormat::Fp16, k), row_bytes(WoFormat::Fp16, k));
+    (1..=slices).find(|p| slices % p == 0 && row / p <= 4096).unwrap_or(slices)
 }
 
 /// Fewest values of K for the long-K plan ([`long_k`]).
@@ -329,8 +358,10 @@ fn auto_at(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) 
     else {
         return false;
     };
-    if format.bits() == 8 {
-        return per >= AUTO_MIN_STEPS_8BIT;
+    match format.bits() {
+        16 => return true,
+        8 => return per >= AUTO_MIN_STEPS_8BIT,
+        _ => {}
     }
     if peak_gb_s >= FAST_MEMORY_GB_S && ring_at_any_steps_fast(format, k, per, ctas, sm_count) {
         return true;
@@ -360,6 +391,7 @@ fn auto_at(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) 
 pub fn in_step(format: WoFormat, peak_gb_s: f64) -> Option<bool> {
     match format.bits() {
         8 => Some(false),
+        16 if takes(format) => Some(false),
         4 if peak_gb_s >= FAST_MEMORY_GB_S => Some(true),
         _ => None,
     }
@@ -371,7 +403,7 @@ pub fn in_step(format: WoFormat, peak_gb_s: f64) -> Option<bool> {
 /// ring's slots are counted as the device's build lays them out (`ring::wants_streamed_scales`: on fast memory
 /// NF4's and MXFP4's LM heads stream their scales and so take the ring).
 pub fn auto_on(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
-    auto_at(format, n, k, sm_count, peak_gb_s) && (format.bits() != 8 || peak_gb_s >= FAST_MEMORY_GB_S)
+    auto_at(format, n, k, sm_count, peak_gb_s) && (format.bits() == 4 || peak_gb_s >= FAST_MEMORY_GB_S)
 }
 
 /// Whether the x-in-registers kernel's default M = 1 plan decodes NF4 in f16x2 at `n x k`.
@@ -582,6 +614,22 @@ fn units_in_flight(units: usize, slots: usize, copy: usize, peak_gb_s: f64) -> u
         .unwrap_or(if peak_gb_s >= FAST_MEMORY_GB_S && copy >= AHEAD_MIN_COPY && units <= 4 * slots { 2 } else { 0 })
 }
 
+/// [`units_in_flight`] for `format`: FP16, with no decode to hide, keeps 2 in flight on fast memory however long
+/// its stream where its copies are of [`AHEAD_MIN_COPY`] or more (H200, session 44, us, all in flight / 2, K in 2
+/// parts of 4 KB copies: 1x14336x4096 27.4 / 27.0, 1x28672x4096 53.2 / 52.5, 1x128256x4096 235 / 234;
+/// 1x6144x4096 13.1 / 12.5, 1x4096x8192 17.2 / 16.4); with smaller copies as [`units_in_flight`] says (2 in flight of
+/// K = 7168's 2 KB copies ran 1x7168x7168 in 29.3 us against split-K's 27.2).
+fn units_in_flight_for(format: WoFormat, units: usize, slots: usize, copy: usize, peak_gb_s: f64) -> usize {
+    if format.bits() == 16
+        && peak_gb_s >= FAST_MEMORY_GB_S
+        && copy >= AHEAD_MIN_COPY
+        && std::env::var("ROOFLINE_RING_AHEAD").is_err()
+    {
+        return 2;
+    }
+    units_in_flight(units, slots, copy, peak_gb_s)
+}
+
 /// Bytes of one of the ring's bulk copies for rows of `k` `format` values in `parts` K parts: a whole row step (8
 /// rows) in one part, else one row's part.
 fn copy_bytes(format: WoFormat, k: usize, parts: usize) -> usize {
@@ -695,6 +743,26 @@ pub fn streams_scales(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_
     plan_on(format, 1, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.layout.streamed_scales)
 }
 
+/// The ring kernel's `gscale` for packed weights `p`: NVFP4's tensor scale (1 for the other quantized formats);
+/// for FP16 the power of two 2^t by which the kernel scales x down and its sums back up, the smallest with 4
+/// max|w| sqrt(K) 2^-t <= 32768: a lane's f16x2 sums of four products of x (at most sqrt(K) normalized, below 1
+/// otherwise) stay within half of f16's range whatever the weights. t = 0 for weights of the usual size (max|w|
+/// up to 128 at K = 4096), so their products keep f16's precision (scaled down by 2^-10 unconditionally, FP16's
+/// small products went subnormal: 2e-3 relative error at 6144x4096 with the norm).
+pub fn kernel_scale(p: &PackedWeights) -> f32 {
+    if p.format != WoFormat::Fp16 {
+        return p.global_scale;
+    }
+    let max = p
+        .codes
+        .chunks_exact(2)
+        .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32().abs())
+        .filter(|v| v.is_finite())
+        .fold(0.0f32, f32::max);
+    let t = (f64::from(max) * (p.k as f64).sqrt() / 8192.0).log2().ceil().max(0.0);
+    2f32.powi(t as i32)
+}
+
 /// A matrix's scale and zero-point tables in the layout a ring build reads ([`RingGemv::launch`]).
 #[derive(Clone, Copy)]
 pub(crate) struct ScaleTables<'a> {
@@ -739,7 +807,7 @@ fn plan(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Re
 fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> Result<Plan, String> {
     if !takes(format) {
         return Err(format!(
-            "the ring GEMV takes INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3 or INT8 weights, not {}",
+            "the ring GEMV takes INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8 or FP16 weights, not {}",
             format.format()
         ));
     }
@@ -770,7 +838,7 @@ pub struct RingWeights {
     codes: CudaSlice<u8>,
     scales: CudaSlice<u8>,
     zeros: CudaSlice<u8>,
-    /// NVFP4's FP32 tensor scale (1 otherwise).
+    /// The kernel's `gscale` ([`kernel_scale`]: NVFP4's FP32 tensor scale, FP16's range guard, 1 otherwise).
     global_scale: f32,
     /// Bytes the kernel reads for the weights.
     pub bytes: usize,
@@ -848,7 +916,7 @@ impl RingGemv {
             )));
         }
         nvrtc_available()?;
-        let ahead = units_in_flight(per * parts, layout.slots, copy_bytes(format, k, parts), peak);
+        let ahead = units_in_flight_for(format, per * parts, layout.slots, copy_bytes(format, k, parts), peak);
         let (cubin, log) = compile_cubin(
             &source(),
             "wo_ring.cu",
@@ -922,7 +990,7 @@ impl RingGemv {
             codes: stream.clone_htod(pack::device_codes(p).as_deref().unwrap_or(&p.codes))?,
             scales: stream.clone_htod(&scales)?,
             zeros: stream.clone_htod(&zeros)?,
-            global_scale: p.global_scale,
+            global_scale: kernel_scale(p),
             bytes: p.bytes(),
         })
     }
@@ -1200,7 +1268,7 @@ mod tests {
         assert!(unsupported(WoFormat::Int4G128, 1, 128256, 4096, 132).is_none());
         // Row sums too large for any ring (7944 rows a CTA); other formats, batches or shapes.
         assert!(unsupported(WoFormat::Int4G128, 1, 1 << 20, 8192, 132).unwrap().contains("no room"));
-        assert!(unsupported(WoFormat::Fp16, 1, 4096, 4096, 132).unwrap().contains("INT4"));
+        assert!(unsupported(WoFormat::Bf16, 1, 4096, 4096, 132).unwrap().contains("INT4"));
         assert!(unsupported(WoFormat::Int4G128, 2, 4096, 4096, 132).unwrap().contains("batch"));
         assert!(unsupported(WoFormat::Int4G128, 1, 4096, 4000, 132).unwrap().contains("1024"));
         assert!(unsupported(WoFormat::Int4G128, 1, 4092, 4096, 132).unwrap().contains("multiple of 8"));
@@ -1346,7 +1414,7 @@ mod tests {
             assert_eq!((in_step(f, h200), in_step(f, h100)), (Some(true), None), "{f:?}");
         }
         assert_eq!((in_step(WoFormat::Fp8E4M3, h200), in_step(WoFormat::Int8, h100)), (Some(false), Some(false)));
-        assert_eq!(in_step(WoFormat::Fp16, h200), None);
+        assert_eq!(in_step(WoFormat::Bf16, h200), None);
         // NF4 at small N too, where the x-in-registers kernel would decode in FP32 (not where it takes its
         // f16x2 path: one CTA over K = 14336).
         let nf4 = WoFormat::Nf4;
@@ -1386,9 +1454,57 @@ mod tests {
     /// Two units in flight on fast memory for copies of 3.5 KB and more where a CTA's units fill its ring at most
     /// four times; else the ring's depth.
     #[test]
+    fn fp16_kernel_scale_guards_f16_range_only_for_large_weights() {
+        use crate::weight_only::quantize_pack;
+        let (n, k) = (16, 1024);
+        let w = |top: f32| -> Vec<f32> { (0..n * k).map(|i| top * ((i % 97) as f32 / 96.0 * 2.0 - 1.0)).collect() };
+        // Weights of the usual size: no scaling (4 x 0.5 x 32 is far below 32768).
+        assert_eq!(kernel_scale(&quantize_pack(WoFormat::Fp16, &w(0.5), n, k).unwrap()), 1.0);
+        // Up to 3e4: 4 x 3e4 x 32 / 2^t <= 32768 first at t = 7.
+        assert_eq!(kernel_scale(&quantize_pack(WoFormat::Fp16, &w(3e4), n, k).unwrap()), 128.0);
+        // Exactly at the bound (256 x 32 / 8192 = 1): none.
+        assert_eq!(kernel_scale(&quantize_pack(WoFormat::Fp16, &w(256.0), n, k).unwrap()), 1.0);
+        // Other formats: their tensor scale (NVFP4's), else 1.
+        let nv = quantize_pack(WoFormat::Nvfp4, &w(3e4), n, k).unwrap();
+        assert_eq!(kernel_scale(&nv), nv.global_scale);
+        assert_eq!(kernel_scale(&quantize_pack(WoFormat::Int4G128, &w(3e4), n, k).unwrap()), 1.0);
+    }
+
+    #[test]
+    fn fp16_rows_stream_in_k_parts_of_at_most_4_kb_in_one_row_group() {
+        let f = WoFormat::Fp16;
+        assert!(takes(f));
+        // A lane's chunk is 32 bytes: 512 values a K slice, as 8-bit weights; K up to 8192 (a row step of 128 KB).
+        assert_eq!((slice_values(f), slices(f, 4096), slices(f, 8192), max_k(f)), (512, 8, 16, 8192));
+        // K parts: the fewest whose rows' copies are at most 4 KB.
+        let parts: Vec<_> = [1024, 2048, 3072, 4096, 5120, 6144, 7168, 8192, 14336].map(fp16_parts).to_vec();
+        assert_eq!(parts, [1, 1, 2, 2, 5, 3, 7, 4, 7]);
+        // 1x14336x4096: 14 steps a CTA of 64 KB each, in 2 K parts of 32 KB (8 copies of 4 KB); one row group of
+        // 8 warps (two classes), 6 slots beside the row sums.
+        let p = plan(f, 1, 14336, 4096, 132).unwrap();
+        assert_eq!((p.ctas, p.per, p.groups, p.parts, p.layout.slots), (128, 14, 1, 2, 6));
+        assert_eq!(p.layout.smem, 6 * 32768 + 8 * 112 * 4);
+        assert_eq!((copy_bytes(f, 4096, 2), slot_bytes(f, 4096, 2)), (4096, 32768));
+        // K = 8192: 4 parts, 6 slots (a row step and a half); down_proj's K = 14336 (a row step of 224 KB) is not
+        // the ring's.
+        let p = plan(f, 1, 8192, 8192, 132).unwrap();
+        assert_eq!((p.groups, p.parts, p.layout.slots), (1, 4, 6));
+        assert!(unsupported(f, 1, 4096, 14336, 132).unwrap().contains("8192"));
+        // The default: on fast memory only (as FP8 and INT8), where the ring takes K.
+        let (h200, h100) = (4900.0, 3352.0);
+        assert!(auto_on(f, 14336, 4096, 132, h200) && auto_on(f, 4096, 4096, 132, h200));
+        assert!(!auto_on(f, 14336, 4096, 132, h100) && !auto_on(f, 14336, 8192 + 1024, 132, h200));
+        assert_eq!(in_step(f, h200), Some(false));
+        // Any grid on fast memory (1x1024x4096: one row step a CTA); 2 in flight at any stream length there.
+        assert!(auto_on(f, 1024, 4096, 132, h200) && auto_on(f, 128256, 4096, 132, h200));
+        assert_eq!((units_in_flight_for(f, 244, 6, 4096, h200), units_in_flight_for(f, 28, 6, 4096, h100)), (2, 0));
+        assert_eq!(units_in_flight_for(f, 49, 12, 2048, h200), 0);
+    }
+
+    #[test]
     fn eight_bit_rows_take_twice_the_bytes_and_half_the_k() {
         let (fp8, i8, i4) = (WoFormat::Fp8E4M3, WoFormat::Int8, WoFormat::Int4G128);
-        assert!(takes(fp8) && takes(i8) && !takes(WoFormat::Fp16) && !takes(WoFormat::Bf16));
+        assert!(takes(fp8) && takes(i8) && !takes(WoFormat::Bf16));
         // A warp's K slice: 32 lanes x 16 bytes, 1024 4-bit values or 512 8-bit ones; at most 31 slices.
         assert_eq!((slice_values(i4), slice_values(fp8), slices(fp8, 4096), slices(i4, 4096)), (1024, 512, 8, 4));
         assert_eq!((max_k(i4), max_k(fp8), max_k(i8)), (MAX_K, 15360, 15360));
@@ -1515,7 +1631,7 @@ mod tests {
                 ];
                 for ((lay, parts, g), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
                     // Units in flight as an H200 (4.9 TB/s) takes them: limited at the short shapes, not the long.
-                    let ahead = units_in_flight(per * parts, lay.slots, copy_bytes(f, k, parts), 4900.0);
+                    let ahead = units_in_flight_for(f, per * parts, lay.slots, copy_bytes(f, k, parts), 4900.0);
                     let (cubin, log) =
                         compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, lay, (parts, g, ahead), ep))
                             .unwrap_or_else(|e| panic!("{f:?} {k} {per} {parts} parts {ep:?}: {e}"));
