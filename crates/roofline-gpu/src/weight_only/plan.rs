@@ -31,6 +31,11 @@ pub enum Variant {
 /// by default ([`LaunchPlan::xreg_stages_default`]); split-K above (measured faster at 28672 and 128256 rows).
 pub const XREG_STAGED_MAX_N: usize = 16384;
 
+/// Most values of K at which FP16 weights at M = 1 with FP16 x take the x-in-registers engine on fast memory
+/// where the ring does not take them (K above [`ring::MAX_K_FP16`](super::ring::MAX_K_FP16); [`Variant::best_on`]).
+/// H200, session 44, 1x4096x14336: the x-in-registers kernel 30.9 us against split-K's 32.9 (the one K measured).
+pub const FP16_XREG_MAX_K: usize = 16384;
+
 /// Most rows of x (tokens) the weight-only kernels take: every kernel, workspace and server check is built
 /// for M = 1..=`MAX_M`, the decode regime.
 pub const MAX_M: usize = 16;
@@ -100,10 +105,38 @@ impl Variant {
             && format.bits() >= 8
             && arch >= 90
             && super::ring::auto_on(format, n, k, sm_count, peak_gb_s);
-        if ring {
+        let fp16_long_k = format == WoFormat::Fp16
+            && m == 1
+            && x == XDtype::F16
+            && arch >= 90
+            && peak_gb_s >= super::ring::FAST_MEMORY_GB_S
+            && (super::ring::MAX_K_FP16 + 1..=FP16_XREG_MAX_K).contains(&k);
+        if ring || fp16_long_k {
             Variant::XReg
         } else {
             Variant::best_for(format, x, m, n, k)
+        }
+    }
+
+    /// [`Variant::best_in_step`] on a GPU of `sm_count` SMs, compute capability `arch` and `peak_gb_s` of memory
+    /// bandwidth: FP16 weights at M = 1 take what [`Variant::best_on`] takes for them alone, the x-in-registers
+    /// engine on fast memory (the ring up to K = 8192, the x-in-registers kernel beyond), which the step gains
+    /// from as the GEMVs alone do. H200, session 44, Llama-3.1-8B FP16 at batch 1, split-K / the x-in-registers
+    /// engine with the ring: step 4331 / 3821 us (230.9 / 261.7 tok/s); in the step, us: qkv 16.0 / 12.9, o_proj
+    /// 13.0 / 8.01, gate_up 49.1 / 55.1 (alone 58.7 / 53.4), down_proj 34.5 / 32.8 (x-in-registers). Other
+    /// formats: [`Variant::best_in_step`].
+    pub fn best_in_step_on(
+        format: WoFormat,
+        x: XDtype,
+        m: usize,
+        n: usize,
+        k: usize,
+        device: (u32, u32, f64),
+    ) -> Variant {
+        if format == WoFormat::Fp16 && Variant::best_on(format, x, m, n, k, device) == Variant::XReg {
+            Variant::XReg
+        } else {
+            Variant::best_in_step(format, x, m, k)
         }
     }
 

@@ -391,7 +391,7 @@ fn auto_at(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) 
 pub fn in_step(format: WoFormat, peak_gb_s: f64) -> Option<bool> {
     match format.bits() {
         8 => Some(false),
-        16 if takes(format) => Some(false),
+        16 if takes(format) && peak_gb_s >= FAST_MEMORY_GB_S => Some(true),
         4 if peak_gb_s >= FAST_MEMORY_GB_S => Some(true),
         _ => None,
     }
@@ -1494,7 +1494,7 @@ mod tests {
         let (h200, h100) = (4900.0, 3352.0);
         assert!(auto_on(f, 14336, 4096, 132, h200) && auto_on(f, 4096, 4096, 132, h200));
         assert!(!auto_on(f, 14336, 4096, 132, h100) && !auto_on(f, 14336, 8192 + 1024, 132, h200));
-        assert_eq!(in_step(f, h200), Some(false));
+        assert_eq!((in_step(f, h200), in_step(f, h100)), (Some(true), None));
         // Any grid on fast memory (1x1024x4096: one row step a CTA); 2 in flight at any stream length there.
         assert!(auto_on(f, 1024, 4096, 132, h200) && auto_on(f, 128256, 4096, 132, h200));
         assert_eq!((units_in_flight_for(f, 244, 6, 4096, h200), units_in_flight_for(f, 28, 6, 4096, h100)), (2, 0));

@@ -60,6 +60,19 @@ fn xreg_8bit_takes_two_chunks_where_that_avoids_split_k() {
         assert!(!super::ring::auto(f, 1024, 4096, 132));
     }
     assert_eq!(Variant::best_on(Int4G128, XDtype::F16, 1, 28672, 4096, H200), Variant::XReg);
+    // FP16 at M = 1 on fast memory (session 44): the x-in-registers engine, the ring up to K = 8192 at any N, its
+    // x-in-registers kernel to K = 16384; split-K beyond, on the H100's memory, with BF16 x or BF16 weights, and
+    // at M = 2. In a decode step the same (FP8 / INT8 keep `best_in_step`).
+    for (n, k) in [(1024, 4096), (14336, 4096), (128256, 4096), (4096, 8192), (4096, 14336)] {
+        assert_eq!(Variant::best_on(Fp16, XDtype::F16, 1, n, k, H200), Variant::XReg, "{n}x{k}");
+        assert_eq!(Variant::best_in_step_on(Fp16, XDtype::F16, 1, n, k, H200), Variant::XReg, "{n}x{k}");
+    }
+    assert_eq!(Variant::best_on(Fp16, XDtype::F16, 1, 8192, 28672, H200), Variant::SplitK);
+    assert_eq!(Variant::best_on(Fp16, XDtype::F16, 1, 14336, 4096, (132, 90, 3352.0)), Variant::SplitK);
+    assert_eq!(Variant::best_on(Fp16, XDtype::Bf16, 1, 14336, 4096, H200), Variant::SplitK);
+    assert_eq!(Variant::best_on(Bf16, XDtype::F16, 1, 14336, 4096, H200), Variant::SplitK);
+    assert_eq!(Variant::best_on(Fp16, XDtype::F16, 2, 14336, 4096, H200), Variant::best(Fp16, XDtype::F16, 2));
+    assert_eq!(Variant::best_in_step_on(Fp8E4M3, XDtype::F16, 1, 4096, 4096, H200), Variant::SplitK);
     // Measured with FP16 activations only: BF16 keeps split-K; an explicit stage count wins.
     assert_eq!(Variant::best_for(Fp8E4M3, XDtype::Bf16, 1, 6144, 4096), Variant::SplitK);
     let t = Tuning { stages: Some(0), ..Tuning::default() };
@@ -653,6 +666,16 @@ fn kernels_compile_without_spills_nvrtc_required() {
     compile_all(true);
 }
 
+/// Local memory per thread of `entry` in `cubin` as the driver of GPU 0 reports it (spills, when ptxas's log says
+/// nothing); `None` without a GPU.
+fn driver_local_bytes(cubin: &[u8], entry: &str) -> Option<u32> {
+    static CTX: std::sync::OnceLock<Option<Arc<cudarc::driver::CudaContext>>> = std::sync::OnceLock::new();
+    let ctx = CTX.get_or_init(|| crate::Gpu::open(0).ok().map(|g| g.ctx.clone())).as_ref()?;
+    let module = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin.to_vec())).ok()?;
+    let f = module.load_function(entry).ok()?;
+    f.local_size_bytes().ok().and_then(|b| u32::try_from(b).ok())
+}
+
 /// `full`: every M and activation type; otherwise M in {1, 3, 16} with FP16 x and M = 1 with BF16 x.
 fn compile_all(full: bool) {
     // Every key first (the default plan, and the other pipelining choice at M = 1 and 16), then all of
@@ -750,10 +773,23 @@ fn compile_all(full: bool) {
     let mut report = Vec::new();
     let mut failures = Vec::new();
     for (key, variant) in &keys {
-        let c = compile(key).unwrap_or_else(|e| panic!("{key:?}: {e}"));
+        let mut c = compile(key).unwrap_or_else(|e| panic!("{key:?}: {e}"));
+        // NVRTC does not always return ptxas's statistics: a log without them says nothing of spills, so such a
+        // key is compiled again on its own, up to three times (in session 44 a GPU run of this test reported
+        // three FP16 builds as spilling on their empty logs; session 42's unexplained FAILED was likely the same).
+        for _ in 0..3 {
+            if c.spill_bytes.is_some() {
+                break;
+            }
+            c = Arc::new(nvrtc::compile_uncached(key).unwrap_or_else(|e| panic!("{key:?}: {e}")));
+        }
         assert!(!c.cubin.is_empty());
-        if c.spill_bytes != Some(0) {
-            failures.push(format!("{key:?} spills:\n{}", c.log));
+        // Where the log has none (CUDA 13.0's NVRTC leaves it empty for three FP16 builds, every time: session 44),
+        // the driver's local memory per thread, as `load_checked` takes it, where a GPU is present.
+        match c.spill_bytes.or_else(|| driver_local_bytes(&c.cubin, key.entry())) {
+            Some(0) => {}
+            Some(b) => failures.push(format!("{key:?} spills ({b} bytes):\n{}", c.log)),
+            None => failures.push(format!("{key:?}: no ptxas statistics in NVRTC's log and no GPU to ask:\n{}", c.log)),
         }
         report.push(format!(
             "sm_{} {:<9} x={} {variant:?} M={:<2} R={} U={} W={} PF={} SX={} XR={}{}{}{}{}{}: {} registers, {} spill bytes, {} stack bytes",
