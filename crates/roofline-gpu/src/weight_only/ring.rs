@@ -331,7 +331,10 @@ fn fills_the_gpu(ctas: u32, sm_count: u32) -> bool {
 /// ([`auto`]; 4 at Llama-3.1-8B's o_proj, 1x4096x4096).
 pub const AUTO_MIN_STEPS_8BIT: usize = 4;
 
-/// Whether the engine runs an `n x k` M = 1 call of `format` on the ring kernel by default. FP8 and INT8: where
+/// Whether the engine runs an `n x k` M = 1 call of `format` on the ring kernel by default. FP16: wherever the ring
+/// takes it (K up to [`MAX_K_FP16`], any N): H200, session 44, us, split-K / ring: 1x14336x4096 31.0 / 27.5,
+/// 1x4096x4096 11.4 / 8.87, 1x1024x4096 5.93 / 3.85, 1x512x4096 4.71 / 2.99, 1x28672x4096 57.6 / 53.2,
+/// 1x128256x4096 234 / 234, 1x7168x7168 27.0 / 24.2, 1x8192x8192 33.0 / 31.4, 1x4096x1024 4.23 / 3.98. FP8 and INT8: where
 /// each CTA takes at least [`AUTO_MIN_STEPS_8BIT`] row steps (the engine asks only where its x-in-registers
 /// kernel would run them: N up to 16384 at K up to 8192, or K of 9-16 K slices of 1024; split-K elsewhere).
 /// H200, session 37, us, x-in-registers / ring: FP8 1x14336x4096 17.3-17.4 / 14.8-15.1, INT8 17.3-17.4 /
@@ -387,7 +390,9 @@ fn auto_at(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) 
 /// [`auto`] leaves to the x-in-registers kernel standalone, where the two measure alike within their run-to-run
 /// spread). H200, session 41, Llama-3.1-8B INT4 at batch 1, default / ring: step 1688-1692 / 1510-1516 us (592 /
 /// 661 tok/s), qkv 7.28-7.35 / 5.82-6.07 us in the step, o_proj 6.59-7.18 / 5.74-6.12, the fused FFN beside them
-/// 30.5-30.6 / 27.9-28.1. `None` elsewhere: [`auto`].
+/// 30.5-30.6 / 27.9-28.1. `Some(true)` for FP16 on fast memory too, unlike the 8-bit formats (H200, session 44,
+/// Llama-3.1-8B FP16 at batch 1 on the x-in-registers engine, `plan::Variant::best_in_step_on`: split-K / the ring
+/// 4331 / 3821 us, qkv in the step 16.0 / 12.9 us, o_proj 13.0 / 8.01). `None` elsewhere: [`auto`].
 pub fn in_step(format: WoFormat, peak_gb_s: f64) -> Option<bool> {
     match format.bits() {
         8 => Some(false),
@@ -397,8 +402,8 @@ pub fn in_step(format: WoFormat, peak_gb_s: f64) -> Option<bool> {
     }
 }
 
-/// [`auto`] on a device of `peak_gb_s` memory bandwidth (`ring::peak_memory_gb_s`): FP8 and INT8 only on fast
-/// memory ([`FAST_MEMORY_GB_S`], where they were measured: the H200); the H100 keeps its measured 8-bit
+/// [`auto`] on a device of `peak_gb_s` memory bandwidth (`ring::peak_memory_gb_s`): FP8, INT8 and FP16 only on fast
+/// memory ([`FAST_MEMORY_GB_S`], where they were measured: the H200); the H100 keeps its measured 8- and 16-bit
 /// kernels until a run there says otherwise (`--gemv ring=true` asks for the ring anywhere on sm_90+). The
 /// ring's slots are counted as the device's build lays them out (`ring::wants_streamed_scales`: on fast memory
 /// NF4's and MXFP4's LM heads stream their scales and so take the ring).
@@ -849,7 +854,7 @@ pub struct RingGemv {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     function: CudaFunction,
-    /// Weight format (INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3 or INT8).
+    /// Weight format (INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8 or FP16).
     pub format: WoFormat,
     /// Output rows.
     pub n: usize,
@@ -1088,7 +1093,7 @@ impl RingGemv {
         ];
         // SAFETY: the parameters match wo_ring(const uint4* w, const u8* w_s, const u8* w_z, const u16* x, u16*
         // y, int n, float eps, float gscale) in order and type, each pointing at a local that lives through the launch; the
-        // codes hold n rows of k 4- or 8-bit codes and the scale and zero-point tables all of their rows' entries (checked
+        // codes hold n rows of k 4-, 8- or 16-bit codes and the scale and zero-point tables all of their rows' entries (checked
         // above), in the layout the build reads (step-major where RW_SSTREAM, checked above), x holds k values
         // (2k with SwiGLU on load, the SILU_X build's reads) and y n; the grid
         // is `grid(n)`'s, whose largest share of rows is the RW_ROWS the kernel was compiled with, and the
@@ -1596,8 +1601,9 @@ mod tests {
             (5120, 2),
         ] {
             for f in WoFormat::ALL.into_iter().filter(|f| takes(*f) && k <= max_k(*f)) {
-                // 8-bit weights at the shapes of Llama-3.1-8B's linears (their K up to 14336) and the LM head.
-                if f.bits() == 8 && !matches!((k, per), (4096, 4) | (4096, 14) | (8192, 1) | (14336, 4) | (4096, 122)) {
+                // 8- and 16-bit weights at the shapes of Llama-3.1-8B's linears (their K up to 14336; FP16's up to
+                // 8192) and the LM head.
+                if f.bits() >= 8 && !matches!((k, per), (4096, 4) | (4096, 14) | (8192, 1) | (14336, 4) | (4096, 122)) {
                     continue;
                 }
                 // The engine's groups and K parts for a grid of 132 CTAs of `per` steps.
