@@ -363,22 +363,24 @@ __device__ __forceinline__ float nv_chunk(u32 ae, u32 ao, u32 be, u32 bo, u32 s2
 }
 #endif
 
-// x times `inv` as dot8h's f16x2 pairs, [word wd][k] = (x[8 wd + k], x[8 wd + k + 4]); returns the chunk's
-// sum (the zero points' term).
+// The NV x values of a lane's chunk (EPC by default) times `inv` as dot8h's f16x2 pairs, [word wd][k] =
+// (x[8 wd + k], x[8 wd + k + 4]); returns their sum (the zero points' term).
 // NF4, MXFP4 and NVFP4 (FMT >= 5) pair neighbours instead, [wd][k] = (x[8 wd + 2 k], x[8 wd + 2 k + 1]): one
 // byte of codes; so do FP8 and INT8 (16 values: [0..1][k] only; `dot4b` takes word wd's pairs as
-// xh[wd / 2][2 (wd % 2)] and xh[wd / 2][2 (wd % 2) + 1]).
-__device__ __forceinline__ float pack_x(const float xr[EPC], float inv, u32 xh[4][4]) {
+// xh[wd / 2][2 (wd % 2)] and xh[wd / 2][2 (wd % 2) + 1]), and FP16 in the ring GEMV (its 32-byte chunks, NV = 16:
+// [c][k] the pairs of 16-byte chunk c).
+template <int NV = EPC>
+__device__ __forceinline__ float pack_x(const float xr[NV], float inv, u32 xh[4][4]) {
 #pragma unroll
     for (int wd = 0; wd < 4; ++wd)
 #pragma unroll
         for (int k = 0; k < 4; ++k)
-            xh[wd][k] = 8 * wd >= EPC ? 0u
-                        : FMT != 4    ? f2x2h(xr[8 * wd + 2 * k] * inv, xr[8 * wd + 2 * k + 1] * inv)
-                                      : f2x2h(xr[8 * wd + k] * inv, xr[8 * wd + k + 4] * inv);
+            xh[wd][k] = 8 * wd >= NV ? 0u
+                        : FMT != 4   ? f2x2h(xr[8 * wd + 2 * k] * inv, xr[8 * wd + 2 * k + 1] * inv)
+                                     : f2x2h(xr[8 * wd + k] * inv, xr[8 * wd + k + 4] * inv);
     float xsum = 0.0f;
 #pragma unroll
-    for (int e = 0; e < EPC; ++e) xsum += xr[e] * inv;
+    for (int e = 0; e < NV; ++e) xsum += xr[e] * inv;
     return xsum;
 }
 #endif  // FMT >= 2 || FMT == 0

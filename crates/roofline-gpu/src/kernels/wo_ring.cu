@@ -312,12 +312,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     inv /= gscale;
 #endif
     u32 xh[4][4];
-#if FMT == 0
-    pack_x16(xr, inv, xh);
-    const float xsum = 0.0f;  // no zero points
-#else
-    const float xsum = pack_x(xr, inv, xh);
-#endif
+    const float xsum = pack_x<LV>(xr, inv, xh);
 
     const int part = ks / RW_KSP;                           // the K part holding the lane's chunk
     const int pbase = (cbase - part * RW_KSP * 32) * LCB;   // the chunk's offset in a row of the part

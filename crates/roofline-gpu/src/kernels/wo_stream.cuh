@@ -144,17 +144,6 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[LV
     return chunk_sum_sq(xr);
 }
 
-#if FMT == 0
-// FP16: the lane's 16 x values times `inv` as f16x2 neighbour pairs, [c][k] = (x[8 c + 2 k], x[8 c + 2 k + 1]) for
-// its two 16-byte chunks c (row_step's FP16 products); the other rows of xh zero.
-__device__ __forceinline__ void pack_x16(const float xr[LV], float inv, u32 xh[4][4]) {
-#pragma unroll
-    for (int c = 0; c < 4; ++c)
-#pragma unroll
-        for (int k = 0; k < 4; ++k) xh[c][k] = c < 2 ? f2x2h(xr[8 * c + 2 * k] * inv, xr[8 * c + 2 * k + 1] * inv) : 0u;
-}
-#endif
-
 // One row step (8 rows of FD codes at `sp`, the lane's chunk at cbase; rows ROWB / RW_KH bytes apart) against
 // the lane's x: the rows' scales (8 f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting
 // on the stage's `full` mbarrier (shared address `fb`, phase parity `par`), or after it with SCALES_IN_STAGE (the
@@ -197,7 +186,7 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
         const uint4 q = *(const uint4*)(sp + u * (ROWB / RW_KH));
         u32 ae = 0u, ao = 0u;
 #if FMT == 0
-        // FP16: the lane's 16 weights (two 16-byte chunks) against x's pairs (`pack_x16`), 4 products per f16x2
+        // FP16: the lane's 16 weights (two 16-byte chunks) against x's pairs (`pack_x<LV>`), 4 products per f16x2
         // half; no decode.
         const uint4 q2 = *(const uint4*)(sp + u * (ROWB / RW_KH) + 16);
 #pragma unroll

@@ -541,27 +541,25 @@ impl Gpu {
         // The ring GEMV where the step's default takes it (`ring::in_step`; `--gemv ring=` overrides).
         let peak = ring::peak_memory_gb_s(&self.ctx);
         let device = (self.sm_count, (major * 10 + minor) as u32, peak);
-        // FP16 at batch 1 on fast memory: the x-in-registers engine (`Variant::best_in_step_on`).
-        let fp16_xreg = cfg.weights == WoFormat::Fp16
-            && cfg.linears().iter().any(|&(_, n, k)| {
-                Variant::best_in_step_on(cfg.weights, XDtype::F16, cfg.batch, n, k, device) == Variant::XReg
-            });
-        let main_variant = cfg.gemv.variant.unwrap_or(if fp16_xreg {
-            Variant::XReg
-        } else {
-            Variant::best(cfg.weights, XDtype::F16, cfg.batch)
+        // A linear whose shape has another best variant in the step (`Variant::best_in_step_on`: 8-bit down_proj
+        // at batch 1; FP16 at batch 1 on fast memory, the x-in-registers engine) runs on an engine of that variant
+        // where no variant was forced; one engine per variant.
+        let variants = cfg.linears().map(|(_, n, k)| match cfg.gemv.variant {
+            Some(v) => v,
+            None => Variant::best_in_step_on(cfg.weights, XDtype::F16, cfg.batch, n, k, device),
         });
+        // The main engine: FP16's where its linears take the x-in-registers engine, else `Variant::best`.
+        let main_variant =
+            cfg.gemv.variant.unwrap_or(if cfg.weights == WoFormat::Fp16 && variants.contains(&Variant::XReg) {
+                Variant::XReg
+            } else {
+                Variant::best(cfg.weights, XDtype::F16, cfg.batch)
+            });
         let tuning = Tuning { ring: cfg.gemv.tuning.ring.or(ring::in_step(cfg.weights, peak)), ..cfg.gemv.tuning };
         let engine = |v: Variant| -> Result<WeightOnlyGemv, GpuError> {
             WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?.with_variant(v, None).with_tuning(tuning)
         };
         let gemv = engine(main_variant)?;
-        // A linear whose shape has another best variant in the step (`Variant::best_in_step`: 8-bit down_proj
-        // at batch 1) runs on an engine of that variant where no variant was forced; one engine per variant.
-        let variants = cfg.linears().map(|(_, n, k)| match cfg.gemv.variant {
-            Some(v) => v,
-            None => Variant::best_in_step_on(cfg.weights, XDtype::F16, cfg.batch, n, k, device),
-        });
         let mut others: Vec<Variant> = Vec::new();
         for &v in &variants {
             if v != main_variant && !others.contains(&v) {

@@ -598,41 +598,29 @@ pub const FAST_MEMORY_GB_S: f64 = 4000.0;
 pub const AHEAD_MIN_COPY: usize = 3584;
 
 /// Units (K parts of row steps) the ring's producer keeps in flight (`RW_AHEAD`: it issues unit u once unit
-/// u - n has landed; 0: as many as the ring has slots free) for a CTA of `units` units in `slots` slots,
-/// each filled by copies of `copy` bytes, on a device of `peak_gb_s` memory bandwidth: `ROOFLINE_RING_AHEAD`
-/// for experiments, else 2 where the memory is fast ([`FAST_MEMORY_GB_S`]), the copies are at least
-/// [`AHEAD_MIN_COPY`] bytes and the CTA's units fill its ring at most four times; else 0. Bulk copies issued
-/// together land together: a full ring issued at once has its first slot land about with its last, and the
-/// decode of every slot waits for that; two in flight land in order and the decode runs under the rest of
-/// the stream. A long stream (many units) or small copies need more bytes in flight than two units hold.
+/// u - n has landed; 0: as many as the ring has slots free) for a CTA of `units` units of `format` in `slots`
+/// slots, each filled by copies of `copy` bytes, on a device of `peak_gb_s` memory bandwidth:
+/// `ROOFLINE_RING_AHEAD` for experiments, else 2 where the memory is fast ([`FAST_MEMORY_GB_S`]), the copies are
+/// at least [`AHEAD_MIN_COPY`] bytes and the CTA's units fill its ring at most four times (FP16, with no decode
+/// to hide: any count of units); else 0. Bulk copies issued together land together: a full ring issued at once
+/// has its first slot land about with its last, and the decode of every slot waits for that; two in flight land
+/// in order and the decode runs under the rest of the stream. A long stream (many units) of decoded codes or
+/// small copies need more bytes in flight than two units hold.
 /// H200, session 36, us, all in flight / 2: 1x14336x4096 (14 units in 9 slots, 16 KB copies) INT4 11.4-11.5 /
 /// 9.74-9.88, MXFP4 11.0 / 9.80-9.99, NVFP4 11.5 / 10.0-10.2, NF4 11.5 / 10.4; 1x4096x14336 (8 in 6, 3.5 KB)
 /// INT4 12.3 / 10.9, MXFP4 11.9-12.0 / 10.6-10.7, NVFP4 13.0-13.1 / 11.0-11.1, NF4 12.5 / 11.2-11.3;
 /// 1x28672x4096 (28 in 9, 16 KB) INT4 17.9 / 17.1-17.2, NVFP4 18.4-18.6 / 18.0-18.2. But 1x8192x8192 (16, 2
 /// KB) INT4 11.4-11.5 / 12.7-12.8, 1x28672x8192 (56, 2 KB) 35.6-35.7 / 40.1-40.2, 1x8192x28672 (56, 2 KB)
 /// 38.2-38.8 / 41.9-42.1, 1x128256x4096 (122 in 9, 16 KB) 67.1-67.7 / 70.9-71.4 (3 in flight: 66.8-68.0);
-/// one in flight is slower everywhere.
-fn units_in_flight(units: usize, slots: usize, copy: usize, peak_gb_s: f64) -> usize {
+/// one in flight is slower everywhere. FP16, session 44 (K in 2 parts of 4 KB copies): 1x14336x4096 (28 in 6)
+/// 27.4 / 27.0, 1x28672x4096 53.2 / 52.5, 1x128256x4096 235 / 234; 1x6144x4096 13.1 / 12.5, 1x4096x8192 17.2 /
+/// 16.4; but with K = 7168's 2 KB copies 1x7168x7168 24.2 / 29.0-29.3.
+fn units_in_flight(format: WoFormat, units: usize, slots: usize, copy: usize, peak_gb_s: f64) -> usize {
+    let short = format.bits() == 16 || units <= 4 * slots;
     std::env::var("ROOFLINE_RING_AHEAD")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(if peak_gb_s >= FAST_MEMORY_GB_S && copy >= AHEAD_MIN_COPY && units <= 4 * slots { 2 } else { 0 })
-}
-
-/// [`units_in_flight`] for `format`: FP16, with no decode to hide, keeps 2 in flight on fast memory however long
-/// its stream where its copies are of [`AHEAD_MIN_COPY`] or more (H200, session 44, us, all in flight / 2, K in 2
-/// parts of 4 KB copies: 1x14336x4096 27.4 / 27.0, 1x28672x4096 53.2 / 52.5, 1x128256x4096 235 / 234;
-/// 1x6144x4096 13.1 / 12.5, 1x4096x8192 17.2 / 16.4); with smaller copies as [`units_in_flight`] says (2 in flight of
-/// K = 7168's 2 KB copies ran 1x7168x7168 in 29.3 us against split-K's 27.2).
-fn units_in_flight_for(format: WoFormat, units: usize, slots: usize, copy: usize, peak_gb_s: f64) -> usize {
-    if format.bits() == 16
-        && peak_gb_s >= FAST_MEMORY_GB_S
-        && copy >= AHEAD_MIN_COPY
-        && std::env::var("ROOFLINE_RING_AHEAD").is_err()
-    {
-        return 2;
-    }
-    units_in_flight(units, slots, copy, peak_gb_s)
+        .unwrap_or(if peak_gb_s >= FAST_MEMORY_GB_S && copy >= AHEAD_MIN_COPY && short { 2 } else { 0 })
 }
 
 /// Bytes of one of the ring's bulk copies for rows of `k` `format` values in `parts` K parts: a whole row step (8
@@ -921,7 +909,7 @@ impl RingGemv {
             )));
         }
         nvrtc_available()?;
-        let ahead = units_in_flight_for(format, per * parts, layout.slots, copy_bytes(format, k, parts), peak);
+        let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, k, parts), peak);
         let (cubin, log) = compile_cubin(
             &source(),
             "wo_ring.cu",
@@ -1502,8 +1490,8 @@ mod tests {
         assert_eq!((in_step(f, h200), in_step(f, h100)), (Some(true), None));
         // Any grid on fast memory (1x1024x4096: one row step a CTA); 2 in flight at any stream length there.
         assert!(auto_on(f, 1024, 4096, 132, h200) && auto_on(f, 128256, 4096, 132, h200));
-        assert_eq!((units_in_flight_for(f, 244, 6, 4096, h200), units_in_flight_for(f, 28, 6, 4096, h100)), (2, 0));
-        assert_eq!(units_in_flight_for(f, 49, 12, 2048, h200), 0);
+        assert_eq!((units_in_flight(f, 244, 6, 4096, h200), units_in_flight(f, 28, 6, 4096, h100)), (2, 0));
+        assert_eq!(units_in_flight(f, 49, 12, 2048, h200), 0);
     }
 
     #[test]
@@ -1522,13 +1510,13 @@ mod tests {
         assert_eq!(p.layout.smem, 6 * 32768 + 8 * 112 * 4);
         assert!(!p.layout.streamed_scales && p.layout.nf4_wide_at.is_none());
         assert_eq!((copy_bytes(fp8, 4096, 1), copy_bytes(i4, 4096, 1)), (32768, 16384));
-        assert_eq!(units_in_flight(14, 6, copy_bytes(fp8, 4096, 1), 4900.0), 2);
+        assert_eq!(units_in_flight(fp8, 14, 6, copy_bytes(fp8, 4096, 1), 4900.0), 2);
         // down_proj 1x4096x14336: the long-K plan, one row group of 28 warps, rows of 14 KB in 4 parts of 3.5 KB
         // (7 slots; 2 in flight).
         let p = plan(i8, 1, 4096, 14336, 132).unwrap();
         assert_eq!((p.groups, p.parts, p.layout.slots), (1, 4, 7));
         assert_eq!((copy_bytes(i8, 14336, 4), slot_bytes(i8, 14336, 4)), (3584, 28672));
-        assert_eq!(units_in_flight(16, 7, 3584, 4900.0), 2);
+        assert_eq!(units_in_flight(i8, 16, 7, 3584, 4900.0), 2);
         // The 8-bit parts: copies of 2-3.5 KB, the fewest (4-bit: parts of 4096-7168 values, the most).
         let parts: Vec<_> = [8192, 12288, 14336, 4096, 9216].map(|k| long_k_parts_for(fp8, k)).to_vec();
         assert_eq!(parts, [Some(4), Some(4), Some(4), Some(2), Some(3)]);
@@ -1549,23 +1537,23 @@ mod tests {
         let i4 = WoFormat::Int4G128;
         assert_eq!((copy_bytes(i4, 4096, 1), copy_bytes(i4, 14336, 2), copy_bytes(i4, 8192, 2)), (16384, 3584, 2048));
         // H200 (4.9 TB/s peak): 1x14336x4096 (14 units, 9 slots), 1x28672x4096 (28, 9), 1x4096x14336 (8, 6).
-        assert_eq!(units_in_flight(14, 9, 16384, 4915.0), 2);
-        assert_eq!(units_in_flight(28, 9, 16384, 4915.0), 2);
-        assert_eq!(units_in_flight(36, 9, 16384, 4915.0), 2);
-        assert_eq!(units_in_flight(8, 6, 3584, 4915.0), 2);
+        assert_eq!(units_in_flight(i4, 14, 9, 16384, 4915.0), 2);
+        assert_eq!(units_in_flight(i4, 28, 9, 16384, 4915.0), 2);
+        assert_eq!(units_in_flight(i4, 36, 9, 16384, 4915.0), 2);
+        assert_eq!(units_in_flight(i4, 8, 6, 3584, 4915.0), 2);
         // Not the LM head (122 units in 9 slots), nor 2 KB copies (1x8192x8192, 1x28672x8192).
-        assert_eq!(units_in_flight(37, 9, 16384, 4915.0), 0);
-        assert_eq!(units_in_flight(122, 9, 16384, 4915.0), 0);
-        assert_eq!(units_in_flight(16, 12, 2048, 4915.0), 0);
-        assert_eq!(units_in_flight(56, 12, 2048, 4915.0), 0);
+        assert_eq!(units_in_flight(i4, 37, 9, 16384, 4915.0), 0);
+        assert_eq!(units_in_flight(i4, 122, 9, 16384, 4915.0), 0);
+        assert_eq!(units_in_flight(i4, 16, 12, 2048, 4915.0), 0);
+        assert_eq!(units_in_flight(i4, 56, 12, 2048, 4915.0), 0);
         // The H100 SXM's HBM3 (2619 MHz, 5120 bits) and the H200's HBM3e (3201 MHz, 6144 bits), as the driver gives them.
         assert!((peak_gb_s(2_619_000, 5120) - 3352.3).abs() < 0.1);
         assert!((peak_gb_s(3_201_000, 6144) - 4916.7).abs() < 0.1);
         assert!(peak_gb_s(2_619_000, 5120) < FAST_MEMORY_GB_S && peak_gb_s(3_201_000, 6144) >= FAST_MEMORY_GB_S);
         assert_eq!((peak_gb_s(0, 6144), peak_gb_s(3_201_000, 0)), (0.0, 0.0));
         // H100 (3.35 TB/s) and a driver that does not say: unchanged.
-        assert_eq!(units_in_flight(14, 9, 16384, 3352.0), 0);
-        assert_eq!(units_in_flight(14, 9, 16384, 0.0), 0);
+        assert_eq!(units_in_flight(i4, 14, 9, 16384, 3352.0), 0);
+        assert_eq!(units_in_flight(i4, 14, 9, 16384, 0.0), 0);
     }
 
     /// The kernel compiles for sm_90 without spills in every epilogue (skipped without NVRTC).
@@ -1637,7 +1625,7 @@ mod tests {
                 ];
                 for ((lay, parts, g), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
                     // Units in flight as an H200 (4.9 TB/s) takes them: limited at the short shapes, not the long.
-                    let ahead = units_in_flight_for(f, per * parts, lay.slots, copy_bytes(f, k, parts), 4900.0);
+                    let ahead = units_in_flight(f, per * parts, lay.slots, copy_bytes(f, k, parts), 4900.0);
                     let (cubin, log) =
                         compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, lay, (parts, g, ahead), ep))
                             .unwrap_or_else(|e| panic!("{f:?} {k} {per} {parts} parts {ep:?}: {e}"));
