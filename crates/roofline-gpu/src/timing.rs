@@ -59,7 +59,7 @@ pub struct TimingStats {
     /// Median host time to enqueue one launch of the op, microseconds (NaN where not measured). At or above
     /// `median_us` the host could not have kept an ungated stream busy.
     pub host_us: f64,
-    /// Whether each sample's launches were all enqueued before the GPU ran them ([`crate::gate`]).
+    /// Whether each sample's launches were all enqueued before the GPU ran them (`crate::gate`).
     pub gated: bool,
 }
 
@@ -93,7 +93,7 @@ pub const SAMPLE_TARGET_US: f64 = 200.0;
 /// `inner`. That is the op's steady-state time per launch, the time a model's chain of kernels pays.
 /// At least `min_runs` samples, then more until `budget_ms` is spent or `max_runs` is reached.
 ///
-/// Each sample is gated ([`crate::gate`]; `ROOFLINE_TIMING_GATE=0` turns it off): the stream waits at a host
+/// Each sample is gated (`crate::gate`; `ROOFLINE_TIMING_GATE=0` turns it off): the stream waits at a host
 /// function before the start event until all `inner` launches are enqueued, so the GPU runs them back to
 /// back however slowly the host enqueues them; the host's enqueue time per launch is kept as `host_us`.
 pub fn time(

@@ -318,7 +318,7 @@ fn ring_at_any_steps_fast(format: WoFormat, k: usize, per: usize, ctas: u32, sm_
 }
 
 /// Fewest row steps a CTA from which the ring takes M = 1 GEMVs of K = 5120 on fast memory
-/// ([`ring_at_any_steps_fast`]; 5 at 1x5120x5120; 3 at 1x3072x5120 lost).
+/// (`ring_at_any_steps_fast`; 5 at 1x5120x5120; 3 at 1x3072x5120 lost).
 pub const AUTO_MIN_STEPS_K5120: usize = 5;
 
 /// Whether a ring grid of `ctas` CTAs keeps at least 7 in 8 of `sm_count` SMs busy (128 of 132 on the H200 does;
@@ -944,7 +944,7 @@ impl RingGemv {
     }
 
     /// CTAs of this kernel that fit on one SM at once (the driver's occupancy for its threads and shared
-    /// memory): 1 unless `ROOFLINE_RING_CTAS_PER_SM` or `ROOFLINE_RING_ALONE=0` say otherwise ([`alone_smem`]).
+    /// memory): 1 unless `ROOFLINE_RING_CTAS_PER_SM` or `ROOFLINE_RING_ALONE=0` say otherwise (`alone_smem`).
     pub fn resident_per_sm(&self) -> Result<u32, GpuError> {
         Ok(self.function.occupancy_max_active_blocks_per_multiprocessor(
             self.threads,
