@@ -127,7 +127,7 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #error "streamed scales (RW_SSTREAM) need the producer warp"
 #endif
 
-// The lane's 32-value chunk of x = silu(gate) * up (values cbase x EPC ...) from the gate_up row [2 FD] at
+// The lane's chunk of x = silu(gate) * up (LV values from cbase x LV) from the gate_up row [2 FD] at
 // `x`, as floats; returns their sum of squares (load_chunk's contract).
 __device__ __forceinline__ float load_chunk_silu(const u16* x, int cbase, float xr[LV]) {
     const uint4* gp = (const uint4*)(x + (size_t)cbase * LV);
