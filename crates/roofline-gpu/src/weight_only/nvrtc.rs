@@ -371,8 +371,7 @@ pub(crate) fn extra_options() -> Vec<String> {
     std::env::var("ROOFLINE_NVRTC_EXTRA").map(|e| e.split_whitespace().map(String::from).collect()).unwrap_or_default()
 }
 
-/// Compiles `key` through NVRTC, bypassing the process cache ([`compile`]).
-pub(crate) fn compile_uncached(key: &KernelKey) -> Result<CompiledKernel, GpuError> {
+fn compile_uncached(key: &KernelKey) -> Result<CompiledKernel, GpuError> {
     nvrtc_available()?;
     if !(1..=super::MAX_M).contains(&(key.m as usize)) {
         return Err(GpuError::Unsupported(format!(
