@@ -33,12 +33,13 @@ bulk_tune() {
 }
 # `meas LOG LABEL FORMAT MxNxK GEMV`: `measure --weights FORMAT` (checked against the reference, then timed; killed
 # after MEAS_TIMEOUT s, default 120) with --gemv GEMV from $BIN (default .gpu/roofline), its kernel line and time
-# under "=== LABEL" in $out/LOG.txt.
+# under "=== LABEL" in $out/LOG.txt; $MEAS_X (e.g. bf16): the activations (default FP16).
 meas() {
     local log=$1 label=$2 f=$3 s=$4 gemv=$5 m n k
     IFS=x read -r m n k <<<"$s"
-    echo "=== $label $f ${s} [$gemv]" | tee -a "$out/$log.txt"
-    timeout ${MEAS_TIMEOUT:-120} .gpu/${BIN:-roofline} measure --hw $hw --weights "$f" --m $m --n $n --k $k ${gemv:+--gemv $gemv} 2>&1 \
+    echo "=== $label $f ${MEAS_X:+x $MEAS_X }${s} [$gemv]" | tee -a "$out/$log.txt"
+    timeout ${MEAS_TIMEOUT:-120} .gpu/${BIN:-roofline} measure --hw $hw --weights "$f" ${MEAS_X:+--activations $MEAS_X} \
+        --m $m --n $n --k $k ${gemv:+--gemv $gemv} 2>&1 \
         | grep -E "kernel:|measured|rror" | sed -E 's/, CUDA sources.*//' | tee -a "$out/$log.txt"
 }
 # `env_ab LOG NAME VAR VALUES SHAPES FORMATS [GEMV]`: `meas` per shape of SHAPES (MxNxK) and format of FORMATS,

@@ -1,6 +1,8 @@
 //! GPU test of the ring-streaming GEMV (`weight_only::ring`): y against the f64 CPU reference of the same
 //! quantized weights (INT4 g128, NF4, MXFP4, NVFP4; FP8 E4M3 and INT8 where K is at most their 15360, FP16 up to
-//! its 8192, also with weights near f16's largest) for each epilogue (RMSNorm in front, plain store, residual add)
+//! its 8192, also with weights near f16's largest; BF16 up to 8192, with FP16 and with BF16 activations, the latter
+//! against the reference rounded to BF16 as the engine's check does) for each epilogue (RMSNorm in front, plain
+//! store, residual add)
 //! and SwiGLU on load, at Llama-3.1-8B's qkv
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
@@ -12,8 +14,8 @@
 //! captures of the ring GEMV beside context-wide work in another thread. Run on a GPU machine: `cargo test -p
 //! roofline-gpu --release --test ring_gpu -- --ignored --nocapture`.
 
-use half::f16;
-use roofline_gpu::weight_only::nvrtc::compile_cubin;
+use half::{bf16, f16};
+use roofline_gpu::weight_only::nvrtc::{compile_cubin, XDtype};
 use roofline_gpu::weight_only::ring::{max_k, reference, swiglu, Epilogue, Input, RingGemv};
 use roofline_gpu::weight_only::{quantize_pack, WoFormat};
 use roofline_gpu::{random_f32, timing, Gpu, TimingConfig};
@@ -65,24 +67,45 @@ fn ring_gemv_matches_the_reference() {
         WoFormat::Fp8E4M3,
         WoFormat::Int8,
         WoFormat::Fp16,
+        WoFormat::Bf16,
     ];
     let runs = cases.into_iter().flat_map(|(n, k, ep, input, xs)| {
-        formats.into_iter().filter(move |f| k <= max_k(*f)).map(move |f| (f, n, k, ep, input, xs, 1.0f32))
+        formats.into_iter().filter(move |f| k <= max_k(*f)).map(move |f| (f, XDtype::F16, n, k, ep, input, xs, 1.0f32))
     });
-    let large = fp16_large.into_iter().map(|(n, k, ep, input, xs, ws)| (WoFormat::Fp16, n, k, ep, input, xs, ws));
-    for (f, n, k, ep, input, xs, ws) in runs.chain(large) {
+    // BF16 weights with BF16 x (the FP32 row step's other x type).
+    let bf16_x = cases
+        .into_iter()
+        .filter(|c| c.1 <= max_k(WoFormat::Bf16))
+        .map(|(n, k, ep, input, xs)| (WoFormat::Bf16, XDtype::Bf16, n, k, ep, input, xs, 1.0f32));
+    let large =
+        fp16_large.into_iter().map(|(n, k, ep, input, xs, ws)| (WoFormat::Fp16, XDtype::F16, n, k, ep, input, xs, ws));
+    for (f, xt, n, k, ep, input, xs, ws) in runs.chain(bf16_x).chain(large) {
         {
-            let pf = RingGemv::new(&gpu, f, n, k, ep, input).unwrap_or_else(|e| panic!("{f:?} {n}x{k}: {e}"));
+            let pf = RingGemv::new(&gpu, (f, xt), n, k, ep, input).unwrap_or_else(|e| panic!("{f:?} {n}x{k}: {e}"));
             let w: Vec<f32> = random_f32(n * k, 500 + n as u64).iter().map(|v| ws * v / (k as f32).sqrt()).collect();
             let p = quantize_pack(f, &w, n, k).unwrap();
-            let round = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|x| f16::from_f32(*x).to_f32()).collect() };
+            // x and y in the activations' type.
+            let to_bits = |v: f32| match xt {
+                XDtype::F16 => f16::from_f32(v).to_bits(),
+                XDtype::Bf16 => bf16::from_f32(v).to_bits(),
+            };
+            let from_bits = |b: u16| match xt {
+                XDtype::F16 => f16::from_bits(b).to_f32(),
+                XDtype::Bf16 => bf16::from_bits(b).to_f32(),
+            };
+            let round = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|x| from_bits(to_bits(*x))).collect() };
             let xk = if input == Input::SwiGlu { 2 * k } else { k };
             let x = round(random_f32(xk, 600 + k as u64).iter().map(|v| v * xs).collect());
             let y0 = round(random_f32(n, 700).iter().map(|v| 4.0 * v).collect());
-            let want = reference(&p, &if input == Input::SwiGlu { swiglu(&x) } else { x.clone() }, &y0, ep, 1e-5);
+            let mut want = reference(&p, &if input == Input::SwiGlu { swiglu(&x) } else { x.clone() }, &y0, ep, 1e-5);
+            if xt == XDtype::Bf16 {
+                // BF16's own rounding (up to 2^-8 of each output) would exceed the bound: compare with the reference
+                // rounded to BF16, as the engine's check (`weight_only::reference_error`) does.
+                want = want.iter().map(|v| f64::from(from_bits(to_bits(*v as f32)))).collect();
+            }
             let s = pf.stream().clone();
             let dw = pf.upload(&p).unwrap();
-            let bits = |v: &[f32]| -> Vec<u16> { v.iter().map(|x| f16::from_f32(*x).to_bits()).collect() };
+            let bits = |v: &[f32]| -> Vec<u16> { v.iter().map(|x| to_bits(*x)).collect() };
             let xd = s.clone_htod(&bits(&x)).unwrap();
             let mut outs = Vec::new();
             for _ in 0..2 {
@@ -91,7 +114,7 @@ fn ring_gemv_matches_the_reference() {
                 outs.push(s.clone_dtoh(&y).unwrap());
             }
             assert_eq!(outs[0], outs[1], "{n}x{k} {ep:?}: a second launch gave another result");
-            let got: Vec<f64> = outs[0].iter().map(|b| f64::from(f16::from_bits(*b).to_f32())).collect();
+            let got: Vec<f64> = outs[0].iter().map(|b| f64::from(from_bits(*b))).collect();
             assert!(got.iter().all(|v| v.is_finite()), "{n}x{k} {ep:?}: non-finite output");
             let l2 = |v: &mut dyn Iterator<Item = f64>| v.map(|e| e * e).sum::<f64>().sqrt();
             let err = l2(&mut got.iter().zip(&want).map(|(g, w)| g - w));
@@ -100,7 +123,7 @@ fn ring_gemv_matches_the_reference() {
             let prod =
                 l2(&mut want.iter().zip(&y0).map(|(w, y)| w - if ep == Epilogue::Add { f64::from(*y) } else { 0.0 }));
             println!(
-            "ring GEMV {f:?} {n}x{k} {ep:?} {input:?} (|x| ~ {xs}): {} CTAs, {} slots in {} K parts, scales {}, {:?} registers, rel. error {rel:.2e} (of W x {:.2e})",
+            "ring GEMV {f:?} x {xt:?} {n}x{k} {ep:?} {input:?} (|x| ~ {xs}): {} CTAs, {} slots in {} K parts, scales {}, {:?} registers, rel. error {rel:.2e} (of W x {:.2e})",
             pf.ctas,
             pf.slots,
             pf.parts,
@@ -130,7 +153,7 @@ fn captures_survive_context_work_in_other_threads() {
     use std::sync::Arc;
     let gpu = Gpu::open(0).unwrap();
     let (n, k, f) = (4096usize, 4096usize, WoFormat::Int4G128);
-    let pf = RingGemv::new(&gpu, f, n, k, Epilogue::Store, Input::X).unwrap();
+    let pf = RingGemv::new(&gpu, (f, XDtype::F16), n, k, Epilogue::Store, Input::X).unwrap();
     let w: Vec<f32> = random_f32(n * k, 1).iter().map(|v| v / 64.0).collect();
     let dw = pf.upload(&quantize_pack(f, &w, n, k).unwrap()).unwrap();
     let s = pf.stream().clone();

@@ -265,8 +265,10 @@ fn fused_norm_and_residual_add_match_the_reference() {
     // 8-bit at M = 1 on the x-in-registers kernel: weights through three cp.async stages (its default up to
     // 16384 rows, `LaunchPlan::xreg_stages_default`). K = 14336 (4-bit): the x-in-registers plan with 14 warps and no split-K at M = 1 (down_proj's), where
     // every 4-bit format multiplies in f16x2 (`Tuning::xh`; NF4 through its table of code pairs).
+    // BF16 at 304 rows: the ring GEMV at M = 1 on the x-in-registers engine (FP32 products, either x).
     let shapes = [
         (WoFormat::Fp16, 300, 1024),
+        (WoFormat::Bf16, 304, 1024),
         (WoFormat::Int8, 300, 1024),
         (WoFormat::Fp8E4M3, 300, 1024),
         (WoFormat::Int4G128, 300, 1024),

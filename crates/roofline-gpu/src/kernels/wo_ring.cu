@@ -1,4 +1,5 @@
-// The ring GEMV (batch 1, INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8 or FP16 weights, FP16 x, sm_90+):
+// The ring GEMV (batch 1, INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8, FP16 or BF16 weights, FP16 x (BF16
+// weights: FP16 or BF16 x, XBF16), sm_90+):
 //   y = W . rmsnorm(x)        (NORM 1; the norm's weight folded into W by the host)
 //   y (+)= W . x              (NORM 0; ADD 1 adds into y, the residual stream)
 //   y (+)= W . (silu(g) * u)  (SILU_X 1, NORM 0: SwiGLU on load, x the gate_up row [g | u] of 2 FD values)
@@ -8,7 +9,7 @@
 // staged in shared memory, unless RW_SSTREAM).
 //
 // One producer warp streams the CTA's row steps (8 rows, 8 ROWB bytes: 4 FD for 4-bit codes, 8 FD for 8-bit, 16 FD
-// for FP16, whose FD is at most 8192 and whose lanes take 32-byte chunks: wo_stream.cuh's LCB) with bulk copies (`cp.async.bulk`,
+// for FP16 and BF16, whose FD is at most 8192 and whose lanes take 32-byte chunks: wo_stream.cuh's LCB) with bulk copies (`cp.async.bulk`,
 // an mbarrier per slot) into a ring of RW_STEPS slots from the CTA's first instruction, before
 // griddepcontrol.wait (the weights depend on no kernel): a CTA resident beside the previous kernel has its
 // first slots filled by the time x is ready; where the ring holds all its steps, all of them. Unit u (K part
@@ -31,7 +32,7 @@
 // w_z [FD/128][N/2] zero points, NF4: w_s [FD/64][N] f16, MXFP4: w_s [FD/32][N] E8M0 bytes, NVFP4: w_s [FD/32][N][2] E4M3 bytes and
 // the FP32 tensor scale `gscale` (1 for the others; pack::xreg_tables), FP8 / INT8: w_s [N] FP32 row scales (applied
 // to the row sums; w_z unread), FP16: no tables (w_s, w_z unread; `gscale` a power of two x is scaled down by, ring.rs
-// `kernel_scale`); with RW_SSTREAM (4-bit only) the same entries step-major,
+// `kernel_scale`), BF16: no tables (`gscale` 1); with RW_SSTREAM (4-bit only) the same entries step-major,
 // w_s [N/8][RS_COLS][RS_SB bytes: the step's 8 rows] and w_z [N/8][RS_COLS][4] (pack::ring_step_tables). CTA c takes
 // row steps [c S / G, (c + 1) S / G), S = N / 8, G = gridDim.x.
 
@@ -312,7 +313,14 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     inv /= gscale;
 #endif
     u32 xh[4][4];
+#if FMT == 1
+    // BF16 weights: x stays in FP32, its bits in xh ([e / 4][e % 4] = x[e] inv; wo_stream.cuh's row_step).
+#pragma unroll
+    for (int e = 0; e < LV; ++e) xh[e >> 2][e & 3] = __float_as_uint(xr[e] * inv);
+    const float xsum = 0.0f;  // (no zero points)
+#else
     const float xsum = pack_x<LV>(xr, inv, xh);
+#endif
 
     const int part = ks / RW_KSP;                           // the K part holding the lane's chunk
     const int pbase = (cbase - part * RW_KSP * 32) * LCB;   // the chunk's offset in a row of the part

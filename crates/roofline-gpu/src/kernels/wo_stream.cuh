@@ -1,22 +1,21 @@
 // Shared by the kernels that stream weight rows (INT4 g128; NF4, MXFP4, NVFP4, and FP8 / INT8 with per-row
-// scales and plain FP16, for the ring GEMV) into shared memory with Hopper bulk copies (sm_90+) and multiply them by one FP16
-// x row in f16x2: the fused FFN (ffn_fused.cu) and the ring GEMV (wo_ring.cu). Appended to weight_only_xreg.cu's source (M = 1, R = 8,
-// C = 1: its `Meta`, `unpack_meta`, `word` and `butterfly_rows`), before the kernel's own file; FD is K (a
-// multiple of 1024).
+// scales and plain FP16 or BF16, for the ring GEMV) into shared memory with Hopper bulk copies (sm_90+) and multiply them
+// by one x row (FP16; BF16 x with BF16 weights), in f16x2 (BF16 weights: in FP32): the fused FFN (ffn_fused.cu) and the
+// ring GEMV (wo_ring.cu). Appended to weight_only_xreg.cu's source (M = 1, R = 8, C = 1: its `Meta`, `unpack_meta`,
+// `word` and `butterfly_rows`), before the kernel's own file; FD is K (a multiple of 1024).
 
 #ifndef FD
 #error "FD (the row length K) must be defined"
 #endif
-#if FMT == 1 || FMT > 7 || MT != 1 || R != 8 || C != 1 || !FUSE
-#error "the streaming kernels are built on the FP16, FP8, INT8, INT4 g128, NF4, MXFP4 or NVFP4, M = 1, R = 8, C = 1, FUSE = 1 x-in-registers source"
+#if FMT > 7 || MT != 1 || R != 8 || C != 1 || !FUSE
+#error "the streaming kernels are built on the FP16, BF16, FP8, INT8, INT4 g128, NF4, MXFP4 or NVFP4, M = 1, R = 8, C = 1, FUSE = 1 x-in-registers source"
 #endif
 // Bytes of one weight row: FD codes of 4 bits, of 8 (FP8, INT8; their per-row FP32 scales are applied to the
-// row sums, no tables) or of 16 (FP16: no scales at all).
-#define ROWB (FD * (FMT == 0 ? 16 : FMT <= 3 ? 8 : 4) / 8)
-// A lane's chunk of each row of a row step: one 16-byte chunk (EPC values), for FP16 two side by side (32
-// bytes, the 16 values of an 8-bit chunk, so that its K slices are 8-bit's and K reaches 15360): LV values,
-// LCB bytes.
-#define LCH (FMT == 0 ? 2 : 1)
+// row sums, no tables) or of 16 (FP16, BF16: no scales at all).
+#define ROWB (FD * (FMT <= 1 ? 16 : FMT <= 3 ? 8 : 4) / 8)
+// A lane's chunk of each row of a row step: one 16-byte chunk (EPC values), for FP16 and BF16 two side by side
+// (32 bytes, the 16 values of an 8-bit chunk, so that their K slices are 8-bit's): LV values, LCB bytes.
+#define LCH (FMT <= 1 ? 2 : 1)
 #define LV (EPC * LCH)
 #define LCB (16 * LCH)
 // The scale tables (pack::xreg_tables, [column][row]) per row step of 8 rows: RS_COLS columns, RS_SB bytes of
@@ -184,7 +183,9 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
             continue;
         }
         const uint4 q = *(const uint4*)(sp + u * (ROWB / RW_KH));
-        u32 ae = 0u, ao = 0u;
+#if FMT != 1
+        u32 ae = 0u, ao = 0u;  // f16x2 accumulators (BF16: FP32 ones below)
+#endif
 #if FMT == 0
         // FP16: the lane's 16 weights (two 16-byte chunks) against x's pairs (`pack_x<LV>`), 4 products per f16x2
         // half; no decode.
@@ -195,6 +196,22 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
             ao = hfma2(word(q2, wd), xh[1][wd], ao);
         }
         acc[u] = hsum4(ae, ao);
+#elif FMT == 1
+        // BF16: the lane's 16 weights (two 16-byte chunks) widened to FP32 (a shift or a mask each, exact) against
+        // x in FP32 (`xh` holds its bits, [e / 4][e % 4] = x[e]: wo_ring.cu), products and sums in FP32 (bf16x2
+        // sums keep 8 bits); 2 instructions a weight, far below the issue rate a 16-bit stream allows.
+        const uint4 q2 = *(const uint4*)(sp + u * (ROWB / RW_KH) + 16);
+        float fa = 0.0f, fb = 0.0f;
+#pragma unroll
+        for (int wd = 0; wd < 4; ++wd) {
+            const u32 v = word(q, wd), v2 = word(q2, wd);
+            const int h = wd >> 1, e = 2 * (wd & 1);
+            fa = fmaf(as_float(v << 16), as_float(xh[h][e]), fa);
+            fb = fmaf(as_float(v & 0xffff0000u), as_float(xh[h][e + 1]), fb);
+            fa = fmaf(as_float(v2 << 16), as_float(xh[2 + h][e]), fa);
+            fb = fmaf(as_float(v2 & 0xffff0000u), as_float(xh[2 + h][e + 1]), fb);
+        }
+        acc[u] = fa + fb;
 #elif FMT <= 3
         // the row scale is applied to the row's sum after the K slices are added
 #pragma unroll

@@ -16,7 +16,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr
 use crate::weight_only::ffn::{stream_options, STREAM_SOURCE};
 use crate::weight_only::nvrtc::{compile_cubin, extra_options, load_checked, WEIGHT_ONLY_XREG_SOURCE};
 use crate::weight_only::ring::{self, RING_SOURCE};
-use crate::weight_only::{launch_cluster_ex, max_active_clusters, nvrtc_available, DeviceWeights, WoFormat};
+use crate::weight_only::{launch_cluster_ex, max_active_clusters, nvrtc_available, DeviceWeights, WoFormat, XDtype};
 use crate::GpuError;
 
 use super::HEAD_DIM;
@@ -363,7 +363,7 @@ fn source() -> String {
 }
 
 fn options(arch: u32, s: &QkvShape, steps: usize, slots: usize, groups: usize, minb: u32) -> Vec<String> {
-    let mut opts = stream_options(arch, s.format, s.hidden);
+    let mut opts = stream_options(arch, s.format, XDtype::F16, s.hidden);
     opts.push(format!("-DAQ_MINB={minb}"));
     opts.push("-DRING_NO_KERNEL=1".into());
     opts.push("-DRW_PRODUCER=0".into());

@@ -402,12 +402,13 @@ fn ffn_source() -> String {
     format!("{WEIGHT_ONLY_XREG_SOURCE}\n{STREAM_SOURCE}\n{FFN_SOURCE}")
 }
 
-/// NVRTC options of the kernels built on the `format` (INT4 g128, NF4, MXFP4 or NVFP4), M = 1, 8-row, one-chunk fused
-/// x-in-registers source (its defines select `Meta`'s and the row step's shape) with rows of `k` values (`FD`).
-pub(crate) fn stream_options(arch: u32, format: WoFormat, k: usize) -> Vec<String> {
+/// NVRTC options of the kernels built on the `format` (the ring GEMV's weight formats, [`super::ring::takes`]), M = 1,
+/// 8-row, one-chunk fused x-in-registers source (its defines select `Meta`'s and the row step's shape) with rows of
+/// `k` values (`FD`) and x and y in `x` (`XBF16`).
+pub(crate) fn stream_options(arch: u32, format: WoFormat, x: XDtype, k: usize) -> Vec<String> {
     let key = KernelKey {
         format,
-        x: XDtype::F16,
+        x,
         m: 1,
         rows_per_warp: 8,
         unroll: 1,
@@ -447,7 +448,7 @@ fn ffn_options(
     per: usize,
     layout: &Layout,
 ) -> Vec<String> {
-    let mut opts = stream_options(arch, format, hidden);
+    let mut opts = stream_options(arch, format, XDtype::F16, hidden);
     if layout.nf4_pairs {
         // Both phases look NF4's codes up in the pair table (wo_stream.cuh NF4_PAIRS).
         opts.push("-DNF4_PAIRS=1".into());

@@ -354,7 +354,7 @@ impl WeightOnlyGemv {
         let takes = wanted
             && self.variant == Variant::XReg
             && supported
-            && self.x == XDtype::F16
+            && ring::takes_x(self.format, self.x)
             && m == 1
             && self.arch >= 90
             && k % 1024 == 0
@@ -389,8 +389,16 @@ impl WeightOnlyGemv {
         if let Some(r) = rings.get(&(n, k, op)) {
             return Ok(r.clone());
         }
-        let r =
-            Arc::new(ring::RingGemv::build(&self.ctx, &self.stream, self.arch, self.sm_count, self.format, n, k, op)?);
+        let r = Arc::new(ring::RingGemv::build(
+            &self.ctx,
+            &self.stream,
+            self.arch,
+            self.sm_count,
+            (self.format, self.x),
+            n,
+            k,
+            op,
+        )?);
         rings.insert((n, k, op), r.clone());
         Ok(r)
     }

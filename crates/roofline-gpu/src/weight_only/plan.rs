@@ -101,7 +101,7 @@ impl Variant {
         (sm_count, arch, peak_gb_s): (u32, u32, f64),
     ) -> Variant {
         let ring = m == 1
-            && x == XDtype::F16
+            && super::ring::takes_x(format, x)
             && format.bits() >= 8
             && arch >= 90
             && super::ring::auto_on(format, n, k, sm_count, peak_gb_s);
@@ -133,7 +133,7 @@ impl Variant {
         k: usize,
         device: (u32, u32, f64),
     ) -> Variant {
-        if format == WoFormat::Fp16 && Variant::best_on(format, x, m, n, k, device) == Variant::XReg {
+        if format.bits() == 16 && Variant::best_on(format, x, m, n, k, device) == Variant::XReg {
             Variant::XReg
         } else {
             Variant::best_in_step(format, x, m, k)

@@ -1,5 +1,6 @@
 //! The ring-streaming GEMV of a batch-1 decode step (`kernels/wo_ring.cu`): y = W rmsnorm(x) or y (+)= W x
-//! (x itself or SwiGLU of the gate_up row, [`Input`]), 4-bit or 8-bit weights, FP16 activations, sm_90+. A producer
+//! (x itself or SwiGLU of the gate_up row, [`Input`]), 4-, 8- or 16-bit weights, FP16 activations (BF16 weights: FP16
+//! or BF16, [`takes_x`]), sm_90+. A producer
 //! warp per CTA streams the CTA's rows with bulk copies into a ring in shared memory from its first
 //! instruction, before `griddepcontrol.wait` (a CTA resident beside the previous kernel of the step has its
 //! first slots, or all its rows, by the time x is ready); the consumer warps multiply them in f16x2 as in the
@@ -27,7 +28,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
 use super::ffn::{stream_options, STREAM_SOURCE};
-use super::nvrtc::{compile_cubin, load_checked, WEIGHT_ONLY_XREG_SOURCE};
+use super::nvrtc::{compile_cubin, load_checked, XDtype, WEIGHT_ONLY_XREG_SOURCE};
 use super::pack::{self, xreg_tables, PackedWeights, WoFormat};
 use super::{launch_ex, nvrtc_available, LaunchPlan, Tuning, Variant};
 use crate::{Gpu, GpuError};
@@ -92,7 +93,7 @@ fn ring_limit() -> usize {
 pub const MAX_K: usize = 31 * 1024;
 
 /// Whether the ring takes `format`: the 4-bit formats (block scales in tables), FP8 E4M3 / INT8 (per-row
-/// FP32 scales applied to the row sums) and FP16 (no scales).
+/// FP32 scales applied to the row sums), FP16 and BF16 (no scales).
 pub fn takes(format: WoFormat) -> bool {
     matches!(
         format,
@@ -103,10 +104,20 @@ pub fn takes(format: WoFormat) -> bool {
             | WoFormat::Fp8E4M3
             | WoFormat::Int8
             | WoFormat::Fp16
+            | WoFormat::Bf16
     )
 }
 
-/// Values of K one consumer warp takes (a K slice: 32 lanes x one chunk of 16 bytes, of 32 for FP16): 1024 of
+/// Whether the ring multiplies `format` weights by x in `x`: FP16 x for every format it takes, BF16 x for BF16
+/// weights, whose products and sums are FP32 (wo_stream.cuh's row_step). The others multiply x in f16x2: their
+/// sums' rounding (2e-4 to 5e-4 of W x) would then flip one in a few BF16 outputs by a BF16 step (2^-8 to 2^-7 of
+/// it), about 1e-3 of W x against the BF16-rounded reference, the engine's bound; they keep the x-in-registers
+/// kernel's FP32 path.
+pub fn takes_x(format: WoFormat, x: XDtype) -> bool {
+    takes(format) && (x == XDtype::F16 || format == WoFormat::Bf16)
+}
+
+/// Values of K one consumer warp takes (a K slice: 32 lanes x one chunk of 16 bytes, of 32 for FP16 and BF16): 1024 of
 /// 4-bit weights, 512 of 8- and 16-bit ones (`KSL`, `LCB` in wo_stream.cuh).
 fn slice_values(format: WoFormat) -> usize {
     let lane_bytes = if format.bits() == 16 { 32 } else { 16 };
@@ -118,7 +129,7 @@ fn slices(format: WoFormat, k: usize) -> usize {
     (k / slice_values(format)).max(1)
 }
 
-/// Most values of K the ring takes for `format`: 31 K slices (a multiple of 1024); for FP16 [`MAX_K_FP16`].
+/// Most values of K the ring takes for `format`: 31 K slices (a multiple of 1024); for FP16 and BF16 [`MAX_K_FP16`].
 pub fn max_k(format: WoFormat) -> usize {
     if format.bits() == 16 {
         return MAX_K_FP16;
@@ -126,7 +137,7 @@ pub fn max_k(format: WoFormat) -> usize {
     31 * slice_values(format) / 1024 * 1024
 }
 
-/// Most values of K of FP16 weights the ring takes: a row step (8 rows) of 128 KB, so that its 200 KB hold a step
+/// Most values of K of FP16 (and BF16) weights the ring takes: a row step (8 rows) of 128 KB, so that its 200 KB hold a step
 /// and a half (each K part needs a slot of its own: at K = 14336 one step, 224 KB, would not fit).
 pub const MAX_K_FP16: usize = 8192;
 
@@ -183,7 +194,7 @@ fn k_parts(format: WoFormat, n: usize, k: usize, sm_count: u32) -> usize {
         .unwrap_or(default)
 }
 
-/// FP16's K parts ([`k_parts`]) for rows of `k` values: the fewest dividing its 512-value K slices that make a row's
+/// FP16's (and BF16's) K parts ([`k_parts`]) for rows of `k` values: the fewest dividing its 512-value K slices that make a row's
 /// bulk copy at most 4 KB, so a slot (8 rows) holds at most 32 KB, as an 8-bit row step at K = 4096 does (K = 1024
 /// and 2048: 1; 3072, 4096: 2; 5120: 5; 6144: 3; 7168: 7; 8192: 4; 14336: 7). FP16 runs in one row group
 /// ([`row_groups`]): its row steps cost a consumer warp a load and a multiply-add per two weights.
@@ -736,7 +747,8 @@ pub fn streams_scales(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_
     plan_on(format, 1, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.layout.streamed_scales)
 }
 
-/// The ring kernel's `gscale` for packed weights `p`: NVFP4's tensor scale (1 for the other quantized formats);
+/// The ring kernel's `gscale` for packed weights `p`: NVFP4's tensor scale (1 for the other quantized formats and
+/// BF16, whose FP32 products need no guard);
 /// for FP16 the power of two 2^t by which the kernel scales x down and its sums back up, the smallest with 4
 /// max|w| sqrt(K) 2^-t <= 32768: a lane's f16x2 sums of four products of x (at most sqrt(K) normalized, below 1
 /// otherwise) stay within half of f16's range whatever the weights. t = 0 for weights of the usual size (max|w|
@@ -800,7 +812,7 @@ fn plan(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Re
 fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> Result<Plan, String> {
     if !takes(format) {
         return Err(format!(
-            "the ring GEMV takes INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8 or FP16 weights, not {}",
+            "the ring GEMV takes INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8, FP16 or BF16 weights, not {}",
             format.format()
         ));
     }
@@ -842,8 +854,10 @@ pub struct RingGemv {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
     function: CudaFunction,
-    /// Weight format (INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8 or FP16).
+    /// Weight format (INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8, FP16 or BF16).
     pub format: WoFormat,
+    /// Activations' (x and y) type ([`takes_x`]).
+    pub x: XDtype,
     /// Output rows.
     pub n: usize,
     /// Input values.
@@ -870,11 +884,11 @@ pub struct RingGemv {
 }
 
 impl RingGemv {
-    /// Compiles the kernel for `n x k` on `gpu` (refused where [`unsupported`] says so, before sm_90, or for
-    /// SwiGLU on load with a fused norm).
+    /// Compiles the kernel for `n x k` `format` weights and `x` activations on `gpu` (refused where [`unsupported`]
+    /// or [`takes_x`] say so, before sm_90, or for SwiGLU on load with a fused norm).
     pub fn new(
         gpu: &Gpu,
-        format: WoFormat,
+        (format, x): (WoFormat, XDtype),
         n: usize,
         k: usize,
         epilogue: Epilogue,
@@ -882,7 +896,7 @@ impl RingGemv {
     ) -> Result<RingGemv, GpuError> {
         let (major, minor) = gpu.compute_capability;
         let arch = (major * 10 + minor) as u32;
-        RingGemv::build(&gpu.ctx, &gpu.stream, arch, gpu.sm_count, format, n, k, (epilogue, input))
+        RingGemv::build(&gpu.ctx, &gpu.stream, arch, gpu.sm_count, (format, x), n, k, (epilogue, input))
     }
 
     /// [`RingGemv::new`] from the parts of a [`Gpu`] (compute capability as `arch`, e.g. 90).
@@ -892,11 +906,18 @@ impl RingGemv {
         stream: &Arc<CudaStream>,
         arch: u32,
         sm_count: u32,
-        format: WoFormat,
+        (format, x): (WoFormat, XDtype),
         n: usize,
         k: usize,
         (epilogue, input): (Epilogue, Input),
     ) -> Result<RingGemv, GpuError> {
+        if !takes_x(format, x) {
+            return Err(GpuError::Unsupported(format!(
+                "the ring GEMV multiplies {} weights by FP16 activations, not {} (BF16 activations: BF16 weights only)",
+                format.format(),
+                x.name()
+            )));
+        }
         let peak = peak_memory_gb_s(ctx);
         let Plan { ctas, per, groups, parts, layout } =
             plan_on(format, 1, n, k, sm_count, peak).map_err(GpuError::Unsupported)?;
@@ -913,7 +934,7 @@ impl RingGemv {
         let (cubin, log) = compile_cubin(
             &source(),
             "wo_ring.cu",
-            &options(arch, format, k, per, layout, (parts, groups, ahead), (epilogue, input)),
+            &options(arch, (format, x), k, per, layout, (parts, groups, ahead), (epilogue, input)),
         )?;
         let smem = alone_smem(ctx, layout.smem)? as u32;
         let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
@@ -928,6 +949,7 @@ impl RingGemv {
             stream: stream.clone(),
             function,
             format,
+            x,
             n,
             k,
             epilogue,
@@ -1108,14 +1130,14 @@ fn source() -> String {
 
 fn options(
     arch: u32,
-    format: WoFormat,
+    (format, x): (WoFormat, XDtype),
     k: usize,
     per: usize,
     layout: Layout,
     (parts, groups, ahead): (usize, usize, usize),
     (epilogue, input): (Epilogue, Input),
 ) -> Vec<String> {
-    let mut opts = stream_options(arch, format, k);
+    let mut opts = stream_options(arch, format, x, k);
     opts.push(format!("-DRW_STEPS={}", layout.slots));
     opts.push(format!("-DRW_KH={parts}"));
     opts.push(format!("-DRW_AHEAD={ahead}"));
@@ -1187,7 +1209,7 @@ mod tests {
         for (f, n, k) in
             [(WoFormat::Mxfp4, 2048, 5120), (WoFormat::Int4G128, 8192, 3072), (WoFormat::Nvfp4, 14336, 4096)]
         {
-            let ring = RingGemv::new(&gpu, f, n, k, Epilogue::Store, Input::X).expect("the ring builds");
+            let ring = RingGemv::new(&gpu, (f, XDtype::F16), n, k, Epilogue::Store, Input::X).expect("the ring builds");
             assert_eq!(ring.resident_per_sm().expect("occupancy"), 1, "{f:?} {n}x{k}: {} slots", ring.slots);
         }
     }
@@ -1261,7 +1283,7 @@ mod tests {
         assert!(unsupported(WoFormat::Int4G128, 1, 128256, 4096, 132).is_none());
         // Row sums too large for any ring (7944 rows a CTA); other formats, batches or shapes.
         assert!(unsupported(WoFormat::Int4G128, 1, 1 << 20, 8192, 132).unwrap().contains("no room"));
-        assert!(unsupported(WoFormat::Bf16, 1, 4096, 4096, 132).unwrap().contains("INT4"));
+        assert!(unsupported(WoFormat::Bf16, 1, 4096, 4096, 132).is_none());
         assert!(unsupported(WoFormat::Int4G128, 2, 4096, 4096, 132).unwrap().contains("batch"));
         assert!(unsupported(WoFormat::Int4G128, 1, 4096, 4000, 132).unwrap().contains("1024"));
         assert!(unsupported(WoFormat::Int4G128, 1, 4092, 4096, 132).unwrap().contains("multiple of 8"));
@@ -1296,12 +1318,11 @@ mod tests {
         let four = layout(nf4, 28672, 8, 1, 4, false).unwrap();
         assert!(four.streamed_scales && four.slots == 5 && layout_for(nf4, 28672, 8, 1, 4, false).unwrap().slots == 4);
         assert_eq!(slot_scale_bytes(nf4, 28672, 7), 28672 / 64 * 8 * 2 / 7);
-        assert!(!options(90, nf4, 28672, 8, narrow, (7, 1, 0), (Epilogue::Add, Input::SwiGlu))
+        assert!(!options(90, (nf4, XDtype::F16), 28672, 8, narrow, (7, 1, 0), (Epilogue::Add, Input::SwiGlu))
             .iter()
             .any(|o| o.starts_with("-DNF4_WIDE") || o.starts_with("-DRW_NF4_OFF") || o == "-DRW_SSTREAM=1"));
-        assert!(
-            options(90, nf4, 28672, 8, l, (7, 1, 0), (Epilogue::Add, Input::SwiGlu)).contains(&"-DRW_SSTREAM=1".into())
-        );
+        assert!(options(90, (nf4, XDtype::F16), 28672, 8, l, (7, 1, 0), (Epilogue::Add, Input::SwiGlu))
+            .contains(&"-DRW_SSTREAM=1".into()));
         // NVFP4's 1792 bytes of scales a row there leave no ring staged; streamed 10 slots.
         assert!(layout_for(WoFormat::Nvfp4, 28672, 8, 1, 7, false).is_none());
         assert_eq!(
@@ -1407,14 +1428,13 @@ mod tests {
             assert_eq!((in_step(f, h200), in_step(f, h100)), (Some(true), None), "{f:?}");
         }
         assert_eq!((in_step(WoFormat::Fp8E4M3, h200), in_step(WoFormat::Int8, h100)), (Some(false), Some(false)));
-        assert_eq!(in_step(WoFormat::Bf16, h200), None);
+        assert_eq!((in_step(WoFormat::Bf16, h200), in_step(WoFormat::Bf16, h100)), (Some(true), None));
         // NF4 at small N too, where the x-in-registers kernel would decode in FP32 (not where it takes its
         // f16x2 path: one CTA over K = 14336).
         let nf4 = WoFormat::Nf4;
         assert!(auto(nf4, 4096, 4096, 132) && auto(nf4, 6144, 4096, 132) && auto(nf4, 1024, 4096, 132));
         assert!(!auto(nf4, 2048, 14336, 132) && nf4_xreg_in_f16x2(2048, 14336, 132));
         assert!(!nf4_xreg_in_f16x2(4096, 4096, 132));
-        assert!(unsupported(WoFormat::Bf16, 1, 14336, 4096, 132).unwrap().contains("INT8"));
         // A CTA stays within 1024 threads: K = 16384 takes one row group of 16 warps.
         assert_eq!(
             (row_groups(i4, 14336, 4096, 132), row_groups(i4, 2048, 14336, 132), row_groups(i4, 1024, 16384, 132)),
@@ -1495,9 +1515,38 @@ mod tests {
     }
 
     #[test]
+    fn bf16_rows_stream_as_fp16_rows_against_either_x() {
+        let (b, h) = (WoFormat::Bf16, WoFormat::Fp16);
+        assert!(takes(b) && takes_x(b, XDtype::F16) && takes_x(b, XDtype::Bf16));
+        // The f16x2 row steps take FP16 x only.
+        for f in [h, WoFormat::Int4G128, WoFormat::Nvfp4, WoFormat::Fp8E4M3] {
+            assert!(takes_x(f, XDtype::F16) && !takes_x(f, XDtype::Bf16), "{f:?}");
+        }
+        assert_eq!((slice_values(b), max_k(b), fp16_parts(4096)), (512, MAX_K_FP16, 2));
+        let (h200, h100) = (4900.0, 3352.0);
+        for (n, k) in [(14336, 4096), (4096, 4096), (128256, 4096), (1024, 8192), (8192, 8192)] {
+            let (pb, ph) = (plan_on(b, 1, n, k, 132, h200).unwrap(), plan_on(h, 1, n, k, 132, h200).unwrap());
+            assert_eq!(
+                (pb.ctas, pb.per, pb.groups, pb.parts, pb.layout.slots, pb.layout.smem),
+                (ph.ctas, ph.per, ph.groups, ph.parts, ph.layout.slots, ph.layout.smem),
+                "{n}x{k}"
+            );
+            assert!(auto_on(b, n, k, 132, h200) && !auto_on(b, n, k, 132, h100), "{n}x{k}");
+        }
+        assert!(unsupported(b, 1, 4096, 14336, 132).unwrap().contains("8192"));
+        assert_eq!(units_in_flight(b, 28, 6, 4096, h200), units_in_flight(h, 28, 6, 4096, h200));
+        // No range guard: the products are FP32 (weights near f16's largest would need one for FP16).
+        use crate::weight_only::quantize_pack;
+        let (n, k) = (16, 4096);
+        let w: Vec<f32> = (0..n * k).map(|i| 3e4 * ((i % 7) as f32 - 3.0) / 3.0).collect();
+        assert_eq!(kernel_scale(&quantize_pack(b, &w, n, k).unwrap()), 1.0);
+        assert!(kernel_scale(&quantize_pack(h, &w, n, k).unwrap()) > 1.0);
+    }
+
+    #[test]
     fn eight_bit_rows_take_twice_the_bytes_and_half_the_k() {
         let (fp8, i8, i4) = (WoFormat::Fp8E4M3, WoFormat::Int8, WoFormat::Int4G128);
-        assert!(takes(fp8) && takes(i8) && !takes(WoFormat::Bf16));
+        assert!(takes(fp8) && takes(i8) && WoFormat::ALL.into_iter().all(takes));
         // A warp's K slice: 32 lanes x 16 bytes, 1024 4-bit values or 512 8-bit ones; at most 31 slices.
         assert_eq!((slice_values(i4), slice_values(fp8), slices(fp8, 4096), slices(i4, 4096)), (1024, 512, 8, 4));
         assert_eq!((max_k(i4), max_k(fp8), max_k(i8)), (MAX_K, 15360, 15360));
@@ -1626,9 +1675,14 @@ mod tests {
                 for ((lay, parts, g), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
                     // Units in flight as an H200 (4.9 TB/s) takes them: limited at the short shapes, not the long.
                     let ahead = units_in_flight(f, per * parts, lay.slots, copy_bytes(f, k, parts), 4900.0);
-                    let (cubin, log) =
-                        compile_cubin(&source(), "wo_ring.cu", &options(90, f, k, per, lay, (parts, g, ahead), ep))
-                            .unwrap_or_else(|e| panic!("{f:?} {k} {per} {parts} parts {ep:?}: {e}"));
+                    // BF16 weights with BF16 x (FP16 x differs only in its loads and stores).
+                    let x = if f == WoFormat::Bf16 { XDtype::Bf16 } else { XDtype::F16 };
+                    let (cubin, log) = compile_cubin(
+                        &source(),
+                        "wo_ring.cu",
+                        &options(90, (f, x), k, per, lay, (parts, g, ahead), ep),
+                    )
+                    .unwrap_or_else(|e| panic!("{f:?} {k} {per} {parts} parts {ep:?}: {e}"));
                     let (regs, spills, _) = parse_ptxas(&log);
                     eprintln!(
                         "ring GEMV {f:?} k {k}, {per} steps, {parts} K parts, {g} groups, global scales {}, {ep:?}: \

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Session 45 probes (H200): BF16 weights on the ring GEMV (new this session; FP32 products, FP16 or BF16 x) against
+# the split-K kernel that ran every BF16 GEMV at M = 1 before.
+# Parts (comma-separated):
+#   bf16    `measure` (checked, then timed) of BF16 weights at B16_SHAPES (MxNxK) with each activation type of B16_X
+#           (default "fp16 bf16") under each of B16_SETTINGS in turn: "splitk" (--gemv variant=splitk: the kernel
+#           before this session), "default" (the engine's choice), "ring" (--gemv variant=xreg,ring=true) and
+#           "VAR=value" (the ring with that environment variable), once each (gated samples repeat within 0.5%),
+#           into $out/bf16.txt
+#   verify  the ring GEMV's reference test (.gpu/ring_gpu: BF16 among its formats, with FP16 and BF16 x) and the
+#           weight-only engine's fused-norm / residual-add / SwiGLU test (BF16 weights at 304 rows: the ring)
+#   gpulib  roofline-gpu's GPU unit tests (.gpu/gpu_lib --ignored --nocapture) without its measurement probes
+#           (GPULIB_SKIP, default the read-stream and bulk-copy sweeps), killed after GPULIB_TIMEOUT s (default 480)
+#   table   `compare --weight-only -p bf16 -p fp16` at issue 11's M = 1 shapes (predicted vs measured, the error)
+# $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session45.
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session45 "${1:-bf16}"
+if has bf16; then
+    for s in ${B16_SHAPES:-1x14336x4096 1x4096x4096 1x128256x4096 1x28672x4096 1x1024x4096 1x6144x4096 1x4096x8192}; do
+        for x in ${B16_X:-fp16 bf16}; do
+            for v in ${B16_SETTINGS:-splitk default}; do
+                (
+                    gemv=variant=xreg,ring=true
+                    case $v in
+                    splitk) gemv=variant=splitk ;;
+                    default) gemv= ;;
+                    ring) ;;
+                    *) export "${v?}" ;;
+                    esac
+                    export MEAS_TIMEOUT=40 MEAS_X=$x
+                    meas bf16 "$v" bf16 "$s" "$gemv"
+                )
+            done
+        done
+    done
+fi
+if has verify; then
+    test_bin verify-ring 420 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    test_bin verify-fused 300 weight_only_gpu --ignored --nocapture fused_norm_and_residual_add_match_the_reference
+fi
+if has gpulib; then
+    skips=()
+    for t in ${GPULIB_SKIP-bulk_stream_sweep read_stream_at_sizes read_stream_pdl_ab}; do skips+=(--skip "$t"); done
+    test_bin gpu-lib "${GPULIB_TIMEOUT:-480}" gpu_lib --ignored --nocapture "${skips[@]}"
+fi
+if has table; then
+    for s in 1x14336x4096 1x4096x14336 1x128256x4096 1x4096x4096; do
+        IFS=x read -r m n k <<<"$s"
+        echo "=== table $s" | tee -a "$out/table.txt"
+        timeout 120 .gpu/roofline compare --weight-only -p bf16 -p fp16 --hw $hw --m $m --n $n --k $k 2>&1 \
+            | tee -a "$out/table.txt" | grep -E "W:|rror"
+    done
+fi
