@@ -2,9 +2,10 @@
 # Session 45 probes (H200): BF16 weights on the ring GEMV (new this session; FP32 products, FP16 or BF16 x) against
 # the split-K kernel that ran every BF16 GEMV at M = 1 before.
 # Parts (comma-separated):
-#   bf16    `measure` (checked, then timed) of BF16 weights at B16_SHAPES (MxNxK) with each activation type of B16_X
-#           (default "fp16 bf16") under each of B16_SETTINGS in turn: "splitk" (--gemv variant=splitk: the kernel
-#           before this session), "default" (the engine's choice), "ring" (--gemv variant=xreg,ring=true) and
+#   bf16    `measure` (checked, then timed) of the weights of B16_FORMATS (default bf16) at B16_SHAPES (MxNxK) with
+#           each activation type of B16_X (default "fp16 bf16") under each of B16_SETTINGS in turn: "splitk" (--gemv
+#           variant=splitk: BF16's kernel before this session), "xreg" (--gemv variant=xreg,ring=false: the
+#           x-in-registers kernel), "default" (the engine's choice), "ring" (--gemv variant=xreg,ring=true) and
 #           "VAR=value" (the ring with that environment variable), once each (gated samples repeat within 0.5%),
 #           into $out/bf16.txt
 #   verify  the ring GEMV's reference test (.gpu/ring_gpu: BF16 among its formats, with FP16 and BF16 x) and the
@@ -18,19 +19,22 @@ probe_start exp-session45 "${1:-bf16}"
 if has bf16; then
     for s in ${B16_SHAPES:-1x14336x4096 1x4096x4096 1x128256x4096 1x28672x4096 1x1024x4096 1x6144x4096 1x4096x8192}; do
         for x in ${B16_X:-fp16 bf16}; do
+          for f in ${B16_FORMATS:-bf16}; do
             for v in ${B16_SETTINGS:-splitk default}; do
                 (
                     gemv=variant=xreg,ring=true
                     case $v in
                     splitk) gemv=variant=splitk ;;
+                    xreg) gemv=variant=xreg,ring=false ;;
                     default) gemv= ;;
                     ring) ;;
                     *) export "${v?}" ;;
                     esac
                     export MEAS_TIMEOUT=40 MEAS_X=$x
-                    meas bf16 "$v" bf16 "$s" "$gemv"
+                    meas bf16 "$v" "$f" "$s" "$gemv"
                 )
             done
+          done
         done
     done
 fi

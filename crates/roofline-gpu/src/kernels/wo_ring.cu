@@ -50,9 +50,10 @@
 #error "RW_KH must divide the K slices (KSL)"
 #endif
 #define RW_CLASSES (RW_GROUPS * RW_KH)  // consumer classes (a row group's warps of one K part)
-#if RW_STEPS < RW_CLASSES
-#error "the ring needs a slot per row group and K part at least"
-#endif
+// Fewer slots than consumer classes (16-bit rows past K = 12288, whose row step is more than the ring holds: one row
+// group in K parts, ring.rs `least_slots`) are RW_MIXED's (so need the producer warp, below): a `full` barrier per
+// slot and class, the producer filling units in order, each once the unit RW_STEPS before it was released, which
+// waits for no later unit.
 #define RW_MIXED (RW_STEPS % RW_CLASSES != 0)  // a slot serves several classes: a `full` barrier per class
 #define RW_FB (RW_MIXED ? RW_CLASSES : 1)      // `full` barriers per slot
 __host__ __device__ constexpr int rw_gcd(int a, int b) { return b ? rw_gcd(b, a % b) : a; }

@@ -32,8 +32,10 @@ pub enum Variant {
 pub const XREG_STAGED_MAX_N: usize = 16384;
 
 /// Most values of K at which FP16 weights at M = 1 with FP16 x take the x-in-registers engine on fast memory
-/// where the ring does not take them (K above [`ring::MAX_K_FP16`](super::ring::MAX_K_FP16); [`Variant::best_on`]).
-/// H200, session 44, 1x4096x14336: the x-in-registers kernel 30.9 us against split-K's 32.9 (the one K measured).
+/// where the ring does not take them (K above [`ring::MAX_K_FP16`](super::ring::MAX_K_FP16), or no multiple of 1024;
+/// [`Variant::best_on`]). H200, session 44, 1x4096x14336: the x-in-registers kernel 30.9 us against split-K's 32.9
+/// (the ring, session 45: 28.0). Its x-in-registers kernel loses to split-K at other N (session 45, us, BF16 weights,
+/// split-K / x-in-registers: 1x2048x14336 19.8 / 21.3, 1x8192x12288 47.9 / 49.7; 1x4096x16384 37.4 / 34.8).
 pub const FP16_XREG_MAX_K: usize = 16384;
 
 /// Most rows of x (tokens) the weight-only kernels take: every kernel, workspace and server check is built

@@ -129,17 +129,14 @@ fn slices(format: WoFormat, k: usize) -> usize {
     (k / slice_values(format)).max(1)
 }
 
-/// Most values of K the ring takes for `format`: 31 K slices (a multiple of 1024); for FP16 and BF16 [`MAX_K_FP16`].
+/// Most values of K the ring takes for `format`: 31 K slices, a multiple of 1024 (for FP16 and BF16 [`MAX_K_FP16`]).
 pub fn max_k(format: WoFormat) -> usize {
-    if format.bits() == 16 {
-        return MAX_K_FP16;
-    }
     31 * slice_values(format) / 1024 * 1024
 }
 
-/// Most values of K of FP16 (and BF16) weights the ring takes: a row step (8 rows) of 128 KB, so that its 200 KB hold a step
-/// and a half (each K part needs a slot of its own: at K = 14336 one step, 224 KB, would not fit).
-pub const MAX_K_FP16: usize = 8192;
+/// Most values of K of FP16 (and BF16) weights the ring takes: 30 K slices of 512. Past K = 12288 a row step (8 rows,
+/// over 192 KB) is more than the ring holds: fewer slots than K parts (`least_slots`).
+pub const MAX_K_FP16: usize = 15360;
 
 /// Bytes of one row of `k` `format` codes.
 fn row_bytes(format: WoFormat, k: usize) -> usize {
@@ -342,10 +339,15 @@ fn fills_the_gpu(ctas: u32, sm_count: u32) -> bool {
 /// ([`auto`]; 4 at Llama-3.1-8B's o_proj, 1x4096x4096).
 pub const AUTO_MIN_STEPS_8BIT: usize = 4;
 
-/// Whether the engine runs an `n x k` M = 1 call of `format` on the ring kernel by default. FP16: wherever the ring
-/// takes it (K up to [`MAX_K_FP16`], any N): H200, session 44, us, split-K / ring: 1x14336x4096 31.0 / 27.5,
+/// Whether the engine runs an `n x k` M = 1 call of `format` on the ring kernel by default. FP16 and BF16: wherever
+/// the ring takes them (K up to [`MAX_K_FP16`], any N): H200, session 44, us, split-K / ring: 1x14336x4096 31.0 / 27.5,
 /// 1x4096x4096 11.4 / 8.87, 1x1024x4096 5.93 / 3.85, 1x512x4096 4.71 / 2.99, 1x28672x4096 57.6 / 53.2,
-/// 1x128256x4096 234 / 234, 1x7168x7168 27.0 / 24.2, 1x8192x8192 33.0 / 31.4, 1x4096x1024 4.23 / 3.98. FP8 and INT8: where
+/// 1x128256x4096 234 / 234, 1x7168x7168 27.0 / 24.2, 1x8192x8192 33.0 / 31.4, 1x4096x1024 4.23 / 3.98; session 45, past
+/// K = 8192 (fewer slots than K parts from K = 14336, `least_slots`), split-K / the x-in-registers kernel / ring:
+/// 1x4096x14336 32.9 / 30.6 / 28.0, 1x2048x14336 20.0 / 21.3 / 14.8, 1x1024x14336 13.5 / 13.7 / 8.35, 1x4096x10240
+/// 24.7 / 27.7 / 20.2, 1x4096x12288 28.5 / 26.6 / 24.7, 1x4096x15360 34.7 / 33.5 / 29.6, and ties at large N
+/// (1x8192x14336 54.4 / 56.2 / 54.4, 1x8192x12288 47.2 / 49.0 / 47.3); BF16 weights within 1% of FP16 on the ring
+/// (FP16 or BF16 x: 1x14336x4096 27.5, 1x4096x4096 8.88-8.89, split-K 30.6 and 11.3-11.4). FP8 and INT8: where
 /// each CTA takes at least [`AUTO_MIN_STEPS_8BIT`] row steps (the engine asks only where its x-in-registers
 /// kernel would run them: N up to 16384 at K up to 8192, or K of 9-16 K slices of 1024; split-K elsewhere).
 /// H200, session 37, us, x-in-registers / ring: FP8 1x14336x4096 17.3-17.4 / 14.8-15.1, INT8 17.3-17.4 /
@@ -705,11 +707,26 @@ fn layout_with(
     let unit = groups * parts;
     // A slot's weights and, where they stream with them, its scales.
     let slot = slot_bytes(format, k, parts) + if streamed { slot_scale_bytes(format, k, parts) } else { 0 };
-    let slots = ring_slots(ring / slot, per * parts, unit, any_slot_count(groups));
+    let any = any_slot_count(groups);
+    let slots = ring_slots(ring / slot, per * parts, unit, any);
     let used = slots * slot + tables;
     let nf4_wide_at = (format == WoFormat::Nf4 && wide).then(|| nf4_table_offset(used));
     let smem = nf4_wide_at.map_or(used, |at| at + NF4_WIDE_TABLE_BYTES);
-    (slots >= unit).then_some(Layout { slots, smem, streamed_scales: streamed, nf4_wide_at })
+    (slots >= least_slots(format, unit, any)).then_some(Layout { slots, smem, streamed_scales: streamed, nf4_wide_at })
+}
+
+/// Fewest ring slots for `classes` consumer classes (row groups x K parts), with `any` slot count allowed
+/// ([`any_slot_count`]): one per class, so each class has a unit landing while the others decode; for 16-bit
+/// weights with any count only 2 (at most `classes`), since a row step past K = 12288 (8 rows of over 24 KB) is more
+/// than the ring holds in any K parts: their units still stream in order, two in flight
+/// ([`units_in_flight`]), each slot serving the classes in turn (`RW_MIXED`), and consumers that decode no
+/// more than a multiply-add per two weights wait for their turn.
+fn least_slots(format: WoFormat, classes: usize, any: bool) -> usize {
+    if format.bits() == 16 && any {
+        classes.min(2)
+    } else {
+        classes
+    }
 }
 
 /// Bytes of a CTA's tables in shared memory for at most `per` row steps of `k` values: the per-K-slice row
@@ -1487,8 +1504,8 @@ mod tests {
     fn fp16_rows_stream_in_k_parts_of_at_most_4_kb_in_one_row_group() {
         let f = WoFormat::Fp16;
         assert!(takes(f));
-        // A lane's chunk is 32 bytes: 512 values a K slice, as 8-bit weights; K up to 8192 (a row step of 128 KB).
-        assert_eq!((slice_values(f), slices(f, 4096), slices(f, 8192), max_k(f)), (512, 8, 16, 8192));
+        // A lane's chunk is 32 bytes: 512 values a K slice, as 8-bit weights; K up to 15360 (30 slices).
+        assert_eq!((slice_values(f), slices(f, 4096), slices(f, 8192), max_k(f)), (512, 8, 16, 15360));
         // K parts: the fewest whose rows' copies are at most 4 KB.
         let parts: Vec<_> = [1024, 2048, 3072, 4096, 5120, 6144, 7168, 8192, 14336].map(fp16_parts).to_vec();
         assert_eq!(parts, [1, 1, 2, 2, 5, 3, 7, 4, 7]);
@@ -1498,15 +1515,25 @@ mod tests {
         assert_eq!((p.ctas, p.per, p.groups, p.parts, p.layout.slots), (128, 14, 1, 2, 6));
         assert_eq!(p.layout.smem, 6 * 32768 + 8 * 112 * 4);
         assert_eq!((copy_bytes(f, 4096, 2), slot_bytes(f, 4096, 2)), (4096, 32768));
-        // K = 8192: 4 parts, 6 slots (a row step and a half); down_proj's K = 14336 (a row step of 224 KB) is not
-        // the ring's.
+        // K = 8192: 4 parts, 6 slots (a row step and a half). Down_proj's K = 14336: a row step of 224 KB, in 7 parts
+        // of 32 KB, 6 slots, fewer than the 7 consumer classes (`least_slots`: 2 for 16-bit weights); K = 15360 in
+        // 10 parts of 24 KB, 8 slots; K = 16384 (32 slices) is not the ring's.
         let p = plan(f, 1, 8192, 8192, 132).unwrap();
         assert_eq!((p.groups, p.parts, p.layout.slots), (1, 4, 6));
-        assert!(unsupported(f, 1, 4096, 14336, 132).unwrap().contains("8192"));
+        let p = plan(f, 1, 4096, 14336, 132).unwrap();
+        assert_eq!((p.ctas, p.per, p.groups, p.parts, p.layout.slots), (128, 4, 1, 7, 6));
+        let p = plan(f, 1, 4096, 15360, 132).unwrap();
+        assert_eq!((p.groups, p.parts, p.layout.slots), (1, 10, 8));
+        assert!(unsupported(f, 1, 4096, 16384, 132).unwrap().contains("15360"));
+        assert_eq!(
+            (least_slots(f, 7, true), least_slots(WoFormat::Int4G128, 7, true), least_slots(f, 1, true)),
+            (2, 7, 1)
+        );
         // The default: on fast memory only (as FP8 and INT8), where the ring takes K.
         let (h200, h100) = (4900.0, 3352.0);
         assert!(auto_on(f, 14336, 4096, 132, h200) && auto_on(f, 4096, 4096, 132, h200));
-        assert!(!auto_on(f, 14336, 4096, 132, h100) && !auto_on(f, 14336, 8192 + 1024, 132, h200));
+        assert!(auto_on(f, 4096, 14336, 132, h200) && auto_on(f, 14336, 8192 + 1024, 132, h200));
+        assert!(!auto_on(f, 14336, 4096, 132, h100) && !auto_on(f, 4096, 14336, 132, h100));
         assert_eq!((in_step(f, h200), in_step(f, h100)), (Some(true), None));
         // Any grid on fast memory (1x1024x4096: one row step a CTA); 2 in flight at any stream length there.
         assert!(auto_on(f, 1024, 4096, 132, h200) && auto_on(f, 128256, 4096, 132, h200));
@@ -1524,7 +1551,7 @@ mod tests {
         }
         assert_eq!((slice_values(b), max_k(b), fp16_parts(4096)), (512, MAX_K_FP16, 2));
         let (h200, h100) = (4900.0, 3352.0);
-        for (n, k) in [(14336, 4096), (4096, 4096), (128256, 4096), (1024, 8192), (8192, 8192)] {
+        for (n, k) in [(14336, 4096), (4096, 4096), (128256, 4096), (1024, 8192), (8192, 8192), (4096, 14336)] {
             let (pb, ph) = (plan_on(b, 1, n, k, 132, h200).unwrap(), plan_on(h, 1, n, k, 132, h200).unwrap());
             assert_eq!(
                 (pb.ctas, pb.per, pb.groups, pb.parts, pb.layout.slots, pb.layout.smem),
@@ -1533,7 +1560,7 @@ mod tests {
             );
             assert!(auto_on(b, n, k, 132, h200) && !auto_on(b, n, k, 132, h100), "{n}x{k}");
         }
-        assert!(unsupported(b, 1, 4096, 14336, 132).unwrap().contains("8192"));
+        assert!(unsupported(b, 1, 4096, 16384, 132).unwrap().contains("15360"));
         assert_eq!(units_in_flight(b, 28, 6, 4096, h200), units_in_flight(h, 28, 6, 4096, h200));
         // No range guard: the products are FP32 (weights near f16's largest would need one for FP16).
         use crate::weight_only::quantize_pack;

@@ -63,7 +63,7 @@ fn xreg_8bit_takes_two_chunks_where_that_avoids_split_k() {
     // FP16 at M = 1 on fast memory (session 44): the x-in-registers engine, the ring up to K = 8192 at any N, its
     // x-in-registers kernel to K = 16384; split-K beyond, on the H100's memory, with BF16 x, and at M = 2. In a
     // decode step the same (FP8 / INT8 keep `best_in_step`). BF16 weights (session 45) with FP16 or BF16 x: the
-    // ring, up to its K = 8192; split-K beyond.
+    // ring, up to its K = 15360; split-K beyond.
     for (n, k) in [(1024, 4096), (14336, 4096), (128256, 4096), (4096, 8192), (4096, 14336)] {
         assert_eq!(Variant::best_on(Fp16, XDtype::F16, 1, n, k, H200), Variant::XReg, "{n}x{k}");
         assert_eq!(Variant::best_in_step_on(Fp16, XDtype::F16, 1, n, k, H200), Variant::XReg, "{n}x{k}");
@@ -72,10 +72,10 @@ fn xreg_8bit_takes_two_chunks_where_that_avoids_split_k() {
     assert_eq!(Variant::best_on(Fp16, XDtype::F16, 1, 14336, 4096, (132, 90, 3352.0)), Variant::SplitK);
     assert_eq!(Variant::best_on(Fp16, XDtype::Bf16, 1, 14336, 4096, H200), Variant::SplitK);
     for x in XDtype::ALL {
-        for (n, k) in [(1024, 4096), (14336, 4096), (128256, 4096), (4096, 8192)] {
+        for (n, k) in [(1024, 4096), (14336, 4096), (128256, 4096), (4096, 8192), (4096, 14336)] {
             assert_eq!(Variant::best_on(Bf16, x, 1, n, k, H200), Variant::XReg, "{x:?} {n}x{k}");
         }
-        assert_eq!(Variant::best_on(Bf16, x, 1, 4096, 14336, H200), Variant::SplitK);
+        assert_eq!(Variant::best_on(Bf16, x, 1, 4096, 16384, H200), Variant::SplitK);
         assert_eq!(Variant::best_on(Bf16, x, 1, 14336, 4096, (132, 90, 3352.0)), Variant::SplitK);
     }
     assert_eq!(Variant::best_on(Fp16, XDtype::F16, 2, 14336, 4096, H200), Variant::best(Fp16, XDtype::F16, 2));
