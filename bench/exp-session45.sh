@@ -12,7 +12,9 @@
 #           weight-only engine's fused-norm / residual-add / SwiGLU test (BF16 weights at 304 rows: the ring)
 #   gpulib  roofline-gpu's GPU unit tests (.gpu/gpu_lib --ignored --nocapture) without its measurement probes
 #           (GPULIB_SKIP, default the read-stream and bulk-copy sweeps), killed after GPULIB_TIMEOUT s (default 480)
-#   table   `compare --weight-only -p bf16 -p fp16` at issue 11's M = 1 shapes (predicted vs measured, the error)
+#   table   `compare --weight-only -p bf16 -p fp16` at issue 11's M = 1 shapes (predicted vs measured, the error),
+#           then `compare --weight-only` (every format) at 1x4096x14336 (FP16's shape that moved to the ring)
+#   step    model-bench Llama-3.1-8B at batch 1 (MB_SCHEMES, default fp16), STEP_SETTINGS ("VAR=value" or "default")
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session45.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session45 "${1:-bf16}"
@@ -53,5 +55,18 @@ if has table; then
         echo "=== table $s" | tee -a "$out/table.txt"
         timeout 120 .gpu/roofline compare --weight-only -p bf16 -p fp16 --hw $hw --m $m --n $n --k $k 2>&1 \
             | tee -a "$out/table.txt" | grep -E "W:|rror"
+    done
+    echo "=== issue table 1x4096x14336" | tee -a "$out/table.txt"
+    timeout 150 .gpu/roofline compare --weight-only --hw $hw --m 1 --n 4096 --k 14336 2>&1 | tee -a "$out/table.txt" \
+        | grep -E "W:|rror"
+fi
+if has step; then
+    for scheme in ${MB_SCHEMES:-fp16}; do
+        for v in ${STEP_SETTINGS:-default}; do
+            (
+                [[ $v == default ]] || export "${v?}"
+                mb step "$v llama-3.1-8b batch 1 $scheme" roofline --config llama-3.1-8b --batch 1 --scheme $scheme
+            )
+        done
     done
 fi

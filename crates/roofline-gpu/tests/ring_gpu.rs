@@ -1,6 +1,6 @@
 //! GPU test of the ring-streaming GEMV (`weight_only::ring`): y against the f64 CPU reference of the same
 //! quantized weights (INT4 g128, NF4, MXFP4, NVFP4; FP8 E4M3 and INT8 where K is at most their 15360, FP16 up to
-//! its 8192, also with weights near f16's largest; BF16 up to 8192, with FP16 and with BF16 activations, the latter
+//! its 15360, also with weights near f16's largest; BF16 likewise, with FP16 and with BF16 activations, the latter
 //! against the reference rounded to BF16 as the engine's check does) for each epilogue (RMSNorm in front, plain
 //! store, residual add)
 //! and SwiGLU on load, at Llama-3.1-8B's qkv
