@@ -9,7 +9,7 @@
 // staged in shared memory, unless RW_SSTREAM).
 //
 // One producer warp streams the CTA's row steps (8 rows, 8 ROWB bytes: 4 FD for 4-bit codes, 8 FD for 8-bit, 16 FD
-// for FP16 and BF16, whose FD is at most 8192 and whose lanes take 32-byte chunks: wo_stream.cuh's LCB) with bulk copies (`cp.async.bulk`,
+// for FP16 and BF16, whose FD is at most 15360 and whose lanes take 32-byte chunks: wo_stream.cuh's LCB) with bulk copies (`cp.async.bulk`,
 // an mbarrier per slot) into a ring of RW_STEPS slots from the CTA's first instruction, before
 // griddepcontrol.wait (the weights depend on no kernel): a CTA resident beside the previous kernel has its
 // first slots filled by the time x is ready; where the ring holds all its steps, all of them. Unit u (K part
