@@ -6,7 +6,8 @@
 //! first slots, or all its rows, by the time x is ready); the consumer warps multiply them in f16x2 as in the
 //! fused FFN (INT4 g128; MXFP4 / NVFP4 in the E2M1 device layout; NF4 through a shared-memory table of its 256
 //! code pairs, a copy per bank, 64 KB of the dynamic shared memory after the ring, [`NF4_WIDE_TABLE_BYTES`]; FP8
-//! E4M3 and INT8 decoded to exact f16 pairs, their per-row FP32 scales applied to the row sums, since session 37).
+//! E4M3 and INT8 decoded to exact f16 pairs, their per-row FP32 scales applied to the row sums, since session 37;
+//! FP16 in f16x2 with no decode, session 44; BF16 widened to FP32 and multiplied in FP32, session 45).
 //! The x-in-registers engine runs it at M = 1 where each CTA takes many row steps and its ring stays deep, and
 //! for a long K in one row group with its row steps in K parts ([`auto`], [`long_k`]; `Tuning::ring` forces it
 //! either way). H100, us, x-in-registers vs ring (bench/RESULTS.md, sessions 14 and 15): INT4 1x14336x4096
@@ -110,9 +111,9 @@ pub fn takes(format: WoFormat) -> bool {
 
 /// Whether the ring multiplies `format` weights by x in `x`: FP16 x for every format it takes, BF16 x for BF16
 /// weights, whose products and sums are FP32 (wo_stream.cuh's row_step). The others multiply x in f16x2: their
-/// sums' rounding (2e-4 to 5e-4 of W x) would then flip one in a few BF16 outputs by a BF16 step (2^-8 to 2^-7 of
-/// it), about 1e-3 of W x against the BF16-rounded reference, the engine's bound; they keep the x-in-registers
-/// kernel's FP32 path.
+/// sums' rounding (2e-4 to 5e-4 of W x) would then flip about one BF16 output in ten by a BF16 step (2^-8 to 2^-7
+/// of it), about 1e-3 of W x against the BF16-rounded reference, the engine's bound (reasoned, not measured); they
+/// keep the x-in-registers kernel's FP32 path.
 pub fn takes_x(format: WoFormat, x: XDtype) -> bool {
     takes(format) && (x == XDtype::F16 || format == WoFormat::Bf16)
 }
