@@ -21,17 +21,7 @@ probe_start exp-session44 "${1:-fp16}"
 if has fp16; then
     for s in ${F16_SHAPES:-1x14336x4096 1x4096x4096 1x28672x4096 1x128256x4096 1x6144x4096 1x2048x4096 1x1024x4096 1x4096x8192}; do
         for v in ${F16_SETTINGS:-splitk default ROOFLINE_RING_AHEAD=0 ROOFLINE_RING_AHEAD=2 ROOFLINE_RING_KH=4}; do
-            (
-                gemv=variant=xreg,ring=true
-                case $v in
-                splitk) gemv=variant=splitk ;;
-                default) gemv= ;;
-                ring) ;;
-                *) export "${v?}" ;;
-                esac
-                export MEAS_TIMEOUT=40
-                meas "${F16_LOG:-fp16}" "$v" fp16 "$s" "$gemv"
-            )
+            meas_setting "${F16_LOG:-fp16}" "$v" fp16 "$s"
         done
     done
 fi
@@ -40,20 +30,11 @@ if has verify; then
     test_bin verify-wo 300 weight_only_gpu --ignored --nocapture every_format_matches
 fi
 if has gpulib; then
-    skips=()
-    for t in ${GPULIB_SKIP-bulk_stream_sweep read_stream_at_sizes read_stream_pdl_ab}; do skips+=(--skip "$t"); done
-    test_bin gpu-lib "${GPULIB_TIMEOUT:-480}" gpu_lib --ignored --nocapture "${skips[@]}"
+    gpu_lib_tests gpu-lib
 fi
 if has table; then
     issue_table table
 fi
 if has step; then
-    for scheme in ${MB_SCHEMES:-fp16}; do
-        for v in ${STEP_SETTINGS:-default}; do
-            (
-                [[ $v == default ]] || export "${v?}"
-                mb step "$v llama-3.1-8b batch 1 $scheme" roofline --config llama-3.1-8b --batch 1 --scheme $scheme
-            )
-        done
-    done
+    step_8b step
 fi

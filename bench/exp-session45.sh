@@ -23,18 +23,7 @@ if has bf16; then
         for x in ${B16_X:-fp16 bf16}; do
           for f in ${B16_FORMATS:-bf16}; do
             for v in ${B16_SETTINGS:-splitk default}; do
-                (
-                    gemv=variant=xreg,ring=true
-                    case $v in
-                    splitk) gemv=variant=splitk ;;
-                    xreg) gemv=variant=xreg,ring=false ;;
-                    default) gemv= ;;
-                    ring) ;;
-                    *) export "${v?}" ;;
-                    esac
-                    export MEAS_TIMEOUT=40 MEAS_X=$x
-                    meas bf16 "$v" "$f" "$s" "$gemv"
-                )
+                MEAS_X=$x meas_setting bf16 "$v" "$f" "$s"
             done
           done
         done
@@ -45,9 +34,7 @@ if has verify; then
     test_bin verify-fused 300 weight_only_gpu --ignored --nocapture fused_norm_and_residual_add_match_the_reference
 fi
 if has gpulib; then
-    skips=()
-    for t in ${GPULIB_SKIP-bulk_stream_sweep read_stream_at_sizes read_stream_pdl_ab}; do skips+=(--skip "$t"); done
-    test_bin gpu-lib "${GPULIB_TIMEOUT:-480}" gpu_lib --ignored --nocapture "${skips[@]}"
+    gpu_lib_tests gpu-lib
 fi
 if has table; then
     for s in 1x14336x4096 1x4096x14336 1x128256x4096 1x4096x4096; do
@@ -61,12 +48,5 @@ if has table; then
         | grep -E "W:|rror"
 fi
 if has step; then
-    for scheme in ${MB_SCHEMES:-fp16}; do
-        for v in ${STEP_SETTINGS:-default}; do
-            (
-                [[ $v == default ]] || export "${v?}"
-                mb step "$v llama-3.1-8b batch 1 $scheme" roofline --config llama-3.1-8b --batch 1 --scheme $scheme
-            )
-        done
-    done
+    step_8b step
 fi

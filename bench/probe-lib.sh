@@ -192,3 +192,42 @@ issue_table() {
             | grep -E "W:|rror"
     done
 }
+# `gpu_lib_tests LOG`: roofline-gpu's GPU unit tests (.gpu/gpu_lib --ignored --nocapture) without those named in
+# GPULIB_SKIP (default the read-stream and bulk-copy sweeps, which outlast a device call), killed after GPULIB_TIMEOUT
+# s (default 480), into $out/LOG.txt (`test_bin`).
+gpu_lib_tests() {
+    local skips=() t
+    for t in ${GPULIB_SKIP-bulk_stream_sweep read_stream_at_sizes read_stream_pdl_ab}; do skips+=(--skip "$t"); done
+    test_bin "$1" "${GPULIB_TIMEOUT:-480}" gpu_lib --ignored --nocapture "${skips[@]}"
+}
+# `step_8b LOG`: `mb` of model-bench Llama-3.1-8B at batch 1 per scheme of MB_SCHEMES (default fp16) under each of
+# STEP_SETTINGS ("VAR=value", or "default": the environment as it is), into $out/LOG.txt.
+step_8b() {
+    local log=$1 scheme v
+    for scheme in ${MB_SCHEMES:-fp16}; do
+        for v in ${STEP_SETTINGS:-default}; do
+            (
+                [[ $v == default ]] || export "${v?}"
+                mb "$log" "$v llama-3.1-8b batch 1 $scheme" roofline --config llama-3.1-8b --batch 1 --scheme $scheme
+            )
+        done
+    done
+}
+# `meas_setting LOG SETTING FORMAT MxNxK`: `meas` (killed after 40 s) under SETTING, its label: "splitk" (--gemv
+# variant=splitk), "xreg" (--gemv variant=xreg,ring=false: the x-in-registers kernel), "default" (the engine's
+# choice), "ring" (--gemv variant=xreg,ring=true) or "VAR=value" (the ring with that environment variable).
+meas_setting() {
+    local log=$1 v=$2 f=$3 s=$4
+    (
+        gemv=variant=xreg,ring=true
+        case $v in
+        splitk) gemv=variant=splitk ;;
+        xreg) gemv=variant=xreg,ring=false ;;
+        default) gemv= ;;
+        ring) ;;
+        *) export "${v?}" ;;
+        esac
+        export MEAS_TIMEOUT=40
+        meas "$log" "$v" "$f" "$s" "$gemv"
+    )
+}
