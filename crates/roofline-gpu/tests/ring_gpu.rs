@@ -14,10 +14,10 @@
 //! captures of the ring GEMV beside context-wide work in another thread. Run on a GPU machine: `cargo test -p
 //! roofline-gpu --release --test ring_gpu -- --ignored --nocapture`.
 
-use half::{bf16, f16};
+use half::f16;
 use roofline_gpu::weight_only::nvrtc::{compile_cubin, XDtype};
 use roofline_gpu::weight_only::ring::{max_k, reference, swiglu, Epilogue, Input, RingGemv};
-use roofline_gpu::weight_only::{quantize_pack, WoFormat};
+use roofline_gpu::weight_only::{from_bits, quantize_pack, to_bits, WoFormat};
 use roofline_gpu::{random_f32, timing, Gpu, TimingConfig};
 
 #[test]
@@ -85,15 +85,8 @@ fn ring_gemv_matches_the_reference() {
             let w: Vec<f32> = random_f32(n * k, 500 + n as u64).iter().map(|v| ws * v / (k as f32).sqrt()).collect();
             let p = quantize_pack(f, &w, n, k).unwrap();
             // x and y in the activations' type.
-            let to_bits = |v: f32| match xt {
-                XDtype::F16 => f16::from_f32(v).to_bits(),
-                XDtype::Bf16 => bf16::from_f32(v).to_bits(),
-            };
-            let from_bits = |b: u16| match xt {
-                XDtype::F16 => f16::from_bits(b).to_f32(),
-                XDtype::Bf16 => bf16::from_bits(b).to_f32(),
-            };
-            let round = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|x| from_bits(to_bits(*x))).collect() };
+            let (to, from) = (to_bits(xt), from_bits(xt));
+            let round = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|x| from(to(*x))).collect() };
             let xk = if input == Input::SwiGlu { 2 * k } else { k };
             let x = round(random_f32(xk, 600 + k as u64).iter().map(|v| v * xs).collect());
             let y0 = round(random_f32(n, 700).iter().map(|v| 4.0 * v).collect());
@@ -101,11 +94,11 @@ fn ring_gemv_matches_the_reference() {
             if xt == XDtype::Bf16 {
                 // BF16's own rounding (up to 2^-8 of each output) would exceed the bound: compare with the reference
                 // rounded to BF16, as the engine's check (`weight_only::reference_error`) does.
-                want = want.iter().map(|v| f64::from(from_bits(to_bits(*v as f32)))).collect();
+                want = want.iter().map(|v| f64::from(from(to(*v as f32)))).collect();
             }
             let s = pf.stream().clone();
             let dw = pf.upload(&p).unwrap();
-            let bits = |v: &[f32]| -> Vec<u16> { v.iter().map(|x| to_bits(*x)).collect() };
+            let bits = |v: &[f32]| -> Vec<u16> { v.iter().map(|x| to(*x)).collect() };
             let xd = s.clone_htod(&bits(&x)).unwrap();
             let mut outs = Vec::new();
             for _ in 0..2 {
@@ -114,7 +107,7 @@ fn ring_gemv_matches_the_reference() {
                 outs.push(s.clone_dtoh(&y).unwrap());
             }
             assert_eq!(outs[0], outs[1], "{n}x{k} {ep:?}: a second launch gave another result");
-            let got: Vec<f64> = outs[0].iter().map(|b| f64::from(from_bits(*b))).collect();
+            let got: Vec<f64> = outs[0].iter().map(|b| f64::from(from(*b))).collect();
             assert!(got.iter().all(|v| v.is_finite()), "{n}x{k} {ep:?}: non-finite output");
             let l2 = |v: &mut dyn Iterator<Item = f64>| v.map(|e| e * e).sum::<f64>().sqrt();
             let err = l2(&mut got.iter().zip(&want).map(|(g, w)| g - w));

@@ -5,14 +5,10 @@
 use half::f16;
 use roofline_core::Format;
 use roofline_gpu::weight_only::{
-    precompile, quantize_and_pack, reference_error, Fusion, Tuning, Variant, WeightOnlyGemv, WeightOnlyOptions,
-    WoFormat, XDtype,
+    from_bits, precompile, quantize_and_pack, reference_error, to_bits, Fusion, Tuning, Variant, WeightOnlyGemv,
+    WeightOnlyOptions, WoFormat, XDtype,
 };
 use roofline_gpu::{random_f32, Gpu, TimingConfig};
-
-/// An f32 -> x/y element bits conversion and back.
-type ToBits = fn(f32) -> u16;
-type FromBits = fn(u16) -> f32;
 
 fn quick() -> TimingConfig {
     TimingConfig { warmup: 3, min_runs: 10, max_runs: 50, budget_ms: 200.0, ..Default::default() }
@@ -314,10 +310,7 @@ fn fused_norm_and_residual_add_match_the_reference() {
             for split in [None, Some(2)] {
                 let gemv = WeightOnlyGemv::new(&gpu, wf, xt).unwrap().with_variant(variant, split);
                 let mut dw = gemv.upload(&packed).unwrap();
-                let (to, from): (ToBits, FromBits) = match xt {
-                    XDtype::F16 => (|v| f16::from_f32(v).to_bits(), |b| f16::from_bits(b).to_f32()),
-                    XDtype::Bf16 => (|v| half::bf16::from_f32(v).to_bits(), |b| half::bf16::from_bits(b).to_f32()),
-                };
+                let (to, from) = (to_bits(xt), from_bits(xt));
                 for m in [1usize, 3, 16] {
                     for fusion in fusions {
                         // SwiGLU on load: x is a gate_up row [2K]; only the x-in-registers plans take it.

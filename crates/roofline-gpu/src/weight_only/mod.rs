@@ -932,14 +932,16 @@ impl Default for WeightOnlyOptions {
     }
 }
 
-fn to_bits(x: XDtype) -> fn(f32) -> u16 {
+/// An x / y element of type `x` from an f32 (rounded to nearest), as the kernels read and write it.
+pub fn to_bits(x: XDtype) -> fn(f32) -> u16 {
     match x {
         XDtype::F16 => |v| f16::from_f32(v).to_bits(),
         XDtype::Bf16 => |v| bf16::from_f32(v).to_bits(),
     }
 }
 
-fn from_bits(x: XDtype) -> fn(u16) -> f32 {
+/// An x / y element of type `x` as an f32 (exact).
+pub fn from_bits(x: XDtype) -> fn(u16) -> f32 {
     match x {
         XDtype::F16 => |b| f16::from_bits(b).to_f32(),
         XDtype::Bf16 => |b| bf16::from_bits(b).to_f32(),
