@@ -410,7 +410,7 @@ fn auto_at(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) 
 pub fn in_step(format: WoFormat, peak_gb_s: f64) -> Option<bool> {
     match format.bits() {
         8 => Some(false),
-        16 if takes(format) && peak_gb_s >= FAST_MEMORY_GB_S => Some(true),
+        16 if peak_gb_s >= FAST_MEMORY_GB_S => Some(true),
         4 if peak_gb_s >= FAST_MEMORY_GB_S => Some(true),
         _ => None,
     }
