@@ -61,6 +61,9 @@ pub struct TimingStats {
     pub host_us: f64,
     /// Whether each sample's launches were all enqueued before the GPU ran them (`crate::gate`).
     pub gated: bool,
+    /// Samples timed again because their gates gave up before the host had enqueued them (a driver call of
+    /// another thread held the host; see `gate::timeout_for`); not among `runs`.
+    pub redone: u32,
 }
 
 impl TimingStats {
@@ -73,8 +76,13 @@ impl TimingStats {
     /// launch)".
     pub fn sample_words(&self) -> String {
         let host = self.host().map_or(String::new(), |h| format!(" (host {h:.2} us a launch)"));
+        let redone = match self.redone {
+            0 => String::new(),
+            1 => ", 1 sample timed again (its gate timed out)".into(),
+            n => format!(", {n} samples timed again (their gates timed out)"),
+        };
         format!(
-            "{} launch{} per sample, {}{host}",
+            "{} launch{} per sample, {}{host}{redone}",
             self.inner,
             if self.inner == 1 { "" } else { "es" },
             if self.gated { "gated" } else { "ungated" }
@@ -95,7 +103,10 @@ pub const SAMPLE_TARGET_US: f64 = 200.0;
 ///
 /// Each sample is gated (`crate::gate`; `ROOFLINE_TIMING_GATE=0` turns it off): the stream waits at a host
 /// function before the start event until all `inner` launches are enqueued, so the GPU runs them back to
-/// back however slowly the host enqueues them; the host's enqueue time per launch is kept as `host_us`.
+/// back however slowly the host enqueues them; the host's enqueue time per launch is kept as `host_us`. A
+/// gate waits at most `gate::timeout_for` the host's enqueue time of the sample (from the probe): a sample
+/// whose gate gave up first (another thread's driver call held this one's launches) is timed again and
+/// counted in `redone`; past [`MAX_REDONE`] such samples the rest are ungated, with a warning.
 pub fn time(
     ctx: &Arc<CudaContext>,
     stream: &Arc<CudaStream>,
@@ -109,22 +120,27 @@ pub fn time(
     let start = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
     let end = ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))?;
     let mut i = cfg.warmup as usize;
-    // Probe: the time of a few runs back to back sizes the sample.
+    // Probe: the time of a few runs back to back sizes the sample; the host's time to enqueue them, the gates'
+    // timeouts.
     start.record(stream)?;
+    let probe_enqueue = Instant::now();
     for _ in 0..4 {
         op(i)?;
         i += 1;
     }
+    let probe_host = probe_enqueue.elapsed() / 4;
     end.record(stream)?;
     end.synchronize()?;
     let probe_us = f64::from(start.elapsed_ms(&end)?) * 1e3 / 4.0;
     let inner = inner_runs(probe_us, cfg.max_inner);
-    let gated = gate::enabled();
+    let mut gated = gate::enabled();
+    let timeout = gate::timeout_for(probe_host.saturating_mul(inner as u32));
+    let mut redone = 0u32;
     let mut times = Vec::new();
     let mut host = Vec::new();
     let mut spent_ms = 0.0;
     while (times.len() as u32) < cfg.max_runs && ((times.len() as u32) < cfg.min_runs || spent_ms < cfg.budget_ms) {
-        let held = if gated { Some(Gate::close(stream)?) } else { None };
+        let held = if gated { Some(Gate::close(stream, timeout)?) } else { None };
         start.record(stream)?;
         let enqueue = Instant::now();
         for _ in 0..inner {
@@ -132,21 +148,39 @@ pub fn time(
             i += 1;
         }
         end.record(stream)?;
-        host.push(enqueue.elapsed().as_secs_f64() * 1e6 / inner as f64);
-        if let Some(g) = held {
-            g.open();
-        }
+        let host_us = enqueue.elapsed().as_secs_f64() * 1e6 / inner as f64;
+        let opened = held.map(Gate::open);
         end.synchronize()?;
         let ms = f64::from(start.elapsed_ms(&end)?);
+        if opened.is_some_and(|o| o.timed_out()) {
+            // The GPU went on before the host had enqueued the sample (see `gate::timeout_for`): time it again,
+            // or, past MAX_REDONE such samples, go on ungated.
+            redone += 1;
+            if redone > MAX_REDONE {
+                eprintln!(
+                    "warning: {redone} samples' gates timed out ({} ms each) while {} samples were timed: the rest \
+                     are ungated",
+                    timeout.as_millis(),
+                    times.len()
+                );
+                gated = false;
+            }
+            continue;
+        }
         spent_ms += ms;
+        host.push(host_us);
         times.push(ms * 1e3 / inner as f64);
     }
     let mut s = stats(times);
     s.inner = inner as u32;
     s.host_us = stats(host).median_us;
     s.gated = gated;
+    s.redone = redone;
     Ok(s)
 }
+
+/// Samples [`time`] times again because their gates timed out, before it gives up gating the rest.
+pub const MAX_REDONE: u32 = 20;
 
 /// Launches of the op captured in one CUDA graph by [`time_graph`] (at least).
 pub const GRAPH_LAUNCHES: usize = 64;
@@ -189,6 +223,7 @@ pub fn time_graph(
         inner: per_graph as u32,
         host_us: st.host_us / per,
         gated: st.gated,
+        redone: st.redone,
     })
 }
 
@@ -336,6 +371,7 @@ pub fn stats(mut times: Vec<f64>) -> TimingStats {
         inner: 1,
         host_us: f64::NAN,
         gated: false,
+        redone: 0,
     }
 }
 
@@ -386,6 +422,13 @@ mod tests {
         s.host_us = 4.126;
         assert_eq!(s.sample_words(), "23 launches per sample, gated (host 4.13 us a launch)");
         assert_eq!(s.host(), Some(4.126));
+        s.redone = 1;
+        assert_eq!(
+            s.sample_words(),
+            "23 launches per sample, gated (host 4.13 us a launch), 1 sample timed again (its gate timed out)"
+        );
+        s.redone = 3;
+        assert!(s.sample_words().ends_with(", 3 samples timed again (their gates timed out)"));
     }
 
     #[test]

@@ -583,6 +583,7 @@ fn measurement_conversion_keeps_time_and_counts_flops() {
             inner: 8,
             host_us: 3.0,
             gated: true,
+            redone: 0,
         },
         bytes: 2_000_000,
         bandwidth_gb_s: 200.0,
@@ -600,6 +601,7 @@ fn measurement_conversion_keeps_time_and_counts_flops() {
             inner: 64,
             host_us: 0.1,
             gated: true,
+            redone: 0,
         }),
     };
     let m = w.to_measurement("H100");
