@@ -14,6 +14,16 @@
 #           int4_g128 fp16) from each (`mb_ab`)
 #   all     every GPU unit test of roofline-gpu (.gpu/gpu_lib --ignored, in parallel threads) but the read-stream and
 #           bulk-copy sweeps and the NVRTC spill check (CI runs it), killed after 420 s: the three above among them
+#   mcurve  `measure` (the engine's default kernels) of MC_FORMATS (default int4_g128 nvfp4 nf4 fp8_e4m3 fp16) at
+#           MxMC_SHAPE (default 14336x4096) for each M of MC_M (default 1 2 3 4 8 12 16), into $out/mcurve.txt
+#   m2      `measure` of M2_FORMATS (default fp16 bf16) at M = 2 on M2_SHAPES under the engine's default (split-K for
+#           16-bit weights at M = 2), the x-stationary tensor-core kernel (--gemv variant=xmma) and the same with x
+#           in shared memory (variant=xmma,x_smem=true), into $out/m2.txt
+#   bf16mma BF16 weights with BF16 x on the tensor cores (new): the weight-only reference tests of BF16 and FP16
+#           (variants_and_bf16_activations_match_the_reference, fused_norm_and_residual_add_match_the_reference,
+#           ROOFLINE_TEST_FORMATS=BF16,FP16), then `measure` of BF16 weights with BF16 x at BM_SHAPES under the
+#           default (tensor cores from M = 2) and split-K (before), and FP16 at M = 2 by default, into
+#           $out/bf16mma.txt
 #   gpulib  roofline-gpu's GPU unit tests (.gpu/gpu_lib --ignored --nocapture) without its measurement probes
 #           (GPULIB_SKIP, default the read-stream and bulk-copy sweeps), killed after GPULIB_TIMEOUT s (default 480)
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session46.
@@ -56,6 +66,34 @@ if has all; then
         gpu_lib_tests all
     echo "  $SECONDS s" | tee -a "$out/all.txt"
     grep -E "timed again|warning" "$out/all.txt" | sort | uniq -c | sort -rn | head -20
+fi
+if has mcurve; then
+    for f in ${MC_FORMATS:-int4_g128 nvfp4 nf4 fp8_e4m3 fp16}; do
+        for m in ${MC_M:-1 2 3 4 8 12 16}; do
+            MEAS_TIMEOUT=40 meas mcurve default "$f" "${m}x${MC_SHAPE:-14336x4096}" ""
+        done
+    done
+fi
+if has m2; then
+    for s in ${M2_SHAPES:-2x14336x4096 2x4096x4096 2x4096x14336 2x1024x4096 2x28672x4096 2x128256x4096 2x6144x4096}; do
+        for f in ${M2_FORMATS:-fp16 bf16}; do
+            for g in "" variant=xmma variant=xmma,x_smem=true; do
+                MEAS_TIMEOUT=40 meas m2 "${g:-default}" "$f" "$s" "$g"
+            done
+        done
+    done
+fi
+if has bf16mma; then
+    ROOFLINE_TEST_FORMATS=BF16,FP16 test_bin bf16mma-tests 300 weight_only_gpu --ignored --nocapture \
+        variants_and_bf16_activations_match_the_reference fused_norm_and_residual_add_match_the_reference
+    for s in ${BM_SHAPES:-2x14336x4096 4x14336x4096 8x14336x4096 16x14336x4096 16x4096x4096 16x4096x14336 4x128256x4096}; do
+        for g in "" variant=splitk; do
+            MEAS_X=bf16 MEAS_TIMEOUT=40 meas bf16mma "${g:-default}" bf16 "$s" "$g"
+        done
+    done
+    for s in 2x14336x4096 2x4096x4096; do
+        MEAS_TIMEOUT=40 meas bf16mma default fp16 "$s" ""
+    done
 fi
 if has gpulib; then
     gpu_lib_tests gpu-lib

@@ -1,13 +1,13 @@
 // Weight-only GEMV / skinny GEMM on tensor cores: y[M,N] = x[M,K] . W[N,K]^T for FP16, FP8 E4M3 (per-row
-// scale), INT8 (per-row scale) and 4-bit weights (INT4 g128, NF4, MXFP4, NVFP4) with FP16 x, FP32
-// accumulation in mma.sync.m16n8k16.
+// scale), INT8 (per-row scale) and 4-bit weights (INT4 g128, NF4, MXFP4, NVFP4) with FP16 x, and BF16 weights
+// with BF16 x (XBF16: the MMAs take BF16 operands), FP32 accumulation in mma.sync.m16n8k16.
 //
 // Why: the CUDA-core kernel (weight_only_gemv.cu) spends ~4-7 instructions per 4-bit weight (decode, f16->f32
 // conversions at 1/8 rate, one FMA per element per row of x) and stalls at 40-58% of the copy bandwidth; here
 // one MMA does 16x8x16 multiply-adds and the decode produces f16x2 pairs straight into the A fragment. For
 // 8- and 16-bit weights the CUDA cores are the limit from a few rows of x (one FMA per weight and row).
 //
-// Compiled by NVRTC with -D options: FMT (0 FP16, 2 FP8 E4M3, 3 INT8, 4 INT4 g128, 5 NF4, 6 MXFP4, 7 NVFP4;
+// Compiled by NVRTC with -D options: FMT (0 FP16, 1 BF16, 2 FP8 E4M3, 3 INT8, 4 INT4 g128, 5 NF4, 6 MXFP4, 7 NVFP4;
 // NF4 also NF4_T0..7, the f16 byte tables of its codebook), MT rows of x (1..16), U k-tiles in
 // flight per lane, WARPS per CTA, PF 1 = software-pipelined (the next U tiles load while these decode).
 // No headers: wo_prims.cuh (conversions, loads, bit tricks) is prepended by the host.
@@ -45,21 +45,25 @@
 #error "x multicast (XMC) takes one K split, the clustered reduction (CL) several"
 #endif
 
+#if XBF16 != (FMT == 1)
+#error "the MMA kernel takes BF16 x with BF16 weights (XBF16 = 1, FMT 1) and FP16 x with every other format"
+#endif
+
 #define NB ((MT + 7) / 8)  // n8 blocks of x rows
 // k-steps (16 K each) that share one scale: INT4 g128 and NF4 64 -> a whole tile (4), MXFP4 32 -> 2, NVFP4
 // 16 -> 1.
-// FP16, FP8 and INT8 have no block scales (a whole tile, scale 1; FP8 and INT8 scale each row at the end).
-#if FMT == 0 || FMT == 2 || FMT == 3 || FMT == 4 || FMT == 5
+// FP16, BF16, FP8 and INT8 have no block scales (a whole tile, scale 1; FP8 and INT8 scale each row at the end).
+#if FMT <= 5
 #define FLUSH 4
 #elif FMT == 6
 #define FLUSH 2
 #elif FMT == 7
 #define FLUSH 1
 #else
-#error "the MMA kernel handles FP16 (0), FP8 E4M3 (2), INT8 (3) and the 4-bit formats (4 to 7)"
+#error "the MMA kernel handles FP16 (0), BF16 (1), FP8 E4M3 (2), INT8 (3) and the 4-bit formats (4 to 7)"
 #endif
 // uint4 words per lane and tile: the A fragments of the tile's four k-steps at 16, 8 or 4 bits per element.
-#define QV (FMT == 0 ? 4 : (FMT == 2 || FMT == 3) ? 2 : 1)
+#define QV (FMT <= 1 ? 4 : (FMT == 2 || FMT == 3) ? 2 : 1)
 #define ROW_SCALED (FMT == 2 || FMT == 3)
 // NVFP4: the decode gives the E2M1 values times 2^-14 and `mma_tile` multiplies them by their E4M3 scales
 // times 2^7 in f16 (exact: |w s| 2^-7 from 2^-17 with at most 6 significant bits, ulp 2^-24, to 21), so the
@@ -138,11 +142,11 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
 #endif
 }
 
-// The four f16x2 A registers of k-step s from this lane's QV words of a tile: 16-bit weights as stored, FP8
+// The four f16x2 (BF16: bf16x2) A registers of k-step s from this lane's QV words of a tile: 16-bit weights as stored, FP8
 // E4M3 pairs converted (exact; the low byte to the low half), INT8 through 0x64 over each byte of q + 128
 // (the f16 of 1024 + q + 128, exact) minus 1152, 4-bit words through `decode`.
 __device__ __forceinline__ void decode_step(const uint4 (&qw)[QV], int s, u32 zg, u32 zg8, u32 a[4]) {
-#if FMT == 0
+#if FMT <= 1
     a[0] = qw[s].x, a[1] = qw[s].y, a[2] = qw[s].z, a[3] = qw[s].w;
 #elif FMT == 2 || FMT == 3
     const u32 w0 = word(qw[s >> 1], 2 * (s & 1)), w1 = word(qw[s >> 1], 2 * (s & 1) + 1);
@@ -183,8 +187,13 @@ __device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) 
     asm volatile("" ::"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     return;
 #endif
+#if XBF16
+#define MMA_AB "bf16.bf16"
+#else
+#define MMA_AB "f16.f16"
+#endif
     asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "mma.sync.aligned.m16n8k16.row.col.f32." MMA_AB ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%0, %1, %2, %3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -439,14 +448,14 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
 #endif
                     if (flags & FUSE_NORM) v *= fuse_inv[warp][m];
                     const size_t o = (size_t)m * n_rows + n;
-                    splitk_store(ws, y, o, v, split, flags, [](float x) { return f2h(x); });
+                    splitk_store(ws, y, o, v, split, flags, [](float x) { return f2out(x); });
                 }
             }
     }
     if (!split) return;
 
     const int row0 = blockIdx.x * WARPS * 16;
-    splitk_finish(ws, y, counters, row0, min(WARPS * 16, n_rows - row0), n_rows, MT, flags, [](float v) { return f2h(v); });
+    splitk_finish(ws, y, counters, row0, min(WARPS * 16, n_rows - row0), n_rows, MT, flags, [](float v) { return f2out(v); });
 }
 
 #if XS
@@ -558,7 +567,7 @@ __device__ __forceinline__ void xs_reduce(const float* part, int ps, int r0, int
 #endif
         if (flags & FUSE_NORM) v *= fuse_inv[m];
         const size_t o = (size_t)m * n_rows + rt0 * 16 + r;
-        splitk_store(ws, y, o, v, split, flags, [](float x) { return f2h(x); });
+        splitk_store(ws, y, o, v, split, flags, [](float x) { return f2out(x); });
     }
 }
 
@@ -672,7 +681,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 #endif
     if (gridDim.y == 1) return;
 
-    splitk_finish(ws, y, counters, rt0 * 16, rows_here, n_rows, MT, flags, [](float v) { return f2h(v); });
+    splitk_finish(ws, y, counters, rt0 * 16, rows_here, n_rows, MT, flags, [](float v) { return f2out(v); });
 }
 #endif  // XS == 1
 
@@ -789,7 +798,7 @@ __device__ __forceinline__ void xk_store(float acc[NB][4], int rt, int g, int t,
             const int n = rt * 16 + g + (i >= 2 ? 8 : 0);
             if (m < MT && n < n_rows) {
                 const float v = xk_scaled(acc[b][i], m, n, scales, gscale, flags, fuse_inv);
-                splitk_store(ws, y, (size_t)m * n_rows + n, v, split, flags, [](float x) { return f2h(x); });
+                splitk_store(ws, y, (size_t)m * n_rows + n, v, split, flags, [](float x) { return f2out(x); });
             }
             acc[b][i] = 0.0f;
         }
@@ -911,7 +920,7 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     if (!split) return;
 
     splitk_finish(ws, y, counters, rt0 * 16, min(n_rows, rt_end * 16) - rt0 * 16, n_rows, MT, flags,
-                  [](float v) { return f2h(v); });
+                  [](float v) { return f2out(v); });
 }
 
 #endif  // !XB
@@ -1207,7 +1216,7 @@ __device__ __forceinline__ void xb_table_sum(const float* red, int ps, int rt0, 
         else
             v = red[m * ps + r];
         v = xk_scaled(v, m, n, scales, gscale, flags, fuse_inv);
-        splitk_store(ws, y, (size_t)m * n_rows + n, v, split && !cl, flags, [](float x) { return f2h(x); });
+        splitk_store(ws, y, (size_t)m * n_rows + n, v, split && !cl, flags, [](float x) { return f2out(x); });
     }
 }
 
@@ -1334,7 +1343,7 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 #endif
     if (!split) return;
 
-    splitk_finish(ws, y, counters, rt0 * 16, rows, n_rows, MT, flags, [](float v) { return f2h(v); });
+    splitk_finish(ws, y, counters, rt0 * 16, rows, n_rows, MT, flags, [](float v) { return f2out(v); });
 }
 #endif  // XB
 #endif  // XS == 2

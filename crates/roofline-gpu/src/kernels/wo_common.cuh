@@ -37,16 +37,6 @@
 #define USES_LUT (FMT == 5)
 #define ROW_SCALED (FMT == 2 || FMT == 3)
 
-__device__ __forceinline__ u16 f2out(float v) {
-    u16 h;
-#if XBF16
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
-#else
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-#endif
-    return h;
-}
-
 // Two x values packed in a 32-bit word -> floats.
 __device__ __forceinline__ void x2f(u32 v, float& a, float& b) {
 #if XBF16

@@ -36,6 +36,17 @@ __device__ __forceinline__ float io2f(u16 h) {
 #endif
 }
 
+// A float as one x/y element (FP16, or BF16 when XBF16), rounded to nearest even.
+__device__ __forceinline__ u16 f2out(float v) {
+    u16 h;
+#if XBF16
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+#else
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+#endif
+    return h;
+}
+
 // This warp's inverse RMS of rows m0, m0 + mstep, ... (< mt) of x (K elements each, K a multiple of 8) into
 // inv[m]; 1 when FUSE_NORM is off. Every lane of the warp must call it (a no-op without FUSE: inv is then never
 // read). A CTA whose warps share one inv array deals the rows out (m0 = warp, mstep = warps) and synchronizes

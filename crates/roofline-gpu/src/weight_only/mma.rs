@@ -21,10 +21,16 @@ use super::XDtype;
 use crate::GpuError;
 use rayon::prelude::*;
 
-/// Whether the tensor-core kernel runs `format` weights with `x` activations: FP16 x (the MMA's A and B share
-/// a type) with FP16, FP8 E4M3, INT8 or 4-bit weights; BF16 weights would need BF16 x.
+/// Whether the tensor-core kernel runs `format` weights with `x` activations: the MMA's A and B share a type,
+/// so FP16 x with FP16, FP8 E4M3, INT8 or 4-bit weights (decoded to f16 exactly, NF4 to its codebook's f16),
+/// and BF16 x with BF16 weights (`XBF16`: BF16 operands, as stored). Not yet the other formats with BF16 x:
+/// their decode would have to produce BF16, which holds every E4M3, INT8, INT4 and E2M1 value exactly but not
+/// NF4's codebook or FP16 weights; nor BF16 weights with FP16 x.
 pub fn supports(format: WoFormat, x: XDtype) -> bool {
-    x == XDtype::F16 && format != WoFormat::Bf16
+    match x {
+        XDtype::F16 => format != WoFormat::Bf16,
+        XDtype::Bf16 => format == WoFormat::Bf16,
+    }
 }
 
 /// The NF4 codebook as f16 bytes for the kernel's `prmt` lookups: `[lo 0-3, lo 4-7, lo 8-11, lo 12-15, hi
@@ -128,12 +134,6 @@ fn word_offset(lane: usize, j: usize) -> usize {
 /// The codes of `p` (row-major; 4-bit LSB first, 8-bit bytes, 16-bit little-endian) in tile order; rows past
 /// N are zero codes.
 pub fn repack(p: &PackedWeights) -> Result<Vec<u8>, GpuError> {
-    if !supports(p.format, XDtype::F16) {
-        return Err(GpuError::Unsupported(format!(
-            "the tensor-core kernel takes FP16, FP8 E4M3, INT8 or 4-bit weights, not {}",
-            p.format.format()
-        )));
-    }
     if p.k % 64 != 0 || p.k == 0 {
         return Err(GpuError::Unsupported(format!(
             "the tensor-core kernel needs K to be a multiple of 64, got {}",
@@ -435,13 +435,14 @@ mod tests {
     }
 
     #[test]
-    fn tensor_cores_take_fp16_x_and_every_weight_format_but_bf16() {
+    fn tensor_cores_take_fp16_x_with_every_format_but_bf16_and_bf16_x_with_bf16() {
         for f in WoFormat::ALL {
             assert_eq!(supports(f, XDtype::F16), f != WoFormat::Bf16, "{f:?}");
-            assert!(!supports(f, XDtype::Bf16), "{f:?}");
+            assert_eq!(supports(f, XDtype::Bf16), f == WoFormat::Bf16, "{f:?}");
         }
-        let (p, _) = quantize_and_pack(WoFormat::Bf16, &random_f32(16 * 64, 1), 16, 64).unwrap();
-        assert!(repack(&p).is_err());
+        // BF16 weights repack as FP16's do: 16-bit codes in fragment order.
+        let (p, _) = quantize_and_pack(WoFormat::Bf16, &random_f32(20 * 128, 1), 20, 128).unwrap();
+        assert_eq!(unpack(WoFormat::Bf16, &repack(&p).unwrap(), 20, 128), p.codes);
         // K must be a multiple of the 64-K tile.
         let (p, _) = quantize_and_pack(WoFormat::Fp16, &random_f32(16 * 72, 1), 16, 72).unwrap();
         assert!(repack(&p).is_err());

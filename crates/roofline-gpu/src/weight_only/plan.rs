@@ -43,9 +43,10 @@ pub const FP16_XREG_MAX_K: usize = 16384;
 pub const MAX_M: usize = 16;
 
 impl Variant {
-    /// The fastest variant measured on the H100 for `m` rows of x (bench/RESULTS.md): tensor cores with x
-    /// stationary for every weight format they take (all but BF16) with FP16 activations from M = 3 (4- and
-    /// 8-bit weights from M = 2), x in registers for 4-bit weights at M = 1, split-K on CUDA cores otherwise.
+    /// The fastest variant measured for `m` rows of x (bench/RESULTS.md; the H100, 16-bit M = 2 on the H200):
+    /// tensor cores with x stationary from M = 2 wherever they take the formats ([`mma::supports`]: FP16 x with
+    /// every weight format but BF16, BF16 x with BF16 weights), x in registers for 4-bit weights at M = 1,
+    /// split-K on CUDA cores otherwise.
     pub fn best(format: WoFormat, x: XDtype, m: usize) -> Variant {
         // M = 2 (session 19, `r11-nvfp4-m1.txt`, `r12-m2.txt`, us, x-stationary tensor cores vs x in
         // registers): INT4 14336x4096 15.5 vs 17.4, 4096x14336 16.9 vs 44.6, 128256x4096 113 vs 124; MXFP4
@@ -54,8 +55,10 @@ impl Variant {
         // 8-bit M = 2 (session 27, `r3-m2.txt`, us, x-stationary tensor cores vs split-K, FP8 / INT8):
         // 1024x4096 4.02 / 4.21 vs 6.70 / 6.17, 4096x4096 8.11 / 8.52 vs 10.6 / 9.60, 14336x4096 22.6 / 23.0
         // vs 26.6 / 25.7, 4096x14336 23.5 / 23.8 vs 28.7 / 26.4, 128256x4096 177 / 178 vs 179 / 186.
-        let tensor_from = if format.bits() <= 8 { 2 } else { 3 };
-        if m >= tensor_from && mma::supports(format, x) {
+        // 16-bit M = 2 (H200, session 46, `r5/m2.txt`, us, x-stationary tensor cores vs split-K, FP16):
+        // 14336x4096 29.9 vs 35.3, 4096x4096 10.7 vs 13.8, 4096x14336 30.0 vs 37.1, 1024x4096 5.34 vs 6.96,
+        // 128256x4096 241 vs 247 (FP16 had taken split-K up to M = 2, from the H100's M = 3 measurements).
+        if m >= 2 && mma::supports(format, x) {
             // Tensor cores with x stationary from M = 3 (H100 tuning tables, x14336x4096, us, XMma vs split-K):
             // INT4 M = 3 15.8 vs 33.9, M = 8 21.1 vs 31.6 (session 8); session 9: NF4 M = 3 19.3 vs 51.5,
             // M = 16 41.6 vs 152; FP8 / INT8 M = 3 22.7 vs 27.6 / 30.5, M = 16 44.0 vs 112; FP16 M = 3 42.3
