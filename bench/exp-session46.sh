@@ -24,6 +24,9 @@
 #           ROOFLINE_TEST_FORMATS=BF16,FP16), then `measure` of BF16 weights with BF16 x at BM_SHAPES under the
 #           default (tensor cores from M = 2) and split-K (before), and FP16 at M = 2 by default, into
 #           $out/bf16mma.txt
+#   verify  the GPU tests that open GPUs in several threads or streams (a stream a Gpu since this session): all of
+#           .gpu/model_bench_gpu (concurrent steps, captures), .gpu/ring_gpu (captures beside context work in other
+#           threads, the ring's reference test) and .gpu/ffn_gpu
 #   gpulib  roofline-gpu's GPU unit tests (.gpu/gpu_lib --ignored --nocapture) without its measurement probes
 #           (GPULIB_SKIP, default the read-stream and bulk-copy sweeps), killed after GPULIB_TIMEOUT s (default 480)
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session46.
@@ -94,6 +97,11 @@ if has bf16mma; then
     for s in 2x14336x4096 2x4096x4096; do
         MEAS_TIMEOUT=40 meas bf16mma default fp16 "$s" ""
     done
+fi
+if has verify; then
+    test_bin verify-mb 240 model_bench_gpu --ignored
+    test_bin verify-ring 180 ring_gpu --ignored
+    test_bin verify-ffn 60 ffn_gpu --ignored
 fi
 if has gpulib; then
     gpu_lib_tests gpu-lib
