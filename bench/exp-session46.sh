@@ -27,6 +27,10 @@
 #   verify  the GPU tests that open GPUs in several threads or streams (a stream a Gpu since this session): all of
 #           .gpu/model_bench_gpu (concurrent steps, captures), .gpu/ring_gpu (captures beside context work in other
 #           threads, the ring's reference test) and .gpu/ffn_gpu
+#   bf16f16 BF16 weights with FP16 x on the tensor cores (converted to f16 as decoded; new): the weight-only variants
+#           test for BF16 (ROOFLINE_TEST_FORMATS=BF16), `measure` of BF16 weights (FP16 x) at BF_SHAPES, default vs
+#           split-K, and model-bench Llama-3.1-8B BF16 at batch 16 (8 layers), default vs --gemv variant=splitk,
+#           into $out/bf16f16.txt
 #   gpulib  roofline-gpu's GPU unit tests (.gpu/gpu_lib --ignored --nocapture) without its measurement probes
 #           (GPULIB_SKIP, default the read-stream and bulk-copy sweeps), killed after GPULIB_TIMEOUT s (default 480)
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session46.
@@ -102,6 +106,19 @@ if has verify; then
     test_bin verify-mb 240 model_bench_gpu --ignored
     test_bin verify-ring 180 ring_gpu --ignored
     test_bin verify-ffn 60 ffn_gpu --ignored
+fi
+if has bf16f16; then
+    ROOFLINE_TEST_FORMATS=BF16 test_bin bf16f16-tests 150 weight_only_gpu --ignored --nocapture \
+        variants_and_bf16_activations_match_the_reference
+    for s in ${BF_SHAPES:-16x14336x4096 2x4096x4096 16x4096x14336}; do
+        for g in "" variant=splitk; do
+            MEAS_TIMEOUT=30 meas bf16f16 "${g:-default}" bf16 "$s" "$g"
+        done
+    done
+    for g in "" variant=splitk; do
+        MB_TIMEOUT=60 mb bf16f16-mb "${g:-default} llama-3.1-8b 8 layers batch 16 bf16" roofline --config llama-3.1-8b \
+            --layers 8 --batch 16 --scheme bf16 ${g:+--gemv $g}
+    done
 fi
 if has gpulib; then
     gpu_lib_tests gpu-lib

@@ -1,6 +1,7 @@
 // Weight-only GEMV / skinny GEMM on tensor cores: y[M,N] = x[M,K] . W[N,K]^T for FP16, FP8 E4M3 (per-row
-// scale), INT8 (per-row scale) and 4-bit weights (INT4 g128, NF4, MXFP4, NVFP4) with FP16 x, and BF16 weights
-// with BF16 x (XBF16: the MMAs take BF16 operands), FP32 accumulation in mma.sync.m16n8k16.
+// scale), INT8 (per-row scale), 4-bit weights (INT4 g128, NF4, MXFP4, NVFP4) and BF16 weights with FP16 x (BF16
+// converted to f16 as it is decoded), and BF16 weights with BF16 x (XBF16: the MMAs take BF16 operands), FP32
+// accumulation in mma.sync.m16n8k16.
 //
 // Why: the CUDA-core kernel (weight_only_gemv.cu) spends ~4-7 instructions per 4-bit weight (decode, f16->f32
 // conversions at 1/8 rate, one FMA per element per row of x) and stalls at 40-58% of the copy bandwidth; here
@@ -45,8 +46,8 @@
 #error "x multicast (XMC) takes one K split, the clustered reduction (CL) several"
 #endif
 
-#if XBF16 != (FMT == 1)
-#error "the MMA kernel takes BF16 x with BF16 weights (XBF16 = 1, FMT 1) and FP16 x with every other format"
+#if XBF16 && FMT != 1
+#error "the MMA kernel takes BF16 x with BF16 weights only (FMT 1); FP16 x with every format"
 #endif
 
 #define NB ((MT + 7) / 8)  // n8 blocks of x rows
@@ -146,7 +147,15 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
 // E4M3 pairs converted (exact; the low byte to the low half), INT8 through 0x64 over each byte of q + 128
 // (the f16 of 1024 + q + 128, exact) minus 1152, 4-bit words through `decode`.
 __device__ __forceinline__ void decode_step(const uint4 (&qw)[QV], int s, u32 zg, u32 zg8, u32 a[4]) {
-#if FMT <= 1
+#if FMT == 1 && !XBF16
+    // BF16 weights with FP16 x: each pair widened to FP32 exactly (a shift, a mask) and rounded to f16x2, exact
+    // for |w| from 2^-14 to 65504 (the host refuses weights past FP16's range; below 2^-14 f16's subnormals keep
+    // them within 2^-25).
+    const u32 w[4] = {qw[s].x, qw[s].y, qw[s].z, qw[s].w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(a[i]) : "f"(__uint_as_float(w[i] & 0xffff0000u)), "f"(__uint_as_float(w[i] << 16)));
+#elif FMT <= 1
     a[0] = qw[s].x, a[1] = qw[s].y, a[2] = qw[s].z, a[3] = qw[s].w;
 #elif FMT == 2 || FMT == 3
     const u32 w0 = word(qw[s >> 1], 2 * (s & 1)), w1 = word(qw[s >> 1], 2 * (s & 1) + 1);

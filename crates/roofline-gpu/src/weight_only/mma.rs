@@ -22,15 +22,37 @@ use crate::GpuError;
 use rayon::prelude::*;
 
 /// Whether the tensor-core kernel runs `format` weights with `x` activations: the MMA's A and B share a type,
-/// so FP16 x with FP16, FP8 E4M3, INT8 or 4-bit weights (decoded to f16 exactly, NF4 to its codebook's f16),
-/// and BF16 x with BF16 weights (`XBF16`: BF16 operands, as stored). Not yet the other formats with BF16 x:
-/// their decode would have to produce BF16, which holds every E4M3, INT8, INT4 and E2M1 value exactly but not
-/// NF4's codebook or FP16 weights; nor BF16 weights with FP16 x.
+/// so FP16 x with every format (decoded to f16: exactly, NF4 to its codebook's f16, BF16 weights exactly within
+/// FP16's range, [`check_f16_range`]), and BF16 x with BF16 weights (`XBF16`: BF16 operands, as stored). Not yet
+/// the other formats with BF16 x: their decode would have to produce BF16, which holds every E4M3, INT8, INT4
+/// and E2M1 value exactly but not NF4's codebook or FP16 weights.
 pub fn supports(format: WoFormat, x: XDtype) -> bool {
     match x {
-        XDtype::F16 => format != WoFormat::Bf16,
+        XDtype::F16 => true,
         XDtype::Bf16 => format == WoFormat::Bf16,
     }
+}
+
+/// BF16 weights for the tensor cores with FP16 x are converted to f16 as they are decoded: an error where one
+/// is past FP16's range (|w| >= 65520 rounds to infinity), saying what runs them instead.
+pub fn check_f16_range(p: &PackedWeights) -> Result<(), GpuError> {
+    if p.format != WoFormat::Bf16 {
+        return Ok(());
+    }
+    let largest = p
+        .codes
+        .chunks_exact(2)
+        .map(|b| half::bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32().abs())
+        .filter(|v| v.is_finite())
+        .fold(0.0f32, f32::max);
+    if largest >= 65520.0 {
+        return Err(GpuError::Unsupported(format!(
+            "BF16 weights up to {largest:e} in magnitude: the tensor-core kernel with FP16 activations converts \
+             them to FP16, whose range ends at 65504; use BF16 activations, or the CUDA-core kernel \
+             (--gemv variant=splitk)"
+        )));
+    }
+    Ok(())
 }
 
 /// The NF4 codebook as f16 bytes for the kernel's `prmt` lookups: `[lo 0-3, lo 4-7, lo 8-11, lo 12-15, hi
@@ -435,11 +457,22 @@ mod tests {
     }
 
     #[test]
-    fn tensor_cores_take_fp16_x_with_every_format_but_bf16_and_bf16_x_with_bf16() {
+    fn tensor_cores_take_fp16_x_with_every_format_and_bf16_x_with_bf16() {
         for f in WoFormat::ALL {
-            assert_eq!(supports(f, XDtype::F16), f != WoFormat::Bf16, "{f:?}");
+            assert!(supports(f, XDtype::F16), "{f:?}");
             assert_eq!(supports(f, XDtype::Bf16), f == WoFormat::Bf16, "{f:?}");
         }
+        // BF16 weights past FP16's range are refused for FP16 x; the largest BF16 within it (65280) passes.
+        let bf16_of = |vals: &[f32]| {
+            let (mut p, _) = quantize_and_pack(WoFormat::Bf16, &random_f32(16 * 64, 3), 16, 64).unwrap();
+            for (i, v) in vals.iter().enumerate() {
+                p.codes[2 * i..2 * i + 2].copy_from_slice(&half::bf16::from_f32(*v).to_bits().to_le_bytes());
+            }
+            p
+        };
+        assert!(check_f16_range(&bf16_of(&[65280.0, -1e-30])).is_ok());
+        let e = check_f16_range(&bf16_of(&[-1.0e5])).unwrap_err().to_string();
+        assert!(e.contains("65504") && e.contains("BF16 activations"), "{e}");
         // BF16 weights repack as FP16's do: 16-bit codes in fragment order.
         let (p, _) = quantize_and_pack(WoFormat::Bf16, &random_f32(20 * 128, 1), 20, 128).unwrap();
         assert_eq!(unpack(WoFormat::Bf16, &repack(&p).unwrap(), 20, 128), p.codes);

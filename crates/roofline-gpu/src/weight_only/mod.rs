@@ -491,6 +491,9 @@ impl WeightOnlyGemv {
         }
         p.format.check_k(p.k)?;
         let mma_layout = matches!(self.variant, Variant::Mma | Variant::XMma);
+        if mma_layout && self.x == XDtype::F16 {
+            mma::check_f16_range(p)?;
+        }
         let codes = if mma_layout { Some(mma::repack(p)?) } else { pack::device_codes(p) };
         // The x-in-registers kernel reads transposed scale tables; an XReg engine falls back to the split-K
         // kernel for larger M, so it keeps both (the scales are ~3% of the weight bytes).
