@@ -39,13 +39,17 @@ pub fn check_f16_range(p: &PackedWeights) -> Result<(), GpuError> {
     if p.format != WoFormat::Bf16 {
         return Ok(());
     }
-    let largest = p
-        .codes
-        .chunks_exact(2)
-        .map(|b| half::bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32().abs())
-        .filter(|v| v.is_finite())
-        .fold(0.0f32, f32::max);
-    if largest >= 65520.0 {
+    // On the bits, in parallel (a model's weights are gigabytes): |w| >= 65536, the first BF16 value past
+    // FP16's largest (65504; BF16 has none from 65281 to 65535), is an exponent field of 143 or more; infinities
+    // and NaNs (exponent 255) convert to themselves.
+    let past = |b: &[u8]| (0x4780..0x7f80).contains(&(u16::from_le_bytes([b[0], b[1]]) & 0x7fff));
+    if p.codes.par_chunks(1 << 16).any(|c| c.chunks_exact(2).any(past)) {
+        let largest = p
+            .codes
+            .chunks_exact(2)
+            .filter(|b| past(b))
+            .map(|b| half::bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32().abs())
+            .fold(0.0f32, f32::max);
         return Err(GpuError::Unsupported(format!(
             "BF16 weights up to {largest:e} in magnitude: the tensor-core kernel with FP16 activations converts \
              them to FP16, whose range ends at 65504; use BF16 activations, or the CUDA-core kernel \
@@ -470,7 +474,8 @@ mod tests {
             }
             p
         };
-        assert!(check_f16_range(&bf16_of(&[65280.0, -1e-30])).is_ok());
+        assert!(check_f16_range(&bf16_of(&[65280.0, -1e-30, f32::NEG_INFINITY])).is_ok());
+        assert!(check_f16_range(&bf16_of(&[65536.0])).is_err());
         let e = check_f16_range(&bf16_of(&[-1.0e5])).unwrap_err().to_string();
         assert!(e.contains("65504") && e.contains("BF16 activations"), "{e}");
         // BF16 weights repack as FP16's do: 16-bit codes in fragment order.
