@@ -14,8 +14,9 @@ pub enum Variant {
     RowPerWarp,
     /// Four rows per warp (x converted once per four rows), K split like `SplitK`.
     Rows4,
-    /// Tensor cores (mma.sync m16n8k16, FP32 accumulate): 16 rows per warp; every weight format but BF16,
-    /// with FP16 x only (weights repacked into fragment order on upload, see `mma.rs`).
+    /// Tensor cores (mma.sync m16n8k16, FP32 accumulate): 16 rows per warp; every weight format with FP16 x,
+    /// BF16 weights with BF16 x too ([`mma::supports`]; weights repacked into fragment order on upload, see
+    /// `mma.rs`).
     Mma,
     /// x in registers (`kernels/weight_only_xreg.cu`): a warp owns one K slice for all the rows of its CTA,
     /// block scales transposed so a step's rows share one load. For M with `M x C x EPC <= 64` (4-bit: M <=
@@ -23,7 +24,7 @@ pub enum Variant {
     XReg,
     /// Tensor cores with x stationary (`wo_mma_xs` in `kernels/weight_only_mma.cu`): a warp keeps x's B
     /// fragments for its K slice (`unroll` 64-K tiles) in registers and walks row tiles; weights in the
-    /// `Mma` fragment layout. Every weight format but BF16, with FP16 x (others fall back to `SplitK`).
+    /// `Mma` fragment layout. The formats and activations of `Mma` (others fall back to `SplitK`).
     XMma,
 }
 
@@ -45,7 +46,7 @@ pub const MAX_M: usize = 16;
 impl Variant {
     /// The fastest variant measured for `m` rows of x (bench/RESULTS.md; the H100, 16-bit M = 2 on the H200):
     /// tensor cores with x stationary from M = 2 wherever they take the formats ([`mma::supports`]: FP16 x with
-    /// every weight format but BF16, BF16 x with BF16 weights), x in registers for 4-bit weights at M = 1,
+    /// every weight format, BF16 x with BF16 weights), x in registers for 4-bit weights at M = 1,
     /// split-K on CUDA cores otherwise.
     pub fn best(format: WoFormat, x: XDtype, m: usize) -> Variant {
         // M = 2 (session 19, `r11-nvfp4-m1.txt`, `r12-m2.txt`, us, x-stationary tensor cores vs x in
