@@ -247,7 +247,7 @@ __device__ __forceinline__ void finish_group(const u8* __restrict__ scales, floa
                 const float v = acc[r][m] * s;
 #endif
                 const size_t o = (size_t)m * n_rows + n;
-                splitk_store(ws, y, o, v, split, flags & ~FUSE_ADD, [](float x) { return f2out(x); });
+                splitk_store(ws, y, o, v, split, flags & ~FUSE_ADD);
             }
             acc[r][m] = 0.0f;
         }
@@ -388,5 +388,5 @@ wo_gemv(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
     if (!split) return;
 
     const int tile0 = blockIdx.x * WARPS * R;
-    splitk_finish(ws, y, counters, tile0, min(WARPS * R, n_rows - tile0), n_rows, MT, flags, [](float v) { return f2out(v); });
+    splitk_finish(ws, y, counters, tile0, min(WARPS * R, n_rows - tile0), n_rows, MT, flags);
 }

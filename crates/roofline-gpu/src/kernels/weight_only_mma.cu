@@ -457,14 +457,14 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
 #endif
                     if (flags & FUSE_NORM) v *= fuse_inv[warp][m];
                     const size_t o = (size_t)m * n_rows + n;
-                    splitk_store(ws, y, o, v, split, flags, [](float x) { return f2out(x); });
+                    splitk_store(ws, y, o, v, split, flags);
                 }
             }
     }
     if (!split) return;
 
     const int row0 = blockIdx.x * WARPS * 16;
-    splitk_finish(ws, y, counters, row0, min(WARPS * 16, n_rows - row0), n_rows, MT, flags, [](float v) { return f2out(v); });
+    splitk_finish(ws, y, counters, row0, min(WARPS * 16, n_rows - row0), n_rows, MT, flags);
 }
 
 #if XS
@@ -576,7 +576,7 @@ __device__ __forceinline__ void xs_reduce(const float* part, int ps, int r0, int
 #endif
         if (flags & FUSE_NORM) v *= fuse_inv[m];
         const size_t o = (size_t)m * n_rows + rt0 * 16 + r;
-        splitk_store(ws, y, o, v, split, flags, [](float x) { return f2out(x); });
+        splitk_store(ws, y, o, v, split, flags);
     }
 }
 
@@ -690,7 +690,7 @@ wo_mma_xs(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 #endif
     if (gridDim.y == 1) return;
 
-    splitk_finish(ws, y, counters, rt0 * 16, rows_here, n_rows, MT, flags, [](float v) { return f2out(v); });
+    splitk_finish(ws, y, counters, rt0 * 16, rows_here, n_rows, MT, flags);
 }
 #endif  // XS == 1
 
@@ -807,7 +807,7 @@ __device__ __forceinline__ void xk_store(float acc[NB][4], int rt, int g, int t,
             const int n = rt * 16 + g + (i >= 2 ? 8 : 0);
             if (m < MT && n < n_rows) {
                 const float v = xk_scaled(acc[b][i], m, n, scales, gscale, flags, fuse_inv);
-                splitk_store(ws, y, (size_t)m * n_rows + n, v, split, flags, [](float x) { return f2out(x); });
+                splitk_store(ws, y, (size_t)m * n_rows + n, v, split, flags);
             }
             acc[b][i] = 0.0f;
         }
@@ -928,8 +928,7 @@ wo_mma_xk(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     }
     if (!split) return;
 
-    splitk_finish(ws, y, counters, rt0 * 16, min(n_rows, rt_end * 16) - rt0 * 16, n_rows, MT, flags,
-                  [](float v) { return f2out(v); });
+    splitk_finish(ws, y, counters, rt0 * 16, min(n_rows, rt_end * 16) - rt0 * 16, n_rows, MT, flags);
 }
 
 #endif  // !XB
@@ -1225,7 +1224,7 @@ __device__ __forceinline__ void xb_table_sum(const float* red, int ps, int rt0, 
         else
             v = red[m * ps + r];
         v = xk_scaled(v, m, n, scales, gscale, flags, fuse_inv);
-        splitk_store(ws, y, (size_t)m * n_rows + n, v, split && !cl, flags, [](float x) { return f2out(x); });
+        splitk_store(ws, y, (size_t)m * n_rows + n, v, split && !cl, flags);
     }
 }
 
@@ -1352,7 +1351,7 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 #endif
     if (!split) return;
 
-    splitk_finish(ws, y, counters, rt0 * 16, rows, n_rows, MT, flags, [](float v) { return f2out(v); });
+    splitk_finish(ws, y, counters, rt0 * 16, rows, n_rows, MT, flags);
 }
 #endif  // XB
 #endif  // XS == 2

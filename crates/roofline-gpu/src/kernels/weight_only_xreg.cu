@@ -616,15 +616,15 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
         }
         if (j < YPF) {
             v += yold[j < YPF ? j : 0];
-            splitk_store(ws, y, o, v, split, flags & ~FUSE_ADD, [](float x) { return f2out(x); });
+            splitk_store(ws, y, o, v, split, flags & ~FUSE_ADD);
         } else {
-            splitk_store(ws, y, o, v, split, flags, [](float x) { return f2out(x); });
+            splitk_store(ws, y, o, v, split, flags);
         }
 #else
-        splitk_store(ws, y, o, v, split, 0, [](float x) { return f2out(x); });
+        splitk_store(ws, y, o, v, split, 0);
 #endif
     }
     if (!split) return;
 
-    splitk_finish(ws, y, counters, row0, nrow, n_rows, MT, flags, [](float v) { return f2out(v); });
+    splitk_finish(ws, y, counters, row0, nrow, n_rows, MT, flags);
 }

@@ -94,23 +94,21 @@ __device__ __forceinline__ void fuse_norm_prologue(const u16* x, int k, int mt, 
 }
 
 // One output value (already scaled by the caller): into the workspace when K is split over gridDim.y
-// (splitk_finish converts it later), else straight to y through `out`, plus y's old value with FUSE_ADD.
-template <typename Out>
+// (splitk_finish converts it later), else straight to y (`f2out`), plus y's old value with FUSE_ADD.
 __device__ __forceinline__ void splitk_store(float* __restrict__ ws, u16* __restrict__ y, size_t o, float v,
-                                             bool split, int flags, Out out) {
+                                             bool split, int flags) {
     if (split)
         atomicAdd(ws + o, v);
     else
-        y[o] = out((flags & FUSE_ADD) ? v + io2f(y[o]) : v);
+        y[o] = f2out((flags & FUSE_ADD) ? v + io2f(y[o]) : v);
 }
 
 // Values of the split-K finish each thread has in flight.
 #define FIN 8
 
-template <typename Out>
 __device__ __forceinline__ void splitk_finish(float* __restrict__ ws, u16* __restrict__ y,
                                               u32* __restrict__ counters, int row0, int rows, int n_rows, int mt,
-                                              int flags, Out out) {
+                                              int flags) {
     __shared__ bool is_last;
     __threadfence();
     __syncthreads();
@@ -142,7 +140,7 @@ __device__ __forceinline__ void splitk_finish(float* __restrict__ ws, u16* __res
             for (int u = 0; u < FIN; ++u) {
                 if (i0 + u * blockDim.x < total) {
                     __stcg(ws + o[u], 0.0f);
-                    y[o[u]] = out(v[u] + old[u]);
+                    y[o[u]] = f2out(v[u] + old[u]);
                 }
             }
         }
