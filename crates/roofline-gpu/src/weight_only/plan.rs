@@ -60,7 +60,7 @@ impl Variant {
         // 14336x4096 29.9 vs 35.3, 4096x4096 10.7 vs 13.8, 4096x14336 30.0 vs 37.1, 1024x4096 5.34 vs 6.96,
         // 128256x4096 241 vs 247 (FP16 had taken split-K up to M = 2, from the H100's M = 3 measurements).
         if m >= 2 && mma::supports(format, x) {
-            // Tensor cores with x stationary from M = 3 (H100 tuning tables, x14336x4096, us, XMma vs split-K):
+            // Tensor cores with x stationary (H100 tuning tables at M = 3 and up, x14336x4096, us, XMma vs split-K):
             // INT4 M = 3 15.8 vs 33.9, M = 8 21.1 vs 31.6 (session 8); session 9: NF4 M = 3 19.3 vs 51.5,
             // M = 16 41.6 vs 152; FP8 / INT8 M = 3 22.7 vs 27.6 / 30.5, M = 16 44.0 vs 112; FP16 M = 3 42.3
             // vs 44.6, M = 16 54.5 vs 104.8. Above M = 8 (16-bit: from M = 8) it reduces after every row tile
