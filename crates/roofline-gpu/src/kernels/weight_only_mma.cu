@@ -46,8 +46,8 @@
 #error "x multicast (XMC) takes one K split, the clustered reduction (CL) several"
 #endif
 
-#if XBF16 && FMT != 1
-#error "the MMA kernel takes BF16 x with BF16 weights only (FMT 1); FP16 x with every format"
+#if XBF16 && (FMT == 0 || FMT == 5)
+#error "the MMA kernel takes BF16 x with BF16, FP8, INT8, INT4, MXFP4 and NVFP4 weights (their values exact in BF16); FP16 x with every format"
 #endif
 
 #define NB ((MT + 7) / 8)  // n8 blocks of x rows
@@ -113,10 +113,36 @@ __device__ __forceinline__ void nf4_tab_pairs(u32 v, u32 p[4]) {
 #define XB_TAB_BYTES 0
 #endif
 
+// An f16x2 pair as the bf16x2 pair of the same values (BF16 x), exact for f16 values whose last three
+// mantissa bits are zero: E4M3 and E2M1 values (times 2^-14 as `e2m1_dev_pairs` gives them), their products
+// with NVFP4's E4M3 scales (multiples of 2^-17 with at most 6 significant bits), integers up to 256 in
+// magnitude. Exponent and mantissa moved down three bits make a BF16 2^-112 times the value (f16's bias 15,
+// BF16's 127; subnormals included, both formats' subnormals being linear in their bits), and one exact bf16x2
+// FMA (times 2^112, plus -0) takes the factor back: four instructions a pair.
+__device__ __forceinline__ u32 h2_to_bf2(u32 h) {
+    u32 b = ((h >> 3) & 0x0fff0fffu) | (h & 0x80008000u);
+    asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(b) : "r"(0x77807780u), "r"(0x80008000u));
+    return b;
+}
+
 // Decodes one word into the four f16x2 A registers. zg: INT4 zero-point pair (1024 + z) of row g; zg8: the
 // pair -(64 + z) of row g + 8 (see Meta::zp).
 __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
-#if FMT == 4
+#if FMT == 4 && XBF16
+    // BF16 (x in BF16): BF16 keeps 7 mantissa bits, so the high nibbles cannot stay where they sit (bit 7 is
+    // the exponent's). Rows g (nibbles 0, 4 and 2, 6) as 128 + q (0x4300 | q) plus -(128 + z); rows g + 8
+    // (nibbles 1, 5 and 3, 7) one bit down, as 128 + 8 q, times 1/8 plus -(16 + z): three shifts a word
+    // instead of one, one exact bf16x2 FMA a pair (zg, zg8 from `zero_pair`; sub.bf16x2 needs sm_90).
+    const u32 v1 = v >> 1, v8 = v >> 8, v9 = v >> 9;
+    a[0] = lop3_and_or(v, 0x000f000fu, 0x43004300u);
+    a[1] = lop3_and_or(v1, 0x00780078u, 0x43004300u);
+    a[2] = lop3_and_or(v8, 0x000f000fu, 0x43004300u);
+    a[3] = lop3_and_or(v9, 0x00780078u, 0x43004300u);
+    asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(a[0]) : "r"(0x3f803f80u), "r"(zg));
+    asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(a[1]) : "r"(0x3e003e00u), "r"(zg8));
+    asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(a[2]) : "r"(0x3f803f80u), "r"(zg));
+    asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(a[3]) : "r"(0x3e003e00u), "r"(zg8));
+#elif FMT == 4
     // Rows g (nibbles 0, 4 and 2, 6) as 1024 + q minus 1024 + z; rows g + 8 (nibbles 1, 5 and 3, 7) where
     // they sit, as 1024 + 16 q, times 1/16 minus 64 + z in one exact f16x2 FMA: one shift per word instead of
     // three, two FMAs for two subtractions (all values small integers, every step exact).
@@ -176,6 +202,12 @@ __device__ __forceinline__ void decode_step(const uint4 (&qw)[QV], int s, u32 zg
 #endif
 #else
     decode(word(qw[0], s), zg, zg8, a);
+#endif
+#if XBF16 && (FMT == 2 || FMT == 3 || FMT == 6)
+    // FP8, INT8 and MXFP4 with BF16 x: their f16 values as BF16 (NVFP4 converts after its scales, `mma_tile`;
+    // INT4 decodes to BF16 itself)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) a[i] = h2_to_bf2(a[i]);
 #endif
 }
 
@@ -259,7 +291,12 @@ __device__ __forceinline__ Meta load_meta(const u8* __restrict__ scales, const u
 // INT4: the f16x2 pair (1024 + z, 1024 + z) of row g (i = 0), (-(64 + z), -(64 + z)) of row g + 8 (i = 1;
 // f16 64 + z is 0x5400 | z << 4): one byte permute of Meta::zp.
 __device__ __forceinline__ u32 zero_pair(const Meta& m, int i) {
-#if FMT == 4
+#if FMT == 4 && XBF16
+    // BF16 `decode`: (-(128 + z), twice) = 0xc300 | z for row g, (-(16 + z), twice) = 0xc180 | z << 3 for row
+    // g + 8, from the same f16 halves (z in bits 0-3 of the low one, 4-7 of the high one)
+    return i == 0 ? lop3_and_or(prmt(m.zp, 0u, 0x1010u), 0x000f000fu, 0xc300c300u)
+                  : lop3_and_or(prmt(m.zp, 0u, 0x3232u) >> 1, 0x00780078u, 0xc180c180u);
+#elif FMT == 4
     return prmt(m.zp, 0u, i == 0 ? 0x1010u : 0x3232u);
 #else
     return 0u;
@@ -319,6 +356,11 @@ __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta
         asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[2]) : "r"(sg));
         asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[1]) : "r"(sg8));
         asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[3]) : "r"(sg8));
+#if XBF16
+        // the products as BF16 (exact: see h2_to_bf2)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = h2_to_bf2(a[i]);
+#endif
 #pragma unroll
         for (int b = 0; b < NB; ++b) mma(acc[b], a, bx[b][s][0], bx[b][s][1]);
     }

@@ -23,13 +23,14 @@ use rayon::prelude::*;
 
 /// Whether the tensor-core kernel runs `format` weights with `x` activations: the MMA's A and B share a type,
 /// so FP16 x with every format (decoded to f16: exactly, NF4 to its codebook's f16, BF16 weights exactly within
-/// FP16's range, [`check_f16_range`]), and BF16 x with BF16 weights (`XBF16`: BF16 operands, as stored). Not yet
-/// the other formats with BF16 x: their decode would have to produce BF16, which holds every E4M3, INT8, INT4
-/// and E2M1 value exactly but not NF4's codebook or FP16 weights.
+/// FP16's range, [`check_f16_range`]), and BF16 x (`XBF16`: BF16 operands) with the formats whose decoded
+/// values BF16 holds exactly: BF16 as stored, FP8 E4M3, INT8, INT4 (codes minus zero points) and MXFP4 / NVFP4
+/// (E2M1 values, NVFP4's times their E4M3 scales). Not NF4 (its codebook has 24-bit values) nor FP16 weights
+/// (11 significant bits): those take split-K with BF16 x.
 pub fn supports(format: WoFormat, x: XDtype) -> bool {
     match x {
         XDtype::F16 => true,
-        XDtype::Bf16 => format == WoFormat::Bf16,
+        XDtype::Bf16 => !matches!(format, WoFormat::Nf4 | WoFormat::Fp16),
     }
 }
 
@@ -461,10 +462,10 @@ mod tests {
     }
 
     #[test]
-    fn tensor_cores_take_fp16_x_with_every_format_and_bf16_x_with_bf16() {
+    fn tensor_cores_take_fp16_x_with_every_format_and_bf16_x_where_bf16_holds_the_values() {
         for f in WoFormat::ALL {
             assert!(supports(f, XDtype::F16), "{f:?}");
-            assert_eq!(supports(f, XDtype::Bf16), f == WoFormat::Bf16, "{f:?}");
+            assert_eq!(supports(f, XDtype::Bf16), !matches!(f, WoFormat::Nf4 | WoFormat::Fp16), "{f:?}");
         }
         // BF16 weights past FP16's range are refused for FP16 x; the largest BF16 within it (65280) passes.
         let bf16_of = |vals: &[f32]| {

@@ -685,8 +685,9 @@ fn driver_local_bytes(cubin: &[u8], entry: &str) -> Option<u32> {
     f.local_size_bytes().ok().and_then(|b| u32::try_from(b).ok())
 }
 
-/// `full`: every M and activation type; otherwise M in {1, 3, 16} with FP16 x (and BF16 weights with BF16 x),
-/// M = 1 with BF16 x.
+/// `full`: every M and activation type; otherwise M in {1, 3, 16} with FP16 x, and with BF16 x where the
+/// tensor cores take it (BF16 weights at M = 3 and 16, the formats decoded to BF16 at M = 16), M = 1 with
+/// BF16 x.
 fn compile_all(full: bool) {
     // Every key first (the default plan, and the other pipelining choice at M = 1 and 16), then all of
     // them compiled in parallel: NVRTC is thread-safe and the full matrix is hundreds of kernels.
@@ -697,9 +698,13 @@ fn compile_all(full: bool) {
                 [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp, Variant::Mma, Variant::XReg, Variant::XMma]
             {
                 for m in [1usize, 2, 3, 4, 8, 9, 16] {
-                    // (BF16 weights with BF16 x at M = 3 and 16 too: the tensor cores' BF16 operands.)
-                    let at_m = x == XDtype::F16 || f == WoFormat::Bf16;
-                    if !full && !(m == 1 || (at_m && (m == 3 || m == 16))) {
+                    // (BF16 x at M = 3 and 16 with BF16 weights, the tensor cores' BF16 operands as stored, and
+                    // at M = 16 with the formats whose decode makes BF16.)
+                    let at_m = match x {
+                        XDtype::F16 => m == 3 || m == 16,
+                        XDtype::Bf16 => (f == WoFormat::Bf16 && m == 3) || (mma::supports(f, x) && m == 16),
+                    };
+                    if !full && !(m == 1 || at_m) {
                         continue;
                     }
                     if matches!(variant, Variant::Mma | Variant::XMma) && !mma::supports(f, x) {
