@@ -4,15 +4,16 @@
 #           weight-only reference tests of those formats (variants_and_bf16_activations_match_the_reference,
 #           fused_norm_and_residual_add_match_the_reference), then `measure` with BF16 x at BX_SHAPES under the
 #           default (tensor cores from M = 2) and split-K (before), and with FP16 x (default) beside them, into
-#           $out/bf16x.txt
+#           $out/bf16x.txt (BX_TESTS=0: no tests; ROOFLINE_TEST_X, default bf16: the activations the tests run)
 #   verify  the GPU tests of the ring and the fused FFN (.gpu/ring_gpu, .gpu/ffn_gpu) after session 46's stream change
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session47.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session47 "${1:-bf16x}"
 BX_FORMATS=${BX_FORMATS:-INT4_G128 FP8_E4M3 INT8 MXFP4 NVFP4}
 if has bf16x; then
-    ROOFLINE_TEST_FORMATS=${BX_FORMATS// /,} test_bin bf16x-tests ${BX_TEST_TIMEOUT:-360} weight_only_gpu --ignored \
-        --nocapture variants_and_bf16_activations_match_the_reference fused_norm_and_residual_add_match_the_reference
+    [[ ${BX_TESTS:-1} == 1 ]] && ROOFLINE_TEST_X=${ROOFLINE_TEST_X:-bf16} ROOFLINE_TEST_FORMATS=${BX_FORMATS// /,} \
+        test_bin bf16x-tests ${BX_TEST_TIMEOUT:-360} weight_only_gpu --ignored --nocapture \
+        variants_and_bf16_activations_match_the_reference fused_norm_and_residual_add_match_the_reference
     for f in $BX_FORMATS; do
         for s in ${BX_SHAPES:-2x14336x4096 16x14336x4096 16x4096x14336}; do
             for g in "" variant=splitk; do

@@ -113,10 +113,8 @@ __device__ __forceinline__ void nf4_tab_pairs(u32 v, u32 p[4]) {
 #define XB_TAB_BYTES 0
 #endif
 
-// An f16x2 pair as the bf16x2 pair of the same values (BF16 x), exact for f16 values whose last three
-// mantissa bits are zero: E4M3 and E2M1 values (times 2^-14 as `e2m1_dev_pairs` gives them), their products
-// with NVFP4's E4M3 scales (multiples of 2^-17 with at most 6 significant bits), integers up to 256 in
-// magnitude. Exponent and mantissa moved down three bits make a BF16 2^-112 times the value (f16's bias 15,
+// An f16x2 pair as the bf16x2 pair of the same values (BF16 x: FP8's decode), exact for f16 values whose last
+// three mantissa bits are zero (E4M3's have at most 4 significant bits). Exponent and mantissa moved down three bits make a BF16 2^-112 times the value (f16's bias 15,
 // BF16's 127; subnormals included, both formats' subnormals being linear in their bits), and one exact bf16x2
 // FMA (times 2^112, plus -0) takes the factor back: four instructions a pair.
 __device__ __forceinline__ u32 h2_to_bf2(u32 h) {
@@ -166,6 +164,19 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
     // neighbour pairs, each value times 2^-14 (MXFP4's `block_scale` takes it back; NVFP4's f16 scales times
     // 2^7 take half of it back, the tensor scale times NV_UP the rest).
     e2m1_dev_pairs(v, a);
+#if XBF16
+    // BF16 x: each f16 pair (bits 15 and 11-9 a half, the rest zero) with its exponent and mantissa three bits
+    // down, one funnel shift and one select (lop3 0xE4: bits 0-11 of each half from a >> 3, bits 12-15 from a,
+    // where only the sign is set): BF16 values 2^-112 times the f16's, 2^-126 times E2M1's (0.5 a subnormal).
+    // MXFP4 takes 2^112 back in one exact bf16x2 FMA; NVFP4's scales take it in `mma_tile`.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        asm("lop3.b32 %0, %1, %2, %3, 0xE4;" : "=r"(a[i]) : "r"(a[i] >> 3), "r"(a[i]), "r"(0x0fff0fffu));
+#if FMT == 6
+        asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(a[i]) : "r"(0x77807780u), "r"(0x80008000u));
+#endif
+    }
+#endif
 #endif
 }
 
@@ -191,6 +202,16 @@ __device__ __forceinline__ void decode_step(const uint4 (&qw)[QV], int s, u32 zg
         "mov.b32 {l, h}, %5; cvt.rn.f16x2.e4m3x2 %2, l; cvt.rn.f16x2.e4m3x2 %3, h; }"
         : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
         : "r"(w0), "r"(w1));
+#elif XBF16
+    // INT8 to BF16 (8 significant bits, so no single magic): the pair's bytes b in the halves' low bytes; q =
+    // (0x4300 | b & 0x7f: 128 + its low 7 bits) minus (0x4300 | b & 0x80: 128, or 256 where q < 0) in one exact
+    // bf16x2 FMA (times -1, plus).
+    const u32 x[4] = {prmt(w0, 0u, 0x4140u), prmt(w0, 0u, 0x4342u), prmt(w1, 0u, 0x4140u), prmt(w1, 0u, 0x4342u)};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        a[i] = lop3_and_or(x[i], 0x007f007fu, 0x43004300u);
+        asm("fma.rn.bf16x2 %0, %1, %2, %0;" : "+r"(a[i]) : "r"(lop3_and_or(x[i], 0x00800080u, 0x43004300u)), "r"(0xbf80bf80u));
+    }
 #else
     const u32 u0 = w0 ^ 0x80808080u, u1 = w1 ^ 0x80808080u;
     a[0] = prmt(u0, 0x64646464u, 0x4140u);  // bytes [u0.0, 0x64, u0.1, 0x64]: elements 0, 1
@@ -203,9 +224,8 @@ __device__ __forceinline__ void decode_step(const uint4 (&qw)[QV], int s, u32 zg
 #else
     decode(word(qw[0], s), zg, zg8, a);
 #endif
-#if XBF16 && (FMT == 2 || FMT == 3 || FMT == 6)
-    // FP8, INT8 and MXFP4 with BF16 x: their f16 values as BF16 (NVFP4 converts after its scales, `mma_tile`;
-    // INT4 decodes to BF16 itself)
+#if XBF16 && FMT == 2
+    // FP8 with BF16 x: the f16 values as BF16 (INT8, INT4 and the E2M1 formats decode to BF16 themselves)
 #pragma unroll
     for (int i = 0; i < 4; ++i) a[i] = h2_to_bf2(a[i]);
 #endif
@@ -345,22 +365,29 @@ __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta
         // byte s of each row's scale word (row g low, row g + 8 high) in one byte permute (the shifts and
         // masks compiled to three or four instructions a k-step)
         u32 sc = e4m3x2_to_h2(prmt(meta.e[0], meta.e[1], (u32)(s | ((4 + s) << 4))));
+#if XBF16
+        // BF16: the decode gave E2M1 times 2^-126; the scales (positive, f16-normal) three bits down are BF16
+        // 2^-112 times the scale, times 2^127 and 2^104 in two exact FMAs: the scale times 2^119 (at most
+        // 1.75 x 2^127), so the products are w s 2^-7 as in f16 (from 2^-17, at most 6 significant bits: exact).
+        sc = (sc >> 3) & 0x0fff0fffu;
+        asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(sc) : "r"(0x7f007f00u), "r"(0x80008000u));
+        asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(sc) : "r"(0x73807380u), "r"(0x80008000u));
+#define NV_MUL(r, f) asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(r) : "r"(f), "r"(0x80008000u))
+#else
         asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(sc) : "r"(0x58005800u));  // times 2^7 (NV_UP), exact: at most 57344
+#define NV_MUL(r, f) asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(r) : "r"(f))
+#endif
         // (row g's scale, twice), (row g + 8's, twice): as `mov.b32 {l, l}` ptxas folds them into the HMUL2s'
         // .H0_H0 / .H1_H1 operand selects; as two prmt they were two instructions a k-step (session 30)
         u32 sg, sg8;
         asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; mov.b32 %0, {l, l}; mov.b32 %1, {h, h}; }"
             : "=r"(sg), "=r"(sg8)
             : "r"(sc));
-        asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[0]) : "r"(sg));
-        asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[2]) : "r"(sg));
-        asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[1]) : "r"(sg8));
-        asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(a[3]) : "r"(sg8));
-#if XBF16
-        // the products as BF16 (exact: see h2_to_bf2)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) a[i] = h2_to_bf2(a[i]);
-#endif
+        NV_MUL(a[0], sg);
+        NV_MUL(a[2], sg);
+        NV_MUL(a[1], sg8);
+        NV_MUL(a[3], sg8);
+#undef NV_MUL
 #pragma unroll
         for (int b = 0; b < NB; ++b) mma(acc[b], a, bx[b][s][0], bx[b][s][1]);
     }
