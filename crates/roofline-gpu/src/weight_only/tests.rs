@@ -704,7 +704,7 @@ fn compile_all(full: bool) {
                         XDtype::F16 => m == 3 || m == 16,
                         XDtype::Bf16 => (f == WoFormat::Bf16 && m == 3) || (mma::supports(f, x) && m == 16),
                     };
-                    if !full && !(m == 1 || at_m) {
+                    if !(full || m == 1 || at_m) {
                         continue;
                     }
                     if matches!(variant, Variant::Mma | Variant::XMma) && !mma::supports(f, x) {
