@@ -5,6 +5,8 @@
 #           fused_norm_and_residual_add_match_the_reference), then `measure` with BF16 x at BX_SHAPES under the
 #           default (tensor cores from M = 2) and split-K (before), and with FP16 x (default) beside them, into
 #           $out/bf16x.txt (BX_TESTS=0: no tests; ROOFLINE_TEST_X, default bf16: the activations the tests run)
+#   mcurve  `measure` with BF16 x (the engine's defaults) at Mx14336x4096, M in MC_MS (default 1 2 4 8 16), for
+#           MC_FORMATS (default INT4_G128 FP8_E4M3 NVFP4), into $out/mcurve.txt
 #   verify  the GPU tests of the ring and the fused FFN (.gpu/ring_gpu, .gpu/ffn_gpu) after session 46's stream change
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session47.
 . "$(dirname "$0")/probe-lib.sh"
@@ -20,6 +22,13 @@ if has bf16x; then
                 MEAS_X=bf16 MEAS_TIMEOUT=40 meas bf16x "${g:-default}" "$f" "$s" "$g"
             done
             MEAS_TIMEOUT=40 meas bf16x default "$f" "$s" ""
+        done
+    done
+fi
+if has mcurve; then
+    for f in ${MC_FORMATS:-INT4_G128 FP8_E4M3 NVFP4}; do
+        for m in ${MC_MS:-1 2 4 8 16}; do
+            MEAS_X=bf16 MEAS_TIMEOUT=40 meas mcurve default "$f" "${m}x14336x4096" ""
         done
     done
 fi

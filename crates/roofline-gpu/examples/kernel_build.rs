@@ -1,0 +1,51 @@
+//! Compiles the weight-only kernel the engine's default plan takes for one shape, through NVRTC, without a
+//! GPU, and prints its plan key and ptxas's report (registers, spills). With `ROOFLINE_DUMP_CUBIN=DIR` the
+//! CUBIN is written to DIR for `cuobjdump -sass` / `nvdisasm`: a kernel edit's instructions compared before
+//! the device time is spent.
+//!
+//! `cargo run -p roofline-gpu --example kernel_build -- FORMAT X M N K [ARCH] [SMS]`, e.g.
+//! `ROOFLINE_DUMP_CUBIN=/tmp/cubin cargo run -p roofline-gpu --example kernel_build -- MXFP4 BF16 16 14336 4096`
+//! (FORMAT a weight-only catalog name, X `FP16` or `BF16`, ARCH default 90, SMS default 132).
+
+use roofline_gpu::weight_only::{compile, nvrtc_available, LaunchPlan, Tuning, Variant, WoFormat, XDtype};
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("error: {e}");
+        std::process::exit(2);
+    }
+}
+
+fn run() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.len() < 5 {
+        return Err("usage: kernel_build FORMAT X M N K [ARCH] [SMS]".into());
+    }
+    let format = WoFormat::ALL
+        .into_iter()
+        .find(|f| f.format().name().eq_ignore_ascii_case(&args[0]))
+        .ok_or_else(|| format!("{}: not a weight-only format ({:?})", args[0], WoFormat::ALL))?;
+    let x = XDtype::ALL
+        .into_iter()
+        .find(|x| x.name().eq_ignore_ascii_case(&args[1]))
+        .ok_or_else(|| format!("{}: activations are FP16 or BF16", args[1]))?;
+    let num = |i: usize, what: &str, default: usize| -> Result<usize, String> {
+        args.get(i).map_or(Ok(default), |s| s.parse().map_err(|e| format!("{what} {s}: {e}")))
+    };
+    let (m, n, k) = (num(2, "M", 0)?, num(3, "N", 0)?, num(4, "K", 0)?);
+    let arch = num(5, "ARCH", 90)? as u32;
+    let sms = num(6, "SMS", 132)? as u32;
+    nvrtc_available().map_err(|e| e.to_string())?;
+    let plan = LaunchPlan::new(Variant::best(format, x, m), format, m, n, k, sms, Tuning::default());
+    let key = plan.key(format, x, m, arch);
+    let c = compile(&key).map_err(|e| e.to_string())?;
+    println!("{key:?}");
+    println!(
+        "entry {}: {} registers, {} spill bytes, {} bytes of CUBIN",
+        key.entry(),
+        c.registers.map_or("?".into(), |r| r.to_string()),
+        c.spill_bytes.map_or("?".into(), |s| s.to_string()),
+        c.cubin.len()
+    );
+    Ok(())
+}
