@@ -7,6 +7,8 @@
 #           $out/bf16x.txt (BX_TESTS=0: no tests; ROOFLINE_TEST_X, default bf16: the activations the tests run)
 #   mcurve  `measure` with BF16 x (the engine's defaults) at Mx14336x4096, M in MC_MS (default 1 2 4 8 16), for
 #           MC_FORMATS (default INT4_G128 FP8_E4M3 NVFP4), into $out/mcurve.txt
+#   m1      M = 1 with BF16 x: the engine's default (x in registers, FP32 products) against the tensor cores
+#           (--gemv variant=xmma) at M1_SHAPES for M1_FORMATS, into $out/m1.txt
 #   verify  the GPU tests of the ring and the fused FFN (.gpu/ring_gpu, .gpu/ffn_gpu) after session 46's stream change
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session47.
 . "$(dirname "$0")/probe-lib.sh"
@@ -29,6 +31,15 @@ if has mcurve; then
     for f in ${MC_FORMATS:-INT4_G128 FP8_E4M3 NVFP4}; do
         for m in ${MC_MS:-1 2 4 8 16}; do
             MEAS_X=bf16 MEAS_TIMEOUT=40 meas mcurve default "$f" "${m}x14336x4096" ""
+        done
+    done
+fi
+if has m1; then
+    for s in ${M1_SHAPES:-1x14336x4096 1x4096x14336 1x4096x4096 1x128256x4096}; do
+        for f in ${M1_FORMATS:-INT4_G128 FP8_E4M3 INT8 MXFP4 NVFP4}; do
+            for g in "" variant=xmma; do
+                MEAS_X=bf16 MEAS_TIMEOUT=40 meas m1 "${g:-default}" "$f" "$s" "$g"
+            done
         done
     done
 fi
