@@ -1,7 +1,8 @@
 // Weight-only GEMV / skinny GEMM on tensor cores: y[M,N] = x[M,K] . W[N,K]^T for FP16, FP8 E4M3 (per-row
 // scale), INT8 (per-row scale), 4-bit weights (INT4 g128, NF4, MXFP4, NVFP4) and BF16 weights with FP16 x (BF16
-// converted to f16 as it is decoded), and BF16 weights with BF16 x (XBF16: the MMAs take BF16 operands), FP32
-// accumulation in mma.sync.m16n8k16.
+// converted to f16 as it is decoded), and BF16, FP8, INT8, INT4, MXFP4 and NVFP4 weights with BF16 x (XBF16: the
+// MMAs take BF16 operands, the weights decoded to BF16 exactly; session 47), FP32 accumulation in
+// mma.sync.m16n8k16.
 //
 // Why: the CUDA-core kernel (weight_only_gemv.cu) spends ~4-7 instructions per 4-bit weight (decode, f16->f32
 // conversions at 1/8 rate, one FMA per element per row of x) and stalls at 40-58% of the copy bandwidth; here
