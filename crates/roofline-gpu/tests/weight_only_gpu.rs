@@ -139,8 +139,8 @@ fn variants_and_bf16_activations_match_the_reference() {
             (XDtype::F16, Variant::XMma, None),
             (XDtype::F16, Variant::XMma, Some(3)),
             // BF16 x on the tensor cores (BF16 operands: BF16 weights as stored, FP8, INT8, INT4, MXFP4 and NVFP4
-            // decoded to BF16); NF4 and FP16 weights have no tensor-core build with BF16 x (skipped below: the
-            // engine runs split-K, covered above).
+            // decoded to BF16, NF4 as two BF16 parts); FP16 weights have no tensor-core build with BF16 x (skipped
+            // below: the engine runs split-K, covered above).
             (XDtype::Bf16, Variant::Mma, None),
             (XDtype::Bf16, Variant::XMma, None),
             (XDtype::Bf16, Variant::XMma, Some(3)),
@@ -298,7 +298,7 @@ fn fused_norm_and_residual_add_match_the_reference() {
         (Variant::XReg, XDtype::Bf16),
         (Variant::Mma, XDtype::F16),
         (Variant::XMma, XDtype::F16),
-        // (the tensor cores with BF16 x where they take the format, split-K for NF4 and FP16 weights)
+        // (the tensor cores with BF16 x where they take the format, split-K for FP16 weights)
         (Variant::XMma, XDtype::Bf16),
     ];
     let silu = Fusion { silu_x: true, ..Fusion::default() };

@@ -1,8 +1,8 @@
 // Weight-only GEMV / skinny GEMM on tensor cores: y[M,N] = x[M,K] . W[N,K]^T for FP16, FP8 E4M3 (per-row
 // scale), INT8 (per-row scale), 4-bit weights (INT4 g128, NF4, MXFP4, NVFP4) and BF16 weights with FP16 x (BF16
-// converted to f16 as it is decoded), and BF16, FP8, INT8, INT4, MXFP4 and NVFP4 weights with BF16 x (XBF16: the
-// MMAs take BF16 operands, the weights decoded to BF16 exactly; session 47), FP32 accumulation in
-// mma.sync.m16n8k16.
+// converted to f16 as it is decoded), and BF16, FP8, INT8, INT4, MXFP4, NVFP4 and NF4 weights with BF16 x (XBF16:
+// the MMAs take BF16 operands, the weights decoded to BF16 exactly, NF4's codebook as two BF16 parts in two MMAs;
+// session 47), FP32 accumulation in mma.sync.m16n8k16.
 //
 // Why: the CUDA-core kernel (weight_only_gemv.cu) spends ~4-7 instructions per 4-bit weight (decode, f16->f32
 // conversions at 1/8 rate, one FMA per element per row of x) and stalls at 40-58% of the copy bandwidth; here
@@ -47,8 +47,11 @@
 #error "x multicast (XMC) takes one K split, the clustered reduction (CL) several"
 #endif
 
-#if XBF16 && (FMT == 0 || FMT == 5)
-#error "the MMA kernel takes BF16 x with BF16, FP8, INT8, INT4, MXFP4 and NVFP4 weights (their values exact in BF16); FP16 x with every format"
+#if XBF16 && FMT == 0
+#error "the MMA kernel takes BF16 x with every format but FP16 weights (11 significant bits); FP16 x with every format"
+#endif
+#if XBF16 && FMT == 5 && (defined(NF4_TAB) || !defined(NF4_L0))
+#error "NF4 with BF16 x decodes its BF16 hi parts (NF4_T*) and lo parts (NF4_L*) through byte permutes, no NF4_TAB"
 #endif
 
 #define NB ((MT + 7) / 8)  // n8 blocks of x rows
@@ -409,6 +412,13 @@ __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta
         decode_step(qw, s, zg, zg8, a);
 #pragma unroll
         for (int b = 0; b < NB; ++b) mma(part[b], a, bx[b][s][0], bx[b][s][1]);
+#if FMT == 5 && XBF16
+        // NF4 with BF16 x: `decode` gave the codebook's BF16 hi parts (NF4_T*); its lo parts (NF4_L*, c - hi)
+        // in a second MMA, so the sum holds the codes to 16 significant bits (host: mma.rs `nf4_bf16_tables`)
+        nf4_pairs_of(word(qw[0], s), a, NF4_L0, NF4_L1, NF4_L2, NF4_L3, NF4_L4, NF4_L5, NF4_L6, NF4_L7);
+#pragma unroll
+        for (int b = 0; b < NB; ++b) mma(part[b], a, bx[b][s][0], bx[b][s][1]);
+#endif
         if (s % FLUSH == FLUSH - 1) flush_part(part, block_scale(meta, 0, s), block_scale(meta, 1, s), acc);
     }
 #endif

@@ -62,7 +62,10 @@ __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {
 // of a code pick a byte of codes 0-7 and of codes 8-15 (prmt over two table words each), the code's top bit
 // selects between them (a 0x00 / 0xFF byte mask from prmt's sign-replicate mode), for the low and the high
 // byte of the f16; a last prmt pair interleaves the byte planes into the pairs.
-__device__ __forceinline__ void nf4_pairs(u32 v, u32 p[4]) {
+// (The lookups of one set of byte tables t0..t7; `nf4_pairs` takes NF4_T*, the tensor-core kernel's BF16
+// build also NF4_L*, the codebook's BF16 lo parts.)
+__device__ __forceinline__ void nf4_pairs_of(u32 v, u32 p[4], u32 t0, u32 t1, u32 t2, u32 t3, u32 t4, u32 t5, u32 t6,
+                                             u32 t7) {
     const u32 sel = v & 0x77777777u;
     const u32 v4 = v << 4;
     const u32 mlo = prmt(v, v4, 0x9D8Cu);  // top-bit masks of codes 0..3
@@ -71,13 +74,17 @@ __device__ __forceinline__ void nf4_pairs(u32 v, u32 p[4]) {
     for (int h = 0; h < 2; ++h) {
         const u32 sh = h == 0 ? sel : sel >> 16;
         const u32 m = h == 0 ? mlo : mhi;
-        u32 lo = prmt(NF4_T0, NF4_T1, sh), lo8 = prmt(NF4_T2, NF4_T3, sh);
-        u32 hi = prmt(NF4_T4, NF4_T5, sh), hi8 = prmt(NF4_T6, NF4_T7, sh);
+        u32 lo = prmt(t0, t1, sh), lo8 = prmt(t2, t3, sh);
+        u32 hi = prmt(t4, t5, sh), hi8 = prmt(t6, t7, sh);
         asm("lop3.b32 %0, %0, %1, %2, 0xD8;" : "+r"(lo) : "r"(lo8), "r"(m));  // (lo & ~m) | (lo8 & m)
         asm("lop3.b32 %0, %0, %1, %2, 0xD8;" : "+r"(hi) : "r"(hi8), "r"(m));
         p[2 * h] = prmt(lo, hi, 0x5140u);      // codes 4h, 4h + 1
         p[2 * h + 1] = prmt(lo, hi, 0x7362u);  // codes 4h + 2, 4h + 3
     }
+}
+
+__device__ __forceinline__ void nf4_pairs(u32 v, u32 p[4]) {
+    nf4_pairs_of(v, p, NF4_T0, NF4_T1, NF4_T2, NF4_T3, NF4_T4, NF4_T5, NF4_T6, NF4_T7);
 }
 #endif
 

@@ -25,12 +25,12 @@ use rayon::prelude::*;
 /// so FP16 x with every format (decoded to f16: exactly, NF4 to its codebook's f16, BF16 weights exactly within
 /// FP16's range, [`check_f16_range`]), and BF16 x (`XBF16`: BF16 operands) with the formats whose decoded
 /// values BF16 holds exactly: BF16 as stored, FP8 E4M3, INT8, INT4 (codes minus zero points) and MXFP4 / NVFP4
-/// (E2M1 values, NVFP4's times their E4M3 scales). Not NF4 (its codebook has 24-bit values) nor FP16 weights
-/// (11 significant bits): those take split-K with BF16 x.
+/// (E2M1 values, NVFP4's times their E4M3 scales); NF4 too, its codebook split into two BF16 parts and two MMAs
+/// ([`nf4_bf16_tables`]). Not FP16 weights (11 significant bits): those take split-K with BF16 x.
 pub fn supports(format: WoFormat, x: XDtype) -> bool {
     match x {
         XDtype::F16 => true,
-        XDtype::Bf16 => !matches!(format, WoFormat::Nf4 | WoFormat::Fp16),
+        XDtype::Bf16 => format != WoFormat::Fp16,
     }
 }
 
@@ -64,6 +64,27 @@ pub fn check_f16_range(p: &PackedWeights) -> Result<(), GpuError> {
 /// 0-3, hi 4-7, hi 8-11, hi 12-15]`, byte `j` of word `i` holding the low (or high) byte of code `4i + j`'s f16.
 pub fn nf4_f16_tables() -> [u32; 8] {
     let bits: Vec<u16> = roofline_quant::codec::NF4_CODE.iter().map(|&c| half::f16::from_f32(c).to_bits()).collect();
+    byte_tables(&bits)
+}
+
+/// The NF4 codebook for BF16 x (the MMAs' BF16 operands) as two sets of byte tables in [`nf4_f16_tables`]'
+/// layout, `(hi, lo)`: each code c as the BF16 pair hi = bf16(c), lo = bf16(c - hi), whose sum holds c to 16
+/// significant bits (BF16 alone keeps 8, 2e-3 of a weight: too coarse for the 1e-3 the results are held to).
+/// The kernel runs one MMA on the hi parts and one on the lo parts (`NF4_T*` and `NF4_L*`).
+pub fn nf4_bf16_tables() -> ([u32; 8], [u32; 8]) {
+    let (hi, lo): (Vec<u16>, Vec<u16>) = roofline_quant::codec::NF4_CODE
+        .iter()
+        .map(|&c| {
+            let h = half::bf16::from_f32(c);
+            (h.to_bits(), half::bf16::from_f32(c - h.to_f32()).to_bits())
+        })
+        .unzip();
+    (byte_tables(&hi), byte_tables(&lo))
+}
+
+/// Sixteen 16-bit values as the decode's byte tables: words 0-3 their low bytes, 4-7 their high bytes (value
+/// 4i + j in byte j of word i).
+fn byte_tables(bits: &[u16]) -> [u32; 8] {
     let word = |i: usize, hi: bool| {
         (0..4).fold(0u32, |w, j| {
             let b = if hi { bits[4 * i + j] >> 8 } else { bits[4 * i + j] & 0xff };
@@ -428,6 +449,29 @@ mod tests {
     }
 
     #[test]
+    fn nf4_bf16_parts_hold_the_codebook_to_16_bits_in_every_position() {
+        let (th, tl) = nf4_bf16_tables();
+        let bf = |b: u32| half::bf16::from_bits(b as u16).to_f32();
+        for c in 0..16u32 {
+            for pos in 0..8 {
+                let v = (0..8u32).fold(0u32, |w, j| w | ((if j == pos { c } else { (c + 5 * j + 2) & 15 }) << (4 * j)));
+                let (h, l) = (decode_nf4(v, &th), decode_nf4(v, &tl));
+                for j in 0..8u32 {
+                    let (r, sh) = ((j / 2) as usize, 16 * (j % 2));
+                    let got = bf((h[r] >> sh) & 0xffff) + bf((l[r] >> sh) & 0xffff);
+                    let want = roofline_quant::codec::NF4_CODE[((v >> (4 * j)) & 15) as usize];
+                    assert!(
+                        (got - want).abs() <= want.abs() * 2f32.powi(-16),
+                        "word {v:08x} element {j}: {got} vs {want}"
+                    );
+                    // the hi part alone is BF16's rounding of the code
+                    assert_eq!(bf((h[r] >> sh) & 0xffff), half::bf16::from_f32(want).to_f32());
+                }
+            }
+        }
+    }
+
+    #[test]
     fn nf4_decode_gives_the_codebook_in_every_position() {
         let t = nf4_f16_tables();
         let want = |c: u32| u32::from(half::f16::from_f32(roofline_quant::codec::NF4_CODE[c as usize]).to_bits());
@@ -465,7 +509,7 @@ mod tests {
     fn tensor_cores_take_fp16_x_with_every_format_and_bf16_x_where_bf16_holds_the_values() {
         for f in WoFormat::ALL {
             assert!(supports(f, XDtype::F16), "{f:?}");
-            assert_eq!(supports(f, XDtype::Bf16), !matches!(f, WoFormat::Nf4 | WoFormat::Fp16), "{f:?}");
+            assert_eq!(supports(f, XDtype::Bf16), f != WoFormat::Fp16, "{f:?}");
         }
         // BF16 weights past FP16's range are refused for FP16 x; the largest BF16 within it (65280) passes.
         let bf16_of = |vals: &[f32]| {

@@ -155,7 +155,14 @@ impl KernelKey {
         // The tensor-core NF4 decode and the streaming kernels built on the x-in-registers source (ring GEMV,
         // fused FFN: `dot8nf4`) look the codebook up in f16 byte tables (`mma::nf4_f16_tables`).
         if self.format == WoFormat::Nf4 && (self.is_mma() || self.xreg) {
-            let tables = super::mma::nf4_f16_tables();
+            // With BF16 x on the tensor cores: the codebook's BF16 hi parts as NF4_T*, its lo parts as NF4_L*.
+            let tables = if self.is_mma() && self.x == XDtype::Bf16 {
+                let (hi, lo) = super::mma::nf4_bf16_tables();
+                opts.extend(lo.iter().enumerate().map(|(i, t)| format!("-DNF4_L{i}=0x{t:08x}u")));
+                hi
+            } else {
+                super::mma::nf4_f16_tables()
+            };
             opts.extend(tables.iter().enumerate().map(|(i, t)| format!("-DNF4_T{i}=0x{t:08x}u")));
             if self.nf4_table > 0 && self.entry() == "wo_mma_xb" {
                 opts.push(format!("-DNF4_TAB={}", self.nf4_table));

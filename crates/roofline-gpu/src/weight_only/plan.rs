@@ -46,7 +46,7 @@ pub const MAX_M: usize = 16;
 impl Variant {
     /// The fastest variant measured for `m` rows of x (bench/RESULTS.md; the H100, 16-bit M = 2 on the H200):
     /// tensor cores with x stationary from M = 2 wherever they take the formats ([`mma::supports`]: FP16 x with
-    /// every weight format, BF16 x with all but NF4 and FP16 weights), x in registers for 4-bit weights at M = 1,
+    /// every weight format, BF16 x with all but FP16 weights), x in registers for 4-bit weights at M = 1,
     /// split-K on CUDA cores otherwise.
     pub fn best(format: WoFormat, x: XDtype, m: usize) -> Variant {
         // M = 2 (session 19, `r11-nvfp4-m1.txt`, `r12-m2.txt`, us, x-stationary tensor cores vs x in
@@ -429,7 +429,8 @@ impl LaunchPlan {
             bulk: self.bulk && self.x_smem && arch >= 90,
             cluster: self.cluster && self.bulk && self.x_smem && arch >= 90,
             multicast: self.multicast && self.bulk && self.x_smem && arch >= 90,
-            nf4_table: if format == WoFormat::Nf4 && self.bulk && self.x_smem && arch >= 90 {
+            // (not with BF16 x: the table holds f16 pairs; NF4's BF16 hi and lo parts come from byte permutes)
+            nf4_table: if format == WoFormat::Nf4 && x == XDtype::F16 && self.bulk && self.x_smem && arch >= 90 {
                 self.nf4_table
             } else {
                 0
