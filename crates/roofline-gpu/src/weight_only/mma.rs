@@ -423,6 +423,91 @@ mod tests {
         }
     }
 
+    /// A bf16x2 register's two halves as f64.
+    fn bf2(r: u32) -> [f64; 2] {
+        [r & 0xffff, r >> 16].map(|b| half::bf16::from_bits(b as u16).to_f64())
+    }
+
+    /// `fma.rn.bf16x2 d, a, b, c` on the CPU: each half's a b + c exact in f64 (BF16 products have 16
+    /// significant bits; every sum here is exact too), rounded once to BF16.
+    fn bf2_fma(a: u32, b: u32, c: u32) -> u32 {
+        let (a, b, c) = (bf2(a), bf2(b), bf2(c));
+        let h = |i: usize| u32::from(half::bf16::from_f64(a[i].mul_add(b[i], c[i])).to_bits());
+        h(0) | (h(1) << 16)
+    }
+
+    /// `h2_to_bf2` in kernels/weight_only_mma.cu: an f16x2 pair moved to BF16 (times 2^-112) and back up by
+    /// 2^112 in one bf16x2 FMA.
+    fn h2_to_bf2(h: u32) -> u32 {
+        bf2_fma(((h >> 3) & 0x0fff_0fff) | (h & 0x8000_8000), 0x7780_7780, 0x8000_8000)
+    }
+
+    /// The BF16 decodes the tensor cores take with BF16 x (kernels/weight_only_mma.cu, `XBF16`), on the CPU
+    /// bit for bit: every INT4 code and zero point, INT8 byte, E4M3 value and E2M1 value (MXFP4, times 2^-14)
+    /// comes out exactly, and NVFP4's E2M1 values times its E4M3 scales (times 2^119 in BF16) exactly w s 2^-7.
+    #[test]
+    fn bf16_decodes_are_exact() {
+        use half::f16;
+        let pair = |lo: u32, hi: u32| lo | (hi << 16);
+        // INT4: `zero_pair` from the f16 halves Meta::zp holds, then `decode`'s 128 magic and one FMA a pair
+        for z in 0..16u8 {
+            let zp = u32::from(int4_zero_half(z, 0)) | (u32::from(int4_zero_half(z, 1)) << 16);
+            let zg = (prmt(zp, 0, 0x1010) & 0x000f_000f) | 0xc300_c300;
+            let zg8 = ((prmt(zp, 0, 0x3232) >> 1) & 0x0078_0078) | 0xc180_c180;
+            assert_eq!(bf2(zg), [-(128.0 + f64::from(z)); 2]);
+            assert_eq!(bf2(zg8), [-(16.0 + f64::from(z)); 2]);
+            for q in 0..16u32 {
+                let want = f64::from(q) - f64::from(z);
+                let v = (0..8).fold(0u32, |w, j| w | (((q + j) & 15) << (4 * j))); // code q at nibble 0
+                let a0 = bf2_fma((v & 0x000f_000f) | 0x4300_4300, 0x3f80_3f80, zg);
+                let a1 = bf2_fma(((v >> 1) & 0x0078_0078) | 0x4300_4300, 0x3e00_3e00, zg8);
+                let a2 = bf2_fma(((v >> 8) & 0x000f_000f) | 0x4300_4300, 0x3f80_3f80, zg);
+                let a3 = bf2_fma(((v >> 9) & 0x0078_0078) | 0x4300_4300, 0x3e00_3e00, zg8);
+                let code = |n: u32| f64::from((v >> (4 * n)) & 15) - f64::from(z);
+                assert_eq!(bf2(a0), [want, code(4)]);
+                assert_eq!(bf2(a1), [code(1), code(5)]);
+                assert_eq!(bf2(a2), [code(2), code(6)]);
+                assert_eq!(bf2(a3), [code(3), code(7)]);
+            }
+        }
+        // INT8: (0x4300 | b & 0x7f) - (0x4300 | b & 0x80) as one FMA, times -1
+        for b in 0..=255u32 {
+            let x = pair(b, 255 - b);
+            let a = bf2_fma((x & 0x0080_0080) | 0x4300_4300, 0xbf80_bf80, (x & 0x007f_007f) | 0x4300_4300);
+            assert_eq!(bf2(a), [f64::from(b as u8 as i8), f64::from((255 - b) as u8 as i8)], "byte {b}");
+        }
+        // FP8 E4M3 (every code but the NaNs) through its exact f16, then `h2_to_bf2`
+        let e4m3 = |c: u32| roofline_quant::minifloat::E4M3.decode(c);
+        for c in (0..=255u32).filter(|c| c & 0x7f != 0x7f) {
+            let h = u32::from(f16::from_f32(e4m3(c)).to_bits());
+            assert_eq!(bf2(h2_to_bf2(pair(h, h))), [f64::from(e4m3(c)); 2], "E4M3 {c:#x}");
+        }
+        for v in 0..=255u32 {
+            // every E2M1 code in each position: `e2m1_dev_pairs` (values times 2^-14), then MXFP4's `h2_to_bf2`
+            // and NVFP4's shift and select (values times 2^-126) times each E4M3 scale made BF16 times 2^119
+            let word = v | (v << 8) | (v << 16) | (v << 24);
+            let codes = super::super::pack::e2m1_dev_unword(word);
+            let e2m1 = |n: u32| f64::from(roofline_quant::minifloat::E2M1.decode((codes >> (4 * n)) & 15));
+            for (r, p) in super::super::pack::decode_e2m1_dev(word).into_iter().enumerate() {
+                let want = [e2m1(2 * r as u32), e2m1(2 * r as u32 + 1)];
+                assert_eq!(bf2(h2_to_bf2(p)), want.map(|w| w * 2f64.powi(-14)), "MXFP4 word {word:08x}");
+                let w126 = ((p >> 3) & 0x0fff_0fff) | (p & 0xf000_f000);
+                assert_eq!(bf2(w126), want.map(|w| w * 2f64.powi(-126)), "NVFP4 word {word:08x}");
+                for sc in (0..0x7fu32).step_by(if r == 0 { 1 } else { 13 }) {
+                    let sh = u32::from(f16::from_f32(e4m3(sc)).to_bits());
+                    let s = bf2_fma(
+                        bf2_fma((pair(sh, sh) >> 3) & 0x0fff_0fff, 0x7f00_7f00, 0x8000_8000),
+                        0x7380_7380,
+                        0x8000_8000,
+                    );
+                    assert_eq!(bf2(s), [f64::from(e4m3(sc)) * 2f64.powi(119); 2], "scale {sc:#x}");
+                    let got = bf2(bf2_fma(w126, s, 0x8000_8000));
+                    assert_eq!(got, want.map(|w| w * f64::from(e4m3(sc)) / 128.0), "word {word:08x} scale {sc:#x}");
+                }
+            }
+        }
+    }
+
     /// The tensor-core INT4 decode (`decode` and `zero_pair` in kernels/weight_only_mma.cu) on the CPU: rows
     /// g take (1024 + q) - (1024 + z), rows g + 8 are masked in place as 1024 + 16 q and brought down with one
     /// f16 FMA, x 1/16 + (-(64 + z)); every code and zero point must come out exactly q - z.
