@@ -34,17 +34,21 @@ pub struct SweepArgs {
     #[arg(long, default_value = "llama")]
     pub shapes: String,
     /// Precisions (repeatable); default FP16, BF16, FP8_E4M3, INT8. Dense formats (FP32, TF32, FP16, BF16,
-    /// FP8, INT8) are swept as cuBLASLt GEMMs; low-bit formats as weight-only with FP16 activations.
+    /// FP8, INT8) are swept as cuBLASLt GEMMs; low-bit formats as weight-only with --activations.
     #[arg(long = "precision", short = 'p', value_parser = parse_format)]
     pub precisions: Vec<Format>,
     /// Measure every point on the GPU (needs an NVIDIA GPU; without it the sweep fails, without this flag
     /// it is prediction only).
     #[arg(long)]
     pub measure: bool,
-    /// Sweep every precision as weight-only (weights in the format, FP16 activations; roofline's own
-    /// GEMV kernels, M <= 16) instead of dense cuBLASLt GEMMs.
+    /// Sweep every precision as weight-only (weights in the format, activations in --activations;
+    /// roofline's own GEMV kernels, M <= 16) instead of dense cuBLASLt GEMMs.
     #[arg(long)]
     pub weight_only: bool,
+    /// Activations (and outputs) of the weight-only schemes: FP16 or BF16. With BF16 the weight-only
+    /// defaults take BF16 weights for FP16's, and the "vs" columns compare with them.
+    #[arg(long, default_value = "fp16", value_parser = parse_format)]
+    pub activations: Format,
     /// With --measure: also time every weight-only GEMV replayed from a CUDA graph (the CSV's graph_us,
     /// `measurement.graph_us` in the JSON, the table's Graph columns).
     #[arg(long, requires = "measure")]
@@ -84,10 +88,14 @@ pub struct CompareArgs {
     pub hw: HwArgs,
     #[command(flatten)]
     pub power: super::telemetry::PowerArgs,
-    /// Weight-only schemes (weights in the format, FP16 activations) on roofline's GEMV kernels: the seeds'
-    /// decode table (FP16, FP8, INT8, NVFP4, INT4, MXFP4, NF4 by default).
+    /// Weight-only schemes (weights in the format, activations in --activations) on roofline's GEMV kernels:
+    /// the seeds' decode table (FP16, FP8, INT8, NVFP4, INT4, MXFP4, NF4 by default).
     #[arg(long)]
     pub weight_only: bool,
+    /// Activations (and outputs) of the weight-only schemes: FP16 or BF16 (BF16 weights then stand in
+    /// for FP16's in the default table and the "vs" columns).
+    #[arg(long, default_value = "fp16", value_parser = parse_format)]
+    pub activations: Format,
     /// With --weight-only: every format's GEMV with this kernel variant and launch plan instead of the
     /// measured defaults (`key=value` pairs; --help lists the keys).
     #[arg(long, value_name = "KEY=VALUE,...", default_value = "", long_help = super::gemv_help(
@@ -149,12 +157,22 @@ struct Bench<'a> {
 }
 
 /// The scheme a precision is swept as: the dense cuBLASLt scheme where there is one, else (or always with
-/// `weight_only`) weight-only: weights in the format, FP16 activations, the decode regime's low-bit path.
-fn sweep_scheme(p: Format, weight_only: bool) -> Scheme {
+/// `weight_only`) weight-only: weights in the format, `activations` (FP16 or BF16), the decode regime's
+/// low-bit path.
+fn sweep_scheme(p: Format, weight_only: bool, activations: Format) -> Scheme {
     if GEMM_FORMATS.contains(&p) && !weight_only {
         gemm_scheme(p)
     } else {
-        Scheme::weight_only(p, Format::FP16)
+        Scheme::weight_only(p, activations)
+    }
+}
+
+/// `--activations`: the weight-only kernels take FP16 or BF16.
+fn check_activations(a: Format) -> Result<()> {
+    if a == Format::FP16 || a == Format::BF16 {
+        Ok(())
+    } else {
+        bail!("--activations {a}: the weight-only schemes take FP16 or BF16 activations")
     }
 }
 
@@ -163,6 +181,7 @@ fn points(
     grid: &[(u64, u64, u64)],
     precisions: &[Format],
     weight_only: bool,
+    activations: Format,
     mut bench: Option<Bench<'_>>,
 ) -> Result<Vec<DualPoint>> {
     let mut out = Vec::new();
@@ -173,7 +192,7 @@ fn points(
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     for (&(m, n, k), &p) in grid.iter().flat_map(|s| precisions.iter().map(move |p| (s, p))) {
-        let gemm = Gemm::new(m, n, k, sweep_scheme(p, weight_only))?;
+        let gemm = Gemm::new(m, n, k, sweep_scheme(p, weight_only, activations))?;
         let prediction = predict(&gemm, hw)?;
         let measurement = match bench.as_mut() {
             Some(b) => {
@@ -215,10 +234,24 @@ fn error_summary(points: &[DualPoint]) -> Option<(f64, f64)> {
     Some((pick(0.5), pick(0.9)))
 }
 
-/// Predicted and measured speed-up of `p` over the FP16 point of the same shape, when there is one.
-fn speedup(points: &[DualPoint], p: &DualPoint) -> (Option<f64>, Option<f64>) {
+/// The 16-bit weights the "vs" columns compare with: FP16, or BF16 where the points have BF16 weights with
+/// BF16 activations and no FP16 weights (a weight-only table with BF16 activations).
+fn speedup_base(points: &[DualPoint]) -> Format {
+    let has = |w: Format, a: Option<Format>| {
+        points.iter().any(|p| p.gemm.scheme.weights == w && a.is_none_or(|a| p.gemm.scheme.activations == a))
+    };
+    if !has(Format::FP16, None) && has(Format::BF16, Some(Format::BF16)) {
+        Format::BF16
+    } else {
+        Format::FP16
+    }
+}
+
+/// Predicted and measured speed-up of `p` over the `base` point (16-bit weights, [`speedup_base`]) of the
+/// same shape, when there is one.
+fn speedup(points: &[DualPoint], p: &DualPoint, base: Format) -> (Option<f64>, Option<f64>) {
     let same = |q: &&DualPoint| q.gemm.m == p.gemm.m && q.gemm.n == p.gemm.n && q.gemm.k == p.gemm.k;
-    let Some(base) = points.iter().filter(same).find(|q| q.gemm.scheme.weights == Format::FP16) else {
+    let Some(base) = points.iter().filter(same).find(|q| q.gemm.scheme.weights == base) else {
         return (None, None);
     };
     let pred = base.prediction.time_us / p.prediction.time_us;
@@ -235,6 +268,8 @@ fn print_points(points: &[DualPoint], hw: &HardwareProfile) {
     // A read-calibrated profile prices each op's reads and writes apart: its "% of BW" is of that op's
     // roof, and the copy bandwidth's share is shown beside it.
     let read = hw.read_bandwidth_gb_s.is_some();
+    let base = speedup_base(points);
+    let (vs_pred, vs_meas) = (format!("vs {base} pred"), format!("vs {base} meas"));
     let mut header = vec![
         "Precision",
         "M x N x K",
@@ -242,8 +277,8 @@ fn print_points(points: &[DualPoint], hw: &HardwareProfile) {
         "Measured (us)",
         "Error",
         "Bottleneck",
-        "vs FP16 pred",
-        "vs FP16 meas",
+        vs_pred.as_str(),
+        vs_meas.as_str(),
         "GB/s meas",
         if read { "% of roof" } else { "% of BW" },
     ];
@@ -256,7 +291,7 @@ fn print_points(points: &[DualPoint], hw: &HardwareProfile) {
     let mut t = table(&header);
     for p in points {
         let g = &p.gemm;
-        let (sp, sm) = speedup(points, p);
+        let (sp, sm) = speedup(points, p, base);
         let mut row = vec![
             p.gemm.scheme.label(),
             format!("{}x{}x{}", g.m, g.n, g.k),
@@ -330,9 +365,11 @@ fn batch_scaling(points: &[DualPoint]) -> Option<comfy_table::Table> {
     Some(t)
 }
 
-fn default_precisions(p: &[Format], weight_only: bool) -> Vec<Format> {
+fn default_precisions(p: &[Format], weight_only: bool, activations: Format) -> Vec<Format> {
     if p.is_empty() && weight_only {
-        vec![Format::FP16, Format::FP8_E4M3, Format::INT8, Format::NVFP4, Format::INT4_G128, Format::MXFP4, Format::NF4]
+        // the 16-bit weights of the activations' own format first (the "vs" columns' base)
+        let w16 = if activations == Format::BF16 { Format::BF16 } else { Format::FP16 };
+        vec![w16, Format::FP8_E4M3, Format::INT8, Format::NVFP4, Format::INT4_G128, Format::MXFP4, Format::NF4]
     } else if p.is_empty() {
         vec![Format::FP16, Format::BF16, Format::FP8_E4M3, Format::INT8]
     } else {
@@ -374,6 +411,7 @@ pub fn sweep(args: SweepArgs) -> Result<()> {
         }
         return print_contrasts(&pts, &args.contrast);
     }
+    check_activations(args.activations)?;
     let grid = shapes(&args.shapes)?;
     let gpu = if args.measure { Some(Gpu::open(args.device)?) } else { None };
     let bench = match gpu.as_ref() {
@@ -390,8 +428,8 @@ pub fn sweep(args: SweepArgs) -> Result<()> {
         }),
         None => None,
     };
-    let precisions = default_precisions(&args.precisions, args.weight_only);
-    let pts = points(&hw, &grid, &precisions, args.weight_only, bench)?;
+    let precisions = default_precisions(&args.precisions, args.weight_only, args.activations);
+    let pts = points(&hw, &grid, &precisions, args.weight_only, args.activations, bench)?;
     std::fs::create_dir_all(&args.out_dir).with_context(|| format!("creating {}", args.out_dir.display()))?;
     let csv = args.out_dir.join("sweep.csv");
     let json = args.out_dir.join("sweep.json");
@@ -414,6 +452,7 @@ pub fn compare(args: CompareArgs) -> Result<()> {
     if !args.weight_only && args.graph {
         bail!("--graph times the weight-only GEMVs replayed from a CUDA graph: it needs --weight-only");
     }
+    check_activations(args.activations)?;
     let gpu = Gpu::open(args.device)?;
     let s = args.shape;
     let bench = Bench {
@@ -422,8 +461,8 @@ pub fn compare(args: CompareArgs) -> Result<()> {
         cfg: TimingConfig { power_ms: args.power.power_ms, graph: args.graph, ..TimingConfig::default() },
         gemv: args.gemv,
     };
-    let precisions = default_precisions(&args.precisions, args.weight_only);
-    let pts = points(&hw, &[(s.m, s.n, s.k)], &precisions, args.weight_only, Some(bench))?;
+    let precisions = default_precisions(&args.precisions, args.weight_only, args.activations);
+    let pts = points(&hw, &[(s.m, s.n, s.k)], &precisions, args.weight_only, args.activations, Some(bench))?;
     println!("{}x{}x{} on {} (prediction: {} [{}])", s.m, s.n, s.k, gpu.name, hw.name, hw.source);
     if args.gemv != GemvOverride::default() {
         println!("weight-only GEMVs: --gemv {} (instead of the measured defaults)", args.gemv);
@@ -435,6 +474,27 @@ pub fn compare(args: CompareArgs) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bf16_activations_take_bf16_weights_as_the_16_bit_base() {
+        let wo = default_precisions(&[], true, Format::BF16);
+        assert_eq!(wo[0], Format::BF16);
+        assert!(!wo.contains(&Format::FP16));
+        assert_eq!(default_precisions(&[], true, Format::FP16)[0], Format::FP16);
+        assert_eq!(default_precisions(&[Format::NF4], true, Format::BF16), vec![Format::NF4]);
+        assert!(check_activations(Format::BF16).is_ok() && check_activations(Format::FP8_E4M3).is_err());
+        let hw = HardwareProfile::preset("h100").unwrap();
+        let pts = |act: Format, ps: &[Format]| points(&hw, &[(1, 4096, 4096)], ps, true, act, None).unwrap();
+        let bf = pts(Format::BF16, &wo);
+        assert!(bf.iter().all(|p| p.gemm.scheme.activations == Format::BF16 && p.gemm.scheme.output == Format::BF16));
+        assert_eq!(speedup_base(&bf), Format::BF16);
+        let int4 = bf.iter().find(|p| p.gemm.scheme.weights == Format::INT4_G128).unwrap();
+        let (pred, meas) = speedup(&bf, int4, Format::BF16);
+        assert!(pred.is_some_and(|v| v > 3.0) && meas.is_none(), "{pred:?}");
+        // FP16 weights present: the base stays FP16 whatever the activations
+        assert_eq!(speedup_base(&pts(Format::BF16, &[Format::FP16, Format::BF16])), Format::FP16);
+        assert_eq!(speedup_base(&pts(Format::FP16, &default_precisions(&[], true, Format::FP16))), Format::FP16);
+    }
 
     #[test]
     fn shape_sets() {
