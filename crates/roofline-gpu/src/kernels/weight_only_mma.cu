@@ -118,17 +118,19 @@ __device__ __forceinline__ void nf4_tab_pairs(u32 v, u32 p[4]) {
 #endif
 
 // An f16x2 pair as the bf16x2 pair of the same values (BF16 x: FP8's decode), exact for f16 values whose last
-// three mantissa bits are zero (E4M3's have at most 4 significant bits). Exponent and mantissa moved down three bits make a BF16 2^-112 times the value (f16's bias 15,
-// BF16's 127; subnormals included, both formats' subnormals being linear in their bits), and one exact bf16x2
-// FMA (times 2^112, plus -0) takes the factor back: four instructions a pair.
+// three mantissa bits are zero (E4M3's have at most 4 significant bits). Exponent and mantissa moved down three
+// bits make a BF16 2^-112 times the value (f16's bias 15, BF16's 127; subnormals included, both formats'
+// subnormals being linear in their bits), and one exact bf16x2 FMA (times 2^112, plus -0) takes the factor
+// back: four instructions a pair. (mma.rs `bf16_decodes_are_exact` runs every BF16 decode on the CPU.)
 __device__ __forceinline__ u32 h2_to_bf2(u32 h) {
     u32 b = ((h >> 3) & 0x0fff0fffu) | (h & 0x80008000u);
     asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(b) : "r"(0x77807780u), "r"(0x80008000u));
     return b;
 }
 
-// Decodes one word into the four f16x2 A registers. zg: INT4 zero-point pair (1024 + z) of row g; zg8: the
-// pair -(64 + z) of row g + 8 (see Meta::zp).
+// Decodes one word into the four f16x2 A registers (bf16x2 with BF16 x, XBF16). zg: INT4 zero-point pair
+// (1024 + z) of row g; zg8: the pair -(64 + z) of row g + 8 (see Meta::zp; with BF16 x `zero_pair` makes them
+// -(128 + z) and -(16 + z)).
 __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
 #if FMT == 4 && XBF16
     // BF16 (x in BF16): BF16 keeps 7 mantissa bits, so the high nibbles cannot stay where they sit (bit 7 is
