@@ -5,9 +5,10 @@
 //!
 //! `cargo run -p roofline-gpu --example kernel_build -- FORMAT X M N K [ARCH] [SMS]`, e.g.
 //! `ROOFLINE_DUMP_CUBIN=/tmp/cubin cargo run -p roofline-gpu --example kernel_build -- MXFP4 BF16 16 14336 4096`
-//! (FORMAT a weight-only catalog name, X `FP16` or `BF16`, ARCH default 90, SMS default 132).
+//! (FORMAT a weight-only catalog name, X `FP16` or `BF16`, ARCH default 90, SMS default 132). NVRTC must load:
+//! after `scripts/ci-deps.sh`, `LD_LIBRARY_PATH=$HOME/.cache/roofline/cuda-tools/lib`.
 
-use roofline_gpu::weight_only::{compile, nvrtc_available, LaunchPlan, Tuning, Variant, WoFormat, XDtype};
+use roofline_gpu::weight_only::{compile, nvrtc_available, LaunchPlan, Tuning, Variant, WoFormat, XDtype, MAX_M};
 
 fn main() {
     if let Err(e) = run() {
@@ -21,10 +22,11 @@ fn run() -> Result<(), String> {
     if args.len() < 5 {
         return Err("usage: kernel_build FORMAT X M N K [ARCH] [SMS]".into());
     }
-    let format = WoFormat::ALL
-        .into_iter()
-        .find(|f| f.format().name().eq_ignore_ascii_case(&args[0]))
-        .ok_or_else(|| format!("{}: not a weight-only format ({:?})", args[0], WoFormat::ALL))?;
+    let format =
+        WoFormat::ALL.into_iter().find(|f| f.format().name().eq_ignore_ascii_case(&args[0])).ok_or_else(|| {
+            let names: Vec<&str> = WoFormat::ALL.iter().map(|f| f.format().name()).collect();
+            format!("{}: not a weight-only format (one of {})", args[0], names.join(", "))
+        })?;
     let x = XDtype::ALL
         .into_iter()
         .find(|x| x.name().eq_ignore_ascii_case(&args[1]))
@@ -33,6 +35,13 @@ fn run() -> Result<(), String> {
         args.get(i).map_or(Ok(default), |s| s.parse().map_err(|e| format!("{what} {s}: {e}")))
     };
     let (m, n, k) = (num(2, "M", 0)?, num(3, "N", 0)?, num(4, "K", 0)?);
+    if !(1..=MAX_M).contains(&m) || n == 0 || k == 0 || k % format.k_multiple() != 0 {
+        return Err(format!(
+            "{m}x{n}x{k}: M must be 1..={MAX_M}, N at least 1 and K a multiple of {} for {}",
+            format.k_multiple(),
+            format.format().name()
+        ));
+    }
     let arch = num(5, "ARCH", 90)? as u32;
     let sms = num(6, "SMS", 132)? as u32;
     nvrtc_available().map_err(|e| e.to_string())?;
