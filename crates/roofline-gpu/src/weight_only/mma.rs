@@ -14,7 +14,8 @@
 //!
 //! NF4 codes become f16 through byte tables ([`nf4_f16_tables`], passed to NVRTC as `-D` constants): two
 //! `prmt` lookups per byte half (codes 0-7 and 8-15) and a select on the code's top bit; [`decode_nf4`] is the
-//! same sequence on the CPU, tested against the codebook.
+//! same sequence on the CPU, tested against the codebook. With BF16 x the same lookups take two table sets,
+//! the codebook's BF16 hi and lo parts ([`nf4_bf16_tables`]), one MMA each.
 
 use super::pack::{e2m1_dev_unword, e2m1_dev_word, PackedWeights, WoFormat};
 use super::XDtype;

@@ -15,8 +15,8 @@ pub enum Variant {
     /// Four rows per warp (x converted once per four rows), K split like `SplitK`.
     Rows4,
     /// Tensor cores (mma.sync m16n8k16, FP32 accumulate): 16 rows per warp; every weight format with FP16 x,
-    /// BF16 weights with BF16 x too ([`mma::supports`]; weights repacked into fragment order on upload, see
-    /// `mma.rs`).
+    /// every one but FP16 weights with BF16 x ([`mma::supports`]; weights repacked into fragment order on
+    /// upload, see `mma.rs`).
     Mma,
     /// x in registers (`kernels/weight_only_xreg.cu`): a warp owns one K slice for all the rows of its CTA,
     /// block scales transposed so a step's rows share one load. For M with `M x C x EPC <= 64` (4-bit: M <=
