@@ -361,7 +361,7 @@ impl WeightOnlyGemv {
         let takes = wanted
             && self.variant == Variant::XReg
             && supported
-            && ring::takes_x(self.format, self.x)
+            && ring::takes(self.format)
             && m == 1
             && self.arch >= 90
             && k % 1024 == 0
@@ -958,8 +958,24 @@ pub fn from_bits(x: XDtype) -> fn(u16) -> f32 {
     }
 }
 
+/// One output's share of the kernel's error past the output type's rounding: `(got - exact)^2 - (rounded -
+/// exact)^2`, `rounded` being `exact` rounded to the output type ([`reference_error`] sums them).
+///
+/// A kernel whose value before its output is rounded is `exact + e` returns `round(exact + e)`: over outputs
+/// whose place within a rounding step is uniform, the mean of `(got - exact)^2` is `step^2 / 12 + e^2` and the
+/// mean of `(rounded - exact)^2` is `step^2 / 12`, so the sum of these shares estimates `sum e^2` without bias,
+/// whatever the output type's step. It is 0 for a correctly rounded result. Comparing with the rounded
+/// reference instead (`(got - rounded)^2`) measures about `sqrt(e step)`, the flips of outputs near a
+/// rounding boundary, and so holds BF16 outputs (a step of 2^-8 to 2^-7) to a bound on `e` about eight times
+/// tighter than FP16 ones: a kernel error of 3e-4 of W x reads 1.0e-3 to 1.3e-3 with BF16 y and about 5e-4
+/// with FP16 y (session 48, the ring's f16x2 products on the H200).
+pub fn excess_sq(got: f64, exact: f64, rounded: f64) -> f64 {
+    (got - exact).powi(2) - (rounded - exact).powi(2)
+}
+
 /// Relative error (Frobenius) of `y` (output bits) against the f64 reference `x · W^T` over the rows of W
-/// in `rows`; the reference is rounded to the output type first, so only the kernel's error counts.
+/// in `rows`, past the output type's own rounding ([`excess_sq`]): `sqrt(max(0, sum excess_sq) / sum exact^2)`,
+/// the kernel's error before its outputs are rounded, 0 for a correctly rounded result.
 #[allow(clippy::too_many_arguments)]
 pub fn reference_error(
     x: &[f32],
@@ -980,12 +996,12 @@ pub fn reference_error(
             if !got.is_finite() {
                 return Err(GpuError::Incorrect(format!("y[{i},{j}] = {got} (unwritten or overflow)")));
             }
-            let want = f64::from(from(to(acc as f32)));
-            err += (got - want).powi(2);
+            let rounded = f64::from(from(to(acc as f32)));
+            err += excess_sq(got, acc, rounded);
             norm += acc * acc;
         }
     }
-    Ok((err / norm.max(1e-300)).sqrt())
+    Ok((err.max(0.0) / norm.max(1e-300)).sqrt())
 }
 
 /// Rows of W the correctness check covers: all when small, else a spread that includes both ends.

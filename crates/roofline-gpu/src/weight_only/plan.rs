@@ -107,7 +107,7 @@ impl Variant {
         (sm_count, arch, peak_gb_s): (u32, u32, f64),
     ) -> Variant {
         let ring = m == 1
-            && super::ring::takes_x(format, x)
+            && super::ring::takes(format)
             && format.bits() >= 8
             && arch >= 90
             && super::ring::auto_on(format, n, k, sm_count, peak_gb_s);

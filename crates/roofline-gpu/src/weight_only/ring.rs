@@ -1,6 +1,6 @@
 //! The ring-streaming GEMV of a batch-1 decode step (`kernels/wo_ring.cu`): y = W rmsnorm(x) or y (+)= W x
-//! (x itself or SwiGLU of the gate_up row, [`Input`]), 4-, 8- or 16-bit weights, FP16 activations (BF16 weights: FP16
-//! or BF16, [`takes_x`]), sm_90+. A producer
+//! (x itself or SwiGLU of the gate_up row, [`Input`]), 4-, 8- or 16-bit weights, FP16 or BF16 activations
+//! ([`takes`]), sm_90+. A producer
 //! warp per CTA streams the CTA's rows with bulk copies into a ring in shared memory from its first
 //! instruction, before `griddepcontrol.wait` (a CTA resident beside the previous kernel of the step has its
 //! first slots, or all its rows, by the time x is ready); the consumer warps multiply them in f16x2 as in the
@@ -94,7 +94,11 @@ fn ring_limit() -> usize {
 pub const MAX_K: usize = 31 * 1024;
 
 /// Whether the ring takes `format`: the 4-bit formats (block scales in tables), FP8 E4M3 / INT8 (per-row
-/// FP32 scales applied to the row sums), FP16 and BF16 (no scales).
+/// FP32 scales applied to the row sums), FP16 and BF16 (no scales), each with FP16 or BF16 x. BF16 weights
+/// multiply x in FP32 (wo_stream.cuh's row_step); the others in f16x2, with x first scaled by a power of two
+/// into [-1, 1) (wo_ring.cu), where BF16's 8 significant bits are exact in f16 down to 2^-17 of max|x| (below
+/// it a value is rounded by at most 2^-25 max|x|): BF16 x takes the FP16 x products (session 48; before, BF16 x
+/// with 4-, 8- and FP16 weights took the x-in-registers kernel's FP32 path).
 pub fn takes(format: WoFormat) -> bool {
     matches!(
         format,
@@ -107,15 +111,6 @@ pub fn takes(format: WoFormat) -> bool {
             | WoFormat::Fp16
             | WoFormat::Bf16
     )
-}
-
-/// Whether the ring multiplies `format` weights by x in `x`: FP16 x for every format it takes, BF16 x for BF16
-/// weights, whose products and sums are FP32 (wo_stream.cuh's row_step). The others multiply x in f16x2: their
-/// sums' rounding (2e-4 to 5e-4 of W x) would then flip about one BF16 output in ten by a BF16 step (2^-8 to 2^-7
-/// of it), about 1e-3 of W x against the BF16-rounded reference, the engine's bound (reasoned, not measured); they
-/// keep the x-in-registers kernel's FP32 path.
-pub fn takes_x(format: WoFormat, x: XDtype) -> bool {
-    takes(format) && (x == XDtype::F16 || format == WoFormat::Bf16)
 }
 
 /// Values of K one consumer warp takes (a K slice: 32 lanes x one chunk of 16 bytes, of 32 for FP16 and BF16): 1024 of
@@ -874,7 +869,7 @@ pub struct RingGemv {
     function: CudaFunction,
     /// Weight format (INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8, FP16 or BF16).
     pub format: WoFormat,
-    /// Activations' (x and y) type ([`takes_x`]).
+    /// Activations' (x and y) type, FP16 or BF16.
     pub x: XDtype,
     /// Output rows.
     pub n: usize,
@@ -903,7 +898,7 @@ pub struct RingGemv {
 
 impl RingGemv {
     /// Compiles the kernel for `n x k` `format` weights and `x` activations on `gpu` (refused where [`unsupported`]
-    /// or [`takes_x`] say so, before sm_90, or for SwiGLU on load with a fused norm).
+    /// says so, before sm_90, or for SwiGLU on load with a fused norm).
     pub fn new(
         gpu: &Gpu,
         (format, x): (WoFormat, XDtype),
@@ -929,13 +924,6 @@ impl RingGemv {
         k: usize,
         (epilogue, input): (Epilogue, Input),
     ) -> Result<RingGemv, GpuError> {
-        if !takes_x(format, x) {
-            return Err(GpuError::Unsupported(format!(
-                "the ring GEMV multiplies {} weights by FP16 activations, not {} (BF16 activations: BF16 weights only)",
-                format.format(),
-                x.name()
-            )));
-        }
         let peak = peak_memory_gb_s(ctx);
         let Plan { ctas, per, groups, parts, layout } =
             plan_on(format, 1, n, k, sm_count, peak).map_err(GpuError::Unsupported)?;
@@ -1545,11 +1533,7 @@ mod tests {
     #[test]
     fn bf16_rows_stream_as_fp16_rows_against_either_x() {
         let (b, h) = (WoFormat::Bf16, WoFormat::Fp16);
-        assert!(takes(b) && takes_x(b, XDtype::F16) && takes_x(b, XDtype::Bf16));
-        // The f16x2 row steps take FP16 x only.
-        for f in [h, WoFormat::Int4G128, WoFormat::Nvfp4, WoFormat::Fp8E4M3] {
-            assert!(takes_x(f, XDtype::F16) && !takes_x(f, XDtype::Bf16), "{f:?}");
-        }
+        assert!(takes(b) && takes(h));
         assert_eq!((slice_values(b), max_k(b), fp16_parts(4096)), (512, MAX_K_FP16, 2));
         let (h200, h100) = (4900.0, 3352.0);
         for (n, k) in [(14336, 4096), (4096, 4096), (128256, 4096), (1024, 8192), (8192, 8192), (4096, 14336)] {

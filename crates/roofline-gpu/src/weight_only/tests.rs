@@ -43,8 +43,8 @@ fn xreg_8bit_takes_two_chunks_where_that_avoids_split_k() {
         assert_eq!(Variant::best_in_step(f, XDtype::F16, 2, 14336), Variant::XMma);
     }
     // On sm_90+ with fast memory (the H200: 132 SMs, 4.9 TB/s) the ring takes FP8 / INT8 at M = 1 from 4 row
-    // steps a CTA, through the x-in-registers engine, split-K's large N included; not before Hopper, on the
-    // H100's memory, at M = 2, with BF16 x, or at 1024 rows (one step a CTA).
+    // steps a CTA, through the x-in-registers engine, split-K's large N included, with FP16 or BF16 x (session 48);
+    // not before Hopper, on the H100's memory, at M = 2, or at 1024 rows (one step a CTA).
     const H200: (u32, u32, f64) = (132, 90, 4917.0);
     for f in [Fp8E4M3, Int8] {
         assert_eq!(Variant::best_on(f, XDtype::F16, 1, 28672, 4096, (132, 90, 3352.0)), Variant::SplitK);
@@ -54,14 +54,15 @@ fn xreg_8bit_takes_two_chunks_where_that_avoids_split_k() {
             assert_eq!(Variant::best_on(f, XDtype::F16, 1, n, k, H200), Variant::XReg, "{f:?} {n}x{k}");
         }
         assert_eq!(Variant::best_on(f, XDtype::F16, 1, 28672, 4096, (108, 80, 2039.0)), Variant::SplitK);
-        assert_eq!(Variant::best_on(f, XDtype::Bf16, 1, 28672, 4096, H200), Variant::SplitK);
+        assert_eq!(Variant::best_on(f, XDtype::Bf16, 1, 28672, 4096, H200), Variant::XReg);
         assert_eq!(Variant::best_on(f, XDtype::F16, 2, 28672, 4096, H200), Variant::XMma);
         assert_eq!(Variant::best_on(f, XDtype::F16, 1, 1024, 4096, H200), Variant::XReg);
         assert!(!super::ring::auto(f, 1024, 4096, 132));
     }
     assert_eq!(Variant::best_on(Int4G128, XDtype::F16, 1, 28672, 4096, H200), Variant::XReg);
     // FP16 at M = 1 on fast memory (session 44): the x-in-registers engine, the ring up to K = 8192 at any N, its
-    // x-in-registers kernel to K = 16384; split-K beyond, on the H100's memory, with BF16 x, and at M = 2. In a
+    // x-in-registers kernel to K = 16384 (with BF16 x the ring alone, session 48); split-K beyond, on the H100's
+    // memory, and at M = 2. In a
     // decode step the same (FP8 / INT8 keep `best_in_step`). BF16 weights (session 45) with FP16 or BF16 x: the
     // ring, up to its K = 15360; split-K beyond.
     for (n, k) in [(1024, 4096), (14336, 4096), (128256, 4096), (4096, 8192), (4096, 14336)] {
@@ -70,7 +71,8 @@ fn xreg_8bit_takes_two_chunks_where_that_avoids_split_k() {
     }
     assert_eq!(Variant::best_on(Fp16, XDtype::F16, 1, 8192, 28672, H200), Variant::SplitK);
     assert_eq!(Variant::best_on(Fp16, XDtype::F16, 1, 14336, 4096, (132, 90, 3352.0)), Variant::SplitK);
-    assert_eq!(Variant::best_on(Fp16, XDtype::Bf16, 1, 14336, 4096, H200), Variant::SplitK);
+    assert_eq!(Variant::best_on(Fp16, XDtype::Bf16, 1, 14336, 4096, H200), Variant::XReg);
+    assert_eq!(Variant::best_on(Fp16, XDtype::Bf16, 1, 4096, 16384, H200), Variant::SplitK);
     for x in XDtype::ALL {
         for (n, k) in [(1024, 4096), (14336, 4096), (128256, 4096), (4096, 8192), (4096, 14336)] {
             assert_eq!(Variant::best_on(Bf16, x, 1, n, k, H200), Variant::XReg, "{x:?} {n}x{k}");
@@ -565,6 +567,44 @@ fn reference_error_catches_wrong_outputs() {
     assert!(reference_error(&x, &w, &bad, m, n, k, &rows, XDtype::F16).unwrap() > 1e-3);
     bad[4] = f16::NAN.to_bits();
     assert!(reference_error(&x, &w, &bad, m, n, k, &rows, XDtype::F16).is_err());
+}
+
+/// `reference_error` reads a kernel's error before its outputs are rounded, the same for FP16 and BF16 y: outputs
+/// `exact + e` (e of rms 3e-4 of W x) rounded to either type read 3e-4 within sampling noise, where the distance to
+/// the rounded reference reads several times that with BF16's coarse step; a wrong rounding (truncation) is
+/// caught with BF16 y.
+#[test]
+fn reference_error_reads_the_kernels_error_before_rounding() {
+    let (m, n, k) = (4, 1024, 64);
+    let x = random_f32(m * k, 3);
+    let w = random_f32(n * k, 4);
+    let exact: Vec<f64> = (0..m * n)
+        .map(|o| (0..k).map(|l| f64::from(x[(o / n) * k + l]) * f64::from(w[(o % n) * k + l])).sum())
+        .collect();
+    let rms = (exact.iter().map(|v| v * v).sum::<f64>() / exact.len() as f64).sqrt();
+    let rows: Vec<usize> = (0..n).collect();
+    let eps = 3e-4;
+    // Uniform in [-1, 1) has rms 1/sqrt(3).
+    let noise: Vec<f64> = random_f32(m * n, 5).iter().map(|u| f64::from(*u) * 3f64.sqrt() * eps * rms).collect();
+    for xt in [XDtype::F16, XDtype::Bf16] {
+        let (to, from) = (to_bits(xt), from_bits(xt));
+        let noisy: Vec<u16> = exact.iter().zip(&noise).map(|(v, e)| to((v + e) as f32)).collect();
+        let got = reference_error(&x, &w, &noisy, m, n, k, &rows, xt).unwrap();
+        assert!((0.75 * eps..1.25 * eps).contains(&got), "{xt:?}: {got:.3e}");
+        let rounded: Vec<u16> = exact.iter().map(|v| to(*v as f32)).collect();
+        assert_eq!(reference_error(&x, &w, &rounded, m, n, k, &rows, xt).unwrap(), 0.0);
+        // Against the rounded reference: about sqrt(e step).
+        let norm = exact.iter().map(|v| v * v).sum::<f64>();
+        let flips = noisy.iter().zip(&rounded).map(|(a, b)| (f64::from(from(*a)) - f64::from(from(*b))).powi(2));
+        let vs_rounded = (flips.sum::<f64>() / norm).sqrt();
+        if xt == XDtype::Bf16 {
+            assert!(vs_rounded > 2.5 * eps, "{vs_rounded:.3e}");
+            // Truncation toward zero instead of rounding to nearest: half a step on average, caught.
+            let cut: Vec<u16> =
+                exact.iter().map(|v| half::bf16::from_bits(((*v as f32).to_bits() >> 16) as u16).to_bits()).collect();
+            assert!(reference_error(&x, &w, &cut, m, n, k, &rows, xt).unwrap() > 1e-3);
+        }
+    }
 }
 
 #[test]

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Session 48 probes (H200 through the device tool). Parts (comma-separated):
+#   ringbf  the ring GEMV's GPU test (.gpu/ring_gpu) with BF16 x for every format (new: the f16x2 row steps take
+#           BF16 x scaled into [-1, 1) and packed as f16), ROOFLINE_TEST_X (default bf16), RB_FORMATS (default all),
+#           into $out/ringbf.txt (each case's relative error)
+#   m1      M = 1 with BF16 x at M1_SHAPES for M1_FORMATS: the engine's default (now the ring) against the x-in-registers
+#           kernel's FP32 products (--gemv ring=false, the default before), and FP16 x's default beside them, into
+#           $out/m1.txt
+#   table   `compare --weight-only --activations bf16` (every format, BF16 weights as the 16-bit base) at TB_SHAPES,
+#           into $out/table.txt
+# $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session48.
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session48 "${1:-ringbf}"
+if has ringbf; then
+    ROOFLINE_TEST_X=${ROOFLINE_TEST_X:-bf16} ROOFLINE_TEST_FORMATS=${RB_FORMATS:-} \
+        test_bin ringbf ${RB_TIMEOUT:-400} ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    grep -E "^ring GEMV" "$out/ringbf.txt" | sed -E 's/, [0-9]+ CTAs.*registers//' | sort -t' ' -k2,2 | cut -c1-160
+fi
+if has m1; then
+    for s in ${M1_SHAPES:-1x14336x4096 1x4096x14336 1x4096x4096}; do
+        for f in ${M1_FORMATS:-INT4_G128 NF4 MXFP4 NVFP4 FP8_E4M3 INT8 FP16}; do
+            for g in "" ring=false; do
+                MEAS_X=bf16 MEAS_TIMEOUT=40 meas m1 "bf16 ${g:-default}" "$f" "$s" "$g"
+            done
+            MEAS_TIMEOUT=40 meas m1 "fp16 default" "$f" "$s" ""
+        done
+    done
+fi
+if has table; then
+    for s in ${TB_SHAPES:-1x14336x4096 1x4096x14336 1x4096x4096 16x14336x4096}; do
+        IFS=x read -r m n k <<<"$s"
+        echo "=== table bf16 $s" | tee -a "$out/table.txt"
+        timeout 150 .gpu/roofline compare --weight-only --activations bf16 --hw $hw --m $m --n $n --k $k 2>&1 \
+            | tee -a "$out/table.txt" | grep -E "W:|rror"
+    done
+fi
