@@ -8,6 +8,12 @@
 #           $out/m1.txt
 #   table   `compare --weight-only --activations bf16` (every format, BF16 weights as the 16-bit base) at TB_SHAPES,
 #           into $out/table.txt
+#   nf4bf   NF4 with BF16 x on the tensor cores through the bulk ring's table (session 47's patch: hi then lo pair
+#           copies, two passes): `measure` with BF16 x at NB_SHAPES under --gemv NB_GEMVS (nf4_table=0: the byte
+#           permutes, the default before), FP16 x's default beside them, into $out/nf4bf.txt; NB_TESTS=1 first runs
+#           the weight-only reference tests for NF4 with BF16 x
+#   before  M = 1 with BF16 x for FP8, INT8 and FP16 weights on split-K (their default before the ring took BF16 x)
+#           at M1_SHAPES, into $out/before.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session48.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session48 "${1:-ringbf}"
@@ -32,5 +38,23 @@ if has table; then
         echo "=== table bf16 $s" | tee -a "$out/table.txt"
         timeout 150 .gpu/roofline compare --weight-only --activations bf16 --hw $hw --m $m --n $n --k $k 2>&1 \
             | tee -a "$out/table.txt" | grep -E "W:|rror"
+    done
+fi
+if has nf4bf; then
+    [[ ${NB_TESTS:-0} == 1 ]] && ROOFLINE_TEST_X=bf16 ROOFLINE_TEST_FORMATS=NF4 \
+        test_bin nf4bf-tests ${NB_TEST_TIMEOUT:-300} weight_only_gpu --ignored --nocapture \
+        variants_and_bf16_activations_match_the_reference fused_norm_and_residual_add_match_the_reference
+    for s in ${NB_SHAPES:-2x14336x4096 8x14336x4096 16x14336x4096 16x4096x14336}; do
+        for g in ${NB_GEMVS:-nf4_table=0 default unroll=2 unroll=3 warps=8}; do
+            MEAS_X=bf16 MEAS_TIMEOUT=40 meas nf4bf "bf16 $g" NF4 "$s" "${g#default}"
+        done
+        MEAS_TIMEOUT=40 meas nf4bf "fp16 default" NF4 "$s" ""
+    done
+fi
+if has before; then
+    for s in ${M1_SHAPES:-1x14336x4096 1x4096x14336 1x4096x4096}; do
+        for f in FP8_E4M3 INT8 FP16; do
+            MEAS_X=bf16 MEAS_TIMEOUT=40 meas before "bf16 split-K" "$f" "$s" variant=splitk
+        done
     done
 fi

@@ -3,12 +3,13 @@
 //! CUBIN is written to DIR for `cuobjdump -sass` / `nvdisasm`: a kernel edit's instructions compared before
 //! the device time is spent.
 //!
-//! `cargo run -p roofline-gpu --example kernel_build -- FORMAT X M N K [ARCH] [SMS]`, e.g.
+//! `cargo run -p roofline-gpu --example kernel_build -- FORMAT X M N K [ARCH] [SMS] [--gemv SPEC]`, e.g.
 //! `ROOFLINE_DUMP_CUBIN=/tmp/cubin cargo run -p roofline-gpu --example kernel_build -- MXFP4 BF16 16 14336 4096`
-//! (FORMAT a weight-only catalog name, X `FP16` or `BF16`, ARCH default 90, SMS default 132). NVRTC must load:
+//! (FORMAT a weight-only catalog name, X `FP16` or `BF16`, ARCH default 90, SMS default 132; `--gemv` a plan
+//! override as `roofline measure --gemv` takes it, e.g. `warps=8,unroll=2`). NVRTC must load:
 //! after `scripts/ci-deps.sh`, `LD_LIBRARY_PATH=$HOME/.cache/roofline/cuda-tools/lib`.
 
-use roofline_gpu::weight_only::{compile, nvrtc_available, LaunchPlan, Tuning, Variant, WoFormat, XDtype, MAX_M};
+use roofline_gpu::weight_only::{compile, nvrtc_available, GemvOverride, LaunchPlan, Variant, WoFormat, XDtype, MAX_M};
 
 fn main() {
     if let Err(e) = run() {
@@ -18,9 +19,18 @@ fn main() {
 }
 
 fn run() -> Result<(), String> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let gemv: GemvOverride = match args.iter().position(|a| a == "--gemv") {
+        Some(i) if i + 1 < args.len() => {
+            let spec = args.remove(i + 1);
+            args.remove(i);
+            spec.parse().map_err(|e| format!("--gemv {spec}: {e}"))?
+        }
+        Some(_) => return Err("--gemv needs a plan override, e.g. warps=8,unroll=2".into()),
+        None => GemvOverride::default(),
+    };
     if args.len() < 5 {
-        return Err("usage: kernel_build FORMAT X M N K [ARCH] [SMS]".into());
+        return Err("usage: kernel_build FORMAT X M N K [ARCH] [SMS] [--gemv SPEC]".into());
     }
     let format =
         WoFormat::ALL.into_iter().find(|f| f.format().name().eq_ignore_ascii_case(&args[0])).ok_or_else(|| {
@@ -45,7 +55,8 @@ fn run() -> Result<(), String> {
     let arch = num(5, "ARCH", 90)? as u32;
     let sms = num(6, "SMS", 132)? as u32;
     nvrtc_available().map_err(|e| e.to_string())?;
-    let plan = LaunchPlan::new(Variant::best(format, x, m), format, m, n, k, sms, Tuning::default());
+    let variant = gemv.variant.unwrap_or_else(|| Variant::best(format, x, m));
+    let plan = LaunchPlan::new_x(variant, format, x, m, n, k, sms, gemv.tuning);
     let key = plan.key(format, x, m, arch);
     let c = compile(&key).map_err(|e| e.to_string())?;
     println!("{key:?}");

@@ -2,7 +2,7 @@
 // scale), INT8 (per-row scale), 4-bit weights (INT4 g128, NF4, MXFP4, NVFP4) and BF16 weights with FP16 x (BF16
 // converted to f16 as it is decoded), and BF16, FP8, INT8, INT4, MXFP4, NVFP4 and NF4 weights with BF16 x (XBF16:
 // the MMAs take BF16 operands, the weights decoded to BF16 exactly, NF4's codebook as two BF16 parts in two MMAs;
-// session 47), FP32 accumulation in mma.sync.m16n8k16.
+// session 47; NF4's parts through the bulk ring's table, session 48), FP32 accumulation in mma.sync.m16n8k16.
 //
 // Why: the CUDA-core kernel (weight_only_gemv.cu) spends ~4-7 instructions per 4-bit weight (decode, f16->f32
 // conversions at 1/8 rate, one FMA per element per row of x) and stalls at 40-58% of the copy bandwidth; here
@@ -50,8 +50,8 @@
 #if XBF16 && FMT == 0
 #error "the MMA kernel takes BF16 x with every format but FP16 weights (11 significant bits); FP16 x with every format"
 #endif
-#if XBF16 && FMT == 5 && (defined(NF4_TAB) || !defined(NF4_L0))
-#error "NF4 with BF16 x decodes its BF16 hi parts (NF4_T*) and lo parts (NF4_L*) through byte permutes, no NF4_TAB"
+#if XBF16 && FMT == 5 && !defined(NF4_L0)
+#error "NF4 with BF16 x needs its codebook's BF16 hi parts (NF4_T*) and lo parts (NF4_L*)"
 #endif
 
 #define NB ((MT + 7) / 8)  // n8 blocks of x rows
@@ -83,20 +83,41 @@
 // bank conflicts). Why: at M = 16 the byte-permute decode (about 20 integer instructions a word) made NF4 the
 // slowest 4-bit format, 22.6 us against INT4's 17.2 at 16x14336x4096 (session 26); at M = 1 the ring GEMV's
 // pair table took NF4 from 16.1 to 13.5 us (session 24).
-#define XB_TAB_BYTES (256 * NF4_TAB * 4)
+// BF16 x (XBF16): entry e holds NF4_TAB copies of the pair of the codebook's BF16 hi parts, then NF4_TAB
+// copies of the pair of its lo parts (host: mma.rs `nf4_bf16_tables`), in half the copies of the f16 table the
+// plan sized (`LaunchPlan::key`), so the same bytes: 32 copies, entries 256 bytes apart as the f16 table's 64.
+// H200, session 48, us, byte permutes / table: 16x14336x4096 32.2 / 23.9, 16x4096x14336 33.5 / 25.2,
+// 2x14336x4096 27.9 / 19.1, 8x14336x4096 28.1 / 19.7 (2 tiles in flight at M <= 8: LaunchPlan::new_x).
+#define NF4_ENT (XBF16 ? 8 : 4)
+#define XB_TAB_BYTES (256 * NF4_TAB * NF4_ENT)
 extern __shared__ __align__(128) u8 nf4_dyn[];  // the dynamic shared memory (wo_mma_xb's xb_smem)
 
 // Fills the table; every thread of the CTA calls it, the caller synchronizes before the first lookup. Entry e
 // is `nf4_pairs` of the byte e; a warp's 16-byte stores are consecutive (no bank conflicts).
 __device__ __forceinline__ void nf4_tab_fill() {
-    constexpr int per_row = NF4_TAB / 4;  // 16-byte stores a row
+    constexpr int per_row = NF4_TAB * NF4_ENT / 16;  // 16-byte stores a row
     for (int c = threadIdx.x; c < 256 * per_row; c += blockDim.x) {
         const int e = c / per_row;
         u32 p[4];
         nf4_pairs((u32)e, p);
-        *(uint4*)(nf4_dyn + e * NF4_TAB * 4 + (c % per_row) * 16) = make_uint4(p[0], p[0], p[0], p[0]);
+#if XBF16
+        if (c % per_row >= per_row / 2)
+            nf4_pairs_of((u32)e, p, NF4_L0, NF4_L1, NF4_L2, NF4_L3, NF4_L4, NF4_L5, NF4_L6, NF4_L7);
+#endif
+        *(uint4*)(nf4_dyn + e * NF4_TAB * NF4_ENT + (c % per_row) * 16) = make_uint4(p[0], p[0], p[0], p[0]);
     }
 }
+
+#if XBF16
+// This lane's offset of the entry of byte k of v (its hi copy; the lo copy NF4_TAB x 4 bytes on).
+__device__ __forceinline__ u32 nf4_tab_off2(u32 v, int k) {
+#if NF4_TAB == 32
+    return prmt(((u32)threadIdx.x & 31u) * 4u, v, 0x1140u + 16u * k);
+#else
+    return prmt(v, 0u, 0x4440u + k) * (NF4_TAB * 8u) + ((u32)threadIdx.x % NF4_TAB) * 4u;
+#endif
+}
+#endif
 
 // The 8 codes of word v as `nf4_pairs` gives them: p[k] = the pair of byte k, one shared-memory load each.
 // NF4_TAB 64 (entries 256 bytes apart): one byte permute makes a lookup's whole offset, the code byte over
@@ -159,7 +180,7 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
     asm("fma.rn.f16x2 %0, %0, %1, %2;" : "+r"(a[1]) : "r"(0x2c002c00u), "r"(zg8));
     asm("sub.f16x2 %0, %0, %1;" : "+r"(a[2]) : "r"(zg));
     asm("fma.rn.f16x2 %0, %0, %1, %2;" : "+r"(a[3]) : "r"(0x2c002c00u), "r"(zg8));
-#elif FMT == 5 && defined(NF4_TAB)
+#elif FMT == 5 && defined(NF4_TAB) && !XBF16
     // NF4 through the bulk ring's shared-memory table of code pairs (nf4_tab_pairs below).
     nf4_tab_pairs(v, a);
 #elif FMT == 5
@@ -398,6 +419,26 @@ __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta
 #pragma unroll
         for (int b = 0; b < NB; ++b) mma(acc[b], a, bx[b][s][0], bx[b][s][1]);
     }
+#elif FMT == 5 && XBF16 && defined(NF4_TAB)
+    // NF4 with BF16 x through the table: the hi parts' MMAs of the tile's four k-steps, then the lo parts'
+    // (four registers a k-step live, as with the f16 table), one partial sum flushed once (a tile is a block)
+    float part[NB][4];
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) part[b][i] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+            u32 a[4];
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                a[k] = *(const u32*)(nf4_dyn + nf4_tab_off2(word(qw[0], s), k) + h * NF4_TAB * 4);
+#pragma unroll
+            for (int b = 0; b < NB; ++b) mma(part[b], a, bx[b][s][0], bx[b][s][1]);
+        }
+    flush_part(part, block_scale(meta, 0, 3), block_scale(meta, 1, 3), acc);
 #else
     const u32 zg = zero_pair(meta, 0);
     const u32 zg8 = zero_pair(meta, 1);

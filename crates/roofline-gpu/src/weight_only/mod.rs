@@ -248,14 +248,7 @@ impl WeightOnlyGemv {
         if self.arch < 80 && tuning.stages.is_none() {
             tuning.stages = Some(0); // cp.async is sm_80+: no default stages before it
         }
-        let mut plan = LaunchPlan::new(self.variant, self.format, m, n, k, self.sm_count, tuning);
-        if self.x == XDtype::Bf16 && plan.nf4_table > 0 {
-            // NF4 with BF16 x decodes its BF16 hi and lo parts through byte permutes (the table holds f16 pairs;
-            // `LaunchPlan::key` builds it without)
-            plan.smem_bytes -= LaunchPlan::nf4_table_bytes(plan.nf4_table);
-            plan.nf4_table = 0;
-        }
-        plan
+        LaunchPlan::new_x(self.variant, self.format, self.x, m, n, k, self.sm_count, tuning)
     }
 
     /// The plan of an `m x n x k` call with `fusion` (the fused build of [`WeightOnlyGemv::plan`]).

@@ -41,7 +41,7 @@ pub const GEMV_KEYS: &[(&str, &str)] = &[
     ("cluster", "XMma with bulk rings in 2-8 K splits: a row block's splits as one thread-block cluster, summed through distributed shared memory, true | false"),
     ("balance", "XMma with bulk rings: the CTA's tiles shared evenly by its warps, sums parked in a shared-memory table (false: whole row tiles per warp, no clusters), true | false"),
     ("multicast", "XMma with bulk rings in one K split (sm_90+): the CTAs as pairs (clusters of two along N), each copying half of x's rows into both (opt-in: slower on the H100), true | false"),
-    ("nf4_table", "NF4 on XMma with bulk rings and FP16 x (BF16 x: byte permutes, its hi and lo parts): copies of the shared-memory table of code pairs its decode looks codes up in, 0 (byte permutes in registers) | 8 | 16 | 32 | 64 (64: one byte permute a lookup; default: 64, else 32, fewer where the shared memory is short)"),
+    ("nf4_table", "NF4 on XMma with bulk rings: copies of the shared-memory table of code pairs its decode looks codes up in (BF16 x: pairs of the codebook's BF16 hi and lo parts, half the copies in the same bytes), 0 (byte permutes in registers) | 8 | 16 | 32 | 64 (64: one byte permute a lookup; default: 64, else 32, fewer where the shared memory is short)"),
 ];
 
 fn parse_variant(v: &str) -> Result<Variant, String> {

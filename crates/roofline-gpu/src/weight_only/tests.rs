@@ -726,8 +726,8 @@ fn driver_local_bytes(cubin: &[u8], entry: &str) -> Option<u32> {
 }
 
 /// `full`: every M and activation type; otherwise M in {1, 3, 16} with FP16 x, and with BF16 x where the
-/// tensor cores take it (BF16 weights at M = 3 and 16, the formats decoded to BF16 at M = 16), M = 1 with
-/// BF16 x.
+/// tensor cores take it (BF16 weights at M = 3 and 16, the formats decoded to BF16 at M = 16, NF4's table plan
+/// of M <= 8 at M = 2), M = 1 with BF16 x.
 fn compile_all(full: bool) {
     // Every key first (the default plan, and the other pipelining choice at M = 1 and 16), then all of
     // them compiled in parallel: NVRTC is thread-safe and the full matrix is hundreds of kernels.
@@ -742,7 +742,11 @@ fn compile_all(full: bool) {
                     // at M = 16 with the formats whose decode makes BF16.)
                     let at_m = match x {
                         XDtype::F16 => m == 3 || m == 16,
-                        XDtype::Bf16 => (f == WoFormat::Bf16 && m == 3) || (mma::supports(f, x) && m == 16),
+                        XDtype::Bf16 => {
+                            (f == WoFormat::Bf16 && m == 3)
+                                || (mma::supports(f, x) && m == 16)
+                                || (f == WoFormat::Nf4 && m == 2)
+                        }
                     };
                     if !(full || m == 1 || at_m) {
                         continue;
@@ -750,7 +754,7 @@ fn compile_all(full: bool) {
                     if matches!(variant, Variant::Mma | Variant::XMma) && !mma::supports(f, x) {
                         continue;
                     }
-                    let default = LaunchPlan::new(variant, f, m, 4096, 4096, 132, Tuning::default());
+                    let default = LaunchPlan::new_x(variant, f, x, m, 4096, 4096, 132, Tuning::default());
                     // The fused RMSNorm / residual-add build of the default plan too.
                     let mut plans = vec![default, LaunchPlan { fuse: true, ..default }];
                     if default.xreg && default.rows_per_warp != nvrtc::MMA_ROWS {
