@@ -14,6 +14,8 @@
 #           the weight-only reference tests for NF4 with BF16 x
 #   before  M = 1 with BF16 x for FP8, INT8 and FP16 weights on split-K (their default before the ring took BF16 x)
 #           at M1_SHAPES, into $out/before.txt
+#   verify  the full spill matrix (.gpu/gpu_lib kernels_compile_without_spills_nvrtc_required), then the ring GEMV's GPU
+#           test with both activation types (VERIFY_RING=1), into $out/verify-*.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session48.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session48 "${1:-ringbf}"
@@ -57,4 +59,8 @@ if has before; then
             MEAS_X=bf16 MEAS_TIMEOUT=40 meas before "bf16 split-K" "$f" "$s" variant=splitk
         done
     done
+fi
+if has verify; then
+    test_bin verify-spills 300 gpu_lib --ignored --exact weight_only::tests::kernels_compile_without_spills_nvrtc_required
+    [[ ${VERIFY_RING:-0} == 1 ]] && test_bin verify-ring ${VERIFY_RING_TIMEOUT:-500} ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
 fi
