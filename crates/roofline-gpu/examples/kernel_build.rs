@@ -3,10 +3,11 @@
 //! CUBIN is written to DIR for `cuobjdump -sass` / `nvdisasm`: a kernel edit's instructions compared before
 //! the device time is spent.
 //!
-//! `cargo run -p roofline-gpu --example kernel_build -- FORMAT X M N K [ARCH] [SMS] [--gemv SPEC]`, e.g.
+//! `cargo run -p roofline-gpu --example kernel_build -- FORMAT X M N K [ARCH] [SMS] [--gemv SPEC] [--fused]`, e.g.
 //! `ROOFLINE_DUMP_CUBIN=/tmp/cubin cargo run -p roofline-gpu --example kernel_build -- MXFP4 BF16 16 14336 4096`
 //! (FORMAT a weight-only catalog name, X `FP16` or `BF16`, ARCH default 90, SMS default 132; `--gemv` a plan
-//! override as `roofline measure --gemv` takes it, e.g. `warps=8,unroll=2`). NVRTC must load:
+//! override as `roofline measure --gemv` takes it, e.g. `warps=8,unroll=2`; `--fused`: the fused RMSNorm /
+//! residual-add build). NVRTC must load:
 //! after `scripts/ci-deps.sh`, `LD_LIBRARY_PATH=$HOME/.cache/roofline/cuda-tools/lib`.
 
 use roofline_gpu::weight_only::{compile, nvrtc_available, GemvOverride, LaunchPlan, Variant, WoFormat, XDtype, MAX_M};
@@ -20,6 +21,8 @@ fn main() {
 
 fn run() -> Result<(), String> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let fused = args.iter().any(|a| a == "--fused");
+    args.retain(|a| a != "--fused");
     let gemv: GemvOverride = match args.iter().position(|a| a == "--gemv") {
         Some(i) if i + 1 < args.len() => {
             let spec = args.remove(i + 1);
@@ -30,7 +33,7 @@ fn run() -> Result<(), String> {
         None => GemvOverride::default(),
     };
     if args.len() < 5 {
-        return Err("usage: kernel_build FORMAT X M N K [ARCH] [SMS] [--gemv SPEC]".into());
+        return Err("usage: kernel_build FORMAT X M N K [ARCH] [SMS] [--gemv SPEC] [--fused]".into());
     }
     let format =
         WoFormat::ALL.into_iter().find(|f| f.format().name().eq_ignore_ascii_case(&args[0])).ok_or_else(|| {
@@ -57,6 +60,7 @@ fn run() -> Result<(), String> {
     nvrtc_available().map_err(|e| e.to_string())?;
     let variant = gemv.variant.unwrap_or_else(|| Variant::best(format, x, m));
     let plan = LaunchPlan::new_x(variant, format, x, m, n, k, sms, gemv.tuning);
+    let plan = LaunchPlan { fuse: fused || plan.fuse, ..plan };
     let key = plan.key(format, x, m, arch);
     let c = compile(&key).map_err(|e| e.to_string())?;
     println!("{key:?}");

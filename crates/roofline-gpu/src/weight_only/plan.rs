@@ -430,10 +430,17 @@ impl LaunchPlan {
             bulk: self.bulk && self.x_smem && arch >= 90,
             cluster: self.cluster && self.bulk && self.x_smem && arch >= 90,
             multicast: self.multicast && self.bulk && self.x_smem && arch >= 90,
-            // BF16 x: entries of hi and lo pairs (8 bytes), half the copies in the same bytes
+            // BF16 x: entries of hi and lo pairs (8 bytes), half the copies in the same bytes; with two n8 blocks
+            // of x (M > 8) fused builds and 16 copies spill at 128 registers (8-24 bytes, session 48): there the
+            // byte permutes (the table's bytes stay reserved, unread)
             nf4_table: if format == WoFormat::Nf4 && self.bulk && self.x_smem && arch >= 90 {
                 if x == XDtype::Bf16 {
-                    self.nf4_table / 2
+                    let copies = self.nf4_table / 2;
+                    if m > 8 && (self.fuse || copies < 32) {
+                        0
+                    } else {
+                        copies
+                    }
                 } else {
                     self.nf4_table
                 }

@@ -569,6 +569,29 @@ fn reference_error_catches_wrong_outputs() {
     assert!(reference_error(&x, &w, &bad, m, n, k, &rows, XDtype::F16).is_err());
 }
 
+/// NF4 with BF16 x on the bulk rings (session 48): the table of hi and lo pairs in half the f16 table's copies, 2
+/// tiles in flight at M <= 8 (4 spill), and the byte permutes where the table's builds spill (fused at M > 8,
+/// 16 copies at M > 8); FP16 x keeps its plan and table.
+#[test]
+fn nf4_bf16_takes_the_pair_table_where_it_compiles_without_spills() {
+    let (f, v) = (WoFormat::Nf4, Variant::XMma);
+    for m in [2usize, 4, 8, 16] {
+        let h = LaunchPlan::new_x(v, f, XDtype::F16, m, 14336, 4096, 132, Tuning::default());
+        let b = LaunchPlan::new_x(v, f, XDtype::Bf16, m, 14336, 4096, 132, Tuning::default());
+        assert!(h.bulk && b.bulk && h.nf4_table == 64, "{h:?}");
+        assert_eq!(b.unroll, if m <= 8 { 2 } else { h.unroll }, "M={m}");
+        assert_eq!(h.key(f, XDtype::F16, m, 90).nf4_table, 64);
+        assert_eq!(b.key(f, XDtype::Bf16, m, 90).nf4_table, 32, "M={m}");
+        let fused = LaunchPlan { fuse: true, ..b }.key(f, XDtype::Bf16, m, 90).nf4_table;
+        assert_eq!(fused, if m > 8 { 0 } else { 32 }, "M={m}");
+        let short = LaunchPlan { nf4_table: 32, ..b }.key(f, XDtype::Bf16, m, 90).nf4_table;
+        assert_eq!(short, if m > 8 { 0 } else { 16 }, "M={m}");
+    }
+    // An explicit unroll wins.
+    let t = Tuning { unroll: Some(4), ..Tuning::default() };
+    assert_eq!(LaunchPlan::new_x(v, f, XDtype::Bf16, 2, 14336, 4096, 132, t).unroll, 4);
+}
+
 /// `reference_error` reads a kernel's error before its outputs are rounded, the same for FP16 and BF16 y: outputs
 /// `exact + e` (e of rms 3e-4 of W x) rounded to either type read 3e-4 within sampling noise, where the distance to
 /// the rounded reference reads several times that with BF16's coarse step; a wrong rounding (truncation) is
@@ -732,8 +755,16 @@ fn compile_all(full: bool) {
     // Every key first (the default plan, and the other pipelining choice at M = 1 and 16), then all of
     // them compiled in parallel: NVRTC is thread-safe and the full matrix is hundreds of kernels.
     let mut keys = Vec::new();
-    for f in WoFormat::ALL {
-        for x in XDtype::ALL {
+    // `ROOFLINE_TEST_FORMATS` / `ROOFLINE_TEST_X` (comma-separated names, as the GPU tests take them): a part.
+    let named = |var: &str, name: &str| {
+        std::env::var(var)
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+            .is_none_or(|s| s.split(',').any(|n| n.trim().eq_ignore_ascii_case(name)))
+    };
+    let formats = WoFormat::ALL.into_iter().filter(|f| named("ROOFLINE_TEST_FORMATS", f.format().name()));
+    for f in formats {
+        for x in XDtype::ALL.into_iter().filter(|x| named("ROOFLINE_TEST_X", x.name())) {
             for variant in
                 [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp, Variant::Mma, Variant::XReg, Variant::XMma]
             {
@@ -762,15 +793,15 @@ fn compile_all(full: bool) {
                     }
                     if m == 1 || m == 16 {
                         let other = Tuning { pipeline: Some(!default.pipeline), ..Tuning::default() };
-                        plans.push(LaunchPlan::new(variant, f, m, 4096, 4096, 132, other));
+                        plans.push(LaunchPlan::new_x(variant, f, x, m, 4096, 4096, 132, other));
                     }
                     // The other product arithmetic of the x-in-registers kernel at M = 1 (4-bit weights),
                     // plain and fused, at K = 4096 and 14336 (one CTA over K).
                     if m == 1 && variant == Variant::XReg && f.bits() == 4 {
                         for k in [4096, 14336] {
-                            let d = LaunchPlan::new(variant, f, m, 4096, k, 132, Tuning::default());
+                            let d = LaunchPlan::new_x(variant, f, x, m, 4096, k, 132, Tuning::default());
                             let t = Tuning { xh: Some(!d.xh), ..Tuning::default() };
-                            let p = LaunchPlan::new(variant, f, m, 4096, k, 132, t);
+                            let p = LaunchPlan::new_x(variant, f, x, m, 4096, k, 132, t);
                             plans.extend([
                                 p,
                                 LaunchPlan { fuse: true, ..p },
@@ -784,29 +815,29 @@ fn compile_all(full: bool) {
                     // XMma reducing after every row tile, plain and fused.
                     if variant == Variant::XMma {
                         let t = Tuning { tile_reduce: Some(true), ..Tuning::default() };
-                        let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
+                        let p = LaunchPlan::new_x(variant, f, x, m, 4096, 4096, 132, t);
                         plans.extend([p, LaunchPlan { fuse: true, ..p }]);
                         // and in CTAs of 16 warps (2 K splits of 14336 at M = 16: the tuning table's case)
                         let t = Tuning { split_k: Some(2), ..t };
-                        plans.push(LaunchPlan::new(variant, f, m, 4096, 14336, 132, t));
+                        plans.push(LaunchPlan::new_x(variant, f, x, m, 4096, 14336, 132, t));
                         // the sums added with shared-memory atomics, plain and fused
                         let t = Tuning { atomic_reduce: Some(true), ..Tuning::default() };
-                        let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
+                        let p = LaunchPlan::new_x(variant, f, x, m, 4096, 4096, 132, t);
                         plans.extend([p, LaunchPlan { fuse: true, ..p }]);
                         // x in shared memory, row tiles streamed along K, plain and fused
                         let t = Tuning { x_smem: Some(true), ..Tuning::default() };
-                        let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
+                        let p = LaunchPlan::new_x(variant, f, x, m, 4096, 4096, 132, t);
                         plans.extend([p, LaunchPlan { fuse: true, ..p }]);
                         // and the weights through bulk-copy rings, plain and fused, in one K split (also
                         // with CTA pairs sharing x's copies) and in two summed through a cluster
                         let t = Tuning { x_smem: Some(true), bulk: Some(true), ..Tuning::default() };
                         for split_k in [Some(1), Some(2)] {
-                            let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, Tuning { split_k, ..t });
+                            let p = LaunchPlan::new_x(variant, f, x, m, 4096, 4096, 132, Tuning { split_k, ..t });
                             assert_eq!(p.cluster, p.splits > 1, "{f:?} M={m}: {p:?}");
                             plans.extend([p, LaunchPlan { fuse: true, ..p }]);
                         }
                         let t = Tuning { split_k: Some(1), multicast: Some(true), ..t };
-                        let p = LaunchPlan::new(variant, f, m, 4096, 4096, 132, t);
+                        let p = LaunchPlan::new_x(variant, f, x, m, 4096, 4096, 132, t);
                         // (16-bit weights leave x room for half of K only: two splits, no pairs)
                         assert_eq!(p.multicast, p.splits == 1, "{f:?} M={m}: {p:?}");
                         if p.multicast {
@@ -815,7 +846,7 @@ fn compile_all(full: bool) {
                     }
                     if variant == Variant::XReg && default.xreg {
                         let staged = Tuning { stages: Some(3), ..Tuning::default() };
-                        plans.push(LaunchPlan::new(variant, f, m, 4096, 4096, 132, staged));
+                        plans.push(LaunchPlan::new_x(variant, f, x, m, 4096, 4096, 132, staged));
                     }
                     for p in plans {
                         for arch in [90u32, 80] {
