@@ -16,6 +16,9 @@
 #           at M1_SHAPES, into $out/before.txt
 #   verify  the full spill matrix (.gpu/gpu_lib kernels_compile_without_spills_nvrtc_required), then the ring GEMV's GPU
 #           test with both activation types (VERIFY_RING=1), into $out/verify-*.txt
+#   xf16    BF16 x rewritten in shared memory as scaled f16 on the bulk ring (`--gemv xf16=true`, new, opt-in) for
+#           XF_FORMATS at XF_SHAPES (M >= 2; `XF_GEMV` more plan keys, default x_smem=true,bulk=true), each checked
+#           against the f64 reference then timed, beside the default; into $out/xf16.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session48.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session48 "${1:-ringbf}"
@@ -63,4 +66,13 @@ fi
 if has verify; then
     test_bin verify-spills 300 gpu_lib --ignored --exact weight_only::tests::kernels_compile_without_spills_nvrtc_required
     [[ ${VERIFY_RING:-0} == 1 ]] && test_bin verify-ring ${VERIFY_RING_TIMEOUT:-500} ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+fi
+if has xf16; then
+    for s in ${XF_SHAPES:-16x14336x4096 16x4096x14336 8x14336x4096 3x4096x4096}; do
+        for f in ${XF_FORMATS:-NF4 FP8_E4M3 MXFP4 NVFP4 INT4_G128 INT8}; do
+            for g in "xf16=true,${XF_GEMV:-x_smem=true,bulk=true}" ${XF_BASE:-default}; do
+                MEAS_X=bf16 MEAS_TIMEOUT=40 meas xf16 "bf16 $g" "$f" "$s" "${g#default}"
+            done
+        done
+    done
 fi

@@ -47,10 +47,24 @@
 #error "x multicast (XMC) takes one K split, the clustered reduction (CL) several"
 #endif
 
-#if XBF16 && FMT == 0
+// XF16 1 (the bulk ring, wo_mma_xb, with BF16 x; host `Tuning::xf16`): x and y stay BF16 in memory, but once x
+// has landed in shared memory each of its rows is scaled by a power of two into [-1, 1) (2^-e, 2^(e-1) <= the
+// row's largest |x| over the CTA's K span < 2^e) and rewritten as f16 in place (`xb_x_to_f16`): BF16's 8
+// significant bits are exact in f16 down to 2^-17 of the row's largest value (the ring GEMV's scaling, wo_ring.cu).
+// The MMAs then take FP16 x's operands and decodes, and each row's sums go back up by 2^e before they are parked
+// or stored. XMMA_BF16: the MMAs' operands are BF16 (BF16 x without XF16).
+#ifndef XF16
+#define XF16 0
+#endif
+#if XF16 && !(XBF16 && XB)
+#error "XF16 converts BF16 x on the bulk ring (XBF16, XB)"
+#endif
+#define XMMA_BF16 (XBF16 && !XF16)
+
+#if XMMA_BF16 && FMT == 0
 #error "the MMA kernel takes BF16 x with every format but FP16 weights (11 significant bits); FP16 x with every format"
 #endif
-#if XBF16 && FMT == 5 && !defined(NF4_L0)
+#if XMMA_BF16 && FMT == 5 && !defined(NF4_L0)
 #error "NF4 with BF16 x needs its codebook's BF16 hi parts (NF4_T*) and lo parts (NF4_L*)"
 #endif
 
@@ -83,12 +97,12 @@
 // bank conflicts). Why: at M = 16 the byte-permute decode (about 20 integer instructions a word) made NF4 the
 // slowest 4-bit format, 22.6 us against INT4's 17.2 at 16x14336x4096 (session 26); at M = 1 the ring GEMV's
 // pair table took NF4 from 16.1 to 13.5 us (session 24).
-// BF16 x (XBF16): entry e holds NF4_TAB copies of the pair of the codebook's BF16 hi parts, then NF4_TAB
+// BF16 x (XMMA_BF16): entry e holds NF4_TAB copies of the pair of the codebook's BF16 hi parts, then NF4_TAB
 // copies of the pair of its lo parts (host: mma.rs `nf4_bf16_tables`), in half the copies of the f16 table the
 // plan sized (`LaunchPlan::key`), so the same bytes: 32 copies, entries 256 bytes apart as the f16 table's 64.
 // H200, session 48, us, byte permutes / table: 16x14336x4096 32.2 / 23.9, 16x4096x14336 33.5 / 25.2,
 // 2x14336x4096 27.9 / 19.1, 8x14336x4096 28.1 / 19.7 (2 tiles in flight at M <= 8: LaunchPlan::new_x).
-#define NF4_ENT (XBF16 ? 8 : 4)
+#define NF4_ENT (XMMA_BF16 ? 8 : 4)
 #define XB_TAB_BYTES (256 * NF4_TAB * NF4_ENT)
 extern __shared__ __align__(128) u8 nf4_dyn[];  // the dynamic shared memory (wo_mma_xb's xb_smem)
 
@@ -100,7 +114,7 @@ __device__ __forceinline__ void nf4_tab_fill() {
         const int e = c / per_row;
         u32 p[4];
         nf4_pairs((u32)e, p);
-#if XBF16
+#if XMMA_BF16
         if (c % per_row >= per_row / 2)
             nf4_pairs_of((u32)e, p, NF4_L0, NF4_L1, NF4_L2, NF4_L3, NF4_L4, NF4_L5, NF4_L6, NF4_L7);
 #endif
@@ -108,7 +122,7 @@ __device__ __forceinline__ void nf4_tab_fill() {
     }
 }
 
-#if XBF16
+#if XMMA_BF16
 // This lane's offset of the entry of byte k of v (its hi copy; the lo copy NF4_TAB x 4 bytes on).
 __device__ __forceinline__ u32 nf4_tab_off2(u32 v, int k) {
 #if NF4_TAB == 32
@@ -149,11 +163,11 @@ __device__ __forceinline__ u32 h2_to_bf2(u32 h) {
     return b;
 }
 
-// Decodes one word into the four f16x2 A registers (bf16x2 with BF16 x, XBF16). zg: INT4 zero-point pair
+// Decodes one word into the four f16x2 A registers (bf16x2 with BF16 x, XMMA_BF16). zg: INT4 zero-point pair
 // (1024 + z) of row g; zg8: the pair -(64 + z) of row g + 8 (see Meta::zp; with BF16 x `zero_pair` makes them
 // -(128 + z) and -(16 + z)).
 __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
-#if FMT == 4 && XBF16
+#if FMT == 4 && XMMA_BF16
     // BF16 (x in BF16): BF16 keeps 7 mantissa bits, so the high nibbles cannot stay where they sit (bit 7 is
     // the exponent's). Rows g (nibbles 0, 4 and 2, 6) as 128 + q (0x4300 | q) plus -(128 + z); rows g + 8
     // (nibbles 1, 5 and 3, 7) one bit down, as 128 + 8 q, times 1/8 plus -(16 + z): three shifts a word
@@ -180,7 +194,7 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
     asm("fma.rn.f16x2 %0, %0, %1, %2;" : "+r"(a[1]) : "r"(0x2c002c00u), "r"(zg8));
     asm("sub.f16x2 %0, %0, %1;" : "+r"(a[2]) : "r"(zg));
     asm("fma.rn.f16x2 %0, %0, %1, %2;" : "+r"(a[3]) : "r"(0x2c002c00u), "r"(zg8));
-#elif FMT == 5 && defined(NF4_TAB) && !XBF16
+#elif FMT == 5 && defined(NF4_TAB) && !XMMA_BF16
     // NF4 through the bulk ring's shared-memory table of code pairs (nf4_tab_pairs below).
     nf4_tab_pairs(v, a);
 #elif FMT == 5
@@ -191,7 +205,7 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
     // neighbour pairs, each value times 2^-14 (MXFP4's `block_scale` takes it back; NVFP4's f16 scales times
     // 2^7 take half of it back, the tensor scale times NV_UP the rest).
     e2m1_dev_pairs(v, a);
-#if XBF16
+#if XMMA_BF16
     // BF16 x: each f16 pair (bits 15 and 11-9 a half, the rest zero) with its exponent and mantissa three bits
     // down: BF16 values 2^-112 times the f16's, 2^-126 times E2M1's (0.5 a subnormal). In C, not one asm lop3:
     // ptxas then folds the shifts into `e2m1_dev_pairs`' own (left shifts as IMAD / LEA, off the integer pipe
@@ -212,7 +226,7 @@ __device__ __forceinline__ void decode(u32 v, u32 zg, u32 zg8, u32 a[4]) {
 // E4M3 pairs converted (exact; the low byte to the low half), INT8 through 0x64 over each byte of q + 128
 // (the f16 of 1024 + q + 128, exact) minus 1152, 4-bit words through `decode`.
 __device__ __forceinline__ void decode_step(const uint4 (&qw)[QV], int s, u32 zg, u32 zg8, u32 a[4]) {
-#if FMT == 1 && !XBF16
+#if FMT == 1 && !XMMA_BF16
     // BF16 weights with FP16 x: each pair widened to FP32 exactly (a shift, a mask) and rounded to f16x2, exact
     // for |w| from 2^-14 to 65504 (the host refuses weights past FP16's range; below 2^-14 f16's subnormals keep
     // them within 2^-25).
@@ -230,7 +244,7 @@ __device__ __forceinline__ void decode_step(const uint4 (&qw)[QV], int s, u32 zg
         "mov.b32 {l, h}, %5; cvt.rn.f16x2.e4m3x2 %2, l; cvt.rn.f16x2.e4m3x2 %3, h; }"
         : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
         : "r"(w0), "r"(w1));
-#elif XBF16
+#elif XMMA_BF16
     // INT8 to BF16 (8 significant bits, so no single magic): the pair's bytes b in the halves' low bytes; q =
     // (0x4300 | b & 0x7f: 128 + its low 7 bits) minus (0x4300 | b & 0x80: 128, or 256 where q < 0) in one exact
     // bf16x2 FMA (times -1, plus).
@@ -252,7 +266,7 @@ __device__ __forceinline__ void decode_step(const uint4 (&qw)[QV], int s, u32 zg
 #else
     decode(word(qw[0], s), zg, zg8, a);
 #endif
-#if XBF16 && FMT == 2
+#if XMMA_BF16 && FMT == 2
     // FP8 with BF16 x: the f16 values as BF16 (INT8, INT4 and the E2M1 formats decode to BF16 themselves)
 #pragma unroll
     for (int i = 0; i < 4; ++i) a[i] = h2_to_bf2(a[i]);
@@ -276,7 +290,7 @@ __device__ __forceinline__ void mma(float c[4], const u32 a[4], u32 b0, u32 b1) 
     asm volatile("" ::"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     return;
 #endif
-#if XBF16
+#if XMMA_BF16
 #define MMA_AB "bf16.bf16"
 #else
 #define MMA_AB "f16.f16"
@@ -339,7 +353,7 @@ __device__ __forceinline__ Meta load_meta(const u8* __restrict__ scales, const u
 // INT4: the f16x2 pair (1024 + z, 1024 + z) of row g (i = 0), (-(64 + z), -(64 + z)) of row g + 8 (i = 1;
 // f16 64 + z is 0x5400 | z << 4): one byte permute of Meta::zp.
 __device__ __forceinline__ u32 zero_pair(const Meta& m, int i) {
-#if FMT == 4 && XBF16
+#if FMT == 4 && XMMA_BF16
     // BF16 `decode`: (-(128 + z), twice) = 0xc300 | z for row g, (-(16 + z), twice) = 0xc180 | z << 3 for row
     // g + 8, from the same f16 halves (z in bits 0-3 of the low one, 4-7 of the high one)
     return i == 0 ? lop3_and_or(prmt(m.zp, 0u, 0x1010u), 0x000f000fu, 0xc300c300u)
@@ -393,7 +407,7 @@ __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta
         // byte s of each row's scale word (row g low, row g + 8 high) in one byte permute (the shifts and
         // masks compiled to three or four instructions a k-step)
         u32 sc = e4m3x2_to_h2(prmt(meta.e[0], meta.e[1], (u32)(s | ((4 + s) << 4))));
-#if XBF16
+#if XMMA_BF16
         // BF16: the decode gave E2M1 times 2^-126; the scales (positive, f16-normal) three bits down are BF16
         // 2^-112 times the scale, times 2^127 and 2^104 in two exact FMAs: the scale times 2^119 (at most
         // 1.75 x 2^127), so the products are w s 2^-7 as in f16 (from 2^-17, at most 6 significant bits: exact).
@@ -419,7 +433,7 @@ __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta
 #pragma unroll
         for (int b = 0; b < NB; ++b) mma(acc[b], a, bx[b][s][0], bx[b][s][1]);
     }
-#elif FMT == 5 && XBF16 && defined(NF4_TAB)
+#elif FMT == 5 && XMMA_BF16 && defined(NF4_TAB)
     // NF4 with BF16 x through the table: the hi parts' MMAs of the tile's four k-steps, then the lo parts'
     // (four registers a k-step live, as with the f16 table), one partial sum flushed once (a tile is a block)
     float part[NB][4];
@@ -455,7 +469,7 @@ __device__ __forceinline__ void mma_tile(const uint4 (&qw)[QV], const Meta& meta
         decode_step(qw, s, zg, zg8, a);
 #pragma unroll
         for (int b = 0; b < NB; ++b) mma(part[b], a, bx[b][s][0], bx[b][s][1]);
-#if FMT == 5 && XBF16
+#if FMT == 5 && XMMA_BF16
         // NF4 with BF16 x: `decode` gave the codebook's BF16 hi parts (NF4_T*); its lo parts (NF4_L*, c - hi)
         // in a second MMA, so the sum holds the codes to 16 significant bits (host: mma.rs `nf4_bf16_tables`)
         nf4_pairs_of(word(qw[0], s), a, NF4_L0, NF4_L1, NF4_L2, NF4_L3, NF4_L4, NF4_L5, NF4_L6, NF4_L7);
@@ -1224,6 +1238,56 @@ __device__ __forceinline__ void xb_stage_x(const u16* x, int k, int kb, int span
     }
 }
 
+#if XF16
+// XF16: x's rows [0, MT) in shared memory (row m at xs_base + m ld 2 bytes, span x 64 BF16 values) rewritten in place
+// as f16 scaled by 2^-e, e per row from its largest |x| (2^(e-1) <= max < 2^e; 0 for a zero row), and xup[m] = 2^e.
+// Waits for all of x's chunks first (each chunk barrier's phase 0; the later waits on them pass at once). Warp w takes
+// rows w, w + WARPS, ...; the caller synchronizes the CTA before the MMAs read x and the epilogue reads xup.
+__device__ __forceinline__ void xb_x_to_f16(u32 xs_base, int ld, int span, u32 xbar, float* xup, int warp) {
+    const int nch = (span + xb_chunk_tiles(span) - 1) / xb_chunk_tiles(span);
+    for (int c = 0; c < nch; ++c) mbar_wait(xbar + 8 * c, 0u);
+    const int lane = threadIdx.x & 31, nv = span * 8;  // 16-byte vectors of a row
+    for (int m = warp; m < MT; m += WARPS) {
+        const u32 row = xs_base + (u32)(m * ld) * 2u;
+        u32 mx = 0u;  // |x| bits of two BF16 halves (non-negative floats order as their bits)
+        for (int v = lane; v < nv; v += 32) {
+            uint4 q;
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(q.x), "=r"(q.y), "=r"(q.z), "=r"(q.w) : "r"(row + 16u * v));
+            mx = __vmaxu2(mx, __vmaxu2(__vmaxu2(q.x & 0x7fff7fffu, q.y & 0x7fff7fffu), __vmaxu2(q.z & 0x7fff7fffu, q.w & 0x7fff7fffu)));
+        }
+        mx = __reduce_max_sync(0xffffffffu, max(mx & 0xffffu, mx >> 16));
+        const float big = __uint_as_float(mx << 16);
+        const int e = big > 0.0f ? ilogbf(big) + 1 : 0;
+        const float down = ldexpf(1.0f, -e);
+        if (lane == 0) xup[m] = ldexpf(1.0f, e);
+        for (int v = lane; v < nv; v += 32) {
+            uint4 q;
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(q.x), "=r"(q.y), "=r"(q.z), "=r"(q.w) : "r"(row + 16u * v));
+            u32 h[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                // (lo, hi) BF16 -> f16x2, exact: the product by 2^-e is, and f16 holds 8 bits from 2^-17 up
+                const float lo = __uint_as_float(h[i] << 16) * down, hi = __uint_as_float(h[i] & 0xffff0000u) * down;
+                asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h[i]) : "f"(hi), "f"(lo));
+            }
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(row + 16u * v), "r"(h[0]), "r"(h[1]), "r"(h[2]), "r"(h[3])
+                         : "memory");
+        }
+    }
+}
+
+// XF16: a row tile's sums (acc, the m16n8 fragments' layout) back up by their x rows' 2^e.
+__device__ __forceinline__ void xb_x_up(float acc[NB][4], const float* xup, int t) {
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int m = b * 8 + 2 * t + (i & 1);
+            if (m < MT) acc[b][i] *= xup[m];
+        }
+}
+#endif
+
 // Profiling experiment (ROOFLINE_NVRTC_EXTRA=-DEXP_XREUSE=r, wrong results for r > 1): x's fragments read from
 // shared memory (ldmatrix) for every r-th tile of a slot only, the others reusing them, so the ldmatrix
 // traffic is 1 / r of the real one (what reading x once for r row tiles would cost).
@@ -1416,6 +1480,11 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
     fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);
     __syncthreads();  // x's padding rows, the zeroed table, the norm factors, the chunk barriers' initialization,
                       // NF4's table
+#if XF16
+    __shared__ float xup[MT];
+    xb_x_to_f16(xs_base, ld, span, xbar_s, xup, warp);
+    __syncthreads();  // x in f16, its rows' factors
+#endif
     const u32 xaddr = xk_x_addr(xs_base, ld, lane);
     const int xct = xb_chunk_tiles(span);
     int xin = 0;  // x's tiles [kb, kb + xin) are known to be in
@@ -1447,6 +1516,9 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
         if (lane == 0 && fc.left > 0) xb_fill(ring_s + sl * XB_SLOT, bar_s + 8 * sl, fc, kb, ke, kt_total, w, scales);
         const int crt = cc.rt;
         if (xb_advance(cc, n, kb, ke)) {
+#if XF16
+            xb_x_up(acc, xup, t);
+#endif
             if (parked)
                 xb_park(acc, red, ps, crt - rt0, g, t, bal);
             else

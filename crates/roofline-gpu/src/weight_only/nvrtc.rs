@@ -117,6 +117,9 @@ pub struct KernelKey {
     /// NF4 with `bulk`: copies of the shared-memory code-pair table (`NF4_TAB`; 0: decoded in registers;
     /// [`super::Tuning::nf4_table`]).
     pub nf4_table: u32,
+    /// With `bulk` and BF16 x: x converted in shared memory to f16 scaled by a power of two a row, the MMAs on
+    /// FP16 x's decodes (`XF16`; [`super::Tuning::xf16`]).
+    pub xf16: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -130,6 +133,11 @@ impl KernelKey {
     /// Whether the bulk kernel is built with x's copies shared by CTA pairs (`XMC`).
     fn xmc(&self) -> bool {
         self.multicast && self.bulk && self.x_smem && self.xreg && self.is_mma() && !self.cluster
+    }
+
+    /// Whether the build converts BF16 x to scaled f16 (`XF16`: the bulk kernel only).
+    fn xf16_build(&self) -> bool {
+        self.xf16 && self.x == XDtype::Bf16 && self.entry() == "wo_mma_xb"
     }
 
     /// The kernel's entry point.
@@ -156,7 +164,7 @@ impl KernelKey {
         // fused FFN: `dot8nf4`) look the codebook up in f16 byte tables (`mma::nf4_f16_tables`).
         if self.format == WoFormat::Nf4 && (self.is_mma() || self.xreg) {
             // With BF16 x on the tensor cores: the codebook's BF16 hi parts as NF4_T*, its lo parts as NF4_L*.
-            let tables = if self.is_mma() && self.x == XDtype::Bf16 {
+            let tables = if self.is_mma() && self.x == XDtype::Bf16 && !self.xf16_build() {
                 let (hi, lo) = super::mma::nf4_bf16_tables();
                 opts.extend(lo.iter().enumerate().map(|(i, t)| format!("-DNF4_L{i}=0x{t:08x}u")));
                 hi
@@ -179,6 +187,7 @@ impl KernelKey {
             "--ptxas-options=-v".into(),
             format!("-DFMT={}", self.format.kernel_id()),
             format!("-DXBF16={}", u32::from(self.x == XDtype::Bf16)),
+            format!("-DXF16={}", u32::from(self.xf16_build())),
             format!("-DMT={}", self.m),
             format!("-DR={}", self.rows_per_warp),
             format!("-DU={}", self.unroll),
@@ -544,6 +553,7 @@ mod tests {
             cluster: false,
             multicast: false,
             nf4_table: 0,
+            xf16: false,
             arch: 90,
         };
         let o = key.options();

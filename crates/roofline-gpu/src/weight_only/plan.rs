@@ -248,6 +248,10 @@ pub struct Tuning {
     /// Default: 32 copies, with slots of 2 tiles or 16 copies where the shared memory is short (the plan's
     /// `with_nf4_table`).
     pub nf4_table: Option<u32>,
+    /// `XMma` with bulk rings and BF16 x, FP8 / INT8 / INT4 / NF4 / MXFP4 / NVFP4 weights: x converted in shared
+    /// memory to f16, each row scaled by a power of two into [-1, 1) (exact for BF16 to 2^-17 of the row's
+    /// largest value), so the MMAs take FP16 x's decodes, and the sums scaled back (`XF16`). Default: off.
+    pub xf16: Option<bool>,
 }
 
 impl Tuning {
@@ -398,6 +402,9 @@ pub struct LaunchPlan {
     /// NF4 with bulk rings: copies of the code-pair table at the start of the dynamic shared memory (counted
     /// in `smem_bytes`), 0 for none. See [`Tuning::nf4_table`].
     pub nf4_table: u32,
+    /// BF16 x converted to scaled f16 in shared memory for FP16 x's decodes ([`Tuning::xf16`]; set by
+    /// [`LaunchPlan::new_x`]).
+    pub xf16: bool,
 }
 
 impl LaunchPlan {
@@ -433,8 +440,9 @@ impl LaunchPlan {
             // BF16 x: entries of hi and lo pairs (8 bytes), half the copies in the same bytes; with two n8 blocks
             // of x (M > 8) fused builds and 16 copies spill at 128 registers (8-24 bytes, session 48): there the
             // byte permutes (the table's bytes stay reserved, unread)
+            xf16: self.xf16_key(format, x, arch),
             nf4_table: if format == WoFormat::Nf4 && self.bulk && self.x_smem && arch >= 90 {
-                if x == XDtype::Bf16 {
+                if x == XDtype::Bf16 && !self.xf16_key(format, x, arch) {
                     let copies = self.nf4_table / 2;
                     if m > 8 && (self.fuse || copies < 32) {
                         0
@@ -882,7 +890,14 @@ impl LaunchPlan {
             park: false,
             multicast: false,
             nf4_table: 0,
+            xf16: false,
         }
+    }
+
+    /// Whether the key of this plan converts BF16 x to scaled f16 ([`Tuning::xf16`]): the bulk ring on sm_90+ with
+    /// BF16 x and weights the MMAs decode with FP16 x (FP8, INT8, the 4-bit formats).
+    fn xf16_key(&self, format: WoFormat, x: XDtype, arch: u32) -> bool {
+        self.xf16 && x == XDtype::Bf16 && self.bulk && self.x_smem && arch >= 90 && format.bits() <= 8
     }
 
     /// [`LaunchPlan::new`] for `x` activations: NF4 with BF16 x through the bulk rings' table of code pairs (hi
@@ -902,12 +917,14 @@ impl LaunchPlan {
         tuning: Tuning,
     ) -> LaunchPlan {
         let plan = LaunchPlan::new(variant, format, m, n, k, sm_count, tuning);
-        let nf4_bf16_table = format == WoFormat::Nf4 && x == XDtype::Bf16 && plan.bulk && plan.nf4_table > 0;
-        if nf4_bf16_table && m <= 8 && tuning.unroll.is_none() && plan.unroll > 2 {
+        let xf16 = x == XDtype::Bf16 && plan.bulk && format.bits() <= 8 && tuning.xf16.unwrap_or(false);
+        let nf4_bf16_table = format == WoFormat::Nf4 && x == XDtype::Bf16 && !xf16 && plan.bulk && plan.nf4_table > 0;
+        let plan = if nf4_bf16_table && m <= 8 && tuning.unroll.is_none() && plan.unroll > 2 {
             LaunchPlan::new(variant, format, m, n, k, sm_count, Tuning { unroll: Some(2), ..tuning })
         } else {
             plan
-        }
+        };
+        LaunchPlan { xf16, ..plan }
     }
 
     /// The plan for `m x n x k` in `format` on a GPU with `sm_count` SMs; `tuning` overrides its choices.
@@ -990,6 +1007,7 @@ impl LaunchPlan {
                 park: false,
                 multicast: false,
                 nf4_table: 0,
+                xf16: false,
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
@@ -1099,6 +1117,7 @@ impl LaunchPlan {
                 park: false,
                 multicast: false,
                 nf4_table: 0,
+                xf16: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -1174,6 +1193,7 @@ impl LaunchPlan {
             park: false,
             multicast: false,
             nf4_table: 0,
+            xf16: false,
         }
     }
 }

@@ -42,6 +42,7 @@ pub const GEMV_KEYS: &[(&str, &str)] = &[
     ("balance", "XMma with bulk rings: the CTA's tiles shared evenly by its warps, sums parked in a shared-memory table (false: whole row tiles per warp, no clusters), true | false"),
     ("multicast", "XMma with bulk rings in one K split (sm_90+): the CTAs as pairs (clusters of two along N), each copying half of x's rows into both (opt-in: slower on the H100), true | false"),
     ("nf4_table", "NF4 on XMma with bulk rings: copies of the shared-memory table of code pairs its decode looks codes up in (BF16 x: pairs of the codebook's BF16 hi and lo parts, half the copies in the same bytes), 0 (byte permutes in registers) | 8 | 16 | 32 | 64 (64: one byte permute a lookup; default: 64, else 32, fewer where the shared memory is short)"),
+    ("xf16", "XMma with bulk rings and BF16 x (FP8, INT8, INT4, NF4, MXFP4, NVFP4 weights): x rewritten in shared memory as f16, each row scaled by a power of two into [-1, 1) (exact for BF16 to 2^-17 of its largest value), the MMAs on FP16 x's decodes, the sums scaled back, true | false (default false)"),
 ];
 
 fn parse_variant(v: &str) -> Result<Variant, String> {
@@ -102,6 +103,7 @@ impl FromStr for GemvOverride {
                 "balance" => t.balance = Some(parse_bool(key, v)?),
                 "multicast" => t.multicast = Some(parse_bool(key, v)?),
                 "nf4_table" => t.nf4_table = Some(parse_u32(key, v)?),
+                "xf16" => t.xf16 = Some(parse_bool(key, v)?),
                 _ => {
                     let keys: Vec<&str> = GEMV_KEYS.iter().map(|(k, _)| *k).collect();
                     return Err(format!("unknown key {key:?} (keys: {})", keys.join(", ")));
@@ -149,6 +151,7 @@ impl fmt::Display for GemvOverride {
             ("cluster", t.cluster),
             ("balance", t.balance),
             ("multicast", t.multicast),
+            ("xf16", t.xf16),
         ] {
             if let Some(v) = v {
                 parts.push(format!("{k}={v}"));
@@ -169,7 +172,7 @@ mod tests {
     #[test]
     fn parses_every_key_and_prints_it_back() {
         let s = "variant=xreg,split_k=2,unroll=2,warps=8,min_blocks=2,rows=8,rows_per_cta=64,stages=4,\
-                 pipeline=true,persistent=false,stage=false,grouped=false,pdl=true,tile_reduce=true,atomic_reduce=false,x_smem=true,ring=false,xh=true,bulk=false,cluster=true,balance=false,multicast=true,nf4_table=8";
+                 pipeline=true,persistent=false,stage=false,grouped=false,pdl=true,tile_reduce=true,atomic_reduce=false,x_smem=true,ring=false,xh=true,bulk=false,cluster=true,balance=false,multicast=true,nf4_table=8,xf16=true";
         let o: GemvOverride = s.parse().unwrap();
         assert_eq!(o.variant, Some(Variant::XReg));
         let t = o.tuning;
@@ -178,13 +181,13 @@ mod tests {
         assert_eq!((t.pipeline, t.persistent, t.pdl, t.tile_reduce), (Some(true), Some(false), Some(true), Some(true)));
         assert_eq!((t.atomic_reduce, t.x_smem, t.ring, t.xh), (Some(false), Some(true), Some(false), Some(true)));
         assert_eq!((t.bulk, t.cluster, t.balance, t.multicast), (Some(false), Some(true), Some(false), Some(true)));
-        assert_eq!(t.nf4_table, Some(8));
+        assert_eq!((t.nf4_table, t.xf16), (Some(8), Some(true)));
         assert!("nf4_table=12".parse::<GemvOverride>().is_err());
         assert_eq!(o.to_string().parse::<GemvOverride>().unwrap(), o);
         assert_eq!(" variant = XMma , ".parse::<GemvOverride>().unwrap().variant, Some(Variant::XMma));
         assert_eq!("".parse::<GemvOverride>().unwrap(), GemvOverride::default());
         assert_eq!(GemvOverride::default().to_string(), "default");
-        assert_eq!(GEMV_KEYS.len(), 23);
+        assert_eq!(GEMV_KEYS.len(), 24);
         // the table --help prints is the parser's: every key listed is one it reads
         for (key, _) in GEMV_KEYS {
             let e = format!("{key}=?").parse::<GemvOverride>().unwrap_err();

@@ -592,6 +592,34 @@ fn nf4_bf16_takes_the_pair_table_where_it_compiles_without_spills() {
     assert_eq!(LaunchPlan::new_x(v, f, XDtype::Bf16, 2, 14336, 4096, 132, t).unroll, 4);
 }
 
+/// `Tuning::xf16`: BF16 x as scaled f16 on the bulk ring only, for FP8, INT8 and the 4-bit formats, with FP16 x's
+/// NF4 table (all its copies) and NVRTC tables; off by default.
+#[test]
+fn xf16_takes_bf16_x_to_the_fp16_decodes_on_the_bulk_ring() {
+    let on = Tuning { xf16: Some(true), ..Tuning::default() };
+    for f in [WoFormat::Fp8E4M3, WoFormat::Int8, WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+        let p = LaunchPlan::new_x(Variant::XMma, f, XDtype::Bf16, 16, 14336, 4096, 132, on);
+        assert!(p.bulk && p.xf16, "{f:?}: {p:?}");
+        let key = p.key(f, XDtype::Bf16, 16, 90);
+        assert!(key.xf16 && key.options().contains(&"-DXF16=1".to_string()), "{f:?}");
+        // off by default, with FP16 x, before sm_90
+        assert!(!LaunchPlan::new_x(Variant::XMma, f, XDtype::Bf16, 16, 14336, 4096, 132, Tuning::default()).xf16);
+        assert!(!LaunchPlan::new_x(Variant::XMma, f, XDtype::F16, 16, 14336, 4096, 132, on).xf16);
+        assert!(!p.key(f, XDtype::Bf16, 16, 80).xf16);
+    }
+    let nf4 = LaunchPlan::new_x(Variant::XMma, WoFormat::Nf4, XDtype::Bf16, 2, 14336, 4096, 132, on);
+    let key = nf4.key(WoFormat::Nf4, XDtype::Bf16, 2, 90);
+    // FP16 x's plan: 4 tiles in flight, 64 copies of the f16 pair table, the f16 byte tables (no lo parts)
+    assert_eq!((nf4.unroll, key.nf4_table), (4, 64));
+    let opts = key.options();
+    assert!(!opts.iter().any(|o| o.starts_with("-DNF4_L")), "{opts:?}");
+    // not BF16 weights (their MMAs take BF16 as stored), nor a plan without the bulk ring
+    let b = LaunchPlan::new_x(Variant::XMma, WoFormat::Bf16, XDtype::Bf16, 16, 14336, 4096, 132, on);
+    assert!(!b.xf16);
+    let xs = Tuning { bulk: Some(false), ..on };
+    assert!(!LaunchPlan::new_x(Variant::XMma, WoFormat::Int4G128, XDtype::Bf16, 16, 14336, 4096, 132, xs).xf16);
+}
+
 /// `reference_error` reads a kernel's error before its outputs are rounded, the same for FP16 and BF16 y: outputs
 /// `exact + e` (e of rms 3e-4 of W x) rounded to either type read 3e-4 within sampling noise, where the distance to
 /// the rounded reference reads several times that with BF16's coarse step; a wrong rounding (truncation) is
@@ -836,6 +864,14 @@ fn compile_all(full: bool) {
                             assert_eq!(p.cluster, p.splits > 1, "{f:?} M={m}: {p:?}");
                             plans.extend([p, LaunchPlan { fuse: true, ..p }]);
                         }
+                        // BF16 x rewritten as scaled f16 for FP16 x's decodes (`Tuning::xf16`), plain and fused
+                        if x == XDtype::Bf16 && f.bits() <= 8 {
+                            for split_k in [Some(1), Some(2)] {
+                                let t = Tuning { split_k, xf16: Some(true), ..t };
+                                let p = LaunchPlan::new_x(variant, f, x, m, 4096, 4096, 132, t);
+                                plans.extend([p, LaunchPlan { fuse: true, ..p }]);
+                            }
+                        }
                         let t = Tuning { split_k: Some(1), multicast: Some(true), ..t };
                         let p = LaunchPlan::new_x(variant, f, x, m, 4096, 4096, 132, t);
                         // (16-bit weights leave x room for half of K only: two splits, no pairs)
@@ -972,6 +1008,7 @@ fn compile_all(full: bool) {
         cluster: false,
         multicast: false,
         nf4_table: 0,
+        xf16: false,
         arch: 90,
     };
     assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));
