@@ -241,7 +241,11 @@ impl WeightOnlyGemv {
 
     /// The launch plan of an `m x n x k` call before the kernel is loaded (see [`WeightOnlyGemv::launch_plan`]).
     pub fn plan(&self, m: usize, n: usize, k: usize) -> LaunchPlan {
-        let mut tuning = self.tuning;
+        self.plan_tuned(m, n, k, self.tuning)
+    }
+
+    /// [`WeightOnlyGemv::plan`] with `tuning` in place of the engine's.
+    fn plan_tuned(&self, m: usize, n: usize, k: usize, mut tuning: Tuning) -> LaunchPlan {
         if self.arch < 90 {
             tuning.bulk = Some(false); // bulk copies and mbarrier waits are sm_90+
         }
@@ -253,7 +257,14 @@ impl WeightOnlyGemv {
 
     /// The plan of an `m x n x k` call with `fusion` (the fused build of [`WeightOnlyGemv::plan`]).
     fn fused_plan(&self, m: usize, n: usize, k: usize, fusion: Fusion) -> LaunchPlan {
-        LaunchPlan { fuse: fusion != Fusion::default(), silu: fusion.silu_x, ..self.plan(m, n, k) }
+        let fuse = fusion != Fusion::default();
+        // BF16 x as scaled f16 (`Tuning::xf16`) in fused builds only where asked: its default was measured unfused
+        let plan = if fuse && self.tuning.xf16.is_none() {
+            self.plan_tuned(m, n, k, Tuning { xf16: Some(false), ..self.tuning })
+        } else {
+            self.plan(m, n, k)
+        };
+        LaunchPlan { fuse, silu: fusion.silu_x, ..plan }
     }
 
     /// The kernels `calls` (`m x n x k` with a fusion each) will launch, for compiling them ahead of time

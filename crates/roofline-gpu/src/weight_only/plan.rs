@@ -250,7 +250,12 @@ pub struct Tuning {
     pub nf4_table: Option<u32>,
     /// `XMma` with bulk rings and BF16 x, FP8 / INT8 / INT4 / NF4 / MXFP4 / NVFP4 weights: x converted in shared
     /// memory to f16, each row scaled by a power of two into [-1, 1) (exact for BF16 to 2^-17 of the row's
-    /// largest value), so the MMAs take FP16 x's decodes, and the sums scaled back (`XF16`). Default: off.
+    /// largest value), so the MMAs take FP16 x's decodes, and the sums scaled back (`XF16`). Default: NF4 and
+    /// FP8 E4M3 on the bulk ring, not fused (the fused builds were not run with it). H200, session 48, BF16 x,
+    /// us, BF16 decodes / xf16 (FP16 x): NF4 16x14336x4096 23.8 / 20.9 (19.2), 16x4096x14336 25.2 / 21.8 (20.5),
+    /// 8x14336x4096 19.7 / 17.2; FP8 24.0 / 21.8 (20.1), 26.0 / 23.3, 20.1 / 19.3. The others gain less or lose
+    /// (the conversion waits for all of x before the first MMA): INT4 17.0 / 19.8 and 14.0 / 15.3 at M = 8; MXFP4
+    /// 19.7 / 20.2 and 21.3 / 20.1; NVFP4 20.3 / 20.6 and 21.6 / 20.2; INT8 22.7 / 22.3 and 18.7 / 19.5 at M = 8.
     pub xf16: Option<bool>,
 }
 
@@ -917,7 +922,10 @@ impl LaunchPlan {
         tuning: Tuning,
     ) -> LaunchPlan {
         let plan = LaunchPlan::new(variant, format, m, n, k, sm_count, tuning);
-        let xf16 = x == XDtype::Bf16 && plan.bulk && format.bits() <= 8 && tuning.xf16.unwrap_or(false);
+        let xf16 = x == XDtype::Bf16
+            && plan.bulk
+            && format.bits() <= 8
+            && tuning.xf16.unwrap_or(matches!(format, WoFormat::Nf4 | WoFormat::Fp8E4M3));
         let nf4_bf16_table = format == WoFormat::Nf4 && x == XDtype::Bf16 && !xf16 && plan.bulk && plan.nf4_table > 0;
         let plan = if nf4_bf16_table && m <= 8 && tuning.unroll.is_none() && plan.unroll > 2 {
             LaunchPlan::new(variant, format, m, n, k, sm_count, Tuning { unroll: Some(2), ..tuning })

@@ -569,7 +569,7 @@ fn reference_error_catches_wrong_outputs() {
     assert!(reference_error(&x, &w, &bad, m, n, k, &rows, XDtype::F16).is_err());
 }
 
-/// NF4 with BF16 x on the bulk rings (session 48): the table of hi and lo pairs in half the f16 table's copies, 2
+/// NF4 with BF16 x on the bulk rings without `Tuning::xf16` (session 48): the table of hi and lo pairs in half the f16 table's copies, 2
 /// tiles in flight at M <= 8 (4 spill), and the byte permutes where the table's builds spill (fused at M > 8,
 /// 16 copies at M > 8); FP16 x keeps its plan and table.
 #[test]
@@ -577,7 +577,9 @@ fn nf4_bf16_takes_the_pair_table_where_it_compiles_without_spills() {
     let (f, v) = (WoFormat::Nf4, Variant::XMma);
     for m in [2usize, 4, 8, 16] {
         let h = LaunchPlan::new_x(v, f, XDtype::F16, m, 14336, 4096, 132, Tuning::default());
-        let b = LaunchPlan::new_x(v, f, XDtype::Bf16, m, 14336, 4096, 132, Tuning::default());
+        // (the BF16 decodes: `Tuning::xf16` off, as in the fused builds by default)
+        let off = Tuning { xf16: Some(false), ..Tuning::default() };
+        let b = LaunchPlan::new_x(v, f, XDtype::Bf16, m, 14336, 4096, 132, off);
         assert!(h.bulk && b.bulk && h.nf4_table == 64, "{h:?}");
         assert_eq!(b.unroll, if m <= 8 { 2 } else { h.unroll }, "M={m}");
         assert_eq!(h.key(f, XDtype::F16, m, 90).nf4_table, 64);
@@ -588,12 +590,12 @@ fn nf4_bf16_takes_the_pair_table_where_it_compiles_without_spills() {
         assert_eq!(short, if m > 8 { 0 } else { 16 }, "M={m}");
     }
     // An explicit unroll wins.
-    let t = Tuning { unroll: Some(4), ..Tuning::default() };
+    let t = Tuning { unroll: Some(4), xf16: Some(false), ..Tuning::default() };
     assert_eq!(LaunchPlan::new_x(v, f, XDtype::Bf16, 2, 14336, 4096, 132, t).unroll, 4);
 }
 
 /// `Tuning::xf16`: BF16 x as scaled f16 on the bulk ring only, for FP8, INT8 and the 4-bit formats, with FP16 x's
-/// NF4 table (all its copies) and NVRTC tables; off by default.
+/// NF4 table (all its copies) and NVRTC tables; by default for NF4 and FP8 E4M3.
 #[test]
 fn xf16_takes_bf16_x_to_the_fp16_decodes_on_the_bulk_ring() {
     let on = Tuning { xf16: Some(true), ..Tuning::default() };
@@ -602,8 +604,11 @@ fn xf16_takes_bf16_x_to_the_fp16_decodes_on_the_bulk_ring() {
         assert!(p.bulk && p.xf16, "{f:?}: {p:?}");
         let key = p.key(f, XDtype::Bf16, 16, 90);
         assert!(key.xf16 && key.options().contains(&"-DXF16=1".to_string()), "{f:?}");
-        // off by default, with FP16 x, before sm_90
-        assert!(!LaunchPlan::new_x(Variant::XMma, f, XDtype::Bf16, 16, 14336, 4096, 132, Tuning::default()).xf16);
+        // by default NF4 and FP8 only (measured faster there); not with FP16 x, nor before sm_90
+        let default = LaunchPlan::new_x(Variant::XMma, f, XDtype::Bf16, 16, 14336, 4096, 132, Tuning::default());
+        assert_eq!(default.xf16, matches!(f, WoFormat::Nf4 | WoFormat::Fp8E4M3), "{f:?}");
+        let off = Tuning { xf16: Some(false), ..Tuning::default() };
+        assert!(!LaunchPlan::new_x(Variant::XMma, f, XDtype::Bf16, 16, 14336, 4096, 132, off).xf16);
         assert!(!LaunchPlan::new_x(Variant::XMma, f, XDtype::F16, 16, 14336, 4096, 132, on).xf16);
         assert!(!p.key(f, XDtype::Bf16, 16, 80).xf16);
     }
@@ -864,8 +869,12 @@ fn compile_all(full: bool) {
                             assert_eq!(p.cluster, p.splits > 1, "{f:?} M={m}: {p:?}");
                             plans.extend([p, LaunchPlan { fuse: true, ..p }]);
                         }
-                        // BF16 x rewritten as scaled f16 for FP16 x's decodes (`Tuning::xf16`), plain and fused
+                        // BF16 x rewritten as scaled f16 for FP16 x's decodes (`Tuning::xf16`), plain and fused, and
+                        // without it (the BF16 decodes: the fused builds' default where it is NF4's and FP8's)
                         if x == XDtype::Bf16 && f.bits() <= 8 {
+                            let off = Tuning { xf16: Some(false), ..Tuning::default() };
+                            let p = LaunchPlan::new_x(variant, f, x, m, 4096, 4096, 132, off);
+                            plans.extend([p, LaunchPlan { fuse: true, ..p }]);
                             for split_k in [Some(1), Some(2)] {
                                 let t = Tuning { split_k, xf16: Some(true), ..t };
                                 let p = LaunchPlan::new_x(variant, f, x, m, 4096, 4096, 132, t);
