@@ -1239,6 +1239,15 @@ __device__ __forceinline__ void xb_stage_x(const u16* x, int k, int kb, int span
 }
 
 #if XF16
+// 16 bytes of shared memory at `addr` (volatile: ordered with the in-place stores around it).
+__device__ __forceinline__ uint4 xb_lds16(u32 addr) {
+    uint4 q;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(q.x), "=r"(q.y), "=r"(q.z), "=r"(q.w)
+                 : "r"(addr));
+    return q;
+}
+
 // XF16: x's rows [0, MT) in shared memory (row m at xs_base + m ld 2 bytes, span x 64 BF16 values) rewritten in place
 // as f16 scaled by 2^-e, e per row from its largest |x| (2^(e-1) <= max < 2^e; 0 for a zero row), and xup[m] = 2^e.
 // Waits for all of x's chunks first (each chunk barrier's phase 0; the later waits on them pass at once). Warp w takes
@@ -1251,9 +1260,10 @@ __device__ __forceinline__ void xb_x_to_f16(u32 xs_base, int ld, int span, u32 x
         const u32 row = xs_base + (u32)(m * ld) * 2u;
         u32 mx = 0u;  // |x| bits of two BF16 halves (non-negative floats order as their bits)
         for (int v = lane; v < nv; v += 32) {
-            uint4 q;
-            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(q.x), "=r"(q.y), "=r"(q.z), "=r"(q.w) : "r"(row + 16u * v));
-            mx = __vmaxu2(mx, __vmaxu2(__vmaxu2(q.x & 0x7fff7fffu, q.y & 0x7fff7fffu), __vmaxu2(q.z & 0x7fff7fffu, q.w & 0x7fff7fffu)));
+            const uint4 q = xb_lds16(row + 16u * v);
+            const u32 a = __vmaxu2(q.x & 0x7fff7fffu, q.y & 0x7fff7fffu);
+            const u32 b = __vmaxu2(q.z & 0x7fff7fffu, q.w & 0x7fff7fffu);
+            mx = __vmaxu2(mx, __vmaxu2(a, b));
         }
         mx = __reduce_max_sync(0xffffffffu, max(mx & 0xffffu, mx >> 16));
         const float big = __uint_as_float(mx << 16);
@@ -1261,8 +1271,7 @@ __device__ __forceinline__ void xb_x_to_f16(u32 xs_base, int ld, int span, u32 x
         const float down = ldexpf(1.0f, -e);
         if (lane == 0) xup[m] = ldexpf(1.0f, e);
         for (int v = lane; v < nv; v += 32) {
-            uint4 q;
-            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(q.x), "=r"(q.y), "=r"(q.z), "=r"(q.w) : "r"(row + 16u * v));
+            const uint4 q = xb_lds16(row + 16u * v);
             u32 h[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
@@ -1270,7 +1279,8 @@ __device__ __forceinline__ void xb_x_to_f16(u32 xs_base, int ld, int span, u32 x
                 const float lo = __uint_as_float(h[i] << 16) * down, hi = __uint_as_float(h[i] & 0xffff0000u) * down;
                 asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h[i]) : "f"(hi), "f"(lo));
             }
-            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(row + 16u * v), "r"(h[0]), "r"(h[1]), "r"(h[2]), "r"(h[3])
+            asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};"
+                         ::"r"(row + 16u * v), "r"(h[0]), "r"(h[1]), "r"(h[2]), "r"(h[3])
                          : "memory");
         }
     }

@@ -569,9 +569,9 @@ fn reference_error_catches_wrong_outputs() {
     assert!(reference_error(&x, &w, &bad, m, n, k, &rows, XDtype::F16).is_err());
 }
 
-/// NF4 with BF16 x on the bulk rings without `Tuning::xf16` (session 48): the table of hi and lo pairs in half the f16 table's copies, 2
-/// tiles in flight at M <= 8 (4 spill), and the byte permutes where the table's builds spill (fused at M > 8,
-/// 16 copies at M > 8); FP16 x keeps its plan and table.
+/// NF4 with BF16 x on the bulk rings without `Tuning::xf16` (session 48): the table of hi and lo pairs in half the
+/// f16 table's copies, 2 tiles in flight at M <= 8 (4 spill), and the byte permutes where the table's builds spill
+/// (fused at M > 8, 16 copies at M > 8); FP16 x keeps its plan and table.
 #[test]
 fn nf4_bf16_takes_the_pair_table_where_it_compiles_without_spills() {
     let (f, v) = (WoFormat::Nf4, Variant::XMma);
