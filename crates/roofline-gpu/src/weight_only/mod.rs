@@ -1239,7 +1239,7 @@ fn describe(
             match gemv.variant {
                 Variant::Mma => "wo_mma (tensor cores)".to_string(),
                 Variant::XMma if plan.x_smem && plan.bulk => format!(
-                    "wo_mma_xb (tensor cores, x in shared memory, bulk-copy rings of {} slots{}{}{})",
+                    "wo_mma_xb (tensor cores, x in shared memory, bulk-copy rings of {} slots{}{}{}{})",
                     plan.stages,
                     match (plan.park, plan.cluster) {
                         (_, true) => ", a parking table, K splits summed in clusters",
@@ -1247,8 +1247,12 @@ fn describe(
                         _ => "",
                     },
                     if plan.multicast { ", x multicast to CTA pairs" } else { "" },
+                    if plan.xf16 && x == XDtype::Bf16 { ", BF16 x rewritten as scaled f16" } else { "" },
                     match plan.nf4_table {
                         0 => String::new(),
+                        c if x == XDtype::Bf16 && !plan.xf16 => {
+                            format!(", NF4's table of BF16 hi and lo pairs in {} copies", c / 2)
+                        }
                         c => format!(", NF4's code-pair table in {c} copies"),
                     }
                 ),
