@@ -207,8 +207,8 @@ pub struct Tuning {
     /// (`wo_mma_xk`, `XS=2`): no reduction across warps, no barrier per row tile. Takes precedence over the
     /// reductions above.
     pub x_smem: Option<bool>,
-    /// `XReg` engine, INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8, FP16 or BF16 (K up to 15360), M = 1, FP16 or BF16 x,
-    /// K a multiple of 1024, sm_90+: the ring kernel
+    /// `XReg` engine, INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8, FP16 or BF16 (K up to 15360), M = 1, FP16 or
+    /// BF16 x, K a multiple of 1024, sm_90+: the ring kernel
     /// ([`ring`](super::ring): a producer warp streams the CTA's rows with bulk copies into a shared-memory ring)
     /// instead of the x-in-registers one (not with a norm beside an add or SwiGLU on load). Default: where
     /// each CTA takes at least [`ring::AUTO_MIN_STEPS`](super::ring::AUTO_MIN_STEPS) row steps with a deep enough ring, or a long K
