@@ -90,7 +90,7 @@ fn ring_gemv_matches_the_reference() {
     let formats: Vec<WoFormat> = formats.into_iter().filter(|f| runs_format(*f)).collect();
     let xts: Vec<XDtype> = [XDtype::F16, XDtype::Bf16].into_iter().filter(|x| runs_x(*x)).collect();
     // Every format with each x type: BF16 weights multiply x in FP32; the others take BF16 x, as FP16 x, scaled into
-    // [-1, 1) and packed as f16 (exact to 2^-17 of max|x|).
+    // [-1, 1) and packed as f16 (exact from 2^-16 of max|x|).
     let runs = cases.into_iter().flat_map(|(n, k, ep, input, xs)| {
         let xts = xts.clone();
         formats

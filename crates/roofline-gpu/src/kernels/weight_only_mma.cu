@@ -50,7 +50,7 @@
 // XF16 1 (the bulk ring, wo_mma_xb, with BF16 x; host `Tuning::xf16`): x and y stay BF16 in memory, but once x
 // has landed in shared memory each of its rows is scaled by a power of two into [-1, 1) (2^-e, 2^(e-1) <= the
 // row's largest |x| over the CTA's K span < 2^e) and rewritten as f16 in place (`xb_x_to_f16`): BF16's 8
-// significant bits are exact in f16 down to 2^-17 of the row's largest value (the ring GEMV's scaling, wo_ring.cu).
+// significant bits are exact in f16 from 2^-16 of the row's largest value (the ring GEMV's scaling, wo_ring.cu).
 // The MMAs then take FP16 x's operands and decodes, and each row's sums go back up by 2^e before they are parked
 // or stored. XMMA_BF16: the MMAs' operands are BF16 (BF16 x without XF16).
 #ifndef XF16
@@ -1275,7 +1275,7 @@ __device__ __forceinline__ void xb_x_to_f16(u32 xs_base, int ld, int span, u32 x
             u32 h[4] = {q.x, q.y, q.z, q.w};
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-                // (lo, hi) BF16 -> f16x2, exact: the product by 2^-e is, and f16 holds 8 bits from 2^-17 up
+                // (lo, hi) BF16 -> f16x2, exact: the product by 2^-e is, and f16 holds 8 bits from 2^-17 up (scaled)
                 const float lo = __uint_as_float(h[i] << 16) * down, hi = __uint_as_float(h[i] & 0xffff0000u) * down;
                 asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h[i]) : "f"(hi), "f"(lo));
             }

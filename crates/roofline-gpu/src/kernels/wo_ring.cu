@@ -1,5 +1,5 @@
 // The ring GEMV (batch 1, INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8, FP16 or BF16 weights, FP16 or BF16 x
-// (XBF16: BF16 x scaled into [-1, 1) is exact in f16 to 2^-17 of max|x|), sm_90+):
+// (XBF16: BF16 x scaled into [-1, 1) is exact in f16 from 2^-16 of max|x|), sm_90+):
 //   y = W . rmsnorm(x)        (NORM 1; the norm's weight folded into W by the host)
 //   y (+)= W . x              (NORM 0; ADD 1 adds into y, the residual stream)
 //   y (+)= W . (silu(g) * u)  (SILU_X 1, NORM 0: SwiGLU on load, x the gate_up row [g | u] of 2 FD values)

@@ -249,7 +249,7 @@ pub struct Tuning {
     /// `with_nf4_table`).
     pub nf4_table: Option<u32>,
     /// `XMma` with bulk rings and BF16 x, FP8 / INT8 / INT4 / NF4 / MXFP4 / NVFP4 weights: x converted in shared
-    /// memory to f16, each row scaled by a power of two into [-1, 1) (exact for BF16 to 2^-17 of the row's
+    /// memory to f16, each row scaled by a power of two into [-1, 1) (exact for BF16 from 2^-16 of the row's
     /// largest value), so the MMAs take FP16 x's decodes, and the sums scaled back (`XF16`). Default: NF4 and
     /// FP8 E4M3 on the bulk ring, not fused (the fused builds were not run with it). H200, session 48, BF16 x,
     /// us, BF16 decodes / xf16 (FP16 x): NF4 16x14336x4096 23.8 / 20.9 (19.2), 16x4096x14336 25.2 / 21.8 (20.5),

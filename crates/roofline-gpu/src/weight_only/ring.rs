@@ -96,8 +96,8 @@ pub const MAX_K: usize = 31 * 1024;
 /// Whether the ring takes `format`: the 4-bit formats (block scales in tables), FP8 E4M3 / INT8 (per-row
 /// FP32 scales applied to the row sums), FP16 and BF16 (no scales), each with FP16 or BF16 x. BF16 weights
 /// multiply x in FP32 (wo_stream.cuh's row_step); the others in f16x2, with x first scaled by a power of two
-/// into [-1, 1) (wo_ring.cu), where BF16's 8 significant bits are exact in f16 down to 2^-17 of max|x| (below
-/// it a value is rounded by at most 2^-25 max|x|): BF16 x takes the FP16 x products (session 48; before, BF16 x
+/// into [-1, 1) (wo_ring.cu), where BF16's 8 significant bits are exact in f16 from 2^-16 of max|x| up (below
+/// it a value is rounded by at most 2^-24 max|x|): BF16 x takes the FP16 x products (session 48; before, BF16 x
 /// with 4-, 8- and FP16 weights took the x-in-registers kernel's FP32 path).
 pub fn takes(format: WoFormat) -> bool {
     matches!(

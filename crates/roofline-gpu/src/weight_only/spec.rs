@@ -42,7 +42,7 @@ pub const GEMV_KEYS: &[(&str, &str)] = &[
     ("balance", "XMma with bulk rings: the CTA's tiles shared evenly by its warps, sums parked in a shared-memory table (false: whole row tiles per warp, no clusters), true | false"),
     ("multicast", "XMma with bulk rings in one K split (sm_90+): the CTAs as pairs (clusters of two along N), each copying half of x's rows into both (opt-in: slower on the H100), true | false"),
     ("nf4_table", "NF4 on XMma with bulk rings: copies of the shared-memory table of code pairs its decode looks codes up in (BF16 x: pairs of the codebook's BF16 hi and lo parts, half the copies in the same bytes), 0 (byte permutes in registers) | 8 | 16 | 32 | 64 (64: one byte permute a lookup; default: 64, else 32, fewer where the shared memory is short)"),
-    ("xf16", "XMma with bulk rings and BF16 x (FP8, INT8, INT4, NF4, MXFP4, NVFP4 weights): x rewritten in shared memory as f16, each row scaled by a power of two into [-1, 1) (exact for BF16 to 2^-17 of its largest value), the MMAs on FP16 x's decodes, the sums scaled back, true | false (default: true for NF4 and FP8 unfused, else false)"),
+    ("xf16", "XMma with bulk rings and BF16 x (FP8, INT8, INT4, NF4, MXFP4, NVFP4 weights): x rewritten in shared memory as f16, each row scaled by a power of two into [-1, 1) (exact for BF16 from 2^-16 of its largest value), the MMAs on FP16 x's decodes, the sums scaled back, true | false (default: true for NF4 and FP8 unfused, else false)"),
 ];
 
 fn parse_variant(v: &str) -> Result<Variant, String> {

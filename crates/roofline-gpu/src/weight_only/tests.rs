@@ -625,6 +625,39 @@ fn xf16_takes_bf16_x_to_the_fp16_decodes_on_the_bulk_ring() {
     assert!(!LaunchPlan::new_x(Variant::XMma, WoFormat::Int4G128, XDtype::Bf16, 16, 14336, 4096, 132, xs).xf16);
 }
 
+/// BF16 x as the ring GEMV and `Tuning::xf16` make it f16 (wo_ring.cu, `xb_x_to_f16`): scaled by 2^-e, 2^(e-1) <=
+/// max|x| < 2^e, and rounded to f16 to nearest. Over every BF16 value up to max|x|, for maxima across BF16's range:
+/// exact from 2^-16 of max|x| up (BF16's 8 significant bits within f16's normal range or its subnormals' 2^-24
+/// steps), smaller values within 2^-24 of max|x| (half a subnormal step), and never past f16's range.
+#[test]
+fn bf16_x_scaled_into_f16_is_exact_from_2_pow_minus_16_of_its_largest_value() {
+    use half::bf16;
+    for max in [1.0f32, 0.75, 3.0e-3, 1.7e2, 6.0e4, 3.0e38, 1.0e-30, 9.1e-39] {
+        let max = bf16::from_f32(max).to_f32();
+        let e = max.abs().log2().floor() as i32 + 1; // ilogbf(max) + 1
+        let (down, up) = (2f64.powi(-e), 2f64.powi(e));
+        assert!((0.5..1.0).contains(&(f64::from(max) * down)), "{max:e}");
+        let mut worst_exact = 0.0f64;
+        for bits in 0..=u16::MAX {
+            let v = bf16::from_bits(bits).to_f32();
+            if !v.is_finite() || v.abs() > max {
+                continue;
+            }
+            let scaled = (f64::from(v) * down) as f32; // exact: a power of two within f32's range
+            let h = f16::from_f32(scaled);
+            assert!(h.is_finite(), "{v:e} under max {max:e}");
+            let back = f64::from(h.to_f32()) * up;
+            let err = (back - f64::from(v)).abs();
+            if f64::from(v.abs()) >= f64::from(max) * 2f64.powi(-16) {
+                worst_exact = worst_exact.max(err);
+            } else {
+                assert!(err <= f64::from(max) * 2f64.powi(-24), "{v:e} under max {max:e}: error {err:e}");
+            }
+        }
+        assert_eq!(worst_exact, 0.0, "max {max:e}");
+    }
+}
+
 /// `reference_error` reads a kernel's error before its outputs are rounded, the same for FP16 and BF16 y: outputs
 /// `exact + e` (e of rms 3e-4 of W x) rounded to either type read 3e-4 within sampling noise, where the distance to
 /// the rounded reference reads several times that with BF16's coarse step; a wrong rounding (truncation) is
