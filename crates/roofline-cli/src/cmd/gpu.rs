@@ -49,7 +49,9 @@ how many launches a sample held and the host's time to enqueue one (ROOFLINE_TIM
 Examples:
   roofline measure --m 4096 --n 4096 --k 4096 --precision fp16 --hw h100
   roofline measure --m 8192 --n 8192 --k 8192 -p fp8 --hw h100-measured.toml --power
-  roofline measure --m 1 --n 4096 --k 4096 -p int8 --json"
+  roofline measure --m 1 --n 4096 --k 4096 -p int8 --json
+  roofline measure --m 1 --n 14336 --k 4096 --weights INT4_G128 --activations bf16 --hw h200
+  roofline measure --m 16 --n 14336 --k 4096 --weights NF4 --activations bf16 --gemv xf16=false"
 )]
 pub struct MeasureArgs {
     #[command(flatten)]
