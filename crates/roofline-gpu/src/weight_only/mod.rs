@@ -257,14 +257,8 @@ impl WeightOnlyGemv {
 
     /// The plan of an `m x n x k` call with `fusion` (the fused build of [`WeightOnlyGemv::plan`]).
     fn fused_plan(&self, m: usize, n: usize, k: usize, fusion: Fusion) -> LaunchPlan {
-        let fuse = fusion != Fusion::default();
-        // BF16 x as scaled f16 (`Tuning::xf16`) in fused builds only where asked: its default was measured unfused
-        let plan = if fuse && self.tuning.xf16.is_none() {
-            self.plan_tuned(m, n, k, Tuning { xf16: Some(false), ..self.tuning })
-        } else {
-            self.plan(m, n, k)
-        };
-        LaunchPlan { fuse, silu: fusion.silu_x, ..plan }
+        let plan = self.plan_tuned(m, n, k, fused_tuning(self.tuning, fusion));
+        LaunchPlan { fuse: fusion != Fusion::default(), silu: fusion.silu_x, ..plan }
     }
 
     /// The kernels `calls` (`m x n x k` with a fusion each) will launch, for compiling them ahead of time
@@ -959,6 +953,16 @@ pub fn from_bits(x: XDtype) -> fn(u16) -> f32 {
     match x {
         XDtype::F16 => |b| f16::from_bits(b).to_f32(),
         XDtype::Bf16 => |b| bf16::from_bits(b).to_f32(),
+    }
+}
+
+/// The tuning of a build with `fusion`: `tuning`, but BF16 x as scaled f16 ([`Tuning::xf16`]) in fused builds only
+/// where asked (its default was measured in unfused builds only, session 48).
+pub fn fused_tuning(tuning: Tuning, fusion: Fusion) -> Tuning {
+    if fusion != Fusion::default() && tuning.xf16.is_none() {
+        Tuning { xf16: Some(false), ..tuning }
+    } else {
+        tuning
     }
 }
 

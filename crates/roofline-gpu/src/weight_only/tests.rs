@@ -623,6 +623,13 @@ fn xf16_takes_bf16_x_to_the_fp16_decodes_on_the_bulk_ring() {
     assert!(!b.xf16);
     let xs = Tuning { bulk: Some(false), ..on };
     assert!(!LaunchPlan::new_x(Variant::XMma, WoFormat::Int4G128, XDtype::Bf16, 16, 14336, 4096, 132, xs).xf16);
+    // Fused builds keep the BF16 decodes unless xf16 is asked for; unfused ones keep the default.
+    let norm = Fusion { norm_eps: Some(1e-5), ..Fusion::default() };
+    assert_eq!(fused_tuning(Tuning::default(), norm).xf16, Some(false));
+    assert_eq!(fused_tuning(on, norm).xf16, Some(true));
+    assert_eq!(fused_tuning(Tuning::default(), Fusion::default()).xf16, None);
+    let fp8 = |t| LaunchPlan::new_x(Variant::XMma, WoFormat::Fp8E4M3, XDtype::Bf16, 16, 14336, 4096, 132, t).xf16;
+    assert!(fp8(Tuning::default()) && !fp8(fused_tuning(Tuning::default(), norm)));
 }
 
 /// BF16 x as the ring GEMV and `Tuning::xf16` make it f16 (wo_ring.cu, `xb_x_to_f16`): scaled by 2^-e, 2^(e-1) <=
