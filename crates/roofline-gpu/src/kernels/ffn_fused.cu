@@ -315,7 +315,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
             float mx = 0.0f;
 #pragma unroll
             for (int e = 0; e < 16; ++e) mx = fmaxf(mx, fabsf(hp[e]));
-            const int ex = mx > 0.0f ? ilogbf(mx) + 1 : 0;
+            const int ex = unit_exp(mx);
             const float hup = ldexpf(1.0f, 14 - ex);
             t = ldexpf(1.0f, ex);  // h 2^(14 - ex) times the decode's w 2^-14
 #else

@@ -1267,7 +1267,7 @@ __device__ __forceinline__ void xb_x_to_f16(u32 xs_base, int ld, int span, u32 x
         }
         mx = __reduce_max_sync(0xffffffffu, max(mx & 0xffffu, mx >> 16));
         const float big = __uint_as_float(mx << 16);
-        const int e = big > 0.0f ? ilogbf(big) + 1 : 0;
+        const int e = unit_exp(big);
         const float down = ldexpf(1.0f, -e);
         if (lane == 0) xup[m] = ldexpf(1.0f, e);
         for (int v = lane; v < nv; v += 32) {

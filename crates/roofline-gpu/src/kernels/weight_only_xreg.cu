@@ -417,7 +417,7 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
         for (int j = 0; j < C; ++j)
 #pragma unroll
             for (int e = 0; e < EPC; ++e) mx = fmaxf(mx, fabsf(xr[0][j][e]));
-        const int ex = mx > 0.0f ? ilogbf(mx) + 1 : 0;
+        const int ex = unit_exp(mx);
         xout = ldexpf(1.0f, ex);
         const float inv = ldexpf(1.0f, -ex) * E2M1_UP;  // E2M1: the decode's 2^-14 cancels it
 #pragma unroll

@@ -48,6 +48,11 @@ __device__ __forceinline__ u32 word(const uint4& q, int i) {
     return i == 0 ? q.x : i == 1 ? q.y : i == 2 ? q.z : q.w;
 }
 
+// The power-of-two exponent e that scales values of largest magnitude `mx` into [-1, 1): 2^(e-1) <= mx < 2^e, 0 for
+// mx = 0. x times 2^-e is exact and the sums go back up by 2^e (the x-in-registers kernel's and the ring GEMV's f16x2
+// products, the fused FFN's hidden row, wo_mma_xb's XF16).
+__device__ __forceinline__ int unit_exp(float mx) { return mx > 0.0f ? ilogbf(mx) + 1 : 0; }
+
 // Byte permute: byte i of the result is byte (sel nibble i & 7) of {b, a} (a = bytes 0-3), or with nibble bit
 // 3 set that byte's sign bit replicated (0x00 or 0xFF).
 __device__ __forceinline__ u32 prmt(u32 a, u32 b, u32 sel) {

@@ -293,7 +293,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #pragma unroll
         for (int s = 0; s < KSL; ++s) mx = fmaxf(mx, red[s]);
         // 2^-e with 2^(e-1) <= mx < 2^e: x scaled into [-1, 1) (x = 0: no scaling).
-        const int e = mx > 0.0f ? ilogbf(mx) + 1 : 0;
+        const int e = unit_exp(mx);
         inv = ldexpf(1.0f, -e);
         out_scale = ldexpf(gscale, e);
     }
