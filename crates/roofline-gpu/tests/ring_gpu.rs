@@ -18,24 +18,18 @@
 use half::f16;
 use roofline_gpu::weight_only::nvrtc::{compile_cubin, XDtype};
 use roofline_gpu::weight_only::ring::{max_k, reference, swiglu, Epilogue, Input, RingGemv};
-use roofline_gpu::weight_only::{excess_sq, from_bits, quantize_pack, to_bits, WoFormat};
+use roofline_gpu::weight_only::{env_list_names, excess_sq, from_bits, quantize_pack, to_bits, WoFormat};
 use roofline_gpu::{random_f32, timing, Gpu, TimingConfig};
 
 /// Whether the test runs `f`: every format, or those named in `ROOFLINE_TEST_FORMATS` (comma-separated catalog
 /// names, e.g. `INT4_G128,NVFP4`).
 fn runs_format(f: WoFormat) -> bool {
-    std::env::var("ROOFLINE_TEST_FORMATS")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .is_none_or(|s| s.split(',').any(|n| n.trim().eq_ignore_ascii_case(f.format().name())))
+    env_list_names("ROOFLINE_TEST_FORMATS", f.format().name())
 }
 
 /// Whether the test runs activations of type `x`: both, or those named in `ROOFLINE_TEST_X` (`fp16` / `bf16`).
 fn runs_x(x: XDtype) -> bool {
-    std::env::var("ROOFLINE_TEST_X")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .is_none_or(|s| s.split(',').any(|n| n.trim().eq_ignore_ascii_case(x.name())))
+    env_list_names("ROOFLINE_TEST_X", x.name())
 }
 
 #[test]

@@ -5,8 +5,8 @@
 use half::f16;
 use roofline_core::Format;
 use roofline_gpu::weight_only::{
-    from_bits, mma, precompile, quantize_and_pack, reference_error, to_bits, Fusion, Tuning, Variant, WeightOnlyGemv,
-    WeightOnlyOptions, WoFormat, XDtype,
+    env_list_names, from_bits, mma, precompile, quantize_and_pack, reference_error, to_bits, Fusion, Tuning, Variant,
+    WeightOnlyGemv, WeightOnlyOptions, WoFormat, XDtype,
 };
 use roofline_gpu::{random_f32, Gpu, TimingConfig};
 
@@ -17,18 +17,13 @@ fn quick() -> TimingConfig {
 /// The formats the tests run: every one, or those named in `ROOFLINE_TEST_FORMATS` (comma-separated
 /// catalog names such as `MXFP4,NVFP4`, to re-check one kernel change in a fraction of the device time).
 fn wo_formats() -> Vec<WoFormat> {
-    let only: Option<Vec<String>> =
-        std::env::var("ROOFLINE_TEST_FORMATS").ok().map(|s| s.split(',').map(|f| f.trim().to_uppercase()).collect());
-    WoFormat::ALL
-        .into_iter()
-        .filter(|f| only.as_ref().is_none_or(|o| o.contains(&f.format().name().to_uppercase())))
-        .collect()
+    WoFormat::ALL.into_iter().filter(|f| env_list_names("ROOFLINE_TEST_FORMATS", f.format().name())).collect()
 }
 
 /// Whether the tests run activations of type `x`: every type, or those named in `ROOFLINE_TEST_X`
 /// (comma-separated, `fp16` / `bf16`: a change to one type's kernels re-checked without the other's cases).
 fn runs_x(x: XDtype) -> bool {
-    std::env::var("ROOFLINE_TEST_X").map_or(true, |s| s.split(',').any(|n| n.trim().eq_ignore_ascii_case(x.name())))
+    env_list_names("ROOFLINE_TEST_X", x.name())
 }
 
 fn formats() -> Vec<Format> {

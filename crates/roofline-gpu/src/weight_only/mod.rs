@@ -956,6 +956,16 @@ pub fn from_bits(x: XDtype) -> fn(u16) -> f32 {
     }
 }
 
+/// Whether the comma-separated list in the environment variable `var` names `name` (case-insensitive), or the
+/// variable is unset or empty: the GPU tests' and the spill check's filters (`ROOFLINE_TEST_FORMATS` with catalog
+/// names such as `INT4_G128,NVFP4`, `ROOFLINE_TEST_X` with `fp16` / `bf16`).
+pub fn env_list_names(var: &str, name: &str) -> bool {
+    std::env::var(var)
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .is_none_or(|s| s.split(',').any(|n| n.trim().eq_ignore_ascii_case(name)))
+}
+
 /// The tuning of a build with `fusion`: `tuning`, but BF16 x as scaled f16 ([`Tuning::xf16`]) in fused builds only
 /// where asked (its default was measured in unfused builds only, session 48).
 pub fn fused_tuning(tuning: Tuning, fusion: Fusion) -> Tuning {

@@ -829,15 +829,9 @@ fn compile_all(full: bool) {
     // them compiled in parallel: NVRTC is thread-safe and the full matrix is hundreds of kernels.
     let mut keys = Vec::new();
     // `ROOFLINE_TEST_FORMATS` / `ROOFLINE_TEST_X` (comma-separated names, as the GPU tests take them): a part.
-    let named = |var: &str, name: &str| {
-        std::env::var(var)
-            .ok()
-            .filter(|s| !s.trim().is_empty())
-            .is_none_or(|s| s.split(',').any(|n| n.trim().eq_ignore_ascii_case(name)))
-    };
-    let formats = WoFormat::ALL.into_iter().filter(|f| named("ROOFLINE_TEST_FORMATS", f.format().name()));
+    let formats = WoFormat::ALL.into_iter().filter(|f| env_list_names("ROOFLINE_TEST_FORMATS", f.format().name()));
     for f in formats {
-        for x in XDtype::ALL.into_iter().filter(|x| named("ROOFLINE_TEST_X", x.name())) {
+        for x in XDtype::ALL.into_iter().filter(|x| env_list_names("ROOFLINE_TEST_X", x.name())) {
             for variant in
                 [Variant::SplitK, Variant::Rows4, Variant::RowPerWarp, Variant::Mma, Variant::XReg, Variant::XMma]
             {
