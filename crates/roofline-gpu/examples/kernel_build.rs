@@ -3,14 +3,16 @@
 //! CUBIN is written to DIR for `cuobjdump -sass` / `nvdisasm`: a kernel edit's instructions compared before
 //! the device time is spent.
 //!
-//! `cargo run -p roofline-gpu --example kernel_build -- FORMAT X M N K [ARCH] [SMS] [--gemv SPEC] [--fused]`, e.g.
+//! `cargo run -p roofline-gpu --example kernel_build -- FORMAT X M N K [ARCH] [SMS] [--gemv SPEC] [--fused] [--ring]`, e.g.
 //! `ROOFLINE_DUMP_CUBIN=/tmp/cubin cargo run -p roofline-gpu --example kernel_build -- MXFP4 BF16 16 14336 4096`
 //! (FORMAT a weight-only catalog name, X `FP16` or `BF16`, ARCH default 90, SMS default 132; `--gemv` a plan
 //! override as `roofline measure --gemv` takes it, e.g. `warps=8,unroll=2`; `--fused`: the fused RMSNorm /
-//! residual-add build). NVRTC must load:
+//! residual-add build; `--ring`: the ring GEMV at M = 1 with the fast-memory (H200) defaults). NVRTC must load:
 //! after `scripts/ci-deps.sh`, `LD_LIBRARY_PATH=$HOME/.cache/roofline/cuda-tools/lib`.
 
-use roofline_gpu::weight_only::{compile, nvrtc_available, GemvOverride, LaunchPlan, Variant, WoFormat, XDtype, MAX_M};
+use roofline_gpu::weight_only::{
+    compile, nvrtc_available, ring, GemvOverride, LaunchPlan, Variant, WoFormat, XDtype, MAX_M,
+};
 
 fn main() {
     if let Err(e) = run() {
@@ -22,7 +24,8 @@ fn main() {
 fn run() -> Result<(), String> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let fused = args.iter().any(|a| a == "--fused");
-    args.retain(|a| a != "--fused");
+    let ring = args.iter().any(|a| a == "--ring");
+    args.retain(|a| a != "--fused" && a != "--ring");
     let gemv: GemvOverride = match args.iter().position(|a| a == "--gemv") {
         Some(i) if i + 1 < args.len() => {
             let spec = args.remove(i + 1);
@@ -33,7 +36,7 @@ fn run() -> Result<(), String> {
         None => GemvOverride::default(),
     };
     if args.len() < 5 {
-        return Err("usage: kernel_build FORMAT X M N K [ARCH] [SMS] [--gemv SPEC] [--fused]".into());
+        return Err("usage: kernel_build FORMAT X M N K [ARCH] [SMS] [--gemv SPEC] [--fused] [--ring]".into());
     }
     let format =
         WoFormat::ALL.into_iter().find(|f| f.format().name().eq_ignore_ascii_case(&args[0])).ok_or_else(|| {
@@ -58,6 +61,9 @@ fn run() -> Result<(), String> {
     let arch = num(5, "ARCH", 90)? as u32;
     let sms = num(6, "SMS", 132)? as u32;
     nvrtc_available().map_err(|e| e.to_string())?;
+    if ring {
+        return ring_build(arch, sms, (format, x), n, k, fused);
+    }
     let variant = gemv.variant.unwrap_or_else(|| Variant::best(format, x, m));
     let plan = LaunchPlan::new_x(variant, format, x, m, n, k, sms, gemv.tuning);
     let plan = LaunchPlan { fuse: fused || plan.fuse, ..plan };
@@ -71,5 +77,16 @@ fn run() -> Result<(), String> {
         c.spill_bytes.map_or("?".into(), |s| s.to_string()),
         c.cubin.len()
     );
+    Ok(())
+}
+
+/// `--ring`: the ring GEMV the engine builds for `n x k` at M = 1 on a fast-memory GPU (the H200's defaults;
+/// with `--fused` the fused RMSNorm build).
+fn ring_build(arch: u32, sms: u32, fx: (WoFormat, XDtype), n: usize, k: usize, fused: bool) -> Result<(), String> {
+    let epilogue = if fused { ring::Epilogue::Norm } else { ring::Epilogue::Store };
+    let b = ring::compile_ring(arch, sms, 4800.0, fx, n, k, (epilogue, ring::Input::X)).map_err(|e| e.to_string())?;
+    println!("ring GEMV {:?} {:?} 1x{n}x{k}: {}", fx.0, fx.1, b.describe());
+    let report: Vec<&str> = b.log.lines().filter(|l| l.contains("registers") || l.contains("spill")).collect();
+    println!("{} bytes of CUBIN; ptxas: {}", b.cubin.len(), report.join(" / "));
     Ok(())
 }

@@ -219,6 +219,38 @@ fn variants_and_bf16_activations_match_the_reference() {
     }
 }
 
+/// The bulk ring with a producer warp (`Tuning::producer`, `wo_mma_xr`) for every 4- and 8-bit format with both
+/// activation types, M = 2 to 16: units of 32 tiles (K = 4096: two a row tile; N = 1000 ends mid row tile), of 16
+/// (K = 3072, 48 tiles: one tile a warp, three units a row tile), one unit a row tile (K = 2048: the most
+/// partial-sum buffers), many row tiles a CTA (400 rows: the buffers reused many times) and 2 slots.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn producer_ring_matches_the_reference() {
+    let gpu = Gpu::open(0).unwrap();
+    let mut cases: Vec<Call> = Vec::new();
+    for wf in wo_formats().into_iter().filter(|f| matches!(f.bits(), 4 | 8)) {
+        for x in XDtype::ALL.into_iter().filter(|&x| runs_x(x) && mma::supports(wf, x)) {
+            for (m, n, k) in [(2, 1000, 4096), (5, 4100, 3072), (16, 777, 2048), (9, 2048, 4096), (3, 520, 14336)] {
+                for (rows_per_cta, stages) in [(None, None), (Some(400), None), (Some(48), Some(2))] {
+                    let tuning = Tuning { producer: Some(true), rows_per_cta, stages, ..Tuning::default() };
+                    cases.push((wf, x, Variant::XMma, tuning, m, n, k, Fusion::default()));
+                }
+            }
+        }
+    }
+    precompile_calls(&gpu, &cases);
+    for (wf, x, variant, tuning, m, n, k, _) in cases {
+        let f = wf.format();
+        let opts = WeightOnlyOptions { x, variant: Some(variant), tuning, ..Default::default() };
+        let r = gpu
+            .measure_weight_only_with(f, m, n, k, &quick(), &opts)
+            .unwrap_or_else(|e| panic!("{f} {x:?} {tuning:?} {m}x{n}x{k}: {e}"));
+        assert!(r.kernel.contains("wo_mma_xr"), "{f} {x:?} {tuning:?} {m}x{n}x{k}: ran {}", r.kernel);
+        assert!(r.rel_error <= 1e-3, "{f} {x:?} {tuning:?} {m}x{n}x{k}: {:.2e}", r.rel_error);
+        println!("producer {f} {x:?} {m}x{n}x{k} {:?} {:?}: {:.2e}", tuning.rows_per_cta, tuning.stages, r.rel_error);
+    }
+}
+
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn every_m_and_tiny_odd_shapes_through_the_raw_api() {
@@ -296,6 +328,10 @@ fn fused_norm_and_residual_add_match_the_reference() {
         // (the tensor cores with BF16 x where they take the format, split-K for FP16 weights)
         (Variant::XMma, XDtype::Bf16),
     ];
+    // The tensor cores' bulk ring also with a producer warp (`wo_mma_xr`: 4- and 8-bit weights in one K split;
+    // the engine keeps the per-warp rings where x does not fit, M = 16 at K = 14336).
+    let producer = Tuning { producer: Some(true), ..Tuning::default() };
+    let tunings = [Tuning::default(), producer];
     let silu = Fusion { silu_x: true, ..Fusion::default() };
     let fusions = [
         Fusion { norm_eps: Some(eps), ..Fusion::default() },
@@ -312,8 +348,10 @@ fn fused_norm_and_residual_add_match_the_reference() {
         for &(variant, xt) in &kinds {
             for split_k in [None, Some(2)] {
                 for m in [1usize, 3, 16] {
-                    let t = Tuning { split_k, ..Tuning::default() };
-                    calls.extend(fusions.iter().map(|&f| (wf, xt, variant, t, m, n, k, f)));
+                    for base in tunings.iter().filter(|t| t.producer.is_none() || variant == Variant::XMma) {
+                        let t = Tuning { split_k, ..*base };
+                        calls.extend(fusions.iter().map(|&f| (wf, xt, variant, t, m, n, k, f)));
+                    }
                 }
             }
         }
@@ -321,9 +359,15 @@ fn fused_norm_and_residual_add_match_the_reference() {
     precompile_calls(&gpu, &calls);
     for &(wf, n, k) in &shapes {
         let (packed, wq) = quantize_and_pack(wf, &random_f32(n * k, 21), n, k).unwrap();
-        for &(variant, xt) in &kinds {
-            for split in [None, Some(2)] {
-                let gemv = WeightOnlyGemv::new(&gpu, wf, xt).unwrap().with_variant(variant, split);
+        let runs = kinds.iter().flat_map(|&(v, xt)| tunings.iter().map(move |t| (v, xt, *t)));
+        for (variant, xt, tuning) in runs.filter(|(v, _, t)| t.producer.is_none() || *v == Variant::XMma) {
+            // (the producer warp streams one K split)
+            for split in if tuning.producer.is_some() { vec![None] } else { vec![None, Some(2)] } {
+                let gemv = WeightOnlyGemv::new(&gpu, wf, xt)
+                    .unwrap()
+                    .with_variant(variant, split)
+                    .with_tuning(tuning)
+                    .unwrap();
                 let mut dw = gemv.upload(&packed).unwrap();
                 let (to, from) = (to_bits(xt), from_bits(xt));
                 for m in [1usize, 3, 16] {
@@ -369,10 +413,13 @@ fn fused_norm_and_residual_add_match_the_reference() {
                         }
                         let rel = (err / norm).sqrt();
                         let tol = if xt == XDtype::Bf16 { 8e-3 } else { 1e-3 };
-                        assert!(rel <= tol, "{wf:?} {variant:?} {xt:?} split {split:?} m={m} {fusion:?}: {rel:.2e}");
+                        assert!(
+                            rel <= tol,
+                            "{wf:?} {variant:?} {xt:?} split {split:?} {tuning:?} m={m} {fusion:?}: {rel:.2e}"
+                        );
                     }
                 }
-                println!("fused {wf:?} {n}x{k} {variant:?} {xt:?} split {split:?}: ok");
+                println!("fused {wf:?} {n}x{k} {variant:?} {xt:?} split {split:?} producer {:?}: ok", tuning.producer);
             }
         }
     }
@@ -436,7 +483,7 @@ fn mma_table() {
 /// Shapes from `ROOFLINE_TUNE_SHAPES` ("MxNxK,...") when set; `ROOFLINE_TUNE_FORMATS` ("INT4_G128,NF4")
 /// and `ROOFLINE_TUNE_ONLY` (label parts separated by '|', such as "Mma U=2 W=4|+GRP") narrow the table;
 /// `ROOFLINE_TUNE_ROWS_PER_CTA` and `ROOFLINE_TUNE_SPLIT_K` run every row on CTAs of that many weight rows
-/// and in that many K splits.
+/// and in that many K splits; `ROOFLINE_TUNE_PRODUCER=1` every bulk-ring row with a producer warp.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn tune_table() {
@@ -457,6 +504,7 @@ fn tune_table() {
     let only_label = std::env::var("ROOFLINE_TUNE_ONLY").ok();
     let env_u32 = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u32>().ok());
     let (rows_per_cta, split_k) = (env_u32("ROOFLINE_TUNE_ROWS_PER_CTA"), env_u32("ROOFLINE_TUNE_SPLIT_K"));
+    let producer = env_u32("ROOFLINE_TUNE_PRODUCER") == Some(1);
     let label_of = |variant: &Variant, t: &Tuning| {
         format!(
             "{variant:?}{}{}{}{} U={} W={} PF={} P={} SX={} B={}{}",
@@ -487,6 +535,7 @@ fn tune_table() {
             t.min_blocks.unwrap_or(1),
             t.split_k.map(|s| format!(" S={s}")).unwrap_or_default()
                 + &t.rows_per_cta.map(|r| format!(" RPC={r}")).unwrap_or_default()
+                + if t.producer == Some(true) { " XR" } else { "" }
         )
     };
     for (m, n, k) in shapes {
@@ -524,9 +573,10 @@ fn tune_table() {
                     }
                     // The same with the weights through bulk-copy rings (`XSM+XB`): tiles a slot x slots x warps, the
                     // splits in clusters or through the workspace (`noCL`), the warps sharing the tiles or owning row
-                    // tiles (`noBAL`).
-                    for tiles in [2u32, 4, 8] {
-                        for stages in [2u32, 3, 4] {
+                    // tiles (`noBAL`). (1 tile and 6 slots: the producer warp's units of 16 KB of 8-bit codes and its
+                    // deeper rings, ROOFLINE_TUNE_PRODUCER.)
+                    for tiles in [1u32, 2, 4, 8] {
+                        for stages in [2u32, 3, 4, 6] {
                             for warps in [8u32, 16] {
                                 for (split_k, cluster, balance) in [
                                     (None, None, None),
@@ -661,9 +711,14 @@ fn tune_table() {
             // ROOFLINE_TUNE_ROWS_PER_CTA / ROOFLINE_TUNE_SPLIT_K: every remaining configuration on CTAs of that
             // many rows (`RPC=` in the label) / in that many K splits (`S=`), e.g. fewer CTAs than SMs or
             // clustered splits for the wrong-result probes.
+            // ROOFLINE_TUNE_PRODUCER=1: every remaining configuration with the bulk ring's producer warp (`XR` in the
+            // label; the engine keeps the per-warp rings where it does not run).
             for (_, t) in &mut configs {
                 t.rows_per_cta = rows_per_cta.or(t.rows_per_cta);
                 t.split_k = split_k.or(t.split_k);
+                if producer {
+                    t.producer = Some(true);
+                }
             }
             // ROOFLINE_TUNE_TOLERANCE: accept any error (profiling experiments that compute wrong results).
             let tolerance = std::env::var("ROOFLINE_TUNE_TOLERANCE").ok().and_then(|t| t.parse().ok()).unwrap_or(1e-3);

@@ -56,6 +56,9 @@
 #ifndef XF16
 #define XF16 0
 #endif
+#ifndef XR
+#define XR 0
+#endif
 #if XF16 && !(XBF16 && XB)
 #error "XF16 converts BF16 x on the bulk ring (XBF16, XB)"
 #endif
@@ -881,12 +884,16 @@ __device__ __forceinline__ void xk_stage_x(const u16* x, int k, int kb, int span
 // This lane's ldmatrix row address in the staged x: lane l gives row l % 8 of matrix l / 8. M > 8: matrices
 // (block 0, k 0-7), (block 0, k 8-15), (block 1, k 0-7), (block 1, k 8-15) of a k-step; up to M = 8: k 0-7,
 // 8-15 of k-step s, then of k-step s + 1.
-__device__ __forceinline__ u32 xk_x_addr(u32 xs_base, int ld, int lane) {
+__device__ __forceinline__ u32 xk_x_addr(u32 xs_base, int ld, int lane, int rows_x = NB * 8) {
 #if NB == 2
-    const int lrow = (lane >> 4) * 8 + (lane & 7), lcol = ((lane >> 3) & 1) * 8;
+    int lrow = (lane >> 4) * 8 + (lane & 7);
+    const int lcol = ((lane >> 3) & 1) * 8;
 #else
-    const int lrow = lane & 7, lcol = ((lane >> 3) & 1) * 8 + (lane >> 4) * 16;
+    int lrow = lane & 7;
+    const int lcol = ((lane >> 3) & 1) * 8 + (lane >> 4) * 16;
 #endif
+    // x staged in fewer rows than the n8 blocks take (XR: MT): the missing rows read a real one, their sums unused.
+    if (lrow >= rows_x) lrow %= rows_x;
     u32 xaddr = xs_base + (u32)(lrow * ld + lcol) * 2u;
     // Opaque to the compiler: under the ring's register pressure ptxas otherwise rebuilt this address from
     // the thread index and the shared window (S2R, S2UR and ~12 integer instructions) for every tile.
@@ -1192,8 +1199,9 @@ __device__ __forceinline__ int xb_chunk_tiles(int span) { return max(XCT, (span 
 
 // Warp 0 requests x's columns of tiles [kb, kb + span), chunk after chunk, each row of x (MT of them) on its
 // own copy (rows are `ld` halfs apart in shared memory, k in global), chunk c completing on `xbar + 8 c`.
-// Every other thread zero-fills x's rows MT .. NB x 8 (the n8 blocks' padding, which no copy writes). The
-// chunk barriers must be initialized (by thread 0) before; the caller synchronizes the CTA after.
+// The `nthreads` first threads zero-fill x's rows MT .. rows_x (with rows_x = NB x 8 the n8 blocks' padding,
+// which no copy writes; XR's x has MT rows, its fragments reading real rows in the padding's place). The chunk
+// barriers must be initialized (by thread 0) before; the caller synchronizes the threads after.
 // Profiling experiment (ROOFLINE_NVRTC_EXTRA=-DEXP_XROWS=r, wrong results): only x's first r rows copied,
 // the rest zero-filled, so x's L2 traffic is r / MT of the real one.
 #ifdef EXP_XROWS
@@ -1206,7 +1214,7 @@ __device__ __forceinline__ int xb_chunk_tiles(int span) { return max(XCT, (span 
 // every CTA still expects all of x's bytes on its own chunk barriers. The pair's barriers must be initialized
 // before (cluster_sync after the initialization).
 __device__ __forceinline__ void xb_stage_x(const u16* x, int k, int kb, int span, int ld, u32 xs_base,
-                                           u32 xbar) {
+                                           u32 xbar, int rows_x, int nthreads) {
     const int ct = xb_chunk_tiles(span), nch = (span + ct - 1) / ct;
     const int lane = threadIdx.x & 31;
     if (threadIdx.x < 32) {
@@ -1231,7 +1239,7 @@ __device__ __forceinline__ void xb_stage_x(const u16* x, int k, int kb, int span
             }
         }
     }
-    for (int i = threadIdx.x; i < (NB * 8 - XB_XROWS) * ld / 8; i += blockDim.x) {
+    for (int i = threadIdx.x; i < (rows_x - XB_XROWS) * ld / 8; i += nthreads) {
         const int m = XB_XROWS + i / (ld / 8), c = i % (ld / 8);
         asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(xs_base + (u32)(m * ld + c * 8) * 2u), "r"(0u)
                      : "memory");
@@ -1333,25 +1341,31 @@ __device__ __forceinline__ void mma_group(const uint4 (&q0)[QV], const uint4 (&q
 }
 #endif
 
-// Decodes the n tiles of the slot at `sp` (from tile ckt; x's fragments of its first at `xa`) and runs their
-// MMAs into acc. FULL (n == U, every slot but a row tile's last when U does not divide the split): no guard
-// per tile, so the tiles are one basic block and ptxas interleaves one tile's decode and x fragments with
-// the previous tile's MMA chain (a guarded tile was a block of its own: each tile's loads, decode, four
-// dependent MMAs and scale FMAs ran back to back). INT4 slots of whole groups (FULL, from an even tile, U
-// even) take them two tiles at a time (mma_group).
+// The lane's words of the n tiles at `sp` (512 QV bytes apart) and their entries of the scale columns at `cp`
+// (the column of tile ckt first): what xb_tiles decodes.
 template <bool FULL>
-__device__ __forceinline__ void xb_slot(const u8* sp, int n, int ckt, u32 xa, int lane, int g, float acc[NB][4]) {
+__device__ __forceinline__ void xb_load(const u8* sp, const u8* cp, int n, int ckt, int lane, int g, uint4 (&q)[U][QV],
+                                        Meta (&meta)[U]) {
     const int c0 = XB_COL(ckt);
-    uint4 q[U][QV];
-    Meta meta[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
         if (FULL || u < n) {
 #pragma unroll
             for (int v = 0; v < QV; ++v) q[u][v] = *(const uint4*)(sp + u * XB_TILE + v * 512 + 16 * lane);
-            meta[u] = xb_meta(sp + U * XB_TILE + (XB_COL(ckt + u) - c0) * XB_CB, g);
+            meta[u] = xb_meta(cp + (XB_COL(ckt + u) - c0) * XB_CB, g);
         }
     }
+}
+
+// The MMAs of the n tiles (from tile ckt; x's fragments of the first at `xa`) whose words and scale entries
+// xb_load read, into acc. FULL (n == U, every slot but a row tile's last when U does not divide the split): no
+// guard per tile, so the tiles are one basic block and ptxas interleaves one tile's decode and x fragments with
+// the previous tile's MMA chain (a guarded tile was a block of its own: each tile's loads, decode, four
+// dependent MMAs and scale FMAs ran back to back). INT4 slots of whole groups (FULL, from an even tile, U
+// even) take them two tiles at a time (mma_group).
+template <bool FULL>
+__device__ __forceinline__ void xb_tiles(const uint4 (&q)[U][QV], const Meta (&meta)[U], int n, int ckt, u32 xa,
+                                         float acc[NB][4]) {
 #if FMT == 4 && U % 2 == 0 && !EXP_LOADONLY
     if (FULL && (ckt & 1) == 0) {
 #pragma unroll
@@ -1375,6 +1389,16 @@ __device__ __forceinline__ void xb_slot(const u8* sp, int n, int ckt, u32 xa, in
 #endif
         }
     }
+}
+
+// Decodes the n tiles of the slot at `sp` (from tile ckt; x's fragments of its first at `xa`; the slot's scale
+// columns after its U tiles) and runs their MMAs into acc.
+template <bool FULL>
+__device__ __forceinline__ void xb_slot(const u8* sp, int n, int ckt, u32 xa, int lane, int g, float acc[NB][4]) {
+    uint4 q[U][QV];
+    Meta meta[U];
+    xb_load<FULL>(sp, sp + U * XB_TILE, n, ckt, lane, g, q, meta);
+    xb_tiles<FULL>(q, meta, n, ckt, xa, acc);
 }
 
 // The parking table ([MT][rtpc x 16 + 4] floats after the rings, pad 4: the lanes' (m, r) on 32 banks),
@@ -1426,6 +1450,7 @@ __device__ __forceinline__ void xb_table_sum(const float* red, int ps, int rt0, 
     }
 }
 
+#if !XR  // (XR builds its own entry below)
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
           const u16* x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
@@ -1484,7 +1509,7 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 #endif
 
     const u32 xs_base = (u32)__cvta_generic_to_shared(xb_smem);
-    xb_stage_x(x, k, kb, span, ld, xs_base, xbar_s);
+    xb_stage_x(x, k, kb, span, ld, xs_base, xbar_s, NB * 8, blockDim.x);
     if (bal)
         for (int i = threadIdx.x; i < MT * ps; i += blockDim.x) red[i] = 0.0f;
     fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);
@@ -1559,6 +1584,182 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 
     splitk_finish(ws, y, counters, rt0 * 16, rows, n_rows, MT, flags);
 }
+#endif  // !XR
+
+#if XR
+// XR 1 (with XB; entry wo_mma_xr, sm_90+, one K split): the bulk ring's tiles streamed the M = 1 ring GEMV's way
+// (wo_ring.cu). A producer warp (the CTA's last) copies the CTA's tiles, which lie contiguous in memory ([row
+// tile][k tile]), in units of WARPS x U tiles (16 KB of 4-bit codes at U = 2: half a row tile at K = 4096) with
+// the unit's scale columns, into one ring of NST slots shared by the WARPS consumer warps; it issues unit u once
+// unit u - XR_AHEAD has landed (0: as the slots free up). Consumer warp w takes tiles w U .. w U + U - 1 of every
+// unit (so its K range within a row tile repeats row tile after row tile), reads its words and scale entries
+// into registers, releases the slot and runs the MMAs; at a row tile's end the warps' partial sums meet in a
+// table (RB buffers of a row tile's WARPS x 16 x NB x 8 floats) and the last warp to arrive (a shared-memory
+// counter) adds them and stores y. Why: the per-warp rings (wo_mma_xb) stream their 2 KB copies far below the
+// read roof on the H200 even without decode (EXP_LOADONLY, INT4 2x14336x4096: 10.0 us; 16x: 13.0; the M = 1
+// ring streams 16 KB units at about 7, session 49). x is staged in MT rows (not NB x 8: the n8 blocks' missing
+// rows read real ones, their sums unused), so K reaches 14336 at M = 4. Host: LaunchPlan::producer. Buffers: a
+// warp writes row tile r's partials only once the producer filled its last unit, i.e. once every warp released
+// the unit NST before; with RB x (units a row tile) >= NST + 1 that unit lies past row tile r - RB, whose last
+// warp had added it up before releasing anything later (the kernel's `rb` below).
+#if FMT <= 1 || XMC || CL
+#error "XR streams 4- and 8-bit tiles in one K split without clusters"
+#endif
+#ifndef XR_AHEAD
+#define XR_AHEAD 2
+#endif
+// Profiling experiments (ROOFLINE_NVRTC_EXTRA, wrong results): EXP_XR_NOSCALES 1, the units' scale columns not
+// copied (the slots' stale bytes read instead); EXP_XR_NORED 1, no row tile's partial sums added or stored.
+#ifndef EXP_XR_NOSCALES
+#define EXP_XR_NOSCALES 0
+#endif
+#ifndef EXP_XR_NORED
+#define EXP_XR_NORED 0
+#endif
+#define XR_UT (WARPS * U)                        // tiles a unit
+#define XR_SC (FMT == 4 ? XR_UT / 2 : XR_UT)     // scale columns a unit (INT4: a group of 128 is two tiles)
+#define XR_SLOT ((XR_UT * XB_TILE + XR_SC * XB_CB + 127) / 128 * 128)
+#define XR_PART (WARPS * NB * 128)               // floats of one row tile's partial sums (a buffer)
+
+// Units of the CTA's row tiles (`upr` a row tile) and the partial-sum buffers the ring's depth needs.
+__device__ __forceinline__ int xr_buffers(int upr) { return (NST + upr) / upr; }  // ceil((NST + 1) / upr)
+
+extern "C" __global__ void __launch_bounds__(WARPS * 32 + 32, 1)
+wo_mma_xr(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
+          const u16* x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
+          int n_rows, int k, int rtpc, int flags, float eps) {
+    pdl_trigger();
+    flags = fuse_flags(flags);
+    extern __shared__ __align__(128) u8 xb_dyn[];
+    u8* const xr_smem = xb_dyn + XB_TAB_BYTES;  // x, the ring and the partial sums after NF4's table, if any
+    __shared__ __align__(8) unsigned long long full[NST], empty[NST];
+    __shared__ __align__(8) unsigned long long xfull[XB_XCH];
+    __shared__ int arrived[NST + 1];
+    __shared__ float fuse_inv[MT];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int g = lane >> 2, t = lane & 3;
+    const int row_tiles = (n_rows + 15) / 16;
+    const int kt_total = k / 64, upr = kt_total / XR_UT;  // units a row tile (the host: XR_UT divides K / 64)
+    const int ld = kt_total * 64 + 8;
+    const int rt0 = blockIdx.x * rtpc, rows = max(0, min(row_tiles, rt0 + rtpc) - rt0);
+    const int units = rows * upr;
+    const int xbytes = (MT * ld * 2 + 127) & ~127;
+    u8* const ring = xr_smem + xbytes;
+    float* const part = (float*)(ring + NST * XR_SLOT);
+    const int rb = xr_buffers(upr);
+    const u32 ring_s = (u32)__cvta_generic_to_shared(ring);
+    const u32 full_s = (u32)__cvta_generic_to_shared(&full[0]), empty_s = (u32)__cvta_generic_to_shared(&empty[0]);
+    const u32 xbar_s = (u32)__cvta_generic_to_shared(&xfull[0]);
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < NST; ++i) {
+            mbar_init(full_s + 8 * i, 1);         // the producer's expect_tx
+            mbar_init(empty_s + 8 * i, WARPS);    // every consumer warp
+        }
+        for (int c = 0; c < XB_XCH; ++c) mbar_init(xbar_s + 8 * c, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    if (threadIdx.x <= NST) arrived[threadIdx.x] = 0;
+#if FMT == 5 && defined(NF4_TAB)
+    nf4_tab_fill();  // depends on no kernel
+#endif
+    __syncthreads();
+    if (warp == WARPS) {
+        // ---- Producer: the CTA's units in order, each into slot u % NST once the unit NST before was released ----
+        if (lane == 0) {
+            const int cols = FMT == 4 ? kt_total / 2 : kt_total;  // scale columns of a row tile
+            for (int u = 0; u < units; ++u) {
+                const int slot = u % NST, rt = rt0 + u / upr, kt0 = (u % upr) * XR_UT;
+                if (u >= NST) mbar_wait(empty_s + 8 * slot, (u32)((u / NST - 1) & 1));
+                if (XR_AHEAD > 0 && XR_AHEAD < NST && u >= XR_AHEAD)
+                    mbar_wait(full_s + 8 * ((u - XR_AHEAD) % NST), (u32)(((u - XR_AHEAD) / NST) & 1));
+                const u32 dst = ring_s + slot * XR_SLOT, bar = full_s + 8 * slot;
+                mbar_expect_tx(bar, (u32)(XR_UT * XB_TILE + (EXP_XR_NOSCALES ? 0 : XR_SC * XB_CB)));
+                bulk_copy(dst, w + ((size_t)rt * kt_total + kt0) * QV * 32, (u32)(XR_UT * XB_TILE), bar);
+#if XB_CB > 0 && !EXP_XR_NOSCALES
+                bulk_copy(dst + XR_UT * XB_TILE, scales + ((size_t)rt * cols + XB_COL(kt0)) * XB_CB, (u32)(XR_SC * XB_CB),
+                          bar);
+#endif
+            }
+        }
+        return;
+    }
+    // ---- Consumers ----
+    pdl_wait();  // x is the previous kernels' output
+    const u32 xs_base = (u32)__cvta_generic_to_shared(xr_smem);
+    xb_stage_x(x, k, 0, kt_total, ld, xs_base, xbar_s, MT, WARPS * 32);
+    fuse_norm_rows(x, k, MT, flags, eps, fuse_inv, warp, WARPS);
+    asm volatile("bar.sync 1, %0;" ::"n"(WARPS * 32) : "memory");  // the norm factors (the producer has left)
+#if XF16
+    __shared__ float xup[MT];
+    xb_x_to_f16(xs_base, ld, kt_total, xbar_s, xup, warp);
+    asm volatile("bar.sync 1, %0;" ::"n"(WARPS * 32) : "memory");  // x in f16, its rows' factors
+#endif
+    const u32 xaddr = xk_x_addr(xs_base, ld, lane, MT);
+    const int xct = xb_chunk_tiles(kt_total);
+    int xin = 0;  // x's tiles [0, xin) are known to be in
+    float acc[NB][4];
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[b][i] = 0.0f;
+    for (int u = 0; u < units; ++u) {
+        const int slot = u % NST, pu = u % upr, ckt = pu * XR_UT + warp * U;
+        while (xin < ckt + U) {  // the warp's tiles reach into x's next chunk
+            mbar_wait(xbar_s + 8 * (xin / xct), 0u);
+            xin = min(kt_total, xin + xct);
+        }
+        mbar_wait(full_s + 8 * slot, (u32)((u / NST) & 1));
+        const u8* sp = ring + slot * XR_SLOT;
+        uint4 q[U][QV];
+        Meta meta[U];
+        xb_load<true>(sp + warp * U * XB_TILE, sp + XR_UT * XB_TILE + (XB_COL(ckt) - XB_COL(pu * XR_UT)) * XB_CB, U, ckt,
+                      lane, g, q, meta);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);  // the warp's words are in registers
+        xb_tiles<true>(q, meta, U, ckt, xaddr + (u32)ckt * 128u, acc);
+        if (pu == upr - 1 && !EXP_XR_NORED) {
+            // The row tile's end: this warp's sums into its buffer; the last warp adds the WARPS of them and stores.
+            const int b = (u / upr) % rb;
+            float* pb = part + b * XR_PART;
+#pragma unroll
+            for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) pb[((warp * NB + nb) * 4 + i) * 32 + lane] = acc[nb][i];
+            __syncwarp();
+            int before = 0;
+            if (lane == 0) {
+                __threadfence_block();
+                before = atomicAdd(&arrived[b], 1);
+            }
+            before = __shfl_sync(0xffffffffu, before, 0);
+            if (before == WARPS - 1) {
+                __threadfence_block();
+#pragma unroll
+                for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        float v = 0.0f;
+                        for (int ww = 0; ww < WARPS; ++ww) v += pb[((ww * NB + nb) * 4 + i) * 32 + lane];
+                        acc[nb][i] = v;
+                    }
+#if XF16
+                xb_x_up(acc, xup, t);
+#endif
+                __syncwarp();
+                if (lane == 0) atomicExch(&arrived[b], 0);
+            }
+            if (before == WARPS - 1)
+                xk_store(acc, rt0 + u / upr, g, t, n_rows, scales, gscale, flags, fuse_inv, ws, y, false);
+            else
+#pragma unroll
+                for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) acc[nb][i] = 0.0f;
+        }
+    }
+}
+#endif  // XR
 #endif  // XB
 #endif  // XS == 2
 #endif

@@ -431,6 +431,7 @@ pub(crate) fn stream_options(arch: u32, format: WoFormat, x: XDtype, k: usize) -
         multicast: false,
         nf4_table: 0,
         xf16: false,
+        producer: false,
         arch,
     };
     // (NF4's f16 byte tables for `dot8nf4` come with the x-in-registers key's options.)

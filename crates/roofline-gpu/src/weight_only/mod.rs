@@ -59,7 +59,7 @@ pub use nvrtc::{compile, nvrtc_available, precompile, CompiledKernel, KernelKey,
 pub use pack::{pack, quantize_and_pack, quantize_pack, reference_tensor, PackedWeights, WoFormat};
 pub use plan::{
     LaunchPlan, Tuning, Variant, MAX_CLUSTER_SPLITS, MAX_M, NF4_TWO_SPLITS_ROWS, XB_SMEM_BYTES, XB_WARPS,
-    XK_SMEM_BYTES, XREG_MAX_RPC, XREG_STAGED_MAX_N,
+    XK_SMEM_BYTES, XREG_MAX_RPC, XREG_STAGED_MAX_N, XR_ALONE_SMEM_BYTES,
 };
 pub use spec::{GemvOverride, GEMV_KEYS};
 
@@ -252,6 +252,9 @@ impl WeightOnlyGemv {
         if self.arch < 80 && tuning.stages.is_none() {
             tuning.stages = Some(0); // cp.async is sm_80+: no default stages before it
         }
+        if tuning.bulk.is_none() && LaunchPlan::bulk_on_fast_memory(self.format, self.x, m, self.peak_gb_s) {
+            tuning.bulk = Some(true);
+        }
         LaunchPlan::new_x(self.variant, self.format, self.x, m, n, k, self.sm_count, tuning)
     }
 
@@ -307,7 +310,7 @@ impl WeightOnlyGemv {
         let fitted = plan.with_balanced_grid(n, m, (ctas / plan.splits).max(1));
         // More shared memory per CTA can lower the occupancy it was fitted to: keep the first plan then.
         let resident = loaded.function.occupancy_max_active_blocks_per_multiprocessor(
-            fitted.warps * 32,
+            fitted.threads(),
             fitted.smem_bytes as usize,
             None,
         )?;
@@ -335,7 +338,7 @@ impl WeightOnlyGemv {
             None => {
                 let f = self.function(m, &plan)?.function;
                 let r =
-                    max_active_clusters(&self.stream, &f, (plan.warps * 32, 1, 1), plan.smem_bytes, dims).unwrap_or(0);
+                    max_active_clusters(&self.stream, &f, (plan.threads(), 1, 1), plan.smem_bytes, dims).unwrap_or(0);
                 self.clusters
                     .lock()
                     .map_err(|_| GpuError::Unsupported("cluster table lock poisoned".into()))?
@@ -454,7 +457,7 @@ impl WeightOnlyGemv {
             )?;
         }
         let resident = function
-            .occupancy_max_active_blocks_per_multiprocessor(plan.warps * 32, plan.smem_bytes as usize, None)?
+            .occupancy_max_active_blocks_per_multiprocessor(plan.threads(), plan.smem_bytes as usize, None)?
             .max(1);
         let loaded = Loaded { function, compiled, resident };
         fns.insert(key, loaded.clone());
@@ -723,7 +726,7 @@ impl WeightOnlyGemv {
         // kernels compiled with it (their `griddepcontrol.wait` precedes every access to x, y and workspace);
         // a clustered plan's grid is a whole number of clusters (all its splits).
         unsafe {
-            launch_cluster_ex(stream, &f, grid, (plan.warps * 32, 1, 1), plan.smem_bytes, pdl, cluster, &mut params)
+            launch_cluster_ex(stream, &f, grid, (plan.threads(), 1, 1), plan.smem_bytes, pdl, cluster, &mut params)
         }
     }
 }
@@ -1253,8 +1256,13 @@ fn describe(
             match gemv.variant {
                 Variant::Mma => "wo_mma (tensor cores)".to_string(),
                 Variant::XMma if plan.x_smem && plan.bulk => format!(
-                    "wo_mma_xb (tensor cores, x in shared memory, bulk-copy rings of {} slots{}{}{}{})",
-                    plan.stages,
+                    "{} (tensor cores, x in shared memory, {}{}{}{}{})",
+                    if plan.producer { "wo_mma_xr" } else { "wo_mma_xb" },
+                    if plan.producer {
+                        format!("a producer warp streaming {}-tile units into {} slots", plan.warps * plan.unroll, plan.stages)
+                    } else {
+                        format!("bulk-copy rings of {} slots", plan.stages)
+                    },
                     match (plan.park, plan.cluster) {
                         (_, true) => ", a parking table, K splits summed in clusters",
                         (true, false) => ", a parking table",

@@ -120,6 +120,9 @@ pub struct KernelKey {
     /// With `bulk` and BF16 x: x converted in shared memory to f16 scaled by a power of two a row, the MMAs on
     /// FP16 x's decodes (`XF16`; [`super::Tuning::xf16`]).
     pub xf16: bool,
+    /// With `bulk`, in one K split: a producer warp streams the CTA's tiles into one ring shared by the warps
+    /// (`XR`, entry `wo_mma_xr`; [`super::Tuning::producer`]).
+    pub producer: bool,
     /// Compute capability as major * 10 + minor (90 = sm_90).
     pub arch: u32,
 }
@@ -137,12 +140,19 @@ impl KernelKey {
 
     /// Whether the build converts BF16 x to scaled f16 (`XF16`: the bulk kernel only).
     fn xf16_build(&self) -> bool {
-        self.xf16 && self.x == XDtype::Bf16 && self.entry() == "wo_mma_xb"
+        self.xf16 && self.x == XDtype::Bf16 && self.bulk_entry()
+    }
+
+    /// Whether the entry is a bulk-ring kernel (`wo_mma_xb`, or `wo_mma_xr` with a producer warp).
+    fn bulk_entry(&self) -> bool {
+        self.is_mma() && self.xreg && self.x_smem && self.bulk
     }
 
     /// The kernel's entry point.
     pub fn entry(&self) -> &'static str {
-        if self.is_mma() && self.xreg && self.x_smem && self.bulk {
+        if self.bulk_entry() && self.producer {
+            "wo_mma_xr"
+        } else if self.bulk_entry() {
             "wo_mma_xb"
         } else if self.is_mma() && self.xreg && self.x_smem {
             "wo_mma_xk"
@@ -172,7 +182,7 @@ impl KernelKey {
                 super::mma::nf4_f16_tables()
             };
             opts.extend(tables.iter().enumerate().map(|(i, t)| format!("-DNF4_T{i}=0x{t:08x}u")));
-            if self.nf4_table > 0 && self.entry() == "wo_mma_xb" {
+            if self.nf4_table > 0 && self.bulk_entry() {
                 opts.push(format!("-DNF4_TAB={}", self.nf4_table));
             }
         }
@@ -204,6 +214,7 @@ impl KernelKey {
             format!("-DXB={}", u32::from(self.bulk && self.x_smem && self.xreg && self.is_mma())),
             format!("-DCL={}", u32::from(self.cluster && self.bulk && self.x_smem && self.xreg && self.is_mma())),
             format!("-DXMC={}", u32::from(self.xmc())),
+            format!("-DXR={}", u32::from(self.bulk_entry() && self.producer)),
             format!("-DKT={}", self.unroll),
             format!("-DFUSE={}", u32::from(self.fuse)),
             format!("-DSILU={}", u32::from(self.fuse && self.silu)),
@@ -554,6 +565,7 @@ mod tests {
             multicast: false,
             nf4_table: 0,
             xf16: false,
+            producer: false,
             arch: 90,
         };
         let o = key.options();

@@ -257,6 +257,13 @@ pub struct Tuning {
     /// (the conversion waits for all of x before the first MMA): INT4 17.0 / 19.8 and 14.0 / 15.3 at M = 8; MXFP4
     /// 19.7 / 20.2 and 21.3 / 20.1; NVFP4 20.3 / 20.6 and 21.6 / 20.2; INT8 22.7 / 22.3 and 18.7 / 19.5 at M = 8.
     pub xf16: Option<bool>,
+    /// `XMma` with bulk rings in one K split, 4- and 8-bit weights (sm_90+): a producer warp streams the CTA's
+    /// tiles (contiguous in memory) in units of 16 KB into one ring shared by the warps, each warp taking
+    /// `unroll` tiles of every unit, their sums added at each row tile's end (`XR`, entry `wo_mma_xr`; the M = 1
+    /// ring GEMV's streaming) instead of a ring of `stages` slots of 2 KB per warp. x is staged in M rows.
+    /// Taken where x and the ring fit (K / 64 a multiple of 16; [`LaunchPlan::producer_plan`]); asking for it
+    /// asks for bulk rings and x in shared memory unless those are set. Default: off.
+    pub producer: Option<bool>,
 }
 
 impl Tuning {
@@ -323,6 +330,11 @@ pub const XK_SMEM_BYTES: u32 = 96 * 1024;
 /// Most dynamic shared memory a bulk-ring `XMma` CTA ([`Tuning::bulk`]) takes, x and rings together: one
 /// CTA per SM, within Hopper's 227 KB per block less its static shared memory (mbarriers, norm factors).
 pub const XB_SMEM_BYTES: u32 = 224 * 1024;
+
+/// Fewest bytes of dynamic shared memory a producer-warp bulk-ring CTA ([`Tuning::producer`]) asks for: more
+/// than half of Hopper's 228 KB a SM (less the 1 KB each CTA reserves), so that no second CTA shares its SM
+/// (the ring GEMV's `ring::alone_smem`: a second CTA beside it, let in early by PDL, halves both streams).
+pub const XR_ALONE_SMEM_BYTES: u32 = 114 * 1024;
 
 /// Most K splits one cluster of the clustered reduction takes ([`Tuning::cluster`]: 8, the portable cluster
 /// size).
@@ -410,6 +422,9 @@ pub struct LaunchPlan {
     /// BF16 x converted to scaled f16 in shared memory for FP16 x's decodes ([`Tuning::xf16`]; set by
     /// [`LaunchPlan::new_x`]).
     pub xf16: bool,
+    /// `XMma` with bulk rings: one ring of `stages` units fed by a producer warp ([`Tuning::producer`]); the
+    /// CTA has `warps` + 1 warps ([`LaunchPlan::threads`]).
+    pub producer: bool,
 }
 
 impl LaunchPlan {
@@ -446,6 +461,7 @@ impl LaunchPlan {
             // of x (M > 8) fused builds and 16 copies spill at 128 registers (8-24 bytes, session 48): there the
             // byte permutes (the table's bytes stay reserved, unread)
             xf16: self.xf16_key(format, x, arch),
+            producer: self.producer && self.bulk && self.x_smem && arch >= 90,
             nf4_table: if format == WoFormat::Nf4 && self.bulk && self.x_smem && arch >= 90 {
                 if x == XDtype::Bf16 && !self.xf16_key(format, x, arch) {
                     let copies = self.nf4_table / 2;
@@ -623,6 +639,19 @@ impl LaunchPlan {
         }
     }
 
+    /// Whether the engine turns bulk rings on ([`Tuning::bulk`]) where [`LaunchPlan::bulk_default`] leaves them off,
+    /// on a device of `peak_gb_s` memory bandwidth: 8-bit weights from M = 8 on fast memory
+    /// ([`ring::FAST_MEMORY_GB_S`](super::ring::FAST_MEMORY_GB_S), the H200), where the per-warp bulk rings beat x
+    /// stationary at every size (H200, session 49, `r9-bulk8.txt`, us, x stationary -> bulk rings, FP8 / INT8:
+    /// 16x4096x4096 12.5 -> 10.6 / 12.9 -> 11.0, 16x2048x4096 9.23 -> 7.74 / 9.46 -> 7.88, 16x1024x4096 7.40 ->
+    /// 6.61, 16x4096x3072 11.5 -> 9.11, 16x4096x2048 7.58 -> 7.53, 12x4096x4096 12.2 -> 10.5, 9x4096x4096 11.1 ->
+    /// 10.1, 8x4096x4096 9.14 -> 8.91 / 9.52 -> 9.34; but 6x4096x4096 8.83 -> 8.85 and 4x4096x4096 7.48 -> 8.56).
+    /// Above 4096 x 4096 weights `bulk_default` already takes them; on the H100 (session 19) 16x4096x4096 ran
+    /// 13.5 x stationary against 14.9, so slower memory keeps `bulk_default`. FP16 x only: BF16 x was not measured.
+    pub fn bulk_on_fast_memory(format: WoFormat, x: XDtype, m: usize, peak_gb_s: f64) -> bool {
+        format.bits() == 8 && x == XDtype::F16 && m >= 8 && peak_gb_s >= super::ring::FAST_MEMORY_GB_S
+    }
+
     /// Whether `XMma` with x in shared memory streams its weights through bulk-copy rings by default
     /// ([`Tuning::bulk`]; the engine turns it off below sm_90): for the 4-bit formats (H100, session 18, M =
     /// 16, us, bulk rings vs registers, `r5-compare.txt`: 16x14336x4096 INT4 21.3 vs 25.5, MXFP4 22.5 vs
@@ -689,6 +718,11 @@ impl LaunchPlan {
         min_blocks: u32,
     ) -> LaunchPlan {
         let bulk = tuning.bulk == Some(true); // resolved by `new`
+        if bulk && tuning.producer == Some(true) {
+            if let Some(p) = Self::producer_plan(format, m, n, k, sm_count, tuning, pdl) {
+                return p;
+            }
+        }
         let (xb_tiles, xb_slots) = Self::xb_default_slots(format);
         let kt = (k / 64).max(1) as u32;
         let rows_x = (m as u32).div_ceil(8) * 8;
@@ -773,6 +807,78 @@ impl LaunchPlan {
         }
     }
 
+    /// The bulk ring with a producer warp ([`Tuning::producer`], `wo_mma_xr`) for `m x n x k`, or `None` where it
+    /// does not run the call: 4- or 8-bit weights, one K split, units of `warps` x `unroll` tiles (default 16 x 2
+    /// for 4-bit codes, 16 x 1 for 8-bit: 16 KB) that divide a row tile (K / 64 tiles; else one tile a warp),
+    /// `stages` slots (default 4, fewer down to 2 where x, the ring and the partial sums would not fit
+    /// [`XB_SMEM_BYTES`]). The dynamic shared memory: NF4's code-pair table (as many copies as leave 3 slots),
+    /// x in M rows, the ring, then ceil((slots + 1) / units a row tile) buffers of a row tile's partial sums
+    /// (the kernel's `xr_buffers`).
+    fn producer_plan(
+        format: WoFormat,
+        m: usize,
+        n: usize,
+        k: usize,
+        sm_count: u32,
+        tuning: Tuning,
+        pdl: bool,
+    ) -> Option<LaunchPlan> {
+        let bits = format.bits();
+        if !(bits == 4 || bits == 8) || tuning.split_k.is_some_and(|s| s != 1) {
+            return None;
+        }
+        let kt = (k / 64) as u32;
+        let warps = tuning.warps.unwrap_or(XB_WARPS);
+        let wanted = tuning.unroll.unwrap_or(if bits == 4 { 2 } else { 1 });
+        let unroll = [wanted, 1].into_iter().find(|&u| kt > 0 && kt % (warps * u) == 0)?;
+        let ut = warps * unroll;
+        let qv = mma::words_per_tile(format) as u32;
+        let scale_per_tile = match format {
+            WoFormat::Nvfp4 => 64,
+            WoFormat::Int4G128 | WoFormat::Nf4 | WoFormat::Mxfp4 => 32,
+            _ => 0,
+        };
+        let slot = (ut * qv * 512 + ut * scale_per_tile).div_ceil(128) * 128;
+        let x = (m as u32 * (kt * 64 + 8) * 2).div_ceil(128) * 128;
+        let upr = kt / ut;
+        let nb = (m as u32).div_ceil(8);
+        let smem = |s: u32| x + s * slot + (s + upr) / upr * warps * nb * 128 * 4;
+        let most = tuning.stages.unwrap_or(4).max(2);
+        let slots_with = |table: u32| (2..=most).rev().find(|&s| smem(s) + table <= XB_SMEM_BYTES);
+        // NF4's code-pair table in front (`NF4_TAB`): the most copies (of those asked for) that leave 3 slots,
+        // else the most that leave 2, else none (byte permutes).
+        let copies: &[u32] = match (format, tuning.nf4_table) {
+            (WoFormat::Nf4, None) => &[64, 32, 16],
+            (WoFormat::Nf4, Some(c)) if c > 0 => &[64, 32, 16, 8],
+            _ => &[],
+        };
+        let want = tuning.nf4_table.unwrap_or(64);
+        let fit = |least: u32| {
+            copies
+                .iter()
+                .filter(|&&c| c <= want)
+                .find_map(|&c| slots_with(Self::nf4_table_bytes(c)).filter(|&s| s >= least.min(most)).map(|s| (c, s)))
+        };
+        let (nf4_table, slots) = fit(3).or_else(|| fit(2)).or_else(|| slots_with(0).map(|s| (0, s)))?;
+        let row_tiles = (n as u32).div_ceil(16);
+        let rtpc = tuning.rows_per_cta.map_or_else(|| row_tiles.div_ceil(sm_count.max(1)), |r| r.div_ceil(16).max(1));
+        Some(LaunchPlan {
+            chunks_per_split: kt,
+            smem_bytes: (smem(slots) + Self::nf4_table_bytes(nf4_table)).max(XR_ALONE_SMEM_BYTES),
+            nf4_table,
+            x_smem: true,
+            bulk: true,
+            producer: true,
+            stages: slots,
+            ..Self::xmma_plan(unroll, warps, 1, row_tiles, rtpc, 1, pdl)
+        })
+    }
+
+    /// Threads of one CTA: its warps, and the producer warp of [`Tuning::producer`].
+    pub fn threads(&self) -> u32 {
+        (self.warps + u32::from(self.producer)) * 32
+    }
+
     /// `plan` (an `x_smem_plan`) with NF4's code-pair table in front where the bulk kernel takes one
     /// ([`Tuning::nf4_table`]; `relayout` plans again with other tuning): asked for, the most copies up to the
     /// count asked for that fit; by default 64 copies, else 32 (both conflict-free; with 64 a lookup's offset
@@ -790,8 +896,8 @@ impl LaunchPlan {
         tuning: Tuning,
         relayout: impl Fn(Tuning) -> LaunchPlan,
     ) -> LaunchPlan {
-        if format != WoFormat::Nf4 || !plan.bulk {
-            return plan;
+        if format != WoFormat::Nf4 || !plan.bulk || plan.producer {
+            return plan; // (the producer's plan sizes its table itself)
         }
         let with = |p: LaunchPlan, copies: u32| {
             let smem_bytes = p.smem_bytes + Self::nf4_table_bytes(copies);
@@ -896,6 +1002,7 @@ impl LaunchPlan {
             multicast: false,
             nf4_table: 0,
             xf16: false,
+            producer: false,
         }
     }
 
@@ -1016,11 +1123,15 @@ impl LaunchPlan {
                 multicast: false,
                 nf4_table: 0,
                 xf16: false,
+                producer: false,
             };
             return plan.with_rows_per_cta(n, m, rpc);
         }
-        let bulk = tuning.bulk.unwrap_or_else(|| Self::bulk_default(format, n, k));
-        if variant == Variant::XMma && tuning.x_smem.unwrap_or_else(|| Self::x_smem_default(format, m, n, k, bulk)) {
+        // (a producer warp feeds a bulk ring with x in shared memory: asking for it asks for both)
+        let producer = tuning.producer == Some(true);
+        let bulk = tuning.bulk.unwrap_or_else(|| producer || Self::bulk_default(format, n, k));
+        let x_smem = tuning.x_smem.unwrap_or_else(|| (producer && bulk) || Self::x_smem_default(format, m, n, k, bulk));
+        if variant == Variant::XMma && x_smem {
             let tuning = Tuning { bulk: Some(bulk), ..tuning };
             let layout = |t: Tuning| Self::x_smem_plan(format, m, n, k, sm_count, t, pdl, min_blocks);
             return Self::with_nf4_table(format, layout(tuning), tuning, layout);
@@ -1126,6 +1237,7 @@ impl LaunchPlan {
                 multicast: false,
                 nf4_table: 0,
                 xf16: false,
+                producer: false,
             };
         }
         let (rows_per_warp, unroll) = match variant {
@@ -1202,6 +1314,7 @@ impl LaunchPlan {
             multicast: false,
             nf4_table: 0,
             xf16: false,
+            producer: false,
         }
     }
 }

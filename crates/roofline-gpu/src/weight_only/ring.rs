@@ -851,6 +851,65 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
     Ok(Plan { ctas, per, groups, parts, layout })
 }
 
+/// A ring GEMV compiled for one shape: its plan, its units in flight and NVRTC's CUBIN and log.
+pub struct RingBuild {
+    plan: Plan,
+    ahead: usize,
+    /// The CUBIN (for `cuobjdump -sass`, or a driver to load).
+    pub cubin: Vec<u8>,
+    /// ptxas's log (registers, spills).
+    pub log: String,
+}
+
+impl RingBuild {
+    /// CTAs, ring slots, K parts, row groups and units in flight, in words.
+    pub fn describe(&self) -> String {
+        let p = &self.plan;
+        format!(
+            "{} CTAs of {} row steps, {} row groups, {} K parts, {} slots, {} units in flight (0: all), scales {}",
+            p.ctas,
+            p.per,
+            p.groups,
+            p.parts,
+            p.layout.slots,
+            self.ahead,
+            if p.layout.streamed_scales { "streamed" } else { "staged" }
+        )
+    }
+}
+
+/// Compiles the ring GEMV that [`RingGemv::new`] would build for `n x k` on a GPU of `arch` (e.g. 90) with
+/// `sm_count` SMs and `peak_gb_s` of memory bandwidth ([`peak_memory_gb_s`]; [`FAST_MEMORY_GB_S`] and up take
+/// the fast-memory defaults), without a GPU: what `examples/kernel_build.rs --ring` dumps for `cuobjdump`.
+pub fn compile_ring(
+    arch: u32,
+    sm_count: u32,
+    peak_gb_s: f64,
+    (format, x): (WoFormat, XDtype),
+    n: usize,
+    k: usize,
+    (epilogue, input): (Epilogue, Input),
+) -> Result<RingBuild, GpuError> {
+    let plan = plan_on(format, 1, n, k, sm_count, peak_gb_s).map_err(GpuError::Unsupported)?;
+    if epilogue == Epilogue::Norm && input == Input::SwiGlu {
+        return Err(GpuError::Unsupported("the ring GEMV takes SwiGLU on load without a fused norm".into()));
+    }
+    if arch < 90 {
+        return Err(GpuError::Unsupported(format!(
+            "the ring GEMV copies its weights with Hopper bulk copies (sm_90+), this is sm_{arch}"
+        )));
+    }
+    nvrtc_available()?;
+    let Plan { per, groups, parts, layout, .. } = plan;
+    let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, k, parts), peak_gb_s);
+    let (cubin, log) = compile_cubin(
+        &source(),
+        "wo_ring.cu",
+        &options(arch, (format, x), k, per, layout, (parts, groups, ahead), (epilogue, input)),
+    )?;
+    Ok(RingBuild { plan, ahead, cubin, log })
+}
+
 /// One matrix on the GPU in the kernel's layout.
 pub struct RingWeights {
     codes: CudaSlice<u8>,
@@ -925,23 +984,8 @@ impl RingGemv {
         (epilogue, input): (Epilogue, Input),
     ) -> Result<RingGemv, GpuError> {
         let peak = peak_memory_gb_s(ctx);
-        let Plan { ctas, per, groups, parts, layout } =
-            plan_on(format, 1, n, k, sm_count, peak).map_err(GpuError::Unsupported)?;
-        if epilogue == Epilogue::Norm && input == Input::SwiGlu {
-            return Err(GpuError::Unsupported("the ring GEMV takes SwiGLU on load without a fused norm".into()));
-        }
-        if arch < 90 {
-            return Err(GpuError::Unsupported(format!(
-                "the ring GEMV copies its weights with Hopper bulk copies (sm_90+), this is sm_{arch}"
-            )));
-        }
-        nvrtc_available()?;
-        let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, k, parts), peak);
-        let (cubin, log) = compile_cubin(
-            &source(),
-            "wo_ring.cu",
-            &options(arch, (format, x), k, per, layout, (parts, groups, ahead), (epilogue, input)),
-        )?;
+        let RingBuild { plan: Plan { ctas, per: _, groups, parts, layout }, ahead, cubin, log } =
+            compile_ring(arch, sm_count, peak, (format, x), n, k, (epilogue, input))?;
         let smem = alone_smem(ctx, layout.smem)? as u32;
         let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
         if ctas_per_sm() > 1 {

@@ -42,6 +42,7 @@ pub const GEMV_KEYS: &[(&str, &str)] = &[
     ("balance", "XMma with bulk rings: the CTA's tiles shared evenly by its warps, sums parked in a shared-memory table (false: whole row tiles per warp, no clusters), true | false"),
     ("multicast", "XMma with bulk rings in one K split (sm_90+): the CTAs as pairs (clusters of two along N), each copying half of x's rows into both (opt-in: slower on the H100), true | false"),
     ("nf4_table", "NF4 on XMma with bulk rings: copies of the shared-memory table of code pairs its decode looks codes up in (BF16 x: pairs of the codebook's BF16 hi and lo parts, half the copies in the same bytes), 0 (byte permutes in registers) | 8 | 16 | 32 | 64 (64: one byte permute a lookup; default: 64, else 32, fewer where the shared memory is short)"),
+    ("producer", "XMma with bulk rings, 4- and 8-bit weights, one K split (sm_90+): a producer warp streams the CTA's tiles in 16 KB units into one ring the warps share (`unroll` tiles a warp of each unit, `stages` slots), x staged in M rows, true | false (default: false)"),
     ("xf16", "XMma with bulk rings and BF16 x (FP8, INT8, INT4, NF4, MXFP4, NVFP4 weights): x rewritten in shared memory as f16, each row scaled by a power of two into [-1, 1) (exact for BF16 from 2^-16 of its largest value), the MMAs on FP16 x's decodes, the sums scaled back, true | false (default: true for NF4 and FP8 unfused, else false)"),
 ];
 
@@ -82,6 +83,7 @@ impl FromStr for GemvOverride {
             match key {
                 "variant" => o.variant = Some(parse_variant(v)?),
                 "split_k" => t.split_k = Some(parse_u32(key, v)?),
+                "producer" => t.producer = Some(parse_bool(key, v)?),
                 "unroll" => t.unroll = Some(parse_u32(key, v)?),
                 "warps" => t.warps = Some(parse_u32(key, v)?),
                 "pipeline" => t.pipeline = Some(parse_bool(key, v)?),
@@ -152,6 +154,7 @@ impl fmt::Display for GemvOverride {
             ("balance", t.balance),
             ("multicast", t.multicast),
             ("xf16", t.xf16),
+            ("producer", t.producer),
         ] {
             if let Some(v) = v {
                 parts.push(format!("{k}={v}"));
@@ -172,7 +175,7 @@ mod tests {
     #[test]
     fn parses_every_key_and_prints_it_back() {
         let s = "variant=xreg,split_k=2,unroll=2,warps=8,min_blocks=2,rows=8,rows_per_cta=64,stages=4,\
-                 pipeline=true,persistent=false,stage=false,grouped=false,pdl=true,tile_reduce=true,atomic_reduce=false,x_smem=true,ring=false,xh=true,bulk=false,cluster=true,balance=false,multicast=true,nf4_table=8,xf16=true";
+                 pipeline=true,persistent=false,stage=false,grouped=false,pdl=true,tile_reduce=true,atomic_reduce=false,x_smem=true,ring=false,xh=true,bulk=false,cluster=true,balance=false,multicast=true,nf4_table=8,xf16=true,producer=true";
         let o: GemvOverride = s.parse().unwrap();
         assert_eq!(o.variant, Some(Variant::XReg));
         let t = o.tuning;
@@ -181,13 +184,13 @@ mod tests {
         assert_eq!((t.pipeline, t.persistent, t.pdl, t.tile_reduce), (Some(true), Some(false), Some(true), Some(true)));
         assert_eq!((t.atomic_reduce, t.x_smem, t.ring, t.xh), (Some(false), Some(true), Some(false), Some(true)));
         assert_eq!((t.bulk, t.cluster, t.balance, t.multicast), (Some(false), Some(true), Some(false), Some(true)));
-        assert_eq!((t.nf4_table, t.xf16), (Some(8), Some(true)));
+        assert_eq!((t.nf4_table, t.xf16, t.producer), (Some(8), Some(true), Some(true)));
         assert!("nf4_table=12".parse::<GemvOverride>().is_err());
         assert_eq!(o.to_string().parse::<GemvOverride>().unwrap(), o);
         assert_eq!(" variant = XMma , ".parse::<GemvOverride>().unwrap().variant, Some(Variant::XMma));
         assert_eq!("".parse::<GemvOverride>().unwrap(), GemvOverride::default());
         assert_eq!(GemvOverride::default().to_string(), "default");
-        assert_eq!(GEMV_KEYS.len(), 24);
+        assert_eq!(GEMV_KEYS.len(), 25);
         // the table --help prints is the parser's: every key listed is one it reads
         for (key, _) in GEMV_KEYS {
             let e = format!("{key}=?").parse::<GemvOverride>().unwrap_err();

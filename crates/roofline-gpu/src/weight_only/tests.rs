@@ -594,6 +594,69 @@ fn nf4_bf16_takes_the_pair_table_where_it_compiles_without_spills() {
     assert_eq!(LaunchPlan::new_x(v, f, XDtype::Bf16, 2, 14336, 4096, 132, t).unroll, 4);
 }
 
+/// `Tuning::producer`: one ring fed by a producer warp where x (in M rows), the ring and the partial sums fit one
+/// K split; the per-warp rings elsewhere. Units of 16 warps x 2 tiles (4-bit) or x 1 (8-bit), one tile a warp where
+/// two do not divide a row tile; the CTA alone on its SM; NF4 with as many table copies as leave 3 slots.
+#[test]
+fn producer_ring_plans_fit_the_shared_memory_or_fall_back() {
+    let on = Tuning { producer: Some(true), ..Tuning::default() };
+    let plan = |f, m, n, k| LaunchPlan::new_x(Variant::XMma, f, XDtype::F16, m, n, k, 132, on);
+    for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4, WoFormat::Fp8E4M3, WoFormat::Int8] {
+        for (m, n, k) in [(2, 14336, 4096), (16, 14336, 4096), (4, 4096, 14336), (3, 1000, 5120)] {
+            let p = plan(f, m, n, k);
+            assert!(p.producer && p.bulk && p.x_smem && p.splits == 1, "{f:?} {m}x{n}x{k}: {p:?}");
+            assert!((XR_ALONE_SMEM_BYTES..=XB_SMEM_BYTES).contains(&p.smem_bytes), "{f:?} {m}x{n}x{k}: {p:?}");
+            assert_eq!(p.threads(), 17 * 32);
+            let tiles = (k / 64) as u32;
+            assert_eq!(tiles % (p.warps * p.unroll), 0, "{f:?} {m}x{n}x{k}: {p:?}");
+            let want = if f.bits() == 4 && tiles % 32 == 0 { 2 } else { 1 };
+            assert_eq!(p.unroll, want, "{f:?} {m}x{n}x{k}");
+            assert!(p.stages >= 2, "{f:?} {m}x{n}x{k}");
+            assert_eq!(p.key(f, XDtype::F16, m, 90).entry(), "wo_mma_xr");
+            // NF4's table within the plan's bytes
+            if f == WoFormat::Nf4 {
+                assert!(p.nf4_table >= 16, "{m}x{n}x{k}: {p:?}");
+            }
+        }
+        // x of 16 rows at K = 14336 leaves no room: the per-warp rings (in K splits)
+        let p = plan(f, 16, 4096, 14336);
+        assert!(!p.producer && p.bulk, "{f:?}: {p:?}");
+        assert_eq!(p.key(f, XDtype::F16, 16, 90).entry(), "wo_mma_xb");
+        // K / 64 no multiple of 16 (K = 1536): no units of whole warps
+        assert!(!plan(f, 4, 4096, 1536).producer, "{f:?}");
+        // an explicit second K split wins
+        let two = Tuning { split_k: Some(2), ..on };
+        assert!(!LaunchPlan::new_x(Variant::XMma, f, XDtype::F16, 4, 4096, 4096, 132, two).producer);
+        // off by default
+        assert!(!LaunchPlan::new_x(Variant::XMma, f, XDtype::F16, 4, 4096, 4096, 132, Tuning::default()).producer);
+    }
+    // 16-bit weights keep their plans
+    assert!(!plan(WoFormat::Fp16, 4, 4096, 4096).producer);
+}
+
+/// The engine's fast-memory rule: 8-bit weights with FP16 x take the bulk rings from M = 8 on an H200's bandwidth
+/// (not on an H100's, nor 4- or 16-bit weights, nor BF16 x), and the plan then stages x in shared memory.
+#[test]
+fn eight_bit_weights_take_bulk_rings_from_m_8_on_fast_memory() {
+    let (h200, h100) = (4800.0, 3350.0);
+    for f in [WoFormat::Fp8E4M3, WoFormat::Int8] {
+        assert!(LaunchPlan::bulk_on_fast_memory(f, XDtype::F16, 8, h200));
+        assert!(LaunchPlan::bulk_on_fast_memory(f, XDtype::F16, 16, h200));
+        assert!(!LaunchPlan::bulk_on_fast_memory(f, XDtype::F16, 6, h200));
+        assert!(!LaunchPlan::bulk_on_fast_memory(f, XDtype::F16, 16, h100));
+        assert!(!LaunchPlan::bulk_on_fast_memory(f, XDtype::Bf16, 16, h200));
+        // what the engine asks for then: x in shared memory, the per-warp rings
+        let t = Tuning { bulk: Some(true), ..Tuning::default() };
+        let p = LaunchPlan::new_x(Variant::XMma, f, XDtype::F16, 16, 4096, 4096, 132, t);
+        assert!(p.x_smem && p.bulk && !p.producer, "{f:?}: {p:?}");
+        let x = LaunchPlan::new_x(Variant::XMma, f, XDtype::F16, 16, 4096, 4096, 132, Tuning::default());
+        assert!(!x.bulk, "{f:?}: the device-free default stays x stationary: {x:?}");
+    }
+    for f in [WoFormat::Int4G128, WoFormat::Fp16] {
+        assert!(!LaunchPlan::bulk_on_fast_memory(f, XDtype::F16, 16, h200));
+    }
+}
+
 /// `Tuning::xf16`: BF16 x as scaled f16 on the bulk ring only, for FP8, INT8 and the 4-bit formats, with FP16 x's
 /// NF4 table (all its copies) and NVRTC tables; by default for NF4 and FP8 E4M3.
 #[test]
@@ -915,6 +978,16 @@ fn compile_all(full: bool) {
                                 plans.extend([p, LaunchPlan { fuse: true, ..p }]);
                             }
                         }
+                        // a producer warp streaming one ring (`Tuning::producer`, 4- and 8-bit weights), plain and
+                        // fused, in units of 32 tiles and of 16 (K = 3072), NF4 with its table
+                        if f.bits() <= 8 {
+                            let pt = Tuning { producer: Some(true), ..Tuning::default() };
+                            for k in [4096, 3072] {
+                                let p = LaunchPlan::new_x(variant, f, x, m, 4096, k, 132, pt);
+                                assert!(p.producer, "{f:?} {x:?} M={m} K={k}: {p:?}");
+                                plans.extend([p, LaunchPlan { fuse: true, ..p }]);
+                            }
+                        }
                         let t = Tuning { split_k: Some(1), multicast: Some(true), ..t };
                         let p = LaunchPlan::new_x(variant, f, x, m, 4096, 4096, 132, t);
                         // (16-bit weights leave x room for half of K only: two splits, no pairs)
@@ -1052,6 +1125,7 @@ fn compile_all(full: bool) {
         multicast: false,
         nf4_table: 0,
         xf16: false,
+        producer: false,
         arch: 90,
     };
     assert!(Arc::ptr_eq(&compile(&key).unwrap(), &compile(&key).unwrap()));
