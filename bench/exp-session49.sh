@@ -16,8 +16,8 @@
 #   xrdepth  the producer-warp bulk ring's units in flight (XR_AHEAD, an NVRTC define: XD_AHEADS, default 0 2 4; 0: as
 #            the slots free up) x slots (XD_ONLY) for XD_FORMATS at XD_SHAPES, each checked and timed, into $out/xrdepth.txt
 #   xrparts  where the producer-warp bulk ring's streaming goes: its loads alone (EXP_LOADONLY) as built, without the
-#            units' scale copies (EXP_XR_NOSCALES), without the row tiles' sums (EXP_XR_NORED), and with units of 32 and 64
-#            KB (U=4, 8), for INT4 at XP_SHAPES, into $out/xrparts.txt
+#            units' scale copies (EXP_XR_NOSCALES), with XR_AHEAD=0, and with units of 32 and 64 KB (U=4, 8), for INT4 at
+#            XP_SHAPES, into $out/xrparts.txt (r7 also ran EXP_XR_NORED, removed after: its non-finite sums are refused)
 #   xr8      the producer-warp bulk ring for 8-bit weights (where r5 found it faster: K split 8 ways on the per-warp
 #            rings) at X8_SHAPES for X8_FORMATS: `measure` (checked, then timed) with the default plan and with
 #            --gemv producer=true (and X8_GEMV, default also producer=true,unroll=2), into $out/xr8.txt
@@ -73,7 +73,7 @@ if has xrparts; then
     for u in 2 4 8; do
         ROOFLINE_TUNE_PRODUCER=1 TUNE_BIN=weight_only_gpu tune_fmt xrparts INT4_G128 "XSM+XB NST=4 U=$u W=16 PF" \
             "${XP_SHAPES:-2x14336x4096,16x14336x4096}" "" "-DEXP_LOADONLY=1" "-DEXP_LOADONLY=1 -DEXP_XR_NOSCALES=1" \
-            "-DEXP_LOADONLY=1 -DEXP_XR_NORED=1" "-DEXP_LOADONLY=1 -DXR_AHEAD=0"
+            "-DEXP_LOADONLY=1 -DXR_AHEAD=0"
     done
 fi
 if has xr8; then

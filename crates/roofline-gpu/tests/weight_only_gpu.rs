@@ -6,7 +6,7 @@ use half::f16;
 use roofline_core::Format;
 use roofline_gpu::weight_only::{
     env_list_names, from_bits, mma, precompile, quantize_and_pack, reference_error, to_bits, Fusion, Tuning, Variant,
-    WeightOnlyGemv, WeightOnlyOptions, WoFormat, XDtype,
+    WeightOnlyGemv, WeightOnlyMeasurement, WeightOnlyOptions, WoFormat, XDtype,
 };
 use roofline_gpu::{random_f32, Gpu, TimingConfig};
 
@@ -209,14 +209,19 @@ fn variants_and_bf16_activations_match_the_reference() {
         }
     }
     precompile_calls(&gpu, &cases);
-    for (wf, x, variant, tuning, m, n, k, _) in cases {
-        let f = wf.format();
-        let opts = WeightOnlyOptions { x, variant: Some(variant), tuning, ..Default::default() };
-        let r = gpu
-            .measure_weight_only_with(f, m, n, k, &quick(), &opts)
-            .unwrap_or_else(|e| panic!("{f} {x:?} {variant:?} {tuning:?} {m}x{n}x{k}: {e}"));
+    for call in cases {
+        let r = measure_call(&gpu, call);
         assert!(r.rel_error <= 1e-3);
     }
+}
+
+/// `call` (unfused) through the engine's checked measurement (the kernel against the f64 reference), panicking
+/// with the call where the engine refuses it.
+fn measure_call(gpu: &Gpu, (wf, x, variant, tuning, m, n, k, _): Call) -> WeightOnlyMeasurement {
+    let f = wf.format();
+    let opts = WeightOnlyOptions { x, variant: Some(variant), tuning, ..Default::default() };
+    gpu.measure_weight_only_with(f, m, n, k, &quick(), &opts)
+        .unwrap_or_else(|e| panic!("{f} {x:?} {variant:?} {tuning:?} {m}x{n}x{k}: {e}"))
 }
 
 /// The bulk ring with a producer warp (`Tuning::producer`, `wo_mma_xr`) for every 4- and 8-bit format with both
@@ -239,12 +244,9 @@ fn producer_ring_matches_the_reference() {
         }
     }
     precompile_calls(&gpu, &cases);
-    for (wf, x, variant, tuning, m, n, k, _) in cases {
+    for call @ (wf, x, _, tuning, m, n, k, _) in cases {
         let f = wf.format();
-        let opts = WeightOnlyOptions { x, variant: Some(variant), tuning, ..Default::default() };
-        let r = gpu
-            .measure_weight_only_with(f, m, n, k, &quick(), &opts)
-            .unwrap_or_else(|e| panic!("{f} {x:?} {tuning:?} {m}x{n}x{k}: {e}"));
+        let r = measure_call(&gpu, call);
         assert!(r.kernel.contains("wo_mma_xr"), "{f} {x:?} {tuning:?} {m}x{n}x{k}: ran {}", r.kernel);
         assert!(r.rel_error <= 1e-3, "{f} {x:?} {tuning:?} {m}x{n}x{k}: {:.2e}", r.rel_error);
         println!("producer {f} {x:?} {m}x{n}x{k} {:?} {:?}: {:.2e}", tuning.rows_per_cta, tuning.stages, r.rel_error);

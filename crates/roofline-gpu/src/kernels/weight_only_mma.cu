@@ -1608,13 +1608,10 @@ wo_mma_xb(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
 #ifndef XR_AHEAD
 #define XR_AHEAD 2
 #endif
-// Profiling experiments (ROOFLINE_NVRTC_EXTRA, wrong results): EXP_XR_NOSCALES 1, the units' scale columns not
-// copied (the slots' stale bytes read instead); EXP_XR_NORED 1, no row tile's partial sums added or stored.
+// Profiling experiment (ROOFLINE_NVRTC_EXTRA, wrong results): EXP_XR_NOSCALES 1, the units' scale columns not
+// copied (the slots' stale bytes read instead).
 #ifndef EXP_XR_NOSCALES
 #define EXP_XR_NOSCALES 0
-#endif
-#ifndef EXP_XR_NORED
-#define EXP_XR_NORED 0
 #endif
 #define XR_UT (WARPS * U)                        // tiles a unit
 #define XR_SC (FMT == 4 ? XR_UT / 2 : XR_UT)     // scale columns a unit (INT4: a group of 128 is two tiles)
@@ -1718,7 +1715,7 @@ wo_mma_xr(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* 
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);  // the warp's words are in registers
         xb_tiles<true>(q, meta, U, ckt, xaddr + (u32)ckt * 128u, acc);
-        if (pu == upr - 1 && !EXP_XR_NORED) {
+        if (pu == upr - 1) {
             // The row tile's end: this warp's sums into its buffer; the last warp adds the WARPS of them and stores.
             const int b = (u / upr) % rb;
             float* pb = part + b * XR_PART;
