@@ -362,13 +362,14 @@ pub fn compile_cubin(source: &str, file: &str, options: &[String]) -> Result<(Ve
     if cubin.is_empty() {
         return Err(GpuError::Unsupported(format!("NVRTC produced no CUBIN for {file} (log: {log})")));
     }
-    if let Some(dir) = std::env::var_os("ROOFLINE_DUMP_CUBIN") {
+    // (an empty value is unset, as the other ROOFLINE_* switches take it: not the working directory)
+    if let Some(dir) = std::env::var_os("ROOFLINE_DUMP_CUBIN").filter(|d| !d.is_empty()) {
         dump_cubin(std::path::Path::new(&dir), file, options, &cubin, &log)?;
     }
     Ok((cubin, log))
 }
 
-/// Developer hook: with `ROOFLINE_DUMP_CUBIN=DIR`, every CUBIN this process compiles is written to
+/// Developer hook: with `ROOFLINE_DUMP_CUBIN=DIR` (not empty), every CUBIN this process compiles is written to
 /// `DIR/<file>-<hash of the options>.cubin`, its options and ptxas report beside it (`.txt`), for
 /// `cuobjdump -sass` / `nvdisasm` without a GPU run (the kernels compile wherever libnvrtc loads).
 fn dump_cubin(dir: &std::path::Path, file: &str, options: &[String], cubin: &[u8], log: &str) -> Result<(), GpuError> {
