@@ -7,7 +7,7 @@
 //! `ROOFLINE_DUMP_CUBIN=/tmp/cubin cargo run -p roofline-gpu --example kernel_build -- MXFP4 BF16 16 14336 4096`
 //! (FORMAT a weight-only catalog name, X `FP16` or `BF16`, ARCH default 90, SMS default 132; `--gemv` a plan
 //! override as `roofline measure --gemv` takes it, e.g. `warps=8,unroll=2`; `--fused`: the fused RMSNorm /
-//! residual-add build; `--ring`: the ring GEMV at M = 1 with the fast-memory (H200) defaults). NVRTC must load:
+//! residual-add build; `--ring`: the ring GEMV at M = 1 to 3 with the fast-memory (H200) defaults). NVRTC must load:
 //! after `scripts/ci-deps.sh`, `LD_LIBRARY_PATH=$HOME/.cache/roofline/cuda-tools/lib`.
 
 use roofline_gpu::weight_only::{
@@ -62,7 +62,7 @@ fn run() -> Result<(), String> {
     let sms = num(6, "SMS", 132)? as u32;
     nvrtc_available().map_err(|e| e.to_string())?;
     if ring {
-        return ring_build(arch, sms, (format, x), n, k, fused);
+        return ring_build(arch, sms, (format, x), (m, n, k), fused);
     }
     let variant = gemv.variant.unwrap_or_else(|| Variant::best(format, x, m));
     let plan = LaunchPlan::new_x(variant, format, x, m, n, k, sms, gemv.tuning);
@@ -80,12 +80,19 @@ fn run() -> Result<(), String> {
     Ok(())
 }
 
-/// `--ring`: the ring GEMV the engine builds for `n x k` at M = 1 on a fast-memory GPU (the H200's defaults;
-/// with `--fused` the fused RMSNorm build).
-fn ring_build(arch: u32, sms: u32, fx: (WoFormat, XDtype), n: usize, k: usize, fused: bool) -> Result<(), String> {
+/// `--ring`: the ring GEMV the engine builds for `m x n x k` (M up to `ring::MAX_M`) on a fast-memory GPU (the
+/// H200's defaults; with `--fused` the fused RMSNorm build).
+fn ring_build(
+    arch: u32,
+    sms: u32,
+    fx: (WoFormat, XDtype),
+    mnk: (usize, usize, usize),
+    fused: bool,
+) -> Result<(), String> {
     let epilogue = if fused { ring::Epilogue::Norm } else { ring::Epilogue::Store };
-    let b = ring::compile_ring(arch, sms, 4800.0, fx, n, k, (epilogue, ring::Input::X)).map_err(|e| e.to_string())?;
-    println!("ring GEMV {:?} {:?} 1x{n}x{k}: {}", fx.0, fx.1, b.describe());
+    let b = ring::compile_ring(arch, sms, 4800.0, fx, mnk, (epilogue, ring::Input::X)).map_err(|e| e.to_string())?;
+    let (m, n, k) = mnk;
+    println!("ring GEMV {:?} {:?} {m}x{n}x{k}: {}", fx.0, fx.1, b.describe());
     let report: Vec<&str> = b.log.lines().filter(|l| l.contains("registers") || l.contains("spill")).collect();
     println!("{} bytes of CUBIN; ptxas: {}", b.cubin.len(), report.join(" / "));
     Ok(())

@@ -3,7 +3,8 @@
 //! its 15360, also with weights near f16's largest; BF16 likewise), each with FP16 and with BF16 activations (the
 //! error read past the output type's own rounding, as the engine's check does; `ROOFLINE_TEST_X=fp16|bf16` and
 //! `ROOFLINE_TEST_FORMATS=INT4_G128,...` run a part) for each epilogue (RMSNorm in front, plain
-//! store, residual add)
+//! store, residual add), with one row of x and with two and three (each weight decoded once for all; `ROOFLINE_TEST_M=2,3`
+//! runs those alone)
 //! and SwiGLU on load, at Llama-3.1-8B's qkv
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
@@ -17,7 +18,7 @@
 
 use half::f16;
 use roofline_gpu::weight_only::nvrtc::{compile_cubin, XDtype};
-use roofline_gpu::weight_only::ring::{max_k, reference, swiglu, Epilogue, Input, RingGemv};
+use roofline_gpu::weight_only::ring::{max_k, reference, swiglu, unsupported, Epilogue, Input, RingGemv};
 use roofline_gpu::weight_only::{env_list_names, excess_sq, from_bits, quantize_pack, to_bits, WoFormat};
 use roofline_gpu::{random_f32, timing, Gpu, TimingConfig};
 
@@ -65,6 +66,19 @@ fn ring_gemv_matches_the_reference() {
         (4096, 4096, Epilogue::Add, silu, 4.0),
         (1000, 1024, Epilogue::Store, silu, 0.5),
     ];
+    // Two and three rows of x (session 50: each weight decoded once for all of them), each row its own x (its own
+    // scaling into [-1, 1), norm and residual): Llama-3.1-8B's gate_up and down_proj (with SwiGLU), a fused norm,
+    // unequal shares, the ring wrapping in K parts.
+    let rows = [
+        (14336usize, 4096usize, Epilogue::Store, x, 1.0f32, 2usize),
+        (4096, 14336, Epilogue::Add, x, 1.0, 2),
+        (6144, 4096, Epilogue::Norm, x, 1.0, 3),
+        (4096, 14336, Epilogue::Add, silu, 4.0, 2),
+        (2056, 2048, Epilogue::Add, x, 1.0, 3),
+        (1000, 1024, Epilogue::Norm, x, 50.0, 2),
+        (28672, 8192, Epilogue::Store, x, 1.0, 3),
+        (4096, 4096, Epilogue::Store, x, 300.0, 2),
+    ];
     // FP16 weights up to 3e4 (f16's largest is 65504; the weights below are uniform in [-ws, ws) / sqrt(K)) against a
     // small x: the products' f16x2 sums must stay in range.
     let fp16_large = [
@@ -85,29 +99,58 @@ fn ring_gemv_matches_the_reference() {
     let xts: Vec<XDtype> = [XDtype::F16, XDtype::Bf16].into_iter().filter(|x| runs_x(*x)).collect();
     // Every format with each x type: BF16 weights multiply x in FP32; the others take BF16 x, as FP16 x, scaled into
     // [-1, 1) and packed as f16 (exact from 2^-16 of max|x|).
-    let runs = cases.into_iter().flat_map(|(n, k, ep, input, xs)| {
+    let one_row = cases.map(|(n, k, ep, input, xs)| (n, k, ep, input, xs, 1));
+    let runs = one_row.into_iter().chain(rows).flat_map(|(n, k, ep, input, xs, m)| {
         let xts = xts.clone();
         formats
             .clone()
             .into_iter()
             .filter(move |f| k <= max_k(*f))
-            .flat_map(move |f| xts.clone().into_iter().map(move |xt| (f, xt, n, k, ep, input, xs, 1.0f32)))
+            .flat_map(move |f| xts.clone().into_iter().map(move |xt| (f, xt, m, n, k, ep, input, xs, 1.0f32)))
     });
     let large = fp16_large.into_iter().filter(|_| runs_format(WoFormat::Fp16)).flat_map(|(n, k, ep, input, xs, ws)| {
-        xts.clone().into_iter().map(move |xt| (WoFormat::Fp16, xt, n, k, ep, input, xs, ws))
+        xts.clone().into_iter().map(move |xt| (WoFormat::Fp16, xt, 1, n, k, ep, input, xs, ws))
     });
-    for (f, xt, n, k, ep, input, xs, ws) in runs.chain(large) {
+    let sms = gpu.sm_count;
+    let mut multi = 0;
+    // `ROOFLINE_TEST_M=2,3`: only the cases of those rows of x (the whole test takes over 5 minutes on an H200).
+    let only_m: Option<Vec<usize>> = std::env::var("ROOFLINE_TEST_M").ok().filter(|v| !v.is_empty()).map(|v| {
+        v.split(',').map(|t| t.trim().parse().expect("ROOFLINE_TEST_M: rows of x, comma-separated")).collect()
+    });
+    for (f, xt, m, n, k, ep, input, xs, ws) in runs.chain(large) {
+        if only_m.as_ref().is_some_and(|l| !l.contains(&m)) {
+            continue;
+        }
+        // More rows of x than a build's registers hold (long K, many warps a CTA) are refused before NVRTC.
+        if let Some(why) = unsupported(f, m, n, k, sms).filter(|w| m > 1 && w.contains("registers")) {
+            println!("ring GEMV {f:?} {m}x{n}x{k}: not built ({why})");
+            continue;
+        }
+        multi += usize::from(m > 1);
         {
-            let pf = RingGemv::new(&gpu, (f, xt), n, k, ep, input).unwrap_or_else(|e| panic!("{f:?} {n}x{k}: {e}"));
+            let pf =
+                RingGemv::new(&gpu, (f, xt), (m, n, k), ep, input).unwrap_or_else(|e| panic!("{f:?} {m}x{n}x{k}: {e}"));
             let w: Vec<f32> = random_f32(n * k, 500 + n as u64).iter().map(|v| ws * v / (k as f32).sqrt()).collect();
             let p = quantize_pack(f, &w, n, k).unwrap();
             // x and y in the activations' type.
             let (to, from) = (to_bits(xt), from_bits(xt));
             let round = |v: Vec<f32>| -> Vec<f32> { v.iter().map(|x| from(to(*x))).collect() };
             let xk = if input == Input::SwiGlu { 2 * k } else { k };
-            let x = round(random_f32(xk, 600 + k as u64).iter().map(|v| v * xs).collect());
-            let y0 = round(random_f32(n, 700).iter().map(|v| 4.0 * v).collect());
-            let want = reference(&p, &if input == Input::SwiGlu { swiglu(&x) } else { x.clone() }, &y0, ep, 1e-5);
+            // Row r of x at its own scale (1, 1/8, 8 times xs), so that each row's scaling into [-1, 1) is its own.
+            let x: Vec<f32> = (0..m)
+                .flat_map(|r| {
+                    let s = xs * [1.0, 0.125, 8.0][r % 3];
+                    round(random_f32(xk, 600 + (k + r) as u64).iter().map(|v| v * s).collect())
+                })
+                .collect();
+            let y0 = round(random_f32(m * n, 700).iter().map(|v| 4.0 * v).collect());
+            let want: Vec<f64> = (0..m)
+                .flat_map(|r| {
+                    let xr = &x[r * xk..(r + 1) * xk];
+                    let xr = if input == Input::SwiGlu { swiglu(xr) } else { xr.to_vec() };
+                    reference(&p, &xr, &y0[r * n..(r + 1) * n], ep, 1e-5)
+                })
+                .collect();
             let s = pf.stream().clone();
             let dw = pf.upload(&p).unwrap();
             let bits = |v: &[f32]| -> Vec<u16> { v.iter().map(|x| to(*x)).collect() };
@@ -118,31 +161,41 @@ fn ring_gemv_matches_the_reference() {
                 pf.run(&s, &dw, &xd, &mut y, 1e-5, false).unwrap();
                 outs.push(s.clone_dtoh(&y).unwrap());
             }
-            assert_eq!(outs[0], outs[1], "{n}x{k} {ep:?}: a second launch gave another result");
+            assert_eq!(outs[0], outs[1], "{m}x{n}x{k} {ep:?}: a second launch gave another result");
             let got: Vec<f64> = outs[0].iter().map(|b| f64::from(from(*b))).collect();
-            assert!(got.iter().all(|v| v.is_finite()), "{n}x{k} {ep:?}: non-finite output");
+            assert!(got.iter().all(|v| v.is_finite()), "{m}x{n}x{k} {ep:?}: non-finite output");
             let l2 = |v: &mut dyn Iterator<Item = f64>| v.map(|e| e * e).sum::<f64>().sqrt();
-            // The error past the output type's own rounding (BF16's alone is up to 2^-8 of each output), as the
-            // engine's check (`weight_only::reference_error`) reads it.
-            let excess: f64 =
-                got.iter().zip(&want).map(|(g, w)| excess_sq(*g, *w, f64::from(from(to(*w as f32))))).sum();
-            let err = excess.max(0.0).sqrt();
-            let rel = err / l2(&mut want.iter().copied());
-            // The product alone (the residual add's y0 can hide an error in W x).
-            let prod =
-                l2(&mut want.iter().zip(&y0).map(|(w, y)| w - if ep == Epilogue::Add { f64::from(*y) } else { 0.0 }));
-            println!(
-            "ring GEMV {f:?} x {xt:?} {n}x{k} {ep:?} {input:?} (|x| ~ {xs}): {} CTAs, {} slots in {} K parts, scales {}, {:?} registers, rel. error {rel:.2e} (of W x {:.2e})",
-            pf.ctas,
-            pf.slots,
-            pf.parts,
-            if pf.streamed_scales { "streamed" } else { "staged" },
-            pf.registers,
-            err / prod
-        );
-            assert!(rel <= 1e-3, "{f:?} {n}x{k} {ep:?}: relative error {rel:.2e} > 1e-3");
-            assert!(err / prod <= 2e-3, "{f:?} {n}x{k} {ep:?}: error {:.2e} of W x", err / prod);
+            // Each row of y on its own (the rows' x differ in scale 64-fold).
+            for r in 0..m {
+                let rows = r * n..(r + 1) * n;
+                let (got, want, y0) = (&got[rows.clone()], &want[rows.clone()], &y0[rows]);
+                // The error past the output type's own rounding (BF16's alone is up to 2^-8 of each output), as the
+                // engine's check (`weight_only::reference_error`) reads it.
+                let excess: f64 =
+                    got.iter().zip(want).map(|(g, w)| excess_sq(*g, *w, f64::from(from(to(*w as f32))))).sum();
+                let err = excess.max(0.0).sqrt();
+                let rel = err / l2(&mut want.iter().copied());
+                // The product alone (the residual add's y0 can hide an error in W x).
+                let add = ep == Epilogue::Add;
+                let prod = l2(&mut want.iter().zip(y0).map(|(w, y)| w - if add { f64::from(*y) } else { 0.0 }));
+                println!(
+                    "ring GEMV {f:?} x {xt:?} {m}x{n}x{k} row {r} {ep:?} {input:?} (|x| ~ {xs}): {} CTAs, {} slots in \
+                     {} K parts, scales {}, {:?} registers, rel. error {rel:.2e} (of W x {:.2e})",
+                    pf.ctas,
+                    pf.slots,
+                    pf.parts,
+                    if pf.streamed_scales { "streamed" } else { "staged" },
+                    pf.registers,
+                    err / prod
+                );
+                assert!(rel <= 1e-3, "{f:?} {m}x{n}x{k} row {r} {ep:?}: relative error {rel:.2e} > 1e-3");
+                assert!(err / prod <= 2e-3, "{f:?} {m}x{n}x{k} row {r} {ep:?}: error {:.2e} of W x", err / prod);
+            }
         }
+    }
+    // Every format took the rows' cases at the shapes that leave their registers room.
+    if only_m.as_ref().is_none_or(|l| l.iter().any(|m| *m > 1)) {
+        assert!(multi >= formats.len() * xts.len() * 4, "{multi} builds for several rows of x");
     }
 }
 
@@ -162,7 +215,7 @@ fn captures_survive_context_work_in_other_threads() {
     use std::sync::Arc;
     let gpu = Gpu::open(0).unwrap();
     let (n, k, f) = (4096usize, 4096usize, WoFormat::Int4G128);
-    let pf = RingGemv::new(&gpu, (f, XDtype::F16), n, k, Epilogue::Store, Input::X).unwrap();
+    let pf = RingGemv::new(&gpu, (f, XDtype::F16), (1, n, k), Epilogue::Store, Input::X).unwrap();
     let w: Vec<f32> = random_f32(n * k, 1).iter().map(|v| v / 64.0).collect();
     let dw = pf.upload(&quantize_pack(f, &w, n, k).unwrap()).unwrap();
     let s = pf.stream().clone();

@@ -57,9 +57,17 @@ fn every_format_matches_the_reference_at_the_issue_shapes() {
     let gpu = Gpu::open(0).unwrap();
     let (major, minor) = gpu.compute_capability;
     println!("{}: {} SMs, L2 {} MB, sm_{major}{minor}", gpu.name, gpu.sm_count, gpu.l2_bytes / 1_000_000);
-    // (16, 14336, 4096): issue 11's batch-16 shape, NF4 there in two clustered K splits (`NF4_TWO_SPLITS_ROWS`).
-    let shapes =
-        [(1, 4096, 4096), (1, 14336, 4096), (1, 4096, 14336), (3, 1000, 4096), (16, 4096, 4096), (16, 14336, 4096)];
+    // (16, 14336, 4096): issue 11's batch-16 shape, NF4 there in two clustered K splits (`NF4_TWO_SPLITS_ROWS`);
+    // (2, 14336, 4096): two rows of x on the ring GEMV where memory is fast (session 50, `ring::auto_rows`).
+    let shapes = [
+        (1, 4096, 4096),
+        (1, 14336, 4096),
+        (1, 4096, 14336),
+        (2, 14336, 4096),
+        (3, 1000, 4096),
+        (16, 4096, 4096),
+        (16, 14336, 4096),
+    ];
     for (m, n, k) in shapes {
         for f in formats() {
             let r = gpu.measure_weight_only(f, m, n, k, &quick()).unwrap_or_else(|e| panic!("{f} {m}x{n}x{k}: {e}"));

@@ -270,13 +270,13 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
         const float a_fix = 1.0f;
 #endif
         u32 xh[4][4];  // word wd, pair k: (x[8 wd + k], x[8 wd + k + 4])
-        const float xsum = pack_x(xr, inv, xh);
+        pack_x(xr, inv, xh);  // (its sum of x: no zero-point term here, row_step folds the zero points in)
 
         for (int st = rg; st < steps_a; st += RGS) {
             const int slot = st % NST;
             const float sum = row_step(smem + slot * STAGE + cbase * 16, ma_s + (col * 2 * fs + st * R) * (RS_SB / R),
                                        ma_z + (col * 2 * fs + st * R) * RS_ZB / R, full_s + 8 * slot,
-                                       (u32)((st / NST) & 1), xh, xsum, nf4t);
+                                       (u32)((st / NST) & 1), xh, nf4t);
             __syncwarp();
             if (lane == 0) mbar_arrive(empty_s + 8 * slot, RGS);  // the group's KSL warps: NACT arrivals
             if ((lane & 3) == 0) psum[ks * 2 * fs + st * R + ((lane >> 2) & 7)] = sum;

@@ -105,6 +105,17 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #endif
 #define RW_WARPS (KSL * RW_GROUPS)  // consumer warps
 #define RW_NC (RW_WARPS * 32)
+// RW_M: rows of x (and of y) a call multiplies, 1 to RW_MAX_M (ring.rs `MAX_M`): each decoded weight goes into RW_M
+// products (wo_stream.cuh's row_step_m), so M = 2 costs far less than two calls (session 50); x row r at x + r
+// RW_XK (the gate_up rows with SILU_X), y row r at y + r n; the row sums (psum) are RW_M times the M = 1 build's.
+#ifndef RW_M
+#define RW_M 1
+#endif
+#define RW_MAX_M 3  // ring.rs MAX_M (at 4 the 4-bit builds spill)
+#if RW_M < 1 || RW_M > RW_MAX_M
+#error "RW_M (rows of x) must be 1 to RW_MAX_M"
+#endif
+#define RW_XK (SILU_X ? 2 * FD : FD)  // values of one row of x
 // RW_PRODUCER 1 (wo_ring): a producer warp refills the ring; 0 (attn_qkv, whose two CTAs per SM need the
 // registers of a warp fewer): thread 0 fills the first slots, and the first warp of a row group refills a
 // slot once the group has released it.
@@ -164,7 +175,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                                           const u8* __restrict__ w_z, const u16* x, u16* y, int n, int ns,
                                           StepOf step_of, float eps, float gscale) {
     __shared__ __align__(8) unsigned long long full[RW_STEPS * RW_FB], empty[RW_STEPS];
-    __shared__ float red[RW_WARPS];
+    __shared__ float red[RW_M][RW_WARPS];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int rows = ns * R;
     // After the ring: the staged tables (scales, zero points) of the CTA's rows, or with RW_SSTREAM each slot's
@@ -251,83 +262,97 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     const int ks = warp % KSL, rg = warp / KSL;
     const int cbase = ks * 32 + lane;          // the lane's chunk of every row (LV values)
     const size_t col = (size_t)RS_COL(cbase);  // its scale column
-    float xr[LV];
-    float ss = SILU_X ? load_chunk_silu(x, cbase, xr) : load_chunk(x, cbase, xr);
-    // NORM: the sum of squares; else the largest |x| (x is scaled by a power of two near its inverse so the
-    // f16x2 products and their sums stay far from f16's range whatever x's size; the scale is exact).
-    float m = 0.0f;
+    // The lane's chunk of each of the RW_M rows of x (rows RW_XK values apart).
+    float xr[RW_M][LV];
 #pragma unroll
-    for (int e = 0; e < LV; ++e) m = fmaxf(m, fabsf(xr[e]));
-    float v = NORM ? ss : m;
+    for (int r = 0; r < RW_M; ++r) {
+        const u16* xrow = x + (size_t)r * RW_XK;
+        const float ss = SILU_X ? load_chunk_silu(xrow, cbase, xr[r]) : load_chunk(xrow, cbase, xr[r]);
+        // NORM: the sum of squares; else the largest |x| (x is scaled by a power of two near its inverse so the
+        // f16x2 products and their sums stay far from f16's range whatever x's size; the scale is exact).
+        float m = 0.0f;
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = NORM ? v + __shfl_xor_sync(FULL, v, o) : fmaxf(v, __shfl_xor_sync(FULL, v, o));
-    if (lane == 0) red[warp] = v;
+        for (int e = 0; e < LV; ++e) m = fmaxf(m, fabsf(xr[r][e]));
+        float v = NORM ? ss : m;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            v = NORM ? v + __shfl_xor_sync(FULL, v, o) : fmaxf(v, __shfl_xor_sync(FULL, v, o));
+        }
+        if (lane == 0) red[r][warp] = v;
+    }
     // The residual this thread adds at the end, read now (its latency overlaps the products).
-    float yold[(RW_ROWS + RW_NC - 1) / RW_NC];
+    float yold[RW_M][(RW_ROWS + RW_NC - 1) / RW_NC];
 #pragma unroll
     for (int u = 0; u < (RW_ROWS + RW_NC - 1) / RW_NC; ++u) {
         const int i = threadIdx.x + u * RW_NC;
-        yold[u] = ADD && i < rows ? io2f(y[(size_t)step_of(i / R) * R + i % R]) : 0.0f;
+#pragma unroll
+        for (int r = 0; r < RW_M; ++r) {
+            yold[r][u] = ADD && i < rows ? io2f(y[(size_t)r * n + (size_t)step_of(i / R) * R + i % R]) : 0.0f;
+        }
     }
 #if !RW_SSTREAM && RS_COLS > 0
     asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
 #endif
     consumers_sync_rw();
-    float inv, out_scale;
-    if (NORM) {
-        float t = 0.0f;
+    float out_scale[RW_M];
+    u32 xh[RW_M][4][4];
 #pragma unroll
-        for (int s = 0; s < KSL; ++s) t += red[s];  // the first row group's K slices
-        inv = rsqrtf(t / (float)FD + eps);
-        out_scale = gscale;
+    for (int r = 0; r < RW_M; ++r) {
+        float inv;
+        if (NORM) {
+            float t = 0.0f;
+#pragma unroll
+            for (int s = 0; s < KSL; ++s) t += red[r][s];  // the first row group's K slices
+            inv = rsqrtf(t / (float)FD + eps);
+            out_scale[r] = gscale;
 #if FMT == 2 || FMT == 3
-        // Normalized x is at most sqrt(FD) in magnitude; FP8's 448 (INT8's 127) times that would leave f16's
-        // range in 8 products: x goes down by 2^-ceil(log2(FD) / 2) (into [-1, 1]), the sums back up. (FP16
-        // weights are small: so scaled, their products would go subnormal; see below.)
-        const float down = ldexpf(1.0f, -((33 - __clz(FD - 1)) / 2));
-        inv *= down;
-        out_scale /= down;
+            // Normalized x is at most sqrt(FD) in magnitude; FP8's 448 (INT8's 127) times that would leave f16's
+            // range in 8 products: x goes down by 2^-ceil(log2(FD) / 2) (into [-1, 1]), the sums back up. (FP16
+            // weights are small: so scaled, their products would go subnormal; see below.)
+            const float down = ldexpf(1.0f, -((33 - __clz(FD - 1)) / 2));
+            inv *= down;
+            out_scale[r] /= down;
 #endif
-    } else {
-        float mx = 0.0f;
+        } else {
+            float mx = 0.0f;
 #pragma unroll
-        for (int s = 0; s < KSL; ++s) mx = fmaxf(mx, red[s]);
-        // 2^-e with 2^(e-1) <= mx < 2^e: x scaled into [-1, 1) (x = 0: no scaling).
-        const int e = unit_exp(mx);
-        inv = ldexpf(1.0f, -e);
-        out_scale = ldexpf(gscale, e);
-    }
+            for (int s = 0; s < KSL; ++s) mx = fmaxf(mx, red[r][s]);
+            // 2^-e with 2^(e-1) <= mx < 2^e: x scaled into [-1, 1) (x = 0: no scaling).
+            const int e = unit_exp(mx);
+            inv = ldexpf(1.0f, -e);
+            out_scale[r] = ldexpf(gscale, e);
+        }
 #if E2M1_SCALED
-    {
-        // The E2M1 decode's 2^-14 (wo_common.cuh E2M1_UP) cancelled on x: x in [-1, 1) goes up by 2^14; with
-        // the norm only by `e2m1_norm_up`, and the rest of 2^14 goes onto the output.
-        const float up = NORM ? e2m1_norm_up() : E2M1_UP;
-        inv *= up;
-        out_scale *= E2M1_UP / up;
-    }
+        {
+            // The E2M1 decode's 2^-14 (wo_common.cuh E2M1_UP) cancelled on x: x in [-1, 1) goes up by 2^14; with
+            // the norm only by `e2m1_norm_up`, and the rest of 2^14 goes onto the output.
+            const float up = NORM ? e2m1_norm_up() : E2M1_UP;
+            inv *= up;
+            out_scale[r] *= E2M1_UP / up;
+        }
 #endif
 #if FMT == 0
-    // FP16: x down by the host's power of two `gscale` (ring.rs `kernel_scale`: 2^t with 4 max|w| sqrt(FD) 2^-t
-    // within half of f16's range, so the f16x2 sums of four products stay in range whatever x; 1 for weights of
-    // the usual size, which keeps their products clear of f16's subnormals), the sums back up (out_scale holds
-    // gscale).
-    inv /= gscale;
+        // FP16: x down by the host's power of two `gscale` (ring.rs `kernel_scale`: 2^t with 4 max|w| sqrt(FD) 2^-t
+        // within half of f16's range, so the f16x2 sums of four products stay in range whatever x; 1 for weights
+        // of the usual size, which keeps their products clear of f16's subnormals), the sums back up (out_scale
+        // holds gscale).
+        inv /= gscale;
 #endif
-    u32 xh[4][4];
 #if FMT == 1
-    // BF16 weights: x stays in FP32, its bits in xh ([e / 4][e % 4] = x[e] inv; wo_stream.cuh's row_step).
+        // BF16 weights: x stays in FP32, its bits in xh ([e / 4][e % 4] = x[e] inv; wo_stream.cuh's row_step_m).
 #pragma unroll
-    for (int e = 0; e < LV; ++e) xh[e >> 2][e & 3] = __float_as_uint(xr[e] * inv);
-    const float xsum = 0.0f;  // (no zero points)
+        for (int e = 0; e < LV; ++e) xh[r][e >> 2][e & 3] = __float_as_uint(xr[r][e] * inv);
 #else
-    const float xsum = pack_x<LV>(xr, inv, xh);
+        pack_x<LV>(xr[r], inv, xh[r]);  // (its sum of x unused: the zero points are folded into the decode)
 #endif
+    }
 
     const int part = ks / RW_KSP;                           // the K part holding the lane's chunk
     const int pbase = (cbase - part * RW_KSP * 32) * LCB;   // the chunk's offset in a row of the part
     for (int j = rg; j < ns; j += RW_GROUPS) {
         const int u = j * RW_KH + part;  // the ring's unit
         const int slot = u % RW_STEPS;
+        float sum[RW_M];
 #if EXP_RING_SKIPLAST
         // Profiling experiment (wrong results): the CTA's last EXP_RING_SKIPLAST units are waited for and
         // released undecoded; what the decode after the stream's last bytes costs.
@@ -335,20 +360,22 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             mbar_wait(rw_full(full_s, u), rw_parity(u));
             __syncwarp();
             if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);
-            if ((lane & 3) == 0) psum[ks * rows + j * R + ((lane >> 2) & 7)] = 0.0f;
+#pragma unroll
+            for (int r = 0; r < RW_M; ++r) {
+                if ((lane & 3) == 0) psum[(r * KSL + ks) * rows + j * R + ((lane >> 2) & 7)] = 0.0f;
+            }
             continue;
         }
 #endif
 #if RW_SSTREAM
         // The slot's scales come with it: read once it is full.
         const int sc = (int)col - part * RW_SCOLS;  // the lane's column within the K part
-        const float sum = row_step<true>(smem + slot * RW_UNIT + pbase, ms + slot * RW_SCB + sc * RS_SB,
-                                         ms + slot * RW_SCB + RW_SCOLS * RS_SB + sc * RS_ZB, rw_full(full_s, u),
-                                         rw_parity(u), xh, xsum, nf4t);
+        row_step_m<RW_M, true>(smem + slot * RW_UNIT + pbase, ms + slot * RW_SCB + sc * RS_SB,
+                               ms + slot * RW_SCB + RW_SCOLS * RS_SB + sc * RS_ZB, rw_full(full_s, u), rw_parity(u),
+                               xh, sum, nf4t);
 #else
-        const float sum = row_step(smem + slot * RW_UNIT + pbase, ms + (col * rows + j * R) * (RS_SB / R),
-                                   mz + col * (rows / 2) + j * R / 2, rw_full(full_s, u), rw_parity(u), xh,
-                                   xsum, nf4t);
+        row_step_m<RW_M>(smem + slot * RW_UNIT + pbase, ms + (col * rows + j * R) * (RS_SB / R),
+                         mz + col * (rows / 2) + j * R / 2, rw_full(full_s, u), rw_parity(u), xh, sum, nf4t);
 #endif
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);
@@ -361,21 +388,30 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                       RW_STAGE, full_s + 8 * slot);
         }
 #endif
-        if ((lane & 3) == 0) psum[ks * rows + j * R + ((lane >> 2) & 7)] = sum;
+#pragma unroll
+        for (int r = 0; r < RW_M; ++r) {
+            if ((lane & 3) == 0) psum[(r * KSL + ks) * rows + j * R + ((lane >> 2) & 7)] = sum[r];
+        }
     }
     consumers_sync_rw();
 #pragma unroll
     for (int u = 0; u < (RW_ROWS + RW_NC - 1) / RW_NC; ++u) {
         const int i = threadIdx.x + u * RW_NC;
         if (i < rows) {
-            float t = 0.0f;
-#pragma unroll
-            for (int s = 0; s < KSL; ++s) t += psum[s * rows + i];
             const size_t row = (size_t)step_of(i / R) * R + i % R;
 #if ROW_SCALED
-            t *= ((const float*)w_s)[row];  // FP8 / INT8: the row's scale (weights: readable at any time)
+            const float rs = ((const float*)w_s)[row];  // FP8 / INT8: the row's scale (weights: readable at any time)
 #endif
-            y[row] = f2out(yold[u] + t * out_scale);
+#pragma unroll
+            for (int r = 0; r < RW_M; ++r) {
+                float t = 0.0f;
+#pragma unroll
+                for (int s = 0; s < KSL; ++s) t += psum[(r * KSL + s) * rows + i];
+#if ROW_SCALED
+                t *= rs;
+#endif
+                y[(size_t)r * n + row] = f2out(yold[r][u] + t * out_scale[r]);
+            }
         }
     }
 }

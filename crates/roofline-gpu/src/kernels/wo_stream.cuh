@@ -144,15 +144,19 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[LV
 }
 
 // One row step (8 rows of FD codes at `sp`, the lane's chunk at cbase; rows ROWB / RW_KH bytes apart) against
-// the lane's x: the rows' scales (8 f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting
-// on the stage's `full` mbarrier (shared address `fb`, phase parity `par`), or after it with SCALES_IN_STAGE (the
-// scales come with the stage: the ring GEMV's RW_SSTREAM). Returns row (lane >> 2) & 7's dot product summed over the
+// the lane's chunk of MR rows of x (`xh[m]`, as `pack_x` lays them out; the ring GEMV's RW_M): the rows' scales (8
+// f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting on the stage's `full` mbarrier
+// (shared address `fb`, phase parity `par`), or after it with SCALES_IN_STAGE (the scales come with the stage: the
+// ring GEMV's RW_SSTREAM). Sets `out[m]` to weight row (lane >> 2) & 7's dot product with x row m, summed over the
 // warp (in the lanes with lane & 3 == 0). `nf4t`: with NF4_PAIRS, NF4's pair table (`nf4_pair_table`).
-// FP8 / INT8 (no block scales: `sc`, `zc`, `xsum` and `nf4t` unread; the row scales come after the sums):
-// the lane's 16 codes of each row, 4 words through `dot4b` against x's pairs as `pack_x` lays them out.
-template <bool SCALES_IN_STAGE = false>
-__device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
-                                          const u32 xh[4][4], float xsum, const u8* nf4t = nullptr) {
+// FP8 / INT8 (no block scales: `sc`, `zc` and `nf4t` unread; the row scales come after the sums): the lane's 16
+// codes of each row, 4 words through `dot4b` against x's pairs as `pack_x` lays them out.
+// Each word is decoded once for all MR rows of x: the decode helpers (dot8hz, dot8f4, dot4b, ...) are pure
+// (non-volatile asm, shared-memory loads with no store between), so the compiler keeps one decode of a word and
+// MR sets of products (session 50: INT4 at M = 2 costs 1.21x its M = 1 time, not 2x).
+template <int MR, bool SCALES_IN_STAGE = false>
+__device__ __forceinline__ void row_step_m(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
+                                           const u32 (&xh)[MR][4][4], float (&out)[MR], const u8* nf4t = nullptr) {
     // 8-bit codes have no block scales: their stage is waited for first, as a stage carrying its scales is.
     if ((SCALES_IN_STAGE || FMT <= 3) && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
 #if FMT >= 4
@@ -175,48 +179,59 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
     unpack_meta(sw, zw, meta, 0);
     if (!SCALES_IN_STAGE && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
 #endif
-    float acc[R];
+    float acc[MR][R];
 #pragma unroll
     for (int u = 0; u < R; ++u) {
         if (EXP_FFN_LOADONLY) {
-            acc[u] = 0.0f;
+#pragma unroll
+            for (int m = 0; m < MR; ++m) acc[m][u] = 0.0f;
             continue;
         }
         const uint4 q = *(const uint4*)(sp + u * (ROWB / RW_KH));
-#if FMT != 1
-        u32 ae = 0u, ao = 0u;  // f16x2 accumulators (BF16: FP32 ones below)
-#endif
 #if FMT == 0
         // FP16: the lane's 16 weights (two 16-byte chunks) against x's pairs (`pack_x<LV>`), 4 products per f16x2
         // half; no decode.
         const uint4 q2 = *(const uint4*)(sp + u * (ROWB / RW_KH) + 16);
 #pragma unroll
-        for (int wd = 0; wd < 4; ++wd) {
-            ae = hfma2(word(q, wd), xh[0][wd], ae);
-            ao = hfma2(word(q2, wd), xh[1][wd], ao);
+        for (int m = 0; m < MR; ++m) {
+            u32 ae = 0u, ao = 0u;  // f16x2 accumulators
+#pragma unroll
+            for (int wd = 0; wd < 4; ++wd) {
+                ae = hfma2(word(q, wd), xh[m][0][wd], ae);
+                ao = hfma2(word(q2, wd), xh[m][1][wd], ao);
+            }
+            acc[m][u] = hsum4(ae, ao);
         }
-        acc[u] = hsum4(ae, ao);
 #elif FMT == 1
         // BF16: the lane's 16 weights (two 16-byte chunks) widened to FP32 (a shift or a mask each, exact) against
         // x in FP32 (`xh` holds its bits, [e / 4][e % 4] = x[e]: wo_ring.cu), products and sums in FP32 (bf16x2
         // sums keep 8 bits); 2 instructions a weight, far below the issue rate a 16-bit stream allows.
         const uint4 q2 = *(const uint4*)(sp + u * (ROWB / RW_KH) + 16);
-        float fa = 0.0f, fb = 0.0f;
 #pragma unroll
-        for (int wd = 0; wd < 4; ++wd) {
-            const u32 v = word(q, wd), v2 = word(q2, wd);
-            const int h = wd >> 1, e = 2 * (wd & 1);
-            fa = fmaf(as_float(v << 16), as_float(xh[h][e]), fa);
-            fb = fmaf(as_float(v & 0xffff0000u), as_float(xh[h][e + 1]), fb);
-            fa = fmaf(as_float(v2 << 16), as_float(xh[2 + h][e]), fa);
-            fb = fmaf(as_float(v2 & 0xffff0000u), as_float(xh[2 + h][e + 1]), fb);
+        for (int m = 0; m < MR; ++m) {
+            float fa = 0.0f, fb = 0.0f;
+#pragma unroll
+            for (int wd = 0; wd < 4; ++wd) {
+                const u32 v = word(q, wd), v2 = word(q2, wd);
+                const int h = wd >> 1, e = 2 * (wd & 1);
+                fa = fmaf(as_float(v << 16), as_float(xh[m][h][e]), fa);
+                fb = fmaf(as_float(v & 0xffff0000u), as_float(xh[m][h][e + 1]), fb);
+                fa = fmaf(as_float(v2 << 16), as_float(xh[m][2 + h][e]), fa);
+                fb = fmaf(as_float(v2 & 0xffff0000u), as_float(xh[m][2 + h][e + 1]), fb);
+            }
+            acc[m][u] = fa + fb;
         }
-        acc[u] = fa + fb;
 #elif FMT <= 3
         // the row scale is applied to the row's sum after the K slices are added
 #pragma unroll
-        for (int wd = 0; wd < 4; ++wd) dot4b(word(q, wd), xh[wd >> 1][2 * (wd & 1)], xh[wd >> 1][2 * (wd & 1) + 1], ae, ao);
-        acc[u] = hsum4(ae, ao);
+        for (int m = 0; m < MR; ++m) {
+            u32 ae = 0u, ao = 0u;
+#pragma unroll
+            for (int wd = 0; wd < 4; ++wd) {
+                dot4b(word(q, wd), xh[m][wd >> 1][2 * (wd & 1)], xh[m][wd >> 1][2 * (wd & 1) + 1], ae, ao);
+            }
+            acc[m][u] = hsum4(ae, ao);
+        }
 #elif FMT == 4
         // The codes decode to q - z (the zero point folded into the decode: no (8 - z) sum(x) term), and the two
         // accumulators are added in f16x2 before widening: 2% off INT4's ring GEMV at 1x4096x14336 and 1x14336x4096
@@ -225,27 +240,60 @@ __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* 
         // and MXFP4, which keep hsum4.)
         const u32 zhi = int4_zero_hi(meta[u][0].zero);
 #pragma unroll
-        for (int wd = 0; wd < 4 - 2 * EXP_RING_HALFDECODE; ++wd) dot8hz(word(q, wd), xh[wd], meta[u][0].zero, zhi, ae, ao);
-        acc[u] = meta[u][0].scale * hsum_pairs(ae, ao);
+        for (int m = 0; m < MR; ++m) {
+            u32 ae = 0u, ao = 0u;
+#pragma unroll
+            for (int wd = 0; wd < 4 - 2 * EXP_RING_HALFDECODE; ++wd) {
+                dot8hz(word(q, wd), xh[m][wd], meta[u][0].zero, zhi, ae, ao);
+            }
+            acc[m][u] = meta[u][0].scale * hsum_pairs(ae, ao);
+        }
 #elif FMT == 5
 #pragma unroll
-        for (int wd = 0; wd < 4; ++wd) dot8nf4_any(word(q, wd), xh[wd], nf4t, ae, ao);
-        acc[u] = meta[u][0].scale * hsum4(ae, ao);
+        for (int m = 0; m < MR; ++m) {
+            u32 ae = 0u, ao = 0u;
+#pragma unroll
+            for (int wd = 0; wd < 4; ++wd) dot8nf4_any(word(q, wd), xh[m][wd], nf4t, ae, ao);
+            acc[m][u] = meta[u][0].scale * hsum4(ae, ao);
+        }
 #elif FMT == 6
 #pragma unroll
-        for (int wd = 0; wd < 4; ++wd) dot8f4(word(q, wd), xh[wd], ae, ao);
-        acc[u] = meta[u][0].scale * hsum4(ae, ao);
+        for (int m = 0; m < MR; ++m) {
+            u32 ae = 0u, ao = 0u;
+#pragma unroll
+            for (int wd = 0; wd < 4; ++wd) dot8f4(word(q, wd), xh[m][wd], ae, ao);
+            acc[m][u] = meta[u][0].scale * hsum4(ae, ao);
+        }
 #else
         // NVFP4: values 0-15 of the chunk (words 0, 1) under the first E4M3 scale, 16-31 under the second.
-        u32 be = 0u, bo = 0u;
-        dot8f4(word(q, 0), xh[0], ae, ao);
-        dot8f4(word(q, 1), xh[1], ae, ao);
-        dot8f4(word(q, 2), xh[2], be, bo);
-        dot8f4(word(q, 3), xh[3], be, bo);
-        acc[u] = nv_chunk(ae, ao, be, bo, meta[u][0].s2);
+#pragma unroll
+        for (int m = 0; m < MR; ++m) {
+            u32 ae = 0u, ao = 0u, be = 0u, bo = 0u;
+            dot8f4(word(q, 0), xh[m][0], ae, ao);
+            dot8f4(word(q, 1), xh[m][1], ae, ao);
+            dot8f4(word(q, 2), xh[m][2], be, bo);
+            dot8f4(word(q, 3), xh[m][3], be, bo);
+            acc[m][u] = nv_chunk(ae, ao, be, bo, meta[u][0].s2);
+        }
 #endif
     }
-    // Row (lane >> 2) & 7 summed over the warp in 3 + 2 shuffles (wo_xreg's butterfly, R = 8).
-    return butterfly_rows(acc);
+    // Weight row (lane >> 2) & 7 summed over the warp for each x row, in 3 + 2 shuffles each (wo_xreg's butterfly,
+    // R = 8).
+#pragma unroll
+    for (int m = 0; m < MR; ++m) out[m] = butterfly_rows(acc[m]);
+}
+
+// row_step_m for one row of x (`xh`; the fused FFN, and the ring GEMV at RW_M = 1): returns the row sums.
+template <bool SCALES_IN_STAGE = false>
+__device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
+                                          const u32 xh[4][4], const u8* nf4t = nullptr) {
+    u32 x1[1][4][4];
+#pragma unroll
+    for (int wd = 0; wd < 4; ++wd)
+#pragma unroll
+        for (int k = 0; k < 4; ++k) x1[0][wd][k] = xh[wd][k];
+    float out[1];
+    row_step_m<1, SCALES_IN_STAGE>(sp, sc, zc, fb, par, x1, out, nf4t);
+    return out[0];
 }
 

@@ -122,6 +122,9 @@ pub struct DeviceWeights {
 /// What a ring kernel build does around W x: its epilogue and what W multiplies.
 type RingOp = (ring::Epilogue, ring::Input);
 
+/// A call's rows of x, output rows and input values (M, N, K).
+type Mnk = (usize, usize, usize);
+
 /// The buffers of [`DeviceWeights`] the ring-streaming kernels read.
 pub(crate) struct RingBuffers<'a> {
     /// Codes, row-major.
@@ -167,8 +170,8 @@ pub struct WeightOnlyGemv {
     /// Overrides of the automatic launch plan.
     pub tuning: Tuning,
     functions: Mutex<HashMap<KernelKey, Loaded>>,
-    /// Ring-streaming kernels built so far, per shape and epilogue ([`Tuning::ring`]).
-    rings: Mutex<HashMap<(usize, usize, RingOp), Arc<ring::RingGemv>>>,
+    /// Ring-streaming kernels built so far, per M x N x K and epilogue ([`Tuning::ring`]).
+    rings: Mutex<HashMap<(Mnk, RingOp), Arc<ring::RingGemv>>>,
     /// Clusters of a clustered-reduction kernel resident at once, per kernel, K splits and shared memory.
     clusters: Mutex<HashMap<(KernelKey, u32, u32), u32>>,
     /// Per-shape answers a launch needs every time and that hold for the engine's life: see [`LaunchCache`].
@@ -180,9 +183,9 @@ pub struct WeightOnlyGemv {
 /// development machine, and each x-in-registers launch asked the driver for the kernel's occupancy).
 #[derive(Default)]
 struct LaunchCache {
-    /// Per (N, K): whether [`ring::auto_on`] takes the ring on this GPU, and whether the ring runs the shape at
-    /// all (`ring::unsupported` says nothing).
-    ring: Mutex<HashMap<(usize, usize), (bool, bool)>>,
+    /// Per (M, N, K): whether [`ring::auto_rows`] takes the ring on this GPU, and whether the ring runs the shape
+    /// at all (`ring::unsupported` says nothing).
+    ring: Mutex<HashMap<Mnk, (bool, bool)>>,
     /// Per (M, N, plan, the engine's tuning then): [`WeightOnlyGemv::fit`]'s plan and kernel.
     fitted: Mutex<HashMap<FitKey, (LaunchPlan, Loaded)>>,
 }
@@ -357,13 +360,15 @@ impl WeightOnlyGemv {
 
     /// The ring kernel's epilogue and input where [`Tuning::ring`] takes this call (`None`: the other kernels).
     fn ring_epilogue(&self, m: usize, n: usize, k: usize, fusion: Fusion) -> Option<RingOp> {
-        let (auto, supported) = self.ring_shape(n, k);
+        if m > ring::MAX_M {
+            return None;
+        }
+        let (auto, supported) = self.ring_shape(m, n, k);
         let wanted = self.tuning.ring.unwrap_or(auto);
         let takes = wanted
             && self.variant == Variant::XReg
             && supported
             && ring::takes(self.format)
-            && m == 1
             && self.arch >= 90
             && k % 1024 == 0
             && !(fusion.norm_eps.is_some() && (fusion.add_into_y || fusion.silu_x));
@@ -376,25 +381,25 @@ impl WeightOnlyGemv {
         takes.then_some((epilogue, input))
     }
 
-    /// Whether [`ring::auto_on`] takes the ring for `n x k` on this GPU, and whether the ring runs it at all
-    /// (once per shape: both plan the ring's layout).
-    fn ring_shape(&self, n: usize, k: usize) -> (bool, bool) {
+    /// Whether [`ring::auto_rows`] takes the ring for `m x n x k` on this GPU, and whether the ring runs it at
+    /// all (once per shape: both plan the ring's layout).
+    fn ring_shape(&self, m: usize, n: usize, k: usize) -> (bool, bool) {
         let compute = || {
             (
-                ring::auto_on(self.format, n, k, self.sm_count, self.peak_gb_s),
-                ring::unsupported(self.format, 1, n, k, self.sm_count).is_none(),
+                ring::auto_rows((self.format, self.x), (m, n, k), self.sm_count, self.peak_gb_s),
+                ring::unsupported_on(self.format, (m, n, k), self.sm_count, self.peak_gb_s).is_none(),
             )
         };
         // A poisoned lock only loses the cache.
         let Ok(mut cache) = self.cache.ring.lock() else { return compute() };
-        *cache.entry((n, k)).or_insert_with(compute)
+        *cache.entry((m, n, k)).or_insert_with(compute)
     }
 
-    /// The ring kernel for `n x k` with `op`, built on first use.
-    fn ring(&self, n: usize, k: usize, op: RingOp) -> Result<Arc<ring::RingGemv>, GpuError> {
+    /// The ring kernel for `m x n x k` with `op`, built on first use.
+    fn ring(&self, m: usize, n: usize, k: usize, op: RingOp) -> Result<Arc<ring::RingGemv>, GpuError> {
         let mut rings =
             self.rings.lock().map_err(|_| GpuError::Unsupported("ring kernel table lock poisoned".into()))?;
-        if let Some(r) = rings.get(&(n, k, op)) {
+        if let Some(r) = rings.get(&((m, n, k), op)) {
             return Ok(r.clone());
         }
         let r = Arc::new(ring::RingGemv::build(
@@ -403,11 +408,10 @@ impl WeightOnlyGemv {
             self.arch,
             self.sm_count,
             (self.format, self.x),
-            n,
-            k,
+            (m, n, k),
             op,
         )?);
-        rings.insert((n, k, op), r.clone());
+        rings.insert(((m, n, k), op), r.clone());
         Ok(r)
     }
 
@@ -641,7 +645,7 @@ impl WeightOnlyGemv {
             return Err(GpuError::Unsupported(format!("N = {n} and K = {k} must fit in 32 bits")));
         }
         if let Some(ep) = self.ring_epilogue(m, n, k, fusion) {
-            let ring = self.ring(n, k, ep)?;
+            let ring = self.ring(m, n, k, ep)?;
             let tables = if ring.streamed_scales {
                 let (scales, zeros) = w.ring_tables.as_ref().ok_or_else(|| {
                     GpuError::Unsupported(format!(
@@ -1191,12 +1195,13 @@ impl Gpu {
         let grid_n = gemv.grid_n(m, &plan)?;
         // The ring kernel where the engine ran it (its registers, not the x-in-registers build's).
         let ring = match gemv.ring_epilogue(m, n, k, Fusion::default()) {
-            Some(ep) => Some(gemv.ring(n, k, ep)?),
+            Some(ep) => Some(gemv.ring(m, n, k, ep)?),
             None => None,
         };
         let kernel = match &ring {
             Some(r) => format!(
-                "roofline wo_ring (rows streamed by bulk copies into a shared-memory ring) {format} W, {} x/y, FP32 accumulate, {} CTAs of {} threads, {} ring slots of 8 rows{}, {sets} rotating weight sets, {}",
+                "roofline wo_ring (rows streamed by bulk copies into a shared-memory ring{}) {format} W, {} x/y, FP32 accumulate, {} CTAs of {} threads, {} ring slots of 8 rows{}, {sets} rotating weight sets, {}",
+                if r.m > 1 { format!(", each weight decoded once for {} rows of x", r.m) } else { String::new() },
                 opts.x.name(),
                 r.ctas,
                 r.threads,

@@ -97,7 +97,9 @@ impl Variant {
     /// ([`ring::auto_on`](super::ring::auto_on)), for FP8 and INT8 at M = 1 with FP16 x wherever the ring takes
     /// them by default on sm_90+, where [`Variant::best_for`] would take split-K (N above
     /// [`XREG_STAGED_MAX_N`]). H200, session 37, us, split-K / ring: FP8 1x28672x4096 32.4-32.5 / 28.9-29.0,
-    /// INT8 33.0-33.3 / 29.4; FP8 1x128256x4096 126 / 122, INT8 136 / 122.
+    /// INT8 33.0-33.3 / 29.4; FP8 1x128256x4096 126 / 122, INT8 136 / 122. And from M = 2 wherever the ring takes
+    /// that many rows of x by default ([`ring::auto_rows`](super::ring::auto_rows): 4-bit weights at M = 2 on fast
+    /// memory where a CTA takes enough rows, 8-bit with BF16 x), where [`Variant::best_for`] takes the tensor cores.
     pub fn best_on(
         format: WoFormat,
         x: XDtype,
@@ -106,11 +108,12 @@ impl Variant {
         k: usize,
         (sm_count, arch, peak_gb_s): (u32, u32, f64),
     ) -> Variant {
-        let ring = m == 1
-            && super::ring::takes(format)
-            && format.bits() >= 8
+        // At M = 1 the 4-bit formats take the x-in-registers engine anyway (`best_for`); from M = 2 wherever the ring
+        // takes more rows of x (`ring::auto_rows`: 4-bit weights at M = 2 on fast memory, 8-bit with BF16 x).
+        let ring = super::ring::takes(format)
+            && (m >= 2 || format.bits() >= 8)
             && arch >= 90
-            && super::ring::auto_on(format, n, k, sm_count, peak_gb_s);
+            && super::ring::auto_rows((format, x), (m, n, k), sm_count, peak_gb_s);
         let fp16_long_k = format == WoFormat::Fp16
             && m == 1
             && x == XDtype::F16

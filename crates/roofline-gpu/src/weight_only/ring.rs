@@ -142,6 +142,11 @@ fn row_bytes(format: WoFormat, k: usize) -> usize {
 /// Rows per row step (one bulk copy).
 const STEP_ROWS: usize = 8;
 
+/// Most rows of x one call of the ring GEMV multiplies (`RW_MAX_M` in wo_ring.cu): each weight it decodes goes
+/// into as many products ([`auto_rows`] for where the engine takes it past one row).
+/// (At M = 4 every 4-bit build spills: 128 registers a thread for 416 threads.)
+pub const MAX_M: usize = 3;
+
 /// Row groups (of K / 1024 warps each) for `n` rows of `k` values of `format` on `sm_count` SMs:
 /// `ROOFLINE_RING_GROUPS` (1 to 4) for tuning experiments, else 1 for a long K ([`long_k`]), else 3 (NF4:
 /// 2); at most what keeps the CTA (one producer warp more) within 1024 threads. With one CTA per SM a
@@ -420,6 +425,58 @@ pub fn auto_on(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f
     auto_at(format, n, k, sm_count, peak_gb_s) && (format.bits() == 4 || peak_gb_s >= FAST_MEMORY_GB_S)
 }
 
+/// Most rows of x for which the engine takes the ring GEMV by default on fast memory ([`auto_rows`]).
+pub const AUTO_MAX_M_FAST: usize = 2;
+
+/// Fewest row steps a CTA from which INT4, MXFP4 and NVFP4 take the ring for two rows of x ([`auto_rows`]; in
+/// whole row steps: in K parts any count).
+pub const AUTO_ROWS_MIN_STEPS: usize = 8;
+
+/// Whether the engine runs an `m x n x k` call of `format` weights and `x` activations on the ring kernel by
+/// default on a device of `peak_gb_s` memory bandwidth: at M = 1 [`auto_on`]; at M = 2 ([`AUTO_MAX_M_FAST`]) only
+/// on fast memory ([`FAST_MEMORY_GB_S`], the H200, where it was measured), where [`auto_on`] takes the shape at
+/// M = 1 and the build for two rows has registers and a ring ([`plan_on`]), and then:
+/// - NF4 everywhere (its tensor-core decode is the slowest);
+/// - INT4, MXFP4 and NVFP4 where a CTA takes at least [`AUTO_ROWS_MIN_STEPS`] row steps or streams them in K
+///   parts, and the ring keeps two slots a consumer class (the row sums of the second row of x take room from
+///   it: INT4's LM head at K = 4096 drops from 6 slots to 3);
+/// - FP8 and INT8 with BF16 x (their BF16 tensor-core decode is slow; with FP16 x the two kernels are within a few
+///   percent, either way).
+///
+/// The ring decodes each weight once for both rows. H200, session 50, us, the ring / the tensor cores (`measure`):
+/// 2x14336x4096 INT4 12.2 / 12.5, MXFP4 12.0 / 13.0, NVFP4 12.6 / 13.8, NF4 13.2 / 14.6, FP8 16.2 / 17.0, INT8 16.8
+/// / 17.4; 2x4096x14336 INT4 14.0 / 14.4, MXFP4 13.7 / 14.9, NVFP4 15.2 / 15.6, NF4 15.2 / 16.6, FP8 17.7 / 17.6,
+/// INT8 18.6 / 18.2; 2x28672x4096 INT4 21.0 / 21.2, MXFP4 20.8 / 21.9, NVFP4 21.2 / 23.3, NF4 24.1 / 25.1, FP8
+/// 30.9 / 30.5, INT8 31.8 / 30.9; 2x128256x4096 NVFP4 80.2 / 89.1, NF4 85.6 / 96.8, FP8 123 / 124, INT8 124 / 126
+/// (INT4 with 3 slots 97.3 / 82.4); 2x4096x4096 (4 steps a CTA) INT4 6.17 / 5.95, MXFP4 6.11 / 6.11, NVFP4 6.34 /
+/// 6.22, NF4 6.27 / 7.42, FP8 7.39 / 7.10; 2x1024x4096 INT4 3.90 / 3.40, NF4 3.99 / 4.17. BF16 x: 2x14336x4096
+/// INT4 12.4 / 13.4, FP8 16.2 / 19.0; 2x4096x14336 INT4 14.1 / 15.2, FP8 17.7 / 20.7. Three rows (the ring forced)
+/// lost everywhere measured (3x14336x4096 INT4 15.4 / 12.5, NF4 15.9 / 14.7, FP8 18.7 / 17.2).
+pub fn auto_rows(
+    (format, x): (WoFormat, XDtype),
+    (m, n, k): (usize, usize, usize),
+    sm_count: u32,
+    peak_gb_s: f64,
+) -> bool {
+    if m == 1 {
+        return auto_on(format, n, k, sm_count, peak_gb_s);
+    }
+    if m > AUTO_MAX_M_FAST || peak_gb_s < FAST_MEMORY_GB_S || !auto_on(format, n, k, sm_count, peak_gb_s) {
+        return false;
+    }
+    let Ok(Plan { per, groups, parts, layout, .. }) = plan_on(format, m, n, k, sm_count, peak_gb_s) else {
+        return false;
+    };
+    match format {
+        WoFormat::Nf4 => true,
+        WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nvfp4 => {
+            (per >= AUTO_ROWS_MIN_STEPS || parts >= 2) && layout.slots >= 2 * groups * parts
+        }
+        WoFormat::Fp8E4M3 | WoFormat::Int8 => x == XDtype::Bf16,
+        _ => false,
+    }
+}
+
 /// Whether the x-in-registers kernel's default M = 1 plan decodes NF4 in f16x2 at `n x k`.
 fn nf4_xreg_in_f16x2(n: usize, k: usize, sm_count: u32) -> bool {
     LaunchPlan::new(Variant::XReg, WoFormat::Nf4, 1, n, k, sm_count, Tuning::default()).xh
@@ -453,7 +510,7 @@ pub(crate) fn tables_bytes(format: WoFormat, k: usize, rows: usize) -> usize {
 }
 
 /// Dynamic shared memory of the per-K-slice row sums of `rows` rows of `k` values (an f32 per row and K slice,
-/// [`slices`]).
+/// [`slices`]) for one row of x.
 fn sums_bytes(format: WoFormat, k: usize, rows: usize) -> usize {
     slices(format, k) * rows * 4
 }
@@ -499,18 +556,18 @@ pub(crate) struct Layout {
 /// `ROOFLINE_RING_STREAM_SCALES` (0 or 1) forces either for tuning experiments. `None`: no ring fits either way.
 /// On a device with `fast` memory ([`FAST_MEMORY_GB_S`] or more) the scales stream more often.
 pub(crate) fn layout(
-    format: WoFormat,
+    (format, m): (WoFormat, usize),
     k: usize,
     per: usize,
     groups: usize,
     parts: usize,
     fast: bool,
 ) -> Option<Layout> {
-    let staged = layout_for(format, k, per, groups, parts, false);
+    let staged = layout_for((format, m), k, per, groups, parts, false);
     if table_bytes_per_row(format, k) == 0 {
         return staged; // FP8 / INT8: no tables to stream
     }
-    let streamed = layout_for(format, k, per, groups, parts, true);
+    let streamed = layout_for((format, m), k, per, groups, parts, true);
     match std::env::var("ROOFLINE_RING_STREAM_SCALES").ok().as_deref() {
         Some("0") => staged,
         Some("1") => streamed,
@@ -668,23 +725,30 @@ fn peak_gb_s(clock_khz: i32, bus_bits: i32) -> f64 {
 /// beside it (else its narrow one): the wide one takes one byte permute a lookup. H100, session 32:
 /// Llama-3-70B's down_proj 1x8192x28672 has no ring beside the wide table and its staged scales; on the
 /// narrow one's 4 slots 48.7-49.5 us against the x-in-registers kernel's 71.6-72.2.
-fn layout_for(format: WoFormat, k: usize, per: usize, groups: usize, parts: usize, streamed: bool) -> Option<Layout> {
+fn layout_for(
+    (format, m): (WoFormat, usize),
+    k: usize,
+    per: usize,
+    groups: usize,
+    parts: usize,
+    streamed: bool,
+) -> Option<Layout> {
     if format == WoFormat::Nf4 {
-        if let Some(l) = layout_with(format, k, per, groups, parts, true, streamed) {
+        if let Some(l) = layout_with((format, m), k, per, groups, parts, true, streamed) {
             return Some(l);
         }
     }
-    layout_with(format, k, per, groups, parts, false, streamed)
+    layout_with((format, m), k, per, groups, parts, false, streamed)
 }
 
 /// The ring's slots and the CTA's dynamic shared memory for at most `per` row steps of `k` values streamed
-/// in `parts` K parts: the per-K-slice row sums and (unless `streamed`: the scales beside each slot) the scale
+/// in `parts` K parts, `m` rows of x: the per-K-slice row sums of each and (unless `streamed`: the scales beside each slot) the scale
 /// tables of the CTA's rows, as many slots of one K part each as fit beside them ([`ring_slots`]: up to the
 /// CTA's `per x parts`), and for NF4 with `wide` its wide pair table after them
 /// ([`nf4_table_offset`]; else the narrow one in static shared memory). `None`: not even `groups x parts`
 /// slots fit.
 fn layout_with(
-    format: WoFormat,
+    (format, m): (WoFormat, usize),
     k: usize,
     per: usize,
     groups: usize,
@@ -692,7 +756,7 @@ fn layout_with(
     wide: bool,
     streamed: bool,
 ) -> Option<Layout> {
-    let tables = cta_tables(format, k, per, streamed);
+    let tables = cta_tables((format, m), k, per, streamed);
     // NF4: room for the wide table and up to 128 bytes of alignment before it, or for the narrow static one.
     let budget = match (format, wide) {
         (WoFormat::Nf4, true) => NF4_SMEM_BUDGET - NF4_WIDE_TABLE_BYTES - 128,
@@ -725,15 +789,13 @@ fn least_slots(format: WoFormat, classes: usize, any: bool) -> usize {
     }
 }
 
-/// Bytes of a CTA's tables in shared memory for at most `per` row steps of `k` values: the per-K-slice row
-/// sums and, unless the scales stream with the weights (`streamed`), the scale tables ([`tables_bytes`]).
-fn cta_tables(format: WoFormat, k: usize, per: usize, streamed: bool) -> usize {
+/// Bytes of a CTA's tables in shared memory for at most `per` row steps of `k` values and `m` rows of x: the
+/// per-K-slice row sums of each row of x and, unless the scales stream with the weights (`streamed`), the scale
+/// tables ([`tables_bytes`]).
+fn cta_tables((format, m): (WoFormat, usize), k: usize, per: usize, streamed: bool) -> usize {
     let rows = per * STEP_ROWS;
-    if streamed {
-        sums_bytes(format, k, rows)
-    } else {
-        tables_bytes(format, k, rows)
-    }
+    let scales = if streamed { 0 } else { table_bytes_per_row(format, k) * rows };
+    scales + m * sums_bytes(format, k, rows)
 }
 
 /// Bytes of the scales beside a ring slot where they stream with the weights (`RW_SCB`): the slot's 8 rows'
@@ -753,9 +815,10 @@ fn nf4_table_offset(used: usize) -> usize {
     used.next_multiple_of(128)
 }
 
-/// Whether the ring GEMV's build for `n x k` `format` weights on `sm_count` SMs of `peak_gb_s` memory bandwidth
-/// (`ring::peak_memory_gb_s`) streams the scales with the weights, and so reads the step-major tables
-/// (`pack::ring_step_tables`) instead of the transposed ones.
+/// Whether the ring GEMV's builds for `n x k` `format` weights on `sm_count` SMs of `peak_gb_s` memory bandwidth
+/// (`ring::peak_memory_gb_s`) stream the scales with the weights, and so read the step-major tables
+/// (`pack::ring_step_tables`) instead of the transposed ones: the M = 1 build's choice, which the builds for
+/// more rows of x keep ([`plan_on`]).
 pub fn streams_scales(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
     plan_on(format, 1, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.layout.streamed_scales)
 }
@@ -798,6 +861,17 @@ pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count:
     plan(format, batch, n, k, sm_count).err()
 }
 
+/// [`unsupported`] on a device of `peak_gb_s` memory bandwidth: more rows of x than one keep the M = 1 build's
+/// staged or streamed scales ([`plan_on`]), which on fast memory may leave them a ring where the other would not.
+pub fn unsupported_on(
+    format: WoFormat,
+    (batch, n, k): (usize, usize, usize),
+    sm_count: u32,
+    peak_gb_s: f64,
+) -> Option<String> {
+    plan_on(format, batch, n, k, sm_count, peak_gb_s).err()
+}
+
 /// How the ring GEMV runs an `n x k` call ([`plan`]).
 #[derive(Debug, Clone, Copy)]
 struct Plan {
@@ -811,6 +885,25 @@ struct Plan {
     parts: usize,
     /// The ring, the tables and the dynamic shared memory of a CTA ([`layout`]).
     layout: Layout,
+}
+
+/// Registers a thread of the ring GEMV takes for `m` rows of x of `format` weights, at most (ptxas for sm_90, CUDA
+/// 12.9 and 13.0, session 50: INT4 80 / 105 / 126 at M = 1 / 2 / 3, NF4 96 / 102 / 127, FP8 48 / 64 / 78 (64 spilled
+/// with a residual add at 2x4096x14336 on CUDA 13.0), BF16 64 / 86 / 108); a build with less room spills
+/// ([`register_room`]).
+fn rows_registers(format: WoFormat, m: usize) -> usize {
+    let (one, more) = match format.bits() {
+        4 => (96, 16),
+        8 => (48, 24),
+        _ => (64, 24),
+    };
+    one + more * (m.max(1) - 1)
+}
+
+/// Registers a thread may take in a CTA of `threads` threads alone on an SM (65536 a SM, allocated for warps in
+/// groups of 4, in steps of 8; at most 255).
+fn register_room(threads: usize) -> usize {
+    (65536 / threads.next_multiple_of(128).max(128) / 8 * 8).min(255)
 }
 
 /// The ring GEMV's grid, row groups, K parts and ring for a `batch x n x k` call of `format` on `sm_count`
@@ -829,8 +922,8 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
             format.format()
         ));
     }
-    if batch != 1 {
-        return Err(format!("the ring GEMV multiplies one token, not a batch of {batch}"));
+    if !(1..=MAX_M).contains(&batch) {
+        return Err(format!("the ring GEMV multiplies 1 to {MAX_M} rows of x, not {batch}"));
     }
     let max = max_k(format);
     if k == 0 || k % 1024 != 0 || k > max {
@@ -841,9 +934,28 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
     }
     let (ctas, per) = grid(n, sm_count * ctas_per_sm() as u32);
     let (groups, parts) = (row_groups(format, n, k, sm_count), k_parts(format, n, k, sm_count));
-    let layout = layout(format, k, per, groups, parts, peak_gb_s >= FAST_MEMORY_GB_S).ok_or_else(|| {
+    let threads = slices(format, k) * groups * 32 + 32;
+    if batch > 1 && rows_registers(format, batch) > register_room(threads) {
+        return Err(format!(
+            "{batch} rows of x of {} weights need about {} registers a thread, and the ring's {threads} threads a CTA \
+             for {n}x{k} leave {}",
+            format.format(),
+            rows_registers(format, batch),
+            register_room(threads)
+        ));
+    }
+    // More rows of x keep the M = 1 build's choice of staged or streamed scales (`streams_scales`: the tables the
+    // weights are uploaded with), their larger row sums taking room from the ring.
+    let fast = peak_gb_s >= FAST_MEMORY_GB_S;
+    let one = layout((format, 1), k, per, groups, parts, fast);
+    let layout = match batch {
+        1 => one,
+        _ => one.and_then(|l| layout_for((format, batch), k, per, groups, parts, l.streamed_scales)),
+    };
+    let layout = layout.ok_or_else(|| {
         format!(
-            "{n}x{k} on {sm_count} SMs: the tables of {} rows per CTA leave no room for a ring in {} KB",
+            "{n}x{k} on {sm_count} SMs: the tables of {} rows per CTA (with the row sums of {batch} rows of x) leave \
+             no room for a ring in {} KB",
             per * STEP_ROWS,
             SMEM_BUDGET / 1024
         )
@@ -854,6 +966,7 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
 /// A ring GEMV compiled for one shape: its plan, its units in flight and NVRTC's CUBIN and log.
 pub struct RingBuild {
     plan: Plan,
+    rows: usize,
     ahead: usize,
     /// The CUBIN (for `cuobjdump -sass`, or a driver to load).
     pub cubin: Vec<u8>,
@@ -866,19 +979,21 @@ impl RingBuild {
     pub fn describe(&self) -> String {
         let p = &self.plan;
         format!(
-            "{} CTAs of {} row steps, {} row groups, {} K parts, {} slots, {} units in flight (0: all), scales {}",
+            "{} CTAs of {} row steps, {} row groups, {} K parts, {} slots, {} units in flight (0: all), scales {}, {} \
+             rows of x",
             p.ctas,
             p.per,
             p.groups,
             p.parts,
             p.layout.slots,
             self.ahead,
-            if p.layout.streamed_scales { "streamed" } else { "staged" }
+            if p.layout.streamed_scales { "streamed" } else { "staged" },
+            self.rows
         )
     }
 }
 
-/// Compiles the ring GEMV that [`RingGemv::new`] would build for `n x k` on a GPU of `arch` (e.g. 90) with
+/// Compiles the ring GEMV that [`RingGemv::new`] would build for `m x n x k` on a GPU of `arch` (e.g. 90) with
 /// `sm_count` SMs and `peak_gb_s` of memory bandwidth ([`peak_memory_gb_s`]; [`FAST_MEMORY_GB_S`] and up take
 /// the fast-memory defaults), without a GPU: what `examples/kernel_build.rs --ring` dumps for `cuobjdump`.
 pub fn compile_ring(
@@ -886,11 +1001,10 @@ pub fn compile_ring(
     sm_count: u32,
     peak_gb_s: f64,
     (format, x): (WoFormat, XDtype),
-    n: usize,
-    k: usize,
+    (m, n, k): (usize, usize, usize),
     (epilogue, input): (Epilogue, Input),
 ) -> Result<RingBuild, GpuError> {
-    let plan = plan_on(format, 1, n, k, sm_count, peak_gb_s).map_err(GpuError::Unsupported)?;
+    let plan = plan_on(format, m, n, k, sm_count, peak_gb_s).map_err(GpuError::Unsupported)?;
     if epilogue == Epilogue::Norm && input == Input::SwiGlu {
         return Err(GpuError::Unsupported("the ring GEMV takes SwiGLU on load without a fused norm".into()));
     }
@@ -905,9 +1019,9 @@ pub fn compile_ring(
     let (cubin, log) = compile_cubin(
         &source(),
         "wo_ring.cu",
-        &options(arch, (format, x), k, per, layout, (parts, groups, ahead), (epilogue, input)),
+        &options(arch, (format, x), (m, k), per, layout, (parts, groups, ahead), (epilogue, input)),
     )?;
-    Ok(RingBuild { plan, ahead, cubin, log })
+    Ok(RingBuild { plan, rows: m, ahead, cubin, log })
 }
 
 /// One matrix on the GPU in the kernel's layout.
@@ -921,7 +1035,7 @@ pub struct RingWeights {
     pub bytes: usize,
 }
 
-/// The ring GEMV for one `n x k` shape and epilogue on one GPU (compiled for it by NVRTC).
+/// The ring GEMV for one `m x n x k` shape and epilogue on one GPU (compiled for it by NVRTC).
 pub struct RingGemv {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
@@ -930,6 +1044,8 @@ pub struct RingGemv {
     pub format: WoFormat,
     /// Activations' (x and y) type, FP16 or BF16.
     pub x: XDtype,
+    /// Rows of x (and of y) a call multiplies, 1 to [`MAX_M`].
+    pub m: usize,
     /// Output rows.
     pub n: usize,
     /// Input values.
@@ -956,19 +1072,18 @@ pub struct RingGemv {
 }
 
 impl RingGemv {
-    /// Compiles the kernel for `n x k` `format` weights and `x` activations on `gpu` (refused where [`unsupported`]
-    /// says so, before sm_90, or for SwiGLU on load with a fused norm).
+    /// Compiles the kernel for `m` rows of `x` activations against `n x k` `format` weights on `gpu` (refused where
+    /// [`unsupported`] says so, before sm_90, or for SwiGLU on load with a fused norm).
     pub fn new(
         gpu: &Gpu,
         (format, x): (WoFormat, XDtype),
-        n: usize,
-        k: usize,
+        (m, n, k): (usize, usize, usize),
         epilogue: Epilogue,
         input: Input,
     ) -> Result<RingGemv, GpuError> {
         let (major, minor) = gpu.compute_capability;
         let arch = (major * 10 + minor) as u32;
-        RingGemv::build(&gpu.ctx, &gpu.stream, arch, gpu.sm_count, (format, x), n, k, (epilogue, input))
+        RingGemv::build(&gpu.ctx, &gpu.stream, arch, gpu.sm_count, (format, x), (m, n, k), (epilogue, input))
     }
 
     /// [`RingGemv::new`] from the parts of a [`Gpu`] (compute capability as `arch`, e.g. 90).
@@ -979,13 +1094,12 @@ impl RingGemv {
         arch: u32,
         sm_count: u32,
         (format, x): (WoFormat, XDtype),
-        n: usize,
-        k: usize,
+        (m, n, k): (usize, usize, usize),
         (epilogue, input): (Epilogue, Input),
     ) -> Result<RingGemv, GpuError> {
         let peak = peak_memory_gb_s(ctx);
-        let RingBuild { plan: Plan { ctas, per: _, groups, parts, layout }, ahead, cubin, log } =
-            compile_ring(arch, sm_count, peak, (format, x), n, k, (epilogue, input))?;
+        let RingBuild { plan: Plan { ctas, per: _, groups, parts, layout }, ahead, cubin, log, .. } =
+            compile_ring(arch, sm_count, peak, (format, x), (m, n, k), (epilogue, input))?;
         let smem = alone_smem(ctx, layout.smem)? as u32;
         let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
         if ctas_per_sm() > 1 {
@@ -1000,6 +1114,7 @@ impl RingGemv {
             function,
             format,
             x,
+            m,
             n,
             k,
             epilogue,
@@ -1061,7 +1176,7 @@ impl RingGemv {
     }
 
     /// y = W rmsnorm(x) / W x / y + W x (the epilogue; x SwiGLU of the gate_up row with [`Input::SwiGlu`]) on
-    /// `stream`; `x` holds k values (the gate_up row: 2k), `y` n; `eps` is the
+    /// `stream`; `x` holds m rows of k values (of the gate_up row: 2k), `y` m rows of n; `eps` is the
     /// norm's (ignored otherwise); `pdl`: launched with programmatic dependent launch.
     pub fn run(
         &self,
@@ -1109,20 +1224,20 @@ impl RingGemv {
             )));
         }
         let ScaleTables { scales, zeros, .. } = tables;
-        let (n, k) = (self.n, self.k);
+        let (m, n, k) = (self.m, self.n, self.k);
         // FP8 / INT8: an FP32 scale per row.
         let scale_bytes = if self.format.bits() == 8 { 4 * n } else { scale_bytes_per_row(self.format, k) * n };
         let zero_bytes = zero_bytes_per_row(self.format, k) * n;
         let xk = if self.input == Input::SwiGlu { 2 * k } else { k };
-        if x.len() < xk
-            || y.len() < n
+        if x.len() < m * xk
+            || y.len() < m * n
             || codes.len() < n * row_bytes(self.format, k)
             || scales.len() < scale_bytes
             || zeros.len() < zero_bytes
         {
             return Err(GpuError::Unsupported(format!(
-                "the {n}x{k} ring GEMV got x of {} values, y of {}, {} code bytes, {} scale bytes and {} zero-point \
-                 bytes",
+                "the {m}x{n}x{k} ring GEMV got x of {} values, y of {}, {} code bytes, {} scale bytes and {} \
+                 zero-point bytes",
                 x.len(),
                 y.len(),
                 codes.len(),
@@ -1154,8 +1269,8 @@ impl RingGemv {
         // SAFETY: the parameters match wo_ring(const uint4* w, const u8* w_s, const u8* w_z, const u16* x, u16*
         // y, int n, float eps, float gscale) in order and type, each pointing at a local that lives through the launch; the
         // codes hold n rows of k 4-, 8- or 16-bit codes and the scale and zero-point tables all of their rows' entries (checked
-        // above), in the layout the build reads (step-major where RW_SSTREAM, checked above), x holds k values
-        // (2k with SwiGLU on load, the SILU_X build's reads) and y n; the grid
+        // above), in the layout the build reads (step-major where RW_SSTREAM, checked above), x holds RW_M = m rows
+        // of k values (2k with SwiGLU on load, the SILU_X build's reads) and y m rows of n; the grid
         // is `grid(n)`'s, whose largest share of rows is the RW_ROWS the kernel was compiled with, and the
         // dynamic shared memory is `layout`'s for it (attribute set in `new`). PDL: before its
         // `griddepcontrol.wait` the kernel reads only its weights and their tables, which no kernel writes.
@@ -1181,13 +1296,14 @@ fn source() -> String {
 fn options(
     arch: u32,
     (format, x): (WoFormat, XDtype),
-    k: usize,
+    (m, k): (usize, usize),
     per: usize,
     layout: Layout,
     (parts, groups, ahead): (usize, usize, usize),
     (epilogue, input): (Epilogue, Input),
 ) -> Vec<String> {
     let mut opts = stream_options(arch, format, x, k);
+    opts.push(format!("-DRW_M={m}"));
     opts.push(format!("-DRW_STEPS={}", layout.slots));
     opts.push(format!("-DRW_KH={parts}"));
     opts.push(format!("-DRW_AHEAD={ahead}"));
@@ -1259,7 +1375,8 @@ mod tests {
         for (f, n, k) in
             [(WoFormat::Mxfp4, 2048, 5120), (WoFormat::Int4G128, 8192, 3072), (WoFormat::Nvfp4, 14336, 4096)]
         {
-            let ring = RingGemv::new(&gpu, (f, XDtype::F16), n, k, Epilogue::Store, Input::X).expect("the ring builds");
+            let ring =
+                RingGemv::new(&gpu, (f, XDtype::F16), (1, n, k), Epilogue::Store, Input::X).expect("the ring builds");
             assert_eq!(ring.resident_per_sm().expect("occupancy"), 1, "{f:?} {n}x{k}: {} slots", ring.slots);
         }
     }
@@ -1312,21 +1429,22 @@ mod tests {
         // o_proj: all 4 steps in the ring; 1 x 14336 x 4096: 14 steps, 10 slots fit beside the tables.
         let staged = |slots, smem| Some(Layout { slots, smem, streamed_scales: false, nf4_wide_at: None });
         assert_eq!(
-            layout(WoFormat::Int4G128, 4096, 4, 2, 1, false),
+            layout((WoFormat::Int4G128, 1), 4096, 4, 2, 1, false),
             staged(4, 4 * 16384 + 32 * 32 * 5 / 2 + 4 * 32 * 4)
         );
-        let Layout { slots, smem, streamed_scales, .. } = layout(WoFormat::Int4G128, 4096, 14, 2, 1, false).unwrap();
+        let Layout { slots, smem, streamed_scales, .. } =
+            layout((WoFormat::Int4G128, 1), 4096, 14, 2, 1, false).unwrap();
         assert_eq!(slots, 10);
         assert!(smem <= SMEM_BUDGET && slots % 2 == 0 && !streamed_scales);
         // NF4's ring and tables beside its 64 KB pair table within the H100's 227 KB per CTA; the table after
         // them, aligned, within the CTA's dynamic shared memory.
-        let Layout { slots, smem, nf4_wide_at, .. } = layout(WoFormat::Nf4, 4096, 14, 2, 1, false).unwrap();
+        let Layout { slots, smem, nf4_wide_at, .. } = layout((WoFormat::Nf4, 1), 4096, 14, 2, 1, false).unwrap();
         assert_eq!(slots, 8);
         assert!(smem <= 227 * 1024 - 1024);
         let off = nf4_wide_at.unwrap();
         assert!(off % 128 == 0 && off >= slots * 16384 + tables_bytes(WoFormat::Nf4, 4096, 112));
         assert!(off + NF4_WIDE_TABLE_BYTES <= smem);
-        assert_eq!(layout(WoFormat::Nf4, 4096, 14, 3, 1, false).map(|l| l.slots), Some(9));
+        assert_eq!(layout((WoFormat::Nf4, 1), 4096, 14, 3, 1, false).map(|l| l.slots), Some(9));
         assert!(unsupported(WoFormat::Int4G128, 1, 4096, 4096, 132).is_none());
         assert!(unsupported(WoFormat::Int4G128, 1, 14336, 4096, 132).is_none());
         // The LM head's 976 rows per CTA: their tables (78 KB) still leave a ring.
@@ -1334,7 +1452,25 @@ mod tests {
         // Row sums too large for any ring (7944 rows a CTA); other formats, batches or shapes.
         assert!(unsupported(WoFormat::Int4G128, 1, 1 << 20, 8192, 132).unwrap().contains("no room"));
         assert!(unsupported(WoFormat::Bf16, 1, 4096, 4096, 132).is_none());
-        assert!(unsupported(WoFormat::Int4G128, 2, 4096, 4096, 132).unwrap().contains("batch"));
+        assert!(unsupported(WoFormat::Int4G128, 2, 4096, 4096, 132).is_none());
+        assert!(unsupported(WoFormat::Int4G128, MAX_M, 14336, 4096, 132).is_none());
+        assert!(unsupported(WoFormat::Int4G128, MAX_M + 1, 4096, 4096, 132).unwrap().contains("rows of x"));
+        assert!(unsupported(WoFormat::Int4G128, 0, 4096, 4096, 132).unwrap().contains("rows of x"));
+        // Two rows of x need more registers than a CTA of 29 warps leaves (Llama-3-70B's down_proj: 64 a thread)
+        // or of 25 (K = 8192 in 3 row groups); FP8's fit at 4096 x 4096, not its three at 4096 x 14336.
+        for (n, k) in [(8192, 28672), (1024, 8192)] {
+            assert!(unsupported(WoFormat::Int4G128, 2, n, k, 132).unwrap().contains("registers"), "{n}x{k}");
+        }
+        assert!(unsupported(WoFormat::Fp8E4M3, 2, 4096, 4096, 132).is_none());
+        assert!(unsupported(WoFormat::Fp8E4M3, 3, 4096, 14336, 132).unwrap().contains("registers"));
+        assert_eq!(
+            (register_room(416), register_room(928), register_room(288), register_room(32)),
+            (128, 64, 168, 255)
+        );
+        // MXFP4's LM head at K = 4096: staged tables (below fast memory) leave two rows of x no ring; on fast memory
+        // its scales stream (the M = 1 build's choice) and they do.
+        assert!(unsupported(WoFormat::Mxfp4, 2, 128256, 4096, 132).unwrap().contains("no room"));
+        assert!(unsupported_on(WoFormat::Mxfp4, (2, 128256, 4096), 132, 4917.0).is_none());
         assert!(unsupported(WoFormat::Int4G128, 1, 4096, 4000, 132).unwrap().contains("1024"));
         assert!(unsupported(WoFormat::Int4G128, 1, 4092, 4096, 132).unwrap().contains("multiple of 8"));
         // The engine's default: large N only.
@@ -1358,25 +1494,27 @@ mod tests {
         // a step. Streamed with the weights (1024 bytes a slot) the scales leave as many beside the wide table:
         // staged, nothing to gain. In 4 K parts streaming gains a slot (5 to 4; any count in one row group).
         let nf4 = WoFormat::Nf4;
-        let wide = |k, per, parts| layout_for(nf4, k, per, 1, parts, false).and_then(|l| l.nf4_wide_at).is_some();
+        let wide = |k, per, parts| layout_for((nf4, 1), k, per, 1, parts, false).and_then(|l| l.nf4_wide_at).is_some();
         assert!(wide(14336, 4, 2) && wide(8192, 55, 2) && !wide(28672, 8, 7) && !wide(28672, 8, 4));
-        let narrow = layout_for(nf4, 28672, 8, 1, 7, false).unwrap();
+        let narrow = layout_for((nf4, 1), 28672, 8, 1, 7, false).unwrap();
         assert!(!narrow.streamed_scales && narrow.slots == 8 && narrow.nf4_wide_at.is_none());
-        let l = layout_for(nf4, 28672, 8, 1, 7, true).unwrap();
+        let l = layout_for((nf4, 1), 28672, 8, 1, 7, true).unwrap();
         assert!(l.streamed_scales && l.slots == 8 && l.nf4_wide_at.is_some());
-        assert!(layout(nf4, 28672, 8, 1, 7, false) == Some(narrow) && auto(nf4, 8192, 28672, 132));
-        let four = layout(nf4, 28672, 8, 1, 4, false).unwrap();
-        assert!(four.streamed_scales && four.slots == 5 && layout_for(nf4, 28672, 8, 1, 4, false).unwrap().slots == 4);
+        assert!(layout((nf4, 1), 28672, 8, 1, 7, false) == Some(narrow) && auto(nf4, 8192, 28672, 132));
+        let four = layout((nf4, 1), 28672, 8, 1, 4, false).unwrap();
+        assert!(
+            four.streamed_scales && four.slots == 5 && layout_for((nf4, 1), 28672, 8, 1, 4, false).unwrap().slots == 4
+        );
         assert_eq!(slot_scale_bytes(nf4, 28672, 7), 28672 / 64 * 8 * 2 / 7);
-        assert!(!options(90, (nf4, XDtype::F16), 28672, 8, narrow, (7, 1, 0), (Epilogue::Add, Input::SwiGlu))
+        assert!(!options(90, (nf4, XDtype::F16), (1, 28672), 8, narrow, (7, 1, 0), (Epilogue::Add, Input::SwiGlu))
             .iter()
             .any(|o| o.starts_with("-DNF4_WIDE") || o.starts_with("-DRW_NF4_OFF") || o == "-DRW_SSTREAM=1"));
-        assert!(options(90, (nf4, XDtype::F16), 28672, 8, l, (7, 1, 0), (Epilogue::Add, Input::SwiGlu))
+        assert!(options(90, (nf4, XDtype::F16), (1, 28672), 8, l, (7, 1, 0), (Epilogue::Add, Input::SwiGlu))
             .contains(&"-DRW_SSTREAM=1".into()));
         // NVFP4's 1792 bytes of scales a row there leave no ring staged; streamed 10 slots.
-        assert!(layout_for(WoFormat::Nvfp4, 28672, 8, 1, 7, false).is_none());
+        assert!(layout_for((WoFormat::Nvfp4, 1), 28672, 8, 1, 7, false).is_none());
         assert_eq!(
-            layout(WoFormat::Nvfp4, 28672, 8, 1, 7, false).map(|l| (l.slots, l.streamed_scales)),
+            layout((WoFormat::Nvfp4, 1), 28672, 8, 1, 7, false).map(|l| (l.slots, l.streamed_scales)),
             Some((10, true))
         );
         assert!(unsupported(WoFormat::Nvfp4, 1, 8192, 28672, 132).is_none() && auto(WoFormat::Nvfp4, 8192, 28672, 132));
@@ -1384,36 +1522,38 @@ mod tests {
         assert_eq!((row_groups(i4, 4096, 14336, 132), k_parts(i4, 4096, 14336, 132)), (1, 2));
         assert_eq!((row_groups(i4, 2048, 14336, 132), k_parts(i4, 2048, 14336, 132)), (2, 1));
         // 4 steps of 57 KB a CTA: 6 slots of half a step (172 KB) beside the tables, in whole steps 2.
-        assert_eq!(layout(i4, 14336, 4, 1, 2, false).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
-        assert_eq!(layout(i4, 14336, 4, 2, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((2, false)));
+        assert_eq!(layout((i4, 1), 14336, 4, 1, 2, false).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
+        assert_eq!(layout((i4, 1), 14336, 4, 2, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((2, false)));
         // NVFP4's scale tables of 440 rows a CTA leave no ring at 57344 x 8192: the scales streamed.
         let nv = WoFormat::Nvfp4;
-        assert!(layout_for(nv, 8192, 55, 1, 2, false).is_none() && auto(nv, 57344, 8192, 132));
-        assert_eq!(layout(nv, 8192, 55, 1, 2, false).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
+        assert!(layout_for((nv, 1), 8192, 55, 1, 2, false).is_none() && auto(nv, 57344, 8192, 132));
+        assert_eq!(layout((nv, 1), 8192, 55, 1, 2, false).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
         assert!(unsupported(WoFormat::Mxfp4, 1, 14336, 4096, 132).is_none());
         let mx = WoFormat::Mxfp4;
         assert!(auto(mx, 14336, 4096, 132) && auto(mx, 28672, 4096, 132));
         assert!(auto(WoFormat::Nvfp4, 14336, 4096, 132) && auto(WoFormat::Nf4, 14336, 4096, 132));
-        assert!(!layout(mx, 4096, 14, 3, 1, false).unwrap().streamed_scales);
+        assert!(!layout((mx, 1), 4096, 14, 3, 1, false).unwrap().streamed_scales);
         // The LM heads at K = 4096 (whole row steps): MXFP4's staged tables leave 3 slots (NF4's beside its
         // narrow pair table 2) and stay staged, streamed they would leave 9 (slower than the x-in-registers
         // kernel either way on the H100); not the default there. NVFP4's leave no ring: streamed, 9 slots, the default.
-        assert_eq!(layout_for(mx, 4096, 122, 3, 1, true).map(|l| l.slots), Some(9));
-        assert_eq!(layout(mx, 4096, 122, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((3, false)));
-        assert_eq!(layout(i4, 4096, 122, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
-        assert_eq!(layout(nf4, 4096, 122, 2, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((2, false)));
+        assert_eq!(layout_for((mx, 1), 4096, 122, 3, 1, true).map(|l| l.slots), Some(9));
+        assert_eq!(layout((mx, 1), 4096, 122, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((3, false)));
+        assert_eq!(layout((i4, 1), 4096, 122, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
+        assert_eq!(layout((nf4, 1), 4096, 122, 2, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((2, false)));
         assert!(!auto(mx, 128256, 4096, 132) && auto(WoFormat::Nf4, 28672, 4096, 132) && !auto(nf4, 128256, 4096, 132));
-        assert!(layout_for(nv, 4096, 122, 3, 1, false).is_none());
-        assert_eq!(layout(nv, 4096, 122, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((9, true)));
+        assert!(layout_for((nv, 1), 4096, 122, 3, 1, false).is_none());
+        assert_eq!(layout((nv, 1), 4096, 122, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((9, true)));
         assert!(auto(nv, 128256, 4096, 132) && streams_scales(nv, 128256, 4096, 132, 0.0));
         assert!(!streams_scales(mx, 128256, 4096, 132, 0.0) && !streams_scales(i4, 14336, 4096, 132, 0.0));
         // Long K in K parts: MXFP4's 4 staged slots at 57344 x 8192 (two row steps) stay; NF4's wide table
         // leaves 2 (one step): streamed, 8. At K = 8192 the LM heads' tables leave no ring: streamed.
-        assert_eq!(layout(mx, 8192, 55, 1, 2, false).map(|l| (l.slots, l.streamed_scales)), Some((4, false)));
-        assert_eq!(layout_for(nf4, 8192, 55, 1, 2, false).map(|l| l.slots), Some(2));
-        assert_eq!(layout(nf4, 8192, 55, 1, 2, false).map(|l| (l.slots, l.streamed_scales)), Some((8, true)));
+        assert_eq!(layout((mx, 1), 8192, 55, 1, 2, false).map(|l| (l.slots, l.streamed_scales)), Some((4, false)));
+        assert_eq!(layout_for((nf4, 1), 8192, 55, 1, 2, false).map(|l| l.slots), Some(2));
+        assert_eq!(layout((nf4, 1), 8192, 55, 1, 2, false).map(|l| (l.slots, l.streamed_scales)), Some((8, true)));
         for f in [i4, mx, nv, nf4] {
-            assert!(layout(f, 8192, 122, 1, 2, false).is_some_and(|l| l.streamed_scales) && auto(f, 128256, 8192, 132));
+            assert!(
+                layout((f, 1), 8192, 122, 1, 2, false).is_some_and(|l| l.streamed_scales) && auto(f, 128256, 8192, 132)
+            );
         }
         // On fast memory (the H200) NF4, MXFP4 and NVFP4 also stream where staged tables leave fewer than 3 slots a
         // consumer class: the LM heads at K = 4096 (MXFP4 9 slots, NF4 8), which then take the ring; NVFP4 at 28672
@@ -1421,15 +1561,15 @@ mod tests {
         // copies a slot) stays staged at 2 or more a class, and 3 or more a class stay staged (MXFP4 28672 x 8192, 8
         // slots).
         let (h200, h100) = (4917.0, 3352.0);
-        assert_eq!(layout(mx, 4096, 122, 3, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((9, true)));
-        assert_eq!(layout(nf4, 4096, 122, 2, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((8, true)));
-        assert_eq!(layout(i4, 4096, 122, 3, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
-        assert_eq!(layout(nv, 4096, 28, 3, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((9, true)));
-        assert_eq!(layout(nv, 4096, 28, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
-        assert_eq!(layout(nv, 8192, 28, 1, 2, true).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
-        assert_eq!(layout(mx, 8192, 55, 1, 2, true).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
-        assert_eq!(layout(mx, 8192, 28, 1, 2, true).map(|l| (l.slots, l.streamed_scales)), Some((8, false)));
-        assert_eq!(layout(i4, 8192, 55, 1, 2, true).map(|l| (l.slots, l.streamed_scales)), Some((7, false)));
+        assert_eq!(layout((mx, 1), 4096, 122, 3, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((9, true)));
+        assert_eq!(layout((nf4, 1), 4096, 122, 2, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((8, true)));
+        assert_eq!(layout((i4, 1), 4096, 122, 3, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
+        assert_eq!(layout((nv, 1), 4096, 28, 3, 1, true).map(|l| (l.slots, l.streamed_scales)), Some((9, true)));
+        assert_eq!(layout((nv, 1), 4096, 28, 3, 1, false).map(|l| (l.slots, l.streamed_scales)), Some((6, false)));
+        assert_eq!(layout((nv, 1), 8192, 28, 1, 2, true).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
+        assert_eq!(layout((mx, 1), 8192, 55, 1, 2, true).map(|l| (l.slots, l.streamed_scales)), Some((10, true)));
+        assert_eq!(layout((mx, 1), 8192, 28, 1, 2, true).map(|l| (l.slots, l.streamed_scales)), Some((8, false)));
+        assert_eq!(layout((i4, 1), 8192, 55, 1, 2, true).map(|l| (l.slots, l.streamed_scales)), Some((7, false)));
         for f in [mx, nf4] {
             assert!(auto_on(f, 128256, 4096, 132, h200) && streams_scales(f, 128256, 4096, 132, h200));
             assert!(!auto_on(f, 128256, 4096, 132, h100) && !streams_scales(f, 128256, 4096, 132, h100));
@@ -1702,25 +1842,35 @@ mod tests {
                 // The engine's groups and K parts for a grid of 132 CTAs of `per` steps.
                 let (g, kp) = (row_groups(f, per * 8 * 132, k, 132), k_parts(f, per * 8 * 132, k, 132));
                 // The default's layout.
-                let lay = layout(f, k, per, g, kp, false).unwrap_or_else(|| panic!("{f:?} {k} {per}: no ring"));
+                let lay = layout((f, 1), k, per, g, kp, false).unwrap_or_else(|| panic!("{f:?} {k} {per}: no ring"));
                 // down_proj's 4 steps of K = 14336 also in 2 and 7 K parts, in one row group and in two; every
                 // shape with its scales streamed and (where they fit) staged.
-                let mut builds = vec![(lay, kp, g)];
+                let mut builds = vec![(lay, kp, g, 1)];
+                // The engine's default for two rows of x on fast memory (`auto_rows`), each shape's own layout, where
+                // the registers leave room for them (`plan_on` refuses the others).
+                let threads = slices(f, k) * g * 32 + 32;
+                for m in
+                    (2..=AUTO_MAX_M_FAST).filter(|m| f.bits() <= 8 && rows_registers(f, *m) <= register_room(threads))
+                {
+                    let one = layout((f, 1), k, per, g, kp, true);
+                    let more = one.and_then(|l| layout_for((f, m), k, per, g, kp, l.streamed_scales));
+                    builds.extend(more.map(|l| (l, kp, g, m)));
+                }
                 // (FP8 / INT8 have no tables to stream.)
-                let other = layout_for(f, k, per, g, kp, !lay.streamed_scales).filter(|_| f.bits() == 4);
-                builds.extend(other.filter(|o| o.slots >= lay.slots.min(2 * g * kp)).map(|o| (o, kp, g)));
+                let other = layout_for((f, 1), k, per, g, kp, !lay.streamed_scales).filter(|_| f.bits() == 4);
+                builds.extend(other.filter(|o| o.slots >= lay.slots.min(2 * g * kp)).map(|o| (o, kp, g, 1)));
                 if k == 14336 {
                     for (parts, groups) in [(1, 1), (2, 2), (7, 1), (7, 2), (4, 1)] {
                         if slices(f, k) * groups > 31 || slices(f, k) % parts != 0 {
                             continue; // more than 1024 threads; parts of no whole K slices
                         }
-                        builds.extend(layout(f, k, per, groups, parts, false).map(|l| (l, parts, groups)));
+                        builds.extend(layout((f, 1), k, per, groups, parts, false).map(|l| (l, parts, groups, 1)));
                     }
                 }
                 // A slot count that is no multiple of the consumer classes (`RW_MIXED`, a barrier per class;
                 // by default only in one row group, any layout with ROOFLINE_RING_ANY_SLOTS=1).
                 if lay.slots % (g * kp) == 0 && lay.slots < per * kp {
-                    builds.push((Layout { slots: lay.slots + 1, ..lay }, kp, g));
+                    builds.push((Layout { slots: lay.slots + 1, ..lay }, kp, g, 1));
                 }
                 let ops = [
                     (Epilogue::Norm, Input::X),
@@ -1728,25 +1878,28 @@ mod tests {
                     (Epilogue::Add, Input::X),
                     (Epilogue::Add, Input::SwiGlu),
                 ];
-                for ((lay, parts, g), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
+                for ((lay, parts, g, m), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
                     // Units in flight as an H200 (4.9 TB/s) takes them: limited at the short shapes, not the long.
                     let ahead = units_in_flight(f, per * parts, lay.slots, copy_bytes(f, k, parts), 4900.0);
-                    // BF16 weights with BF16 x (FP16 x differs only in its loads and stores).
-                    let x = if f == WoFormat::Bf16 { XDtype::Bf16 } else { XDtype::F16 };
+                    // BF16 weights with BF16 x (FP16 x differs only in its loads and stores), and 8-bit weights at
+                    // M = 2 (the ring's default there is for BF16 x).
+                    let x = if f == WoFormat::Bf16 || (m > 1 && f.bits() == 8) { XDtype::Bf16 } else { XDtype::F16 };
                     let (cubin, log) = compile_cubin(
                         &source(),
                         "wo_ring.cu",
-                        &options(90, (f, x), k, per, lay, (parts, g, ahead), ep),
+                        &options(90, (f, x), (m, k), per, lay, (parts, g, ahead), ep),
                     )
-                    .unwrap_or_else(|e| panic!("{f:?} {k} {per} {parts} parts {ep:?}: {e}"));
+                    .unwrap_or_else(|e| panic!("{f:?} {m} rows {k} {per} {parts} parts {ep:?}: {e}"));
                     let (regs, spills, _) = parse_ptxas(&log);
                     eprintln!(
-                        "ring GEMV {f:?} k {k}, {per} steps, {parts} K parts, {g} groups, global scales {}, {ep:?}: \
-                         {regs:?} registers",
+                        "ring GEMV {f:?} {m} rows of x, k {k}, {per} steps, {parts} K parts, {g} groups, global scales \
+                         {}, {ep:?}: {regs:?} registers",
                         lay.streamed_scales
                     );
                     if spills != Some(0) {
-                        spilled.push(format!("{f:?} {k} {per} {parts} parts {g} groups {lay:?} {ep:?}: {spills:?}"));
+                        spilled.push(format!(
+                            "{f:?} {m} rows {k} {per} {parts} parts {g} groups {lay:?} {ep:?}: {spills:?}"
+                        ));
                     }
                     let early = early_dependent_loads(&cubin).unwrap_or_else(|e| panic!("{f:?} {k} {per}: {e}"));
                     assert!(early.as_ref().is_none_or(|l| l.is_empty()), "{f:?} {k} {per} {ep:?}: {early:?}");

@@ -55,11 +55,40 @@ fn xreg_8bit_takes_two_chunks_where_that_avoids_split_k() {
         }
         assert_eq!(Variant::best_on(f, XDtype::F16, 1, 28672, 4096, (108, 80, 2039.0)), Variant::SplitK);
         assert_eq!(Variant::best_on(f, XDtype::Bf16, 1, 28672, 4096, H200), Variant::XReg);
+        // Two rows of BF16 x on the ring too (session 50); FP16 x, three rows and the H100's memory: the tensor cores.
+        assert_eq!(Variant::best_on(f, XDtype::Bf16, 2, 28672, 4096, H200), Variant::XReg);
         assert_eq!(Variant::best_on(f, XDtype::F16, 2, 28672, 4096, H200), Variant::XMma);
+        assert_eq!(Variant::best_on(f, XDtype::Bf16, 3, 28672, 4096, H200), Variant::XMma);
+        assert_eq!(Variant::best_on(f, XDtype::Bf16, 2, 28672, 4096, (132, 90, 3352.0)), Variant::XMma);
         assert_eq!(Variant::best_on(f, XDtype::F16, 1, 1024, 4096, H200), Variant::XReg);
         assert!(!super::ring::auto(f, 1024, 4096, 132));
     }
     assert_eq!(Variant::best_on(Int4G128, XDtype::F16, 1, 28672, 4096, H200), Variant::XReg);
+    // The 4-bit formats at M = 2 on the H200 (session 50, `ring::auto_rows`): the ring for two rows of x where a CTA
+    // takes 8 row steps or more (or streams them in K parts) with two slots a consumer class, NF4 wherever the ring
+    // takes the shape at M = 1; at M = 3 and on the H100's memory the tensor cores.
+    for f in [Int4G128, Nf4, Mxfp4, Nvfp4] {
+        for (n, k) in [(14336, 4096), (4096, 14336), (28672, 4096)] {
+            for x in XDtype::ALL {
+                assert_eq!(Variant::best_on(f, x, 2, n, k, H200), Variant::XReg, "{f:?} {x:?} 2x{n}x{k}");
+            }
+            assert_eq!(Variant::best_on(f, XDtype::F16, 3, n, k, H200), Variant::XMma, "{f:?} 3x{n}x{k}");
+            assert_eq!(Variant::best_on(f, XDtype::F16, 2, n, k, (132, 90, 3352.0)), Variant::XMma);
+        }
+        // 4 row steps a CTA: NF4 only.
+        let small = if f == Nf4 { Variant::XReg } else { Variant::XMma };
+        assert_eq!(Variant::best_on(f, XDtype::F16, 2, 4096, 4096, H200), small, "{f:?} 2x4096x4096");
+        for (n, k) in [(512, 4096), (3072, 3072), (2048, 2048), (1024, 4096)] {
+            let ring = f == Nf4 && super::ring::auto_on(f, n, k, 132, H200.2);
+            let want = if ring { Variant::XReg } else { Variant::XMma };
+            assert_eq!(Variant::best_on(f, XDtype::F16, 2, n, k, H200), want, "{f:?} 2x{n}x{k}");
+        }
+    }
+    // The LM head at K = 4096: INT4's staged tables leave the ring 3 slots for two rows of x; MXFP4, NVFP4 and NF4
+    // stream their scales on fast memory and keep theirs.
+    for (f, v) in [(Int4G128, Variant::XMma), (Mxfp4, Variant::XReg), (Nvfp4, Variant::XReg), (Nf4, Variant::XReg)] {
+        assert_eq!(Variant::best_on(f, XDtype::F16, 2, 128256, 4096, H200), v, "{f:?}");
+    }
     // FP16 at M = 1 on fast memory (session 44): the x-in-registers engine, the ring up to K = 8192 at any N, its
     // x-in-registers kernel to K = 16384 (with BF16 x the ring alone, session 48); split-K beyond, on the H100's
     // memory, and at M = 2. In a
