@@ -14,6 +14,9 @@
 #   m2       the ring at M = 2 (the new default on fast memory) against the tensor cores (--gemv variant=xmma, the old
 #            default): `measure` (checked, then timed) for M2_FORMATS at M2_SHAPES, M2_REPS times (default 1), into $out/m2.txt; with
 #            MEAS_X=bf16 for M2_BF16_FORMATS at the first two shapes
+#   m2b      the M = 2 rule's checks after r3: the default against --gemv variant=xmma for MXFP4 / INT4 / NVFP4 at
+#            2x128256x4096 (MXFP4's scales stream on fast memory, INT4's ring keeps 3 slots), FP8 / INT8 with BF16 x at
+#            2x4096x4096 and 2x28672x4096, INT4 / NF4 at 2x4096x4096, into $out/m2b.txt
 #   m3       three rows of x: the ring forced (--gemv variant=xreg,ring=true) against the default, M3_FORMATS at M3_SHAPES
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session50.
 . "$(dirname "$0")/probe-lib.sh"
@@ -41,6 +44,7 @@ if has mb8; then
     for rep in 1 2; do
         for bin in roofline-base roofline; do
             for b in ${MB8_BATCHES:-8 16}; do
+                [[ $rep -gt ${MB8_REPS:-2} ]] && continue
                 echo "=== $bin batch $b" | tee -a "$out/mb8.txt"
                 timeout 200 .gpu/$bin model-bench --config llama-3.1-8b --schemes fp8,int8 --batch "$b" --layers ${MB8_LAYERS:-8} --hw $hw 2>&1 \
                     | tail -8 | tee -a "$out/mb8.txt"
@@ -73,5 +77,13 @@ if has m3; then
         for f in ${M3_FORMATS:-INT4_G128 NF4 FP8_E4M3 INT8}; do
             for g in default variant=xreg,ring=true; do MEAS_TIMEOUT=40 meas m3 "$g" "$f" "$s" "${g#default}"; done
         done
+    done
+fi
+if has m2b; then
+    for p in MXFP4:2x128256x4096 INT4_G128:2x128256x4096 NVFP4:2x128256x4096 INT4_G128:2x4096x4096 NF4:2x4096x4096; do
+        for g in default variant=xmma; do MEAS_TIMEOUT=60 meas m2b "$g" "${p%%:*}" "${p#*:}" "${g#default}"; done
+    done
+    for p in FP8_E4M3:2x4096x4096 INT8:2x4096x4096 FP8_E4M3:2x28672x4096 INT8:2x28672x4096; do
+        for g in default variant=xmma; do MEAS_X=bf16 MEAS_TIMEOUT=60 meas m2b "$g" "${p%%:*}" "${p#*:}" "${g#default}"; done
     done
 fi
