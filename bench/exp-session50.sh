@@ -2,7 +2,7 @@
 # Session 50 probes (H200 through the device tool). Parts (comma-separated):
 #   mring    what a ring GEMV taking M = 2-4 rows of x would cost: the M = 1 ring (tune_table's "XReg U=0 W=0" row at
 #            1xNxK) with each decoded word also multiplied against M - 1 more x rows (EXP_RING_M, wrong results by
-#            design) for MR_FORMATS at MR_SHAPES, MR_MS (default 1 2 3 4), then INT4's decode alone (EXP_FFN_NOLOAD)
+#            design; the probe is not in the tree: build 4676b9b with results/h200-2026-11-29-session50/r1/exp-ring-m.patch) for MR_FORMATS at MR_SHAPES, MR_MS (default 1 2 3 4), then INT4's decode alone (EXP_FFN_NOLOAD)
 #            at M = 1 and 2, into $out/mring.txt
 #   mdef     the engine's default at M = 2-4 (the tensor cores' bulk rings) at the same N x K: `measure` (checked, then
 #            timed) for MR_FORMATS at MD_MS x MR_SHAPES' N x K, into $out/mdef.txt
