@@ -17,6 +17,9 @@
 #   m2b      the M = 2 rule's checks after r3: the default against --gemv variant=xmma for MXFP4 / INT4 / NVFP4 at
 #            2x128256x4096 (MXFP4's scales stream on fast memory, INT4's ring keeps 3 slots), FP8 / INT8 with BF16 x at
 #            2x4096x4096 and 2x28672x4096, INT4 / NF4 at 2x4096x4096, into $out/m2b.txt
+#   mb2      model-bench Llama-3.1-8B MB2_SCHEMES (default int4,nf4,mxfp4,nvfp4) at batch 2, .gpu/roofline-base (9ade832:
+#            the tensor cores) and .gpu/roofline (the ring for two rows where `best_in_step_on` takes it), MB2_REPS
+#            passes (default 1), into $out/mb2.txt
 #   m3       three rows of x: the ring forced (--gemv variant=xreg,ring=true) against the default, M3_FORMATS at M3_SHAPES
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session50.
 . "$(dirname "$0")/probe-lib.sh"
@@ -85,5 +88,15 @@ if has m2b; then
     done
     for p in FP8_E4M3:2x4096x4096 INT8:2x4096x4096 FP8_E4M3:2x28672x4096 INT8:2x28672x4096; do
         for g in default variant=xmma; do MEAS_X=bf16 MEAS_TIMEOUT=60 meas m2b "$g" "${p%%:*}" "${p#*:}" "${g#default}"; done
+    done
+fi
+if has mb2; then
+    for rep in 1 2; do
+        for bin in roofline-base roofline; do
+            echo "=== $bin batch 2" | tee -a "$out/mb2.txt"
+            timeout 200 .gpu/$bin model-bench --config llama-3.1-8b --schemes ${MB2_SCHEMES:-int4,nf4,mxfp4,nvfp4} --batch 2 \
+                --layers ${MB2_LAYERS:-8} --hw $hw 2>&1 | tail -10 | tee -a "$out/mb2.txt"
+            [[ $rep -ge ${MB2_REPS:-1} && $bin == roofline ]] && break 2
+        done
     done
 fi

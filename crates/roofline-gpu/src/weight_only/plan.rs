@@ -132,8 +132,9 @@ impl Variant {
     /// engine on fast memory (the ring up to K = 8192, the x-in-registers kernel beyond), which the step gains
     /// from as the GEMVs alone do. H200, session 44, Llama-3.1-8B FP16 at batch 1, split-K / the x-in-registers
     /// engine with the ring: step 4331 / 3821 us (230.9 / 261.7 tok/s); in the step, us: qkv 16.0 / 12.9, o_proj
-    /// 13.0 / 8.01, gate_up 49.1 / 55.1 (alone 58.7 / 53.4), down_proj 34.5 / 32.8 (x-in-registers). Other
-    /// formats: [`Variant::best_in_step`].
+    /// 13.0 / 8.01, gate_up 49.1 / 55.1 (alone 58.7 / 53.4), down_proj 34.5 / 32.8 (x-in-registers). From M = 2
+    /// every format takes what [`Variant::best_on`] takes alone where that is the ring for several rows of x
+    /// ([`ring::auto_rows`](super::ring::auto_rows), session 50). Otherwise [`Variant::best_in_step`].
     pub fn best_in_step_on(
         format: WoFormat,
         x: XDtype,
@@ -142,7 +143,7 @@ impl Variant {
         k: usize,
         device: (u32, u32, f64),
     ) -> Variant {
-        if format.bits() == 16 && Variant::best_on(format, x, m, n, k, device) == Variant::XReg {
+        if (format.bits() == 16 || m >= 2) && Variant::best_on(format, x, m, n, k, device) == Variant::XReg {
             Variant::XReg
         } else {
             Variant::best_in_step(format, x, m, k)

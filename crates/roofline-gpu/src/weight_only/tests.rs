@@ -84,6 +84,18 @@ fn xreg_8bit_takes_two_chunks_where_that_avoids_split_k() {
             assert_eq!(Variant::best_on(f, XDtype::F16, 2, n, k, H200), want, "{f:?} 2x{n}x{k}");
         }
     }
+    // In a decode step the same (Llama-3.1-8B's down_proj on the ring for two rows, its o_proj on the tensor cores but
+    // NF4's); one row of 4-bit weights keeps `best_in_step`.
+    for f in [Int4G128, Nf4, Mxfp4, Nvfp4] {
+        assert_eq!(Variant::best_in_step_on(f, XDtype::F16, 2, 4096, 14336, H200), Variant::XReg, "{f:?}");
+        let o_proj = if f == Nf4 { Variant::XReg } else { Variant::XMma };
+        assert_eq!(Variant::best_in_step_on(f, XDtype::F16, 2, 4096, 4096, H200), o_proj, "{f:?}");
+        assert_eq!(Variant::best_in_step_on(f, XDtype::F16, 2, 4096, 14336, (132, 90, 3352.0)), Variant::XMma);
+        assert_eq!(
+            Variant::best_in_step_on(f, XDtype::F16, 1, 4096, 4096, H200),
+            Variant::best_in_step(f, XDtype::F16, 1, 4096)
+        );
+    }
     // The LM head at K = 4096: INT4's staged tables leave the ring 3 slots for two rows of x; MXFP4, NVFP4 and NF4
     // stream their scales on fast memory and keep theirs.
     for (f, v) in [(Int4G128, Variant::XMma), (Mxfp4, Variant::XReg), (Nvfp4, Variant::XReg), (Nf4, Variant::XReg)] {
