@@ -1,4 +1,5 @@
-// The ring GEMV (batch 1, INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8, FP16 or BF16 weights, FP16 or BF16 x
+// The ring GEMV (batch 1, or RW_M = 2-3 rows of x, below; INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8, FP16 or
+// BF16 weights, FP16 or BF16 x
 // (XBF16: BF16 x scaled into [-1, 1) is exact in f16 from 2^-16 of max|x|), sm_90+):
 //   y = W . rmsnorm(x)        (NORM 1; the norm's weight folded into W by the host)
 //   y (+)= W . x              (NORM 0; ADD 1 adds into y, the residual stream)
@@ -165,11 +166,11 @@ __device__ __forceinline__ u32 rw_parity(int u) { return (u32)((u / RW_PERIOD) &
 // Consumer-only barrier (named barrier 1): the producer warp has left.
 __device__ __forceinline__ void consumers_sync_rw() { asm volatile("bar.sync 1, %0;" ::"n"(RW_NC) : "memory"); }
 
-// The GEMV of one CTA: its `ns` row steps, step j (< ns) being row step step_of(j) of W (rows 8 step_of(j)
-// .. + 7) and of y, through the ring at `smem` (dynamic shared memory: RW_STEPS slots, the scale tables,
-// the row sums). Every thread of the CTA calls it; the producer warp (RW_PRODUCER) returns once it has
-// issued its copies, the consumers once they have written y. Used by wo_ring (contiguous steps) and
-// attn_qkv.cu (the q, k and v rows of one KV head).
+// The GEMV of one CTA for RW_M rows of x: its `ns` row steps, step j (< ns) being row step step_of(j) of W (rows 8
+// step_of(j) .. + 7) and of each row of y (n apart), through the ring at `smem` (dynamic shared memory: RW_STEPS
+// slots, the scale tables, the row sums). Every thread of the CTA calls it; the producer warp (RW_PRODUCER) returns
+// once it has issued its copies, the consumers once they have written y. Used by wo_ring (contiguous steps) and
+// attn_qkv.cu (the q, k and v rows of one KV head, RW_M = 1).
 template <typename StepOf>
 __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w, const u8* __restrict__ w_s,
                                           const u8* __restrict__ w_z, const u16* x, u16* y, int n, int ns,

@@ -1,6 +1,7 @@
 // Shared by the kernels that stream weight rows (INT4 g128; NF4, MXFP4, NVFP4, and FP8 / INT8 with per-row
 // scales and plain FP16 or BF16, for the ring GEMV) into shared memory with Hopper bulk copies (sm_90+) and multiply them
-// by one x row (FP16 or BF16; the ring scales x into [-1, 1) and packs it as f16), in f16x2 (BF16 weights: in FP32): the fused FFN (ffn_fused.cu) and the
+// by one x row (the ring GEMV: up to 3, `row_step_m`; FP16 or BF16; the ring scales x into [-1, 1) and packs it as
+// f16), in f16x2 (BF16 weights: in FP32): the fused FFN (ffn_fused.cu) and the
 // ring GEMV (wo_ring.cu). Appended to weight_only_xreg.cu's source (M = 1, R = 8, C = 1: its `Meta`, `unpack_meta`,
 // `word` and `butterfly_rows`), before the kernel's own file; FD is K (a multiple of 1024).
 

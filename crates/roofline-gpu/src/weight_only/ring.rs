@@ -1,6 +1,7 @@
 //! The ring-streaming GEMV of a batch-1 decode step (`kernels/wo_ring.cu`): y = W rmsnorm(x) or y (+)= W x
 //! (x itself or SwiGLU of the gate_up row, [`Input`]), 4-, 8- or 16-bit weights, FP16 or BF16 activations
-//! ([`takes`]), sm_90+. A producer
+//! ([`takes`]), sm_90+; also for 2 or 3 rows of x ([`MAX_M`], session 50), each weight decoded once for all of
+//! them (the engine's default at M = 2 on fast memory: [`auto_rows`]). A producer
 //! warp per CTA streams the CTA's rows with bulk copies into a ring in shared memory from its first
 //! instruction, before `griddepcontrol.wait` (a CTA resident beside the previous kernel of the step has its
 //! first slots, or all its rows, by the time x is ready); the consumer warps multiply them in f16x2 as in the
