@@ -184,7 +184,7 @@ pub struct WeightOnlyGemv {
 #[derive(Default)]
 struct LaunchCache {
     /// Per (M, N, K): whether [`ring::auto_rows`] takes the ring on this GPU, and whether the ring runs the shape
-    /// at all (`ring::unsupported` says nothing).
+    /// at all (`ring::unsupported_on` says nothing).
     ring: Mutex<HashMap<Mnk, (bool, bool)>>,
     /// Per (M, N, plan, the engine's tuning then): [`WeightOnlyGemv::fit`]'s plan and kernel.
     fitted: Mutex<HashMap<FitKey, (LaunchPlan, Loaded)>>,
