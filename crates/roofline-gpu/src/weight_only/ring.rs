@@ -857,7 +857,8 @@ pub(crate) struct ScaleTables<'a> {
     pub step_major: bool,
 }
 
-/// Why the ring GEMV cannot run `n x k` weights of `format` on `sm_count` SMs (`None`: it can).
+/// Why the ring GEMV cannot run `batch` rows of x against `n x k` weights of `format` on `sm_count` SMs (`None`: it
+/// can), planned as on memory below [`FAST_MEMORY_GB_S`] ([`unsupported_on`] for a given device).
 pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Option<String> {
     plan(format, batch, n, k, sm_count).err()
 }
