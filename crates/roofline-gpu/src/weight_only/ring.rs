@@ -126,6 +126,12 @@ fn slices(format: WoFormat, k: usize) -> usize {
     (k / slice_values(format)).max(1)
 }
 
+/// Threads of a ring CTA for rows of `k` `format` values in `groups` row groups: the consumer warps (K slices x row
+/// groups) and the producer warp.
+fn cta_threads(format: WoFormat, k: usize, groups: usize) -> usize {
+    slices(format, k) * groups * 32 + 32
+}
+
 /// Most values of K the ring takes for `format`: 31 K slices, a multiple of 1024 (for FP16 and BF16 [`MAX_K_FP16`]).
 pub fn max_k(format: WoFormat) -> usize {
     31 * slice_values(format) / 1024 * 1024
@@ -936,7 +942,7 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
     }
     let (ctas, per) = grid(n, sm_count * ctas_per_sm() as u32);
     let (groups, parts) = (row_groups(format, n, k, sm_count), k_parts(format, n, k, sm_count));
-    let threads = slices(format, k) * groups * 32 + 32;
+    let threads = cta_threads(format, k, groups);
     if batch > 1 && rows_registers(format, batch) > register_room(threads) {
         return Err(format!(
             "{batch} rows of x of {} weights need about {} registers a thread, and the ring's {threads} threads a CTA \
@@ -1109,7 +1115,7 @@ impl RingGemv {
             use cudarc::driver::sys::CUfunction_attribute as A;
             function.set_attribute(A::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
         }
-        let threads = (slices(format, k) * groups * 32 + 32) as u32;
+        let threads = cta_threads(format, k, groups) as u32;
         Ok(RingGemv {
             ctx: ctx.clone(),
             stream: stream.clone(),
@@ -1850,7 +1856,7 @@ mod tests {
                 let mut builds = vec![(lay, kp, g, 1)];
                 // The engine's default for two rows of x on fast memory (`auto_rows`), each shape's own layout, where
                 // the registers leave room for them (`plan_on` refuses the others).
-                let threads = slices(f, k) * g * 32 + 32;
+                let threads = cta_threads(f, k, g);
                 for m in
                     (2..=AUTO_MAX_M_FAST).filter(|m| f.bits() <= 8 && rows_registers(f, *m) <= register_room(threads))
                 {
