@@ -79,6 +79,17 @@ fn ring_gemv_matches_the_reference() {
         (28672, 8192, Epilogue::Store, x, 1.0, 3),
         (4096, 4096, Epilogue::Store, x, 300.0, 2),
     ];
+    // 9 to 16 rows of x on the tensor cores (INT4 g128, FP16 x, a plain store; session 51): x's A fragments of rows
+    // g and g + 8 (row g's again past M), the ring wrapping, the row sums' chunks and their two buffers, unequal
+    // shares, one row step a CTA.
+    let mma_rows = [
+        (14336usize, 4096usize, Epilogue::Store, x, 1.0f32, 16usize),
+        (4096, 4096, Epilogue::Store, x, 300.0, 9),
+        (2056, 2048, Epilogue::Store, x, 1.0, 13),
+        (1000, 1024, Epilogue::Store, x, 50.0, 10),
+        (6144, 4096, Epilogue::Store, x, 0.01, 12),
+        (1024, 3072, Epilogue::Store, x, 1.0, 11),
+    ];
     // FP16 weights up to 3e4 (f16's largest is 65504; the weights below are uniform in [-ws, ws) / sqrt(K)) against a
     // small x: the products' f16x2 sums must stay in range.
     let fp16_large = [
@@ -108,6 +119,10 @@ fn ring_gemv_matches_the_reference() {
             .filter(move |f| k <= max_k(*f))
             .flat_map(move |f| xts.clone().into_iter().map(move |xt| (f, xt, m, n, k, ep, input, xs, 1.0f32)))
     });
+    let mma = mma_rows
+        .into_iter()
+        .filter(|_| runs_format(WoFormat::Int4G128) && runs_x(XDtype::F16))
+        .map(|(n, k, ep, input, xs, m)| (WoFormat::Int4G128, XDtype::F16, m, n, k, ep, input, xs, 1.0f32));
     let large = fp16_large.into_iter().filter(|_| runs_format(WoFormat::Fp16)).flat_map(|(n, k, ep, input, xs, ws)| {
         xts.clone().into_iter().map(move |xt| (WoFormat::Fp16, xt, 1, n, k, ep, input, xs, ws))
     });
@@ -117,7 +132,7 @@ fn ring_gemv_matches_the_reference() {
     let only_m: Option<Vec<usize>> = std::env::var("ROOFLINE_TEST_M").ok().filter(|v| !v.is_empty()).map(|v| {
         v.split(',').map(|t| t.trim().parse().expect("ROOFLINE_TEST_M: rows of x, comma-separated")).collect()
     });
-    for (f, xt, m, n, k, ep, input, xs, ws) in runs.chain(large) {
+    for (f, xt, m, n, k, ep, input, xs, ws) in runs.chain(mma).chain(large) {
         if only_m.as_ref().is_some_and(|l| !l.contains(&m)) {
             continue;
         }
@@ -180,11 +195,12 @@ fn ring_gemv_matches_the_reference() {
                 let prod = l2(&mut want.iter().zip(y0).map(|(w, y)| w - if add { f64::from(*y) } else { 0.0 }));
                 println!(
                     "ring GEMV {f:?} x {xt:?} {m}x{n}x{k} row {r} {ep:?} {input:?} (|x| ~ {xs}): {} CTAs, {} slots in \
-                     {} K parts, scales {}, {:?} registers, rel. error {rel:.2e} (of W x {:.2e})",
+                     {} K parts, scales {}{}, {:?} registers, rel. error {rel:.2e} (of W x {:.2e})",
                     pf.ctas,
                     pf.slots,
                     pf.parts,
                     if pf.streamed_scales { "streamed" } else { "staged" },
+                    if pf.mma { ", tensor cores" } else { "" },
                     pf.registers,
                     err / prod
                 );

@@ -104,7 +104,31 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #if SILU_X && NORM
 #error "SwiGLU on load (SILU_X) takes no fused norm"
 #endif
-#define RW_WARPS (KSL * RW_GROUPS)  // consumer warps
+// RW_MMA 1 (INT4 g128 weights, FP16 x, 9 to 16 rows of x, a plain store; host: ring.rs `mma_plan`): the tensor
+// cores take the row steps. Every unit (a row step, RW_KH 1, RW_GROUPS 1) is consumed by FD / 256 warps, warp ks
+// taking K values [256 ks, 256 ks + 256) of its 8 rows in the ring's own layout: lane (g, t) reads 8 words of row g,
+// decodes each to q - z in f16 (dot8hz's decode without its products: 9 instructions a word of 8 codes) and runs 2
+// mma.sync.m16n8k16 a word, x the A operand (rows g and g + 8 of x, in registers for the whole call, in the K order
+// the words' codes give, below) and the step's 8 rows the n8 columns. Each 128-value group accumulates on its own and
+// is scaled into the lane's sums of weight rows 2t, 2t + 1; every warp's sums go to shared memory (its own, so the
+// result has the same bits every run) and are added and stored chunk by chunk (RW_MMA_CH). Each weight is decoded
+// once for all rows of x, the stream is the M = 1 ring's (session 51: the bulk ring's loads alone took 13.0 us at
+// 16x14336x4096 against the M = 1 ring's 8.3), and x crosses from L2 once, 16 bytes a load.
+#ifndef RW_MMA
+#define RW_MMA 0
+#endif
+#if RW_MMA && (FD % 256 != 0 || FD / 256 > 31)
+#error "RW_MMA needs K a multiple of 256, at most 31 slices of 256"
+#endif
+#define RW_WARPS (RW_MMA ? FD / 256 : KSL * RW_GROUPS)  // consumer warps
+// RW_MMA_CH: units (row steps) whose row sums the tensor-core row step keeps in one of its two buffers, [x row][warp]
+// [CH x 8 rows] floats (host: ring.rs MMA_CHUNK), added up and stored once the chunk is consumed, while the warps go
+// on into the other buffer (one barrier a chunk: a buffer is written again only past the next chunk's barrier,
+// which every thread reaches after its share of the sums).
+#ifndef RW_MMA_CH
+#define RW_MMA_CH 2
+#endif
+#define RW_MMA_RS (RW_WARPS * RW_MMA_CH * R)  // floats of one x row's sums
 #define RW_NC (RW_WARPS * 32)
 // RW_M: rows of x (and of y) a call multiplies, 1 to RW_MAX_M (ring.rs `MAX_M`): each decoded weight goes into RW_M
 // products (wo_stream.cuh's row_step_m), so M = 2 costs far less than two calls (session 50); x row r at x + r
@@ -112,7 +136,7 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #ifndef RW_M
 #define RW_M 1
 #endif
-#define RW_MAX_M 3  // ring.rs MAX_M (at 4 the 4-bit builds spill)
+#define RW_MAX_M (RW_MMA ? 16 : 3)  // ring.rs MAX_M (at 4 the 4-bit builds spill), MMA_MAX_M on the tensor cores
 #if RW_M < 1 || RW_M > RW_MAX_M
 #error "RW_M (rows of x) must be 1 to RW_MAX_M"
 #endif
@@ -124,8 +148,11 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #define RW_PRODUCER 1
 #endif
 #define RW_THREADS (RW_NC + 32 * RW_PRODUCER)
+#if RW_MMA && (FMT != 4 || XBF16 || NORM || ADD || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || RW_SSTREAM || !RW_PRODUCER)
+#error "RW_MMA takes INT4 g128 weights, FP16 x, a plain store, whole row steps in one row group, staged scales"
+#endif
 #define RW_STAGE (8 * ROWB)  // bytes of one row step (8 rows)
-#define RW_KSP (KSL / RW_KH)  // K-slice warps a K part serves
+#define RW_KSP (RW_MMA ? RW_WARPS : KSL / RW_KH)  // K-slice warps a K part serves
 #define RW_PART_ROW (ROWB / RW_KH)  // bytes of one row in one K part
 #define RW_UNIT (RW_STAGE / RW_KH)    // bytes of a ring slot: one K part of a row step
 #if RW_KH > 1 && !RW_PRODUCER
@@ -260,6 +287,137 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     }
 
     pdl_wait();  // x (and y, when adding) are the previous kernels' outputs
+#if RW_MMA
+    {
+        const int ks = warp, g = lane >> 2, t = lane & 3;
+        // The MMA's K order (the same for x and W, so the products are the row's): lane t's word w = 2m + e of a
+        // unit is the row's 32-bit word 8m + 2t + e of the warp's 256 values (codes 64m + 16t + 8e + i, i = 0..7, as
+        // the ring's row-major layout holds them), whose f16x2 pairs of codes (0, 4), (2, 6) are b0, b1 of block 2w
+        // and (1, 5), (3, 7) b0, b1 of block 2w + 1 (dot8hz's decode). Each block so lies in one 128-value group
+        // (w < 4: the first). x's A fragments follow: rows g and g + 8 at k 64m + 16t + 8e + (0, 4 | 2, 6) for block
+        // 2w and (1, 5 | 3, 7) for 2w + 1, one 16-byte load and four byte permutes a row and word.
+        // Rows past M: row g's values again where g + 8 is past it (no zero registers: their sums go unused, and so
+        // the build needs no more registers than at 16), zeros where g is.
+        u32 xa[16][4];
+#pragma unroll
+        for (int w = 0; w < 8; ++w) {
+            const int k0 = ks * 256 + 64 * (w >> 1) + 16 * t + 8 * (w & 1);
+            const uint4 v0 = g < RW_M ? *(const uint4*)(x + (size_t)g * FD + k0) : make_uint4(0u, 0u, 0u, 0u);
+            const uint4 v1 = g + 8 < RW_M ? *(const uint4*)(x + (size_t)(g + 8) * FD + k0) : v0;
+            xa[2 * w][0] = __byte_perm(v0.x, v0.z, 0x5410), xa[2 * w][2] = __byte_perm(v0.y, v0.w, 0x5410);
+            xa[2 * w + 1][0] = __byte_perm(v0.x, v0.z, 0x7632), xa[2 * w + 1][2] = __byte_perm(v0.y, v0.w, 0x7632);
+            xa[2 * w][1] = __byte_perm(v1.x, v1.z, 0x5410), xa[2 * w][3] = __byte_perm(v1.y, v1.w, 0x5410);
+            xa[2 * w + 1][1] = __byte_perm(v1.x, v1.z, 0x7632), xa[2 * w + 1][3] = __byte_perm(v1.y, v1.w, 0x7632);
+        }
+        asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
+        consumers_sync_rw();
+        // Shared-memory addresses (32-bit, advanced unit by unit): the lane's first word pair of a slot's row g (pair
+        // m 32 bytes on); the warp's scale columns 2 ks and 2 ks + 1 (its two groups): rows 2t, 2t + 1's scales (4
+        // bytes, 16 a unit on; the second column 2 rows bytes on) and row g's zero-point byte (4 a unit on; the second
+        // column rows / 2 on); the lane's row sums in the chunk's buffer.
+        const u32 code_s = smem_addr(smem) + g * ROWB + ks * 128 + t * 8;
+        u32 sc_s = smem_addr(ms) + ((2 * ks) * rows + 2 * t) * 2;
+        u32 zc_s = smem_addr(mz) + (2 * ks) * (rows / 2) + g / 2;
+        const u32 zsh = 4 * (g & 1);
+        const u32 sums_s = smem_addr(psum) + (ks * (RW_MMA_CH * R) + 2 * t) * 4;
+        u32 ps_s = sums_s;
+        int slot = 0, c0 = 0;  // the unit's slot; the first unit of the row sums' current chunk
+        int buf = 0;           // the current chunk's buffer (0 or 1)
+        u32 par = 0u;
+        for (int j = 0; j < ns; ++j, sc_s += 16, zc_s += 4, ps_s += R * 4) {
+            float sc[2][2];
+            u32 zlo[2], zhi[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                u32 s2, zb;
+                asm("ld.shared.u32 %0, [%1];" : "=r"(s2) : "r"(sc_s + h * rows * 2));
+                asm("ld.shared.u8 %0, [%1];" : "=r"(zb) : "r"(zc_s + h * (rows / 2)));
+                sc[h][0] = h2f((u16)(s2 & 0xffffu));
+                sc[h][1] = h2f((u16)(s2 >> 16));
+                zlo[h] = (0x6400u | ((zb >> zsh) & 15u)) * 0x10001u;  // (1024 + z) in both halves
+                zhi[h] = int4_zero_hi(zlo[h]);
+            }
+            mbar_wait(full_s + 8 * slot, par);
+            // The slot back to the producer (session 51: warp 0 refilling it instead, with no producer warp and so
+            // 128 registers a thread, was slower: 16x14336x4096 17.2 -> 19.5 us, 4x 15.1 -> 18.7).
+            const auto release = [&]() {
+                __syncwarp();
+                if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);
+            };
+            // The lane's sums of x row r at ps_s + 4 r RW_MMA_RS (the pair of weight rows 2t, 2t + 1).
+            const auto store = [&](int r, float a, float b) {
+                asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(ps_s + r * (RW_MMA_RS * 4)), "f"(a), "f"(b)
+                             : "memory");
+            };
+            if (EXP_FFN_LOADONLY) {  // the stream alone (wo_stream.cuh): each unit released undecoded, the sums zero
+                release();
+                for (int r = g; r < RW_M; r += 8) store(r, 0.0f, 0.0f);
+            } else {
+                // Words w = 2m, 2m + 1 of the lane: the word pair m (q[h] holds words 4h .. 4h + 3).
+                uint4 q[2];
+                const u32 sp = code_s + slot * RW_UNIT;
+#pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                    u32& lo = m & 1 ? q[m >> 1].z : q[m >> 1].x;
+                    u32& hi = m & 1 ? q[m >> 1].w : q[m >> 1].y;
+                    asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(lo), "=r"(hi) : "r"(sp + 32 * m));
+                }
+                // The two groups' sums in chains of their own (d[h]), word by word of both.
+                float d[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+                for (int wd = 0; wd < 4; ++wd) {
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const u32 v = word(q[h], wd), v8 = v >> 8;
+                        // Blocks 8h + 2wd (codes 0, 4 | 2, 6) and 8h + 2wd + 1 (codes 1, 5 | 3, 7), each as q - z.
+                        const u32 lo0 = hsub2(lop3_and_or(v, 0x000f000fu, 0x64006400u), zlo[h]);
+                        const u32 lo1 = hsub2(lop3_and_or(v8, 0x000f000fu, 0x64006400u), zlo[h]);
+                        const u32 hi0 = hfma2(lop3_and_or(v, 0x00f000f0u, 0x64006400u), 0x2c002c00u, zhi[h]);
+                        const u32 hi1 = hfma2(lop3_and_or(v8, 0x00f000f0u, 0x64006400u), 0x2c002c00u, zhi[h]);
+                        const u32* a0 = xa[8 * h + 2 * wd];
+                        const u32* a1 = xa[8 * h + 2 * wd + 1];
+                        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                            "{%8, %9}, {%0, %1, %2, %3};"
+                            : "+f"(d[h][0]), "+f"(d[h][1]), "+f"(d[h][2]), "+f"(d[h][3])
+                            : "r"(a0[0]), "r"(a0[1]), "r"(a0[2]), "r"(a0[3]), "r"(lo0), "r"(lo1));
+                        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                            "{%8, %9}, {%0, %1, %2, %3};"
+                            : "+f"(d[h][0]), "+f"(d[h][1]), "+f"(d[h][2]), "+f"(d[h][3])
+                            : "r"(a1[0]), "r"(a1[1]), "r"(a1[2]), "r"(a1[3]), "r"(hi0), "r"(hi1));
+                    }
+                }
+                release();
+                // C fragment: d0 (x row g, weight row 2t), d1 (g, 2t + 1), d2 (g + 8, 2t), d3 (g + 8, 2t + 1); each
+                // group times its scales, into the warp's own sums (added in order below: the same bits every run).
+                if (g < RW_M) {
+                    store(g, fmaf(sc[1][0], d[1][0], sc[0][0] * d[0][0]), fmaf(sc[1][1], d[1][1], sc[0][1] * d[0][1]));
+                }
+                if (g + 8 < RW_M) {
+                    store(g + 8, fmaf(sc[1][0], d[1][2], sc[0][0] * d[0][2]), fmaf(sc[1][1], d[1][3], sc[0][1] * d[0][3]));
+                }
+            }
+            if (++slot == RW_STEPS) slot = 0, par ^= 1u;
+            if (j - c0 == RW_MMA_CH - 1 || j == ns - 1) {
+                // The chunk's row sums: every warp's in, added in warp order, stored.
+                consumers_sync_rw();
+                const int crows = (j - c0 + 1) * R;
+                const float* pbuf = psum + buf * (RW_M * RW_MMA_RS);
+                for (int i = threadIdx.x; i < RW_M * crows; i += RW_NC) {
+                    const int r = i / crows, rr = i % crows;
+                    const float* pr = pbuf + (size_t)r * RW_MMA_RS + rr;
+                    float v = 0.0f;
+#pragma unroll 4
+                    for (int w = 0; w < RW_WARPS; ++w) v += pr[w * (RW_MMA_CH * R)];
+                    const int row = c0 * R + rr;
+                    y[(size_t)r * n + (size_t)step_of(row / R) * R + row % R] = f2out(v * gscale);
+                }
+                c0 = j + 1;
+                buf ^= 1;
+                ps_s = sums_s + buf * (RW_M * RW_MMA_RS * 4) - R * 4;  // the loop's increment brings it to the chunk's start
+            }
+        }
+    }
+#else
     const int ks = warp % KSL, rg = warp / KSL;
     const int cbase = ks * 32 + lane;          // the lane's chunk of every row (LV values)
     const size_t col = (size_t)RS_COL(cbase);  // its scale column
@@ -415,6 +573,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             }
         }
     }
+#endif  // RW_MMA
 }
 
 #ifndef RING_NO_KERNEL

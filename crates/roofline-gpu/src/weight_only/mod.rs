@@ -360,7 +360,14 @@ impl WeightOnlyGemv {
 
     /// The ring kernel's epilogue and input where [`Tuning::ring`] takes this call (`None`: the other kernels).
     fn ring_epilogue(&self, m: usize, n: usize, k: usize, fusion: Fusion) -> Option<RingOp> {
-        if m > ring::MAX_M {
+        let input = if fusion.silu_x { ring::Input::SwiGlu } else { ring::Input::X };
+        let epilogue = match (fusion.norm_eps, fusion.add_into_y) {
+            (Some(_), _) => ring::Epilogue::Norm,
+            (None, true) => ring::Epilogue::Add,
+            (None, false) => ring::Epilogue::Store,
+        };
+        // Past MAX_M rows of x only on the tensor cores (INT4 g128, FP16 x, a plain store).
+        if m > ring::MAX_M && !ring::mma_takes((self.format, self.x), m, k, (epilogue, input)) {
             return None;
         }
         let (auto, supported) = self.ring_shape(m, n, k);
@@ -372,12 +379,6 @@ impl WeightOnlyGemv {
             && self.arch >= 90
             && k % 1024 == 0
             && !(fusion.norm_eps.is_some() && (fusion.add_into_y || fusion.silu_x));
-        let input = if fusion.silu_x { ring::Input::SwiGlu } else { ring::Input::X };
-        let epilogue = match (fusion.norm_eps, fusion.add_into_y) {
-            (Some(_), _) => ring::Epilogue::Norm,
-            (None, true) => ring::Epilogue::Add,
-            (None, false) => ring::Epilogue::Store,
-        };
         takes.then_some((epilogue, input))
     }
 
@@ -1201,7 +1202,15 @@ impl Gpu {
         let kernel = match &ring {
             Some(r) => format!(
                 "roofline wo_ring (rows streamed by bulk copies into a shared-memory ring{}) {format} W, {} x/y, FP32 accumulate, {} CTAs of {} threads, {} ring slots of 8 rows{}, {sets} rotating weight sets, {}",
-                if r.m > 1 { format!(", each weight decoded once for {} rows of x", r.m) } else { String::new() },
+                if r.m > 1 {
+                    format!(
+                        ", each weight decoded once for {} rows of x{}",
+                        r.m,
+                        if r.mma { " on the tensor cores" } else { "" }
+                    )
+                } else {
+                    String::new()
+                },
                 opts.x.name(),
                 r.ctas,
                 r.threads,

@@ -109,7 +109,8 @@ impl Variant {
         (sm_count, arch, peak_gb_s): (u32, u32, f64),
     ) -> Variant {
         // At M = 1 the 4-bit formats take the x-in-registers engine anyway (`best_for`); from M = 2 wherever the ring
-        // takes more rows of x (`ring::auto_rows`: 4-bit weights at M = 2 on fast memory, 8-bit with BF16 x).
+        // takes more rows of x (`ring::auto_rows`: 4-bit weights at M = 2 on fast memory, 8-bit with BF16 x; INT4 at
+        // M = 9-16 and small N on the tensor cores, `ring::mma_auto`).
         let ring = super::ring::takes(format)
             && (m >= 2 || format.bits() >= 8)
             && arch >= 90
@@ -133,8 +134,10 @@ impl Variant {
     /// from as the GEMVs alone do. H200, session 44, Llama-3.1-8B FP16 at batch 1, split-K / the x-in-registers
     /// engine with the ring: step 4331 / 3821 us (230.9 / 261.7 tok/s); in the step, us: qkv 16.0 / 12.9, o_proj
     /// 13.0 / 8.01, gate_up 49.1 / 55.1 (alone 58.7 / 53.4), down_proj 34.5 / 32.8 (x-in-registers). From M = 2
-    /// every format takes what [`Variant::best_on`] takes alone where that is the ring for several rows of x
-    /// ([`ring::auto_rows`](super::ring::auto_rows), session 50). Otherwise [`Variant::best_in_step`].
+    /// every format takes what [`Variant::best_on`] takes alone where that is the ring for two or three rows of x
+    /// ([`ring::auto_rows`](super::ring::auto_rows), session 50), not the ring on the tensor cores from M = 9, which
+    /// lacks the step's fused norms and residual adds ([`ring::mma_takes`](super::ring::mma_takes)). Otherwise
+    /// [`Variant::best_in_step`].
     pub fn best_in_step_on(
         format: WoFormat,
         x: XDtype,
@@ -143,7 +146,8 @@ impl Variant {
         k: usize,
         device: (u32, u32, f64),
     ) -> Variant {
-        if (format.bits() == 16 || m >= 2) && Variant::best_on(format, x, m, n, k, device) == Variant::XReg {
+        let rows = (2..=super::ring::MAX_M).contains(&m);
+        if (format.bits() == 16 || rows) && Variant::best_on(format, x, m, n, k, device) == Variant::XReg {
             Variant::XReg
         } else {
             Variant::best_in_step(format, x, m, k)

@@ -128,8 +128,13 @@ fn slices(format: WoFormat, k: usize) -> usize {
 
 /// Threads of a ring CTA for rows of `k` `format` values in `groups` row groups: the consumer warps (K slices x row
 /// groups) and the producer warp.
-fn cta_threads(format: WoFormat, k: usize, groups: usize) -> usize {
-    slices(format, k) * groups * 32 + 32
+/// On the tensor cores (`mma`, [`mma_plan`]) one row group of K / 256 warps.
+fn cta_threads(format: WoFormat, k: usize, groups: usize, mma: bool) -> usize {
+    if mma {
+        k / MMA_SLICE * 32 + 32
+    } else {
+        slices(format, k) * groups * 32 + 32
+    }
 }
 
 /// Most values of K the ring takes for `format`: 31 K slices, a multiple of 1024 (for FP16 and BF16 [`MAX_K_FP16`]).
@@ -153,6 +158,85 @@ const STEP_ROWS: usize = 8;
 /// into as many products ([`auto_rows`] for where the engine takes it past one row).
 /// (At M = 4 every 4-bit build spills: 128 registers a thread for 416 threads.)
 pub const MAX_M: usize = 3;
+
+/// Most rows of x the ring GEMV multiplies on the tensor cores (`RW_MMA` in wo_ring.cu, [`mma_plan`]): x the
+/// A operand of mma.sync.m16n8k16, 16 rows.
+pub const MMA_MAX_M: usize = 16;
+
+/// Fewest rows of x the ring takes on the tensor cores by default: at 8 and fewer x's A fragments repeat rows g for
+/// rows g + 8 (no zero registers), whose copies spill the 96 registers a thread (ptxas, sm_90, CUDA 12.9).
+pub const MMA_MIN_M: usize = 9;
+
+/// Values of K one warp of the tensor-core row step takes (its A fragments in registers: 16 k16 blocks).
+const MMA_SLICE: usize = 256;
+
+/// Row steps whose row sums the tensor-core row step keeps in each of its two buffers (`RW_MMA_CH`): every warp's for
+/// every row of x, 32 KB for both at M = 16, K = 4096 (all of a CTA's 14 steps would take 112 KB from the ring).
+const MMA_CHUNK: usize = 2;
+
+/// The ring for the tensor-core row step ([`mma_plan`]) of `m` rows of x: the scale tables of the CTA's `per` row
+/// steps staged, two buffers of the row sums of [`MMA_CHUNK`] steps per warp, as many slots of whole row steps as
+/// fit beside them (up to `per`, at least 2 where it has 2). `None`: fewer fit.
+fn mma_layout(format: WoFormat, m: usize, k: usize, per: usize) -> Option<Layout> {
+    let sums = 2 * m * (k / MMA_SLICE) * MMA_CHUNK * STEP_ROWS * 4;
+    let tables = table_bytes_per_row(format, k) * per * STEP_ROWS + sums;
+    let slot = slot_bytes(format, k, 1);
+    let slots = (ring_limit().min(SMEM_BUDGET.checked_sub(tables)?) / slot).min(per);
+    (slots >= 2.min(per)).then_some(Layout {
+        slots,
+        smem: slots * slot + tables,
+        streamed_scales: false,
+        nf4_wide_at: None,
+    })
+}
+
+/// Most values of K the tensor-core row step takes: 16 warps of 96 registers (x's A fragments take 64); at K = 5120
+/// its 21 warps leave 80 and the build spills (ptxas, sm_90, CUDA 12.9).
+const MMA_MAX_K: usize = 4096;
+
+/// Whether the ring GEMV plans `m` rows of x against `k`-value rows of `format` on the tensor cores (`RW_MMA`): INT4
+/// g128 from [`MMA_MIN_M`] to [`MMA_MAX_M`] rows (also from one row with `ROOFLINE_RING_MMA=1`, for experiments), K
+/// a multiple of 1024 up to [`MMA_MAX_K`]. Each weight is decoded once for every row, as on the CUDA cores, but the
+/// products are mma.sync's; the stream is the ring's. Whether it runs also takes FP16 x and a plain store
+/// ([`mma_takes`]).
+fn mma_plan(format: WoFormat, m: usize, k: usize) -> bool {
+    let forced = std::env::var("ROOFLINE_RING_MMA").is_ok_and(|v| v == "1");
+    format == WoFormat::Int4G128
+        && k % MMA_SLICE == 0
+        && k <= MMA_MAX_K
+        && (m >= MMA_MIN_M || forced && m >= 1)
+        && m <= MMA_MAX_M
+}
+
+/// Most row steps a CTA takes where the ring runs [`MMA_MIN_M`] and more rows of x on the tensor cores by default
+/// ([`mma_auto`]). H200, session 51 (bench/results/h200-2026-11-29-session51 r11, r12), us, the bulk ring (the default
+/// before) / the ring on the tensor cores: 16x1024x4096 (1 step a CTA) 6.04 / 4.35, 12x4096x2048 (4) 6.00 / 4.82,
+/// 16x4096x3072 (4) 8.36 / 5.59, 9x6144x4096 (6) 9.68 / 8.20, 16x8192x4096 (8) 12.7 / 10.3; M = 9 / 12 / 16 at
+/// 10240x4096 (10) 12.4 / 11.6, 13.2 / 11.9, 13.8 / 13.0 and 14336x4096 (14) 15.2 / 15.0, 16.1 / 15.2, 16.7 / 15.8; but
+/// 28672x4096 (28) 25.5 / 26.8, 26.6 / 26.7, 27.2 / 27.3: past some units a CTA its 16 warps, all on each unit,
+/// issue more instructions a unit than the stream leaves time for.
+pub const MMA_AUTO_MAX_STEPS: usize = 14;
+
+/// Whether the engine takes `m` rows of `x` against `n x k` `format` weights to the ring on the tensor cores by
+/// default on `sm_count` SMs of `peak_gb_s` memory: [`mma_plan`] with FP16 x on fast memory ([`FAST_MEMORY_GB_S`],
+/// measured on the H200 only), up to [`MMA_AUTO_MAX_STEPS`] row steps a CTA. (A plain store only: [`mma_takes`].)
+pub fn mma_auto(
+    (format, x): (WoFormat, XDtype),
+    (m, n, k): (usize, usize, usize),
+    sm_count: u32,
+    peak_gb_s: f64,
+) -> bool {
+    peak_gb_s >= FAST_MEMORY_GB_S
+        && x == XDtype::F16
+        && (MMA_MIN_M..=MMA_MAX_M).contains(&m)
+        && plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma && p.per <= MMA_AUTO_MAX_STEPS)
+}
+
+/// Whether the ring GEMV takes `m x k` on the tensor cores ([`mma_plan`]) for `x` activations with `epilogue` and
+/// `input`: FP16 x, a plain store of W x.
+pub fn mma_takes((format, x): (WoFormat, XDtype), m: usize, k: usize, (epilogue, input): (Epilogue, Input)) -> bool {
+    mma_plan(format, m, k) && x == XDtype::F16 && epilogue == Epilogue::Store && input == Input::X
+}
 
 /// Row groups (of K / 1024 warps each) for `n` rows of `k` values of `format` on `sm_count` SMs:
 /// `ROOFLINE_RING_GROUPS` (1 to 4) for tuning experiments, else 1 for a long K ([`long_k`]), else 3 (NF4:
@@ -377,7 +461,7 @@ pub fn auto(format: WoFormat, n: usize, k: usize, sm_count: u32) -> bool {
 
 /// [`auto`] with the ring planned for a device of `peak_gb_s` memory bandwidth ([`plan_on`]).
 fn auto_at(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
-    let Ok(Plan { ctas, per, groups, parts, layout: Layout { slots, .. } }) =
+    let Ok(Plan { ctas, per, groups, parts, layout: Layout { slots, .. }, .. }) =
         plan_on(format, 1, n, k, sm_count, peak_gb_s)
     else {
         return false;
@@ -467,6 +551,9 @@ pub fn auto_rows(
 ) -> bool {
     if m == 1 {
         return auto_on(format, n, k, sm_count, peak_gb_s);
+    }
+    if m >= MMA_MIN_M {
+        return mma_auto((format, x), (m, n, k), sm_count, peak_gb_s);
     }
     if m > AUTO_MAX_M_FAST || peak_gb_s < FAST_MEMORY_GB_S || !auto_on(format, n, k, sm_count, peak_gb_s) {
         return false;
@@ -893,6 +980,8 @@ struct Plan {
     parts: usize,
     /// The ring, the tables and the dynamic shared memory of a CTA ([`layout`]).
     layout: Layout,
+    /// Whether the tensor cores take the row steps ([`mma_plan`]).
+    mma: bool,
 }
 
 /// Registers a thread of the ring GEMV takes for `m` rows of x of `format` weights, at most (ptxas for sm_90, CUDA
@@ -930,8 +1019,12 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
             format.format()
         ));
     }
-    if !(1..=MAX_M).contains(&batch) {
-        return Err(format!("the ring GEMV multiplies 1 to {MAX_M} rows of x, not {batch}"));
+    let mma = mma_plan(format, batch, k);
+    if !(1..=MAX_M).contains(&batch) && !mma {
+        return Err(format!(
+            "the ring GEMV multiplies 1 to {MAX_M} rows of x (INT4 g128 up to {MMA_MAX_M} on the tensor cores, K up \
+             to {MMA_MAX_K}), not {batch}"
+        ));
     }
     let max = max_k(format);
     if k == 0 || k % 1024 != 0 || k > max {
@@ -941,9 +1034,10 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
         return Err(format!("the ring GEMV needs N a multiple of {STEP_ROWS}, not {n}"));
     }
     let (ctas, per) = grid(n, sm_count * ctas_per_sm() as u32);
-    let (groups, parts) = (row_groups(format, n, k, sm_count), k_parts(format, n, k, sm_count));
-    let threads = cta_threads(format, k, groups);
-    if batch > 1 && rows_registers(format, batch) > register_room(threads) {
+    let (groups, parts) =
+        if mma { (1, 1) } else { (row_groups(format, n, k, sm_count), k_parts(format, n, k, sm_count)) };
+    let threads = cta_threads(format, k, groups, mma);
+    if batch > 1 && !mma && rows_registers(format, batch) > register_room(threads) {
         return Err(format!(
             "{batch} rows of x of {} weights need about {} registers a thread, and the ring's {threads} threads a CTA \
              for {n}x{k} leave {}",
@@ -957,6 +1051,8 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
     let fast = peak_gb_s >= FAST_MEMORY_GB_S;
     let one = layout((format, 1), k, per, groups, parts, fast);
     let layout = match batch {
+        // The tensor-core row step reads staged scale tables.
+        _ if mma => mma_layout(format, batch, k, per),
         1 => one,
         _ => one.and_then(|l| layout_for((format, batch), k, per, groups, parts, l.streamed_scales)),
     };
@@ -968,7 +1064,7 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
             SMEM_BUDGET / 1024
         )
     })?;
-    Ok(Plan { ctas, per, groups, parts, layout })
+    Ok(Plan { ctas, per, groups, parts, layout, mma })
 }
 
 /// A ring GEMV compiled for one shape: its plan, its units in flight and NVRTC's CUBIN and log.
@@ -988,7 +1084,7 @@ impl RingBuild {
         let p = &self.plan;
         format!(
             "{} CTAs of {} row steps, {} row groups, {} K parts, {} slots, {} units in flight (0: all), scales {}, {} \
-             rows of x",
+             rows of x{}",
             p.ctas,
             p.per,
             p.groups,
@@ -996,7 +1092,8 @@ impl RingBuild {
             p.layout.slots,
             self.ahead,
             if p.layout.streamed_scales { "streamed" } else { "staged" },
-            self.rows
+            self.rows,
+            if p.mma { ", on the tensor cores" } else { "" }
         )
     }
 }
@@ -1013,6 +1110,13 @@ pub fn compile_ring(
     (epilogue, input): (Epilogue, Input),
 ) -> Result<RingBuild, GpuError> {
     let plan = plan_on(format, m, n, k, sm_count, peak_gb_s).map_err(GpuError::Unsupported)?;
+    if plan.mma && !mma_takes((format, x), m, k, (epilogue, input)) {
+        return Err(GpuError::Unsupported(format!(
+            "the ring GEMV takes {m} rows of x on the tensor cores with FP16 x and a plain store only, not {} x with \
+             {epilogue:?} of {input:?}",
+            x.name()
+        )));
+    }
     if epilogue == Epilogue::Norm && input == Input::SwiGlu {
         return Err(GpuError::Unsupported("the ring GEMV takes SwiGLU on load without a fused norm".into()));
     }
@@ -1022,12 +1126,12 @@ pub fn compile_ring(
         )));
     }
     nvrtc_available()?;
-    let Plan { per, groups, parts, layout, .. } = plan;
+    let Plan { per, groups, parts, layout, mma, .. } = plan;
     let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, k, parts), peak_gb_s);
     let (cubin, log) = compile_cubin(
         &source(),
         "wo_ring.cu",
-        &options(arch, (format, x), (m, k), per, layout, (parts, groups, ahead), (epilogue, input)),
+        &options(arch, (format, x), (m, k), per, layout, (parts, groups, ahead, mma), (epilogue, input)),
     )?;
     Ok(RingBuild { plan, rows: m, ahead, cubin, log })
 }
@@ -1074,6 +1178,8 @@ pub struct RingGemv {
     pub ahead: usize,
     /// Whether the scales stream with the weights beside each ring slot (else staged in shared memory).
     pub streamed_scales: bool,
+    /// Whether the tensor cores take the row steps ([`mma_takes`]).
+    pub mma: bool,
     smem_bytes: u32,
     /// Registers per thread (from the driver; a build that spills is refused).
     pub registers: u32,
@@ -1106,7 +1212,7 @@ impl RingGemv {
         (epilogue, input): (Epilogue, Input),
     ) -> Result<RingGemv, GpuError> {
         let peak = peak_memory_gb_s(ctx);
-        let RingBuild { plan: Plan { ctas, per: _, groups, parts, layout }, ahead, cubin, log, .. } =
+        let RingBuild { plan: Plan { ctas, per: _, groups, parts, layout, mma }, ahead, cubin, log, .. } =
             compile_ring(arch, sm_count, peak, (format, x), (m, n, k), (epilogue, input))?;
         let smem = alone_smem(ctx, layout.smem)? as u32;
         let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
@@ -1115,7 +1221,7 @@ impl RingGemv {
             use cudarc::driver::sys::CUfunction_attribute as A;
             function.set_attribute(A::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
         }
-        let threads = cta_threads(format, k, groups) as u32;
+        let threads = cta_threads(format, k, groups, mma) as u32;
         Ok(RingGemv {
             ctx: ctx.clone(),
             stream: stream.clone(),
@@ -1133,6 +1239,7 @@ impl RingGemv {
             parts,
             ahead,
             streamed_scales: layout.streamed_scales,
+            mma,
             smem_bytes: smem,
             registers,
         })
@@ -1168,6 +1275,8 @@ impl RingGemv {
                 p.k
             )));
         }
+        // The codes in the kernel's layout where it is not the packed one (MXFP4, NVFP4).
+        let codes = pack::device_codes(p);
         let (mut scales, mut zeros) = xreg_tables(p);
         if self.streamed_scales {
             (scales, zeros) = pack::ring_step_tables(p.format, p.n, p.k, &scales, &zeros).ok_or_else(|| {
@@ -1175,7 +1284,7 @@ impl RingGemv {
             })?;
         }
         Ok(RingWeights {
-            codes: stream.clone_htod(pack::device_codes(p).as_deref().unwrap_or(&p.codes))?,
+            codes: stream.clone_htod(codes.as_deref().unwrap_or(&p.codes))?,
             scales: stream.clone_htod(&scales)?,
             zeros: stream.clone_htod(&zeros)?,
             global_scale: kernel_scale(p),
@@ -1307,7 +1416,7 @@ fn options(
     (m, k): (usize, usize),
     per: usize,
     layout: Layout,
-    (parts, groups, ahead): (usize, usize, usize),
+    (parts, groups, ahead, mma): (usize, usize, usize, bool),
     (epilogue, input): (Epilogue, Input),
 ) -> Vec<String> {
     let mut opts = stream_options(arch, format, x, k);
@@ -1317,6 +1426,8 @@ fn options(
     opts.push(format!("-DRW_AHEAD={ahead}"));
     opts.push(format!("-DRW_ROWS={}", per * STEP_ROWS));
     opts.push(format!("-DRW_GROUPS={groups}"));
+    opts.push(format!("-DRW_MMA={}", u32::from(mma)));
+    opts.push(format!("-DRW_MMA_CH={MMA_CHUNK}"));
     opts.push(format!("-DRW_MINB={}", ctas_per_sm()));
     opts.push(format!("-DNORM={}", u32::from(epilogue == Epilogue::Norm)));
     opts.push(format!("-DADD={}", u32::from(epilogue == Epilogue::Add)));
@@ -1429,6 +1540,42 @@ mod tests {
         }
     }
 
+    /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x and a plain store, K up to 4096; the
+    /// default on fast memory up to 8 row steps a CTA, and only for GEMVs alone (the decode step's linears keep their
+    /// kernels: they fuse norms and residual adds).
+    #[test]
+    fn int4_takes_the_tensor_core_ring_from_9_rows_at_small_n() {
+        use super::super::Variant;
+        let (i4, f16, bf16) = (WoFormat::Int4G128, XDtype::F16, XDtype::Bf16);
+        let store = (Epilogue::Store, Input::X);
+        if std::env::var_os("ROOFLINE_RING_MMA").is_none() {
+            assert!(!mma_plan(i4, 8, 4096) && !mma_plan(i4, 3, 4096));
+        }
+        assert!(mma_plan(i4, 9, 4096) && mma_plan(i4, 16, 1024) && !mma_plan(i4, 17, 4096));
+        assert!(!mma_plan(i4, 16, 5120) && !mma_plan(WoFormat::Nf4, 16, 4096) && !mma_plan(WoFormat::Mxfp4, 12, 4096));
+        assert!(mma_takes((i4, f16), 16, 4096, store) && !mma_takes((i4, bf16), 16, 4096, store));
+        assert!(!mma_takes((i4, f16), 16, 4096, (Epilogue::Add, Input::X)));
+        assert!(!mma_takes((i4, f16), 16, 4096, (Epilogue::Norm, Input::X)));
+        // One row group of 16 warps and the producer; the row sums of two chunks of 2 steps.
+        let p = plan_on(i4, 16, 14336, 4096, 132, 4900.0).unwrap();
+        assert!(p.mma && (p.groups, p.parts, p.per) == (1, 1, 14) && cta_threads(i4, 4096, 1, true) == 544);
+        assert_eq!(p.layout.slots, 9);
+        // The default: fast memory, FP16 x, up to 14 steps a CTA (14336 rows: 13.6 on 132 SMs), not 28.
+        let auto = |m, n, k, peak| mma_auto((i4, f16), (m, n, k), 132, peak);
+        assert!(auto(16, 4096, 4096, 4900.0) && auto(9, 2048, 4096, 4900.0) && auto(12, 14336, 4096, 4900.0));
+        assert!(!auto(16, 28672, 4096, 4900.0) && !auto(16, 4096, 4096, 3352.0) && !auto(8, 4096, 4096, 4900.0));
+        assert!(!mma_auto((i4, bf16), (16, 4096, 4096), 132, 4900.0));
+        assert!(auto_rows((i4, f16), (16, 4096, 4096), 132, 4900.0));
+        let h200 = (132, 90, 4900.0);
+        assert_eq!(Variant::best_on(i4, f16, 16, 4096, 4096, h200), Variant::XReg);
+        assert_ne!(Variant::best_in_step_on(i4, f16, 16, 4096, 4096, h200), Variant::XReg);
+        assert_eq!(Variant::best_on(i4, f16, 16, 14336, 4096, h200), Variant::XReg);
+        assert_ne!(Variant::best_on(i4, f16, 16, 28672, 4096, h200), Variant::XReg);
+        // Refused with a message past what it takes.
+        let nf4 = plan_on(WoFormat::Nf4, 16, 4096, 4096, 132, 4900.0).unwrap_err();
+        assert!(nf4.contains("1 to 3 rows of x") && nf4.contains("INT4 g128 up to 16"), "{nf4}");
+    }
+
     #[test]
     fn llama_8b_qkv_and_o_fit_an_h100() {
         // o_proj 4096 x 4096: 512 steps, 4 per CTA, 128 CTAs; qkv 6144 x 4096: 768 steps, 6 per CTA.
@@ -1514,10 +1661,18 @@ mod tests {
             four.streamed_scales && four.slots == 5 && layout_for((nf4, 1), 28672, 8, 1, 4, false).unwrap().slots == 4
         );
         assert_eq!(slot_scale_bytes(nf4, 28672, 7), 28672 / 64 * 8 * 2 / 7);
-        assert!(!options(90, (nf4, XDtype::F16), (1, 28672), 8, narrow, (7, 1, 0), (Epilogue::Add, Input::SwiGlu))
-            .iter()
-            .any(|o| o.starts_with("-DNF4_WIDE") || o.starts_with("-DRW_NF4_OFF") || o == "-DRW_SSTREAM=1"));
-        assert!(options(90, (nf4, XDtype::F16), (1, 28672), 8, l, (7, 1, 0), (Epilogue::Add, Input::SwiGlu))
+        assert!(!options(
+            90,
+            (nf4, XDtype::F16),
+            (1, 28672),
+            8,
+            narrow,
+            (7, 1, 0, false),
+            (Epilogue::Add, Input::SwiGlu)
+        )
+        .iter()
+        .any(|o| o.starts_with("-DNF4_WIDE") || o.starts_with("-DRW_NF4_OFF") || o == "-DRW_SSTREAM=1"));
+        assert!(options(90, (nf4, XDtype::F16), (1, 28672), 8, l, (7, 1, 0, false), (Epilogue::Add, Input::SwiGlu))
             .contains(&"-DRW_SSTREAM=1".into()));
         // NVFP4's 1792 bytes of scales a row there leave no ring staged; streamed 10 slots.
         assert!(layout_for((WoFormat::Nvfp4, 1), 28672, 8, 1, 7, false).is_none());
@@ -1856,7 +2011,7 @@ mod tests {
                 let mut builds = vec![(lay, kp, g, 1)];
                 // The engine's default for two rows of x on fast memory (`auto_rows`), each shape's own layout, where
                 // the registers leave room for them (`plan_on` refuses the others).
-                let threads = cta_threads(f, k, g);
+                let threads = cta_threads(f, k, g, false);
                 for m in
                     (2..=AUTO_MAX_M_FAST).filter(|m| f.bits() <= 8 && rows_registers(f, *m) <= register_room(threads))
                 {
@@ -1895,7 +2050,7 @@ mod tests {
                     let (cubin, log) = compile_cubin(
                         &source(),
                         "wo_ring.cu",
-                        &options(90, (f, x), (m, k), per, lay, (parts, g, ahead), ep),
+                        &options(90, (f, x), (m, k), per, lay, (parts, g, ahead, false), ep),
                     )
                     .unwrap_or_else(|e| panic!("{f:?} {m} rows {k} {per} {parts} parts {ep:?}: {e}"));
                     let (regs, spills, _) = parse_ptxas(&log);
@@ -1913,6 +2068,29 @@ mod tests {
                     assert!(early.as_ref().is_none_or(|l| l.is_empty()), "{f:?} {k} {per} {ep:?}: {early:?}");
                 }
             }
+        }
+        // 9 to 16 rows of x on the tensor cores (session 51), at every K it takes, 1 to 8 row steps a CTA (its default,
+        // `mma_auto`) and 14 (the ring forced at 14336 x 4096).
+        for (m, k, per) in
+            [(9usize, 4096usize, 4usize), (12, 4096, 8), (16, 4096, 14), (16, 1024, 1), (13, 2048, 2), (16, 3072, 6)]
+        {
+            let n = per * STEP_ROWS * 132;
+            let b = compile_ring(
+                90,
+                132,
+                4900.0,
+                (WoFormat::Int4G128, XDtype::F16),
+                (m, n, k),
+                (Epilogue::Store, Input::X),
+            )
+            .unwrap_or_else(|e| panic!("tensor cores {m}x{n}x{k}: {e}"));
+            let (regs, spills, _) = parse_ptxas(&b.log);
+            eprintln!("ring GEMV on the tensor cores {m}x{n}x{k} ({}): {regs:?} registers", b.describe());
+            if spills != Some(0) {
+                spilled.push(format!("tensor cores {m}x{n}x{k}: {spills:?}"));
+            }
+            let early = early_dependent_loads(&b.cubin).unwrap_or_else(|e| panic!("tensor cores {m}x{n}x{k}: {e}"));
+            assert!(early.as_ref().is_none_or(|l| l.is_empty()), "tensor cores {m}x{n}x{k}: {early:?}");
         }
         assert!(spilled.is_empty(), "builds that spill:\n{}", spilled.join("\n"));
     }
