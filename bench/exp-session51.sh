@@ -24,6 +24,10 @@
 #            every_m_and_tiny_odd_shapes_through_the_raw_api (every M through the engine's defaults) for INT4
 #   final    the committed build: the ring GPU test's tensor-core cases, weight_only_gpu's issue-shape test (INT4:
 #            16x14336x4096 on the tensor-core ring now) and `measure`'s default at FI_SHAPES, into $out/final*.txt
+#   mb16     the tensor-core ring's epilogues in the ring test (RT cases as `rtest`), then model-bench Llama-3.1-8B INT4
+#            (MB_LAYERS, default 8) at MB_BATCHES (default 16) by default (qkv, o_proj and gate_up on the tensor-core ring
+#            where `mma_auto` takes them) and with `--gemv ring=false` (the kernels before), MB_REPS passes, into
+#            $out/mb16.txt
 #   meas     `measure` (checked, then timed) per setting of RH_SETS for MS_FORMATS at MS_SHAPES, into $out/meas.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session51.
 . "$(dirname "$0")/probe-lib.sh"
@@ -121,6 +125,20 @@ if has final; then
         every_format_matches_the_reference_at_the_issue_shapes
     for sh in ${FI_SHAPES:-16x14336x4096 12x14336x4096 16x4096x4096 16x28672x4096}; do
         MEAS_TIMEOUT=60 meas final default INT4_G128 "$sh" ""
+    done
+fi
+if has mb16; then
+    ROOFLINE_TEST_M=9,10,11,12,13,16 ROOFLINE_TEST_FORMATS=INT4_G128 ROOFLINE_TEST_X=fp16 \
+        test_bin mb16-rtest 150 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    for rep in $(seq ${MB_REPS:-1}); do
+        for b in ${MB_BATCHES:-16}; do
+            for g in default ring=false; do
+                extra=()
+                [[ $g == default ]] || extra=(--gemv "$g")
+                MB_TIMEOUT=200 mb mb16 "$g batch $b" roofline --config llama-3.1-8b --schemes int4 --batch "$b" \
+                    --layers ${MB_LAYERS:-8} "${extra[@]}"
+            done
+        done
     done
 fi
 if has meas; then

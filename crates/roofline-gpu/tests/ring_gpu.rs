@@ -4,7 +4,7 @@
 //! error read past the output type's own rounding, as the engine's check does; `ROOFLINE_TEST_X=fp16|bf16` and
 //! `ROOFLINE_TEST_FORMATS=INT4_G128,...` run a part) for each epilogue (RMSNorm in front, plain
 //! store, residual add), with one row of x and with two and three (each weight decoded once for all; `ROOFLINE_TEST_M=2,3`
-//! runs those alone)
+//! runs those alone), and INT4 with 9 to 16 on the tensor cores
 //! and SwiGLU on load, at Llama-3.1-8B's qkv
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
@@ -79,16 +79,18 @@ fn ring_gemv_matches_the_reference() {
         (28672, 8192, Epilogue::Store, x, 1.0, 3),
         (4096, 4096, Epilogue::Store, x, 300.0, 2),
     ];
-    // 9 to 16 rows of x on the tensor cores (INT4 g128, FP16 x, a plain store; session 51): x's A fragments of rows
-    // g and g + 8 (row g's again past M), the ring wrapping, the row sums' chunks and their two buffers, unequal
-    // shares, one row step a CTA.
+    // 9 to 16 rows of x on the tensor cores (INT4 g128, FP16 x; session 51): x's A fragments of rows g and g + 8 (row
+    // g's again past M), the ring wrapping, the row sums' chunks and their two buffers, unequal shares, one row step a
+    // CTA; each row's fused norm (its factor on the row sums) and residual add.
     let mma_rows = [
         (14336usize, 4096usize, Epilogue::Store, x, 1.0f32, 16usize),
         (4096, 4096, Epilogue::Store, x, 300.0, 9),
-        (2056, 2048, Epilogue::Store, x, 1.0, 13),
-        (1000, 1024, Epilogue::Store, x, 50.0, 10),
-        (6144, 4096, Epilogue::Store, x, 0.01, 12),
+        (2056, 2048, Epilogue::Add, x, 1.0, 13),
+        (1000, 1024, Epilogue::Norm, x, 50.0, 10),
+        (6144, 4096, Epilogue::Norm, x, 0.01, 12),
         (1024, 3072, Epilogue::Store, x, 1.0, 11),
+        (4096, 4096, Epilogue::Add, x, 1.0, 16),
+        (6144, 4096, Epilogue::Norm, x, 1.0, 16),
     ];
     // FP16 weights up to 3e4 (f16's largest is 65504; the weights below are uniform in [-ws, ws) / sqrt(K)) against a
     // small x: the products' f16x2 sums must stay in range.

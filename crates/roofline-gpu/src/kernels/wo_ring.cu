@@ -104,7 +104,8 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #if SILU_X && NORM
 #error "SwiGLU on load (SILU_X) takes no fused norm"
 #endif
-// RW_MMA 1 (INT4 g128 weights, FP16 x, 9 to 16 rows of x, a plain store; host: ring.rs `mma_plan`): the tensor
+// RW_MMA 1 (INT4 g128 weights, FP16 x, 9 to 16 rows of x, a store, a residual add or a fused RMSNorm (its factor on
+// the row sums); host: ring.rs `mma_plan`): the tensor
 // cores take the row steps. Every unit (a row step, RW_KH 1, RW_GROUPS 1) is consumed by FD / 256 warps, warp ks
 // taking K values [256 ks, 256 ks + 256) of its 8 rows in the ring's own layout: lane (g, t) reads 8 words of row g,
 // decodes each to q - z in f16 (dot8hz's decode without its products: 9 instructions a word of 8 codes) and runs 2
@@ -148,8 +149,8 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #define RW_PRODUCER 1
 #endif
 #define RW_THREADS (RW_NC + 32 * RW_PRODUCER)
-#if RW_MMA && (FMT != 4 || XBF16 || NORM || ADD || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || RW_SSTREAM || !RW_PRODUCER)
-#error "RW_MMA takes INT4 g128 weights, FP16 x, a plain store, whole row steps in one row group, staged scales"
+#if RW_MMA && (FMT != 4 || XBF16 || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || RW_SSTREAM || !RW_PRODUCER)
+#error "RW_MMA takes INT4 g128 weights, FP16 x (no SwiGLU on load), whole row steps in one row group, staged scales"
 #endif
 #define RW_STAGE (8 * ROWB)  // bytes of one row step (8 rows)
 #define RW_KSP (RW_MMA ? RW_WARPS : KSL / RW_KH)  // K-slice warps a K part serves
@@ -309,8 +310,43 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             xa[2 * w][1] = __byte_perm(v1.x, v1.z, 0x5410), xa[2 * w][3] = __byte_perm(v1.y, v1.w, 0x5410);
             xa[2 * w + 1][1] = __byte_perm(v1.x, v1.z, 0x7632), xa[2 * w + 1][3] = __byte_perm(v1.y, v1.w, 0x7632);
         }
+#if NORM
+        // RMSNorm: each warp's sums of squares of its K slice of x rows g and g + 8 (past M: unused), added up below;
+        // the factor goes onto the row sums (W (x inv) = (W x) inv; the norm's weight is folded into W by the host).
+        __shared__ float nss[16][RW_WARPS], ninv[16];
+        {
+            float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+            for (int b = 0; b < 16; ++b) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    float a, c;
+                    h2x2f(xa[b][i], a, c);
+                    if (i & 1) {
+                        s1 = fmaf(a, a, fmaf(c, c, s1));
+                    } else {
+                        s0 = fmaf(a, a, fmaf(c, c, s0));
+                    }
+                }
+            }
+#pragma unroll
+            for (int o = 1; o < 4; o <<= 1) {
+                s0 += __shfl_xor_sync(FULL, s0, o);
+                s1 += __shfl_xor_sync(FULL, s1, o);
+            }
+            if (t == 0) nss[g][ks] = s0, nss[g + 8][ks] = s1;
+        }
+#endif
         asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
         consumers_sync_rw();
+#if NORM
+        // Read after the first chunk's barrier.
+        if (threadIdx.x < RW_M) {
+            float tot = 0.0f;
+            for (int w = 0; w < RW_WARPS; ++w) tot += nss[threadIdx.x][w];
+            ninv[threadIdx.x] = rsqrtf(tot / (float)FD + eps);
+        }
+#endif
         // Shared-memory addresses (32-bit, advanced unit by unit): the lane's first word pair of a slot's row g (pair
         // m 32 bytes on); the warp's scale columns 2 ks and 2 ks + 1 (its two groups): rows 2t, 2t + 1's scales (4
         // bytes, 16 a unit on; the second column 2 rows bytes on) and row g's zero-point byte (4 a unit on; the second
@@ -409,7 +445,11 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #pragma unroll 4
                     for (int w = 0; w < RW_WARPS; ++w) v += pr[w * (RW_MMA_CH * R)];
                     const int row = c0 * R + rr;
-                    y[(size_t)r * n + (size_t)step_of(row / R) * R + row % R] = f2out(v * gscale);
+                    const size_t at = (size_t)r * n + (size_t)step_of(row / R) * R + row % R;
+#if NORM
+                    v *= ninv[r];
+#endif
+                    y[at] = f2out((ADD ? io2f(y[at]) : 0.0f) + v * gscale);
                 }
                 c0 = j + 1;
                 buf ^= 1;

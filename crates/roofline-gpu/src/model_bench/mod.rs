@@ -544,8 +544,18 @@ impl Gpu {
         // A linear whose shape has another best variant in the step (`Variant::best_in_step_on`: 8-bit down_proj
         // at batch 1; FP16 at batch 1 on fast memory, the x-in-registers engine) runs on an engine of that variant
         // where no variant was forced; one engine per variant.
-        let variants = cfg.linears().map(|(_, n, k)| match cfg.gemv.variant {
+        // From 9 rows of x INT4's qkv, o_proj and gate_up take the ring on the tensor cores where it would alone
+        // (`ring::mma_auto`: 9-16 rows, up to 14 row steps a CTA; it fuses their norm and residual add, not
+        // down_proj's SwiGLU on load), unless `--gemv ring=false`.
+        let mma = |name: &str, n, k| {
+            name != "down_proj"
+                && major >= 9
+                && cfg.gemv.tuning.ring != Some(false)
+                && ring::mma_auto((cfg.weights, XDtype::F16), (cfg.batch, n, k), self.sm_count, peak)
+        };
+        let variants = cfg.linears().map(|(name, n, k)| match cfg.gemv.variant {
             Some(v) => v,
+            None if mma(name, n, k) => Variant::XReg,
             None => Variant::best_in_step_on(cfg.weights, XDtype::F16, cfg.batch, n, k, device),
         });
         // The main engine: FP16's where its linears take the x-in-registers engine, else `Variant::best`.

@@ -136,8 +136,8 @@ impl Variant {
     /// 13.0 / 8.01, gate_up 49.1 / 55.1 (alone 58.7 / 53.4), down_proj 34.5 / 32.8 (x-in-registers). From M = 2
     /// every format takes what [`Variant::best_on`] takes alone where that is the ring for two or three rows of x
     /// ([`ring::auto_rows`](super::ring::auto_rows), session 50), not the ring on the tensor cores from M = 9, which
-    /// lacks the step's fused norms and residual adds ([`ring::mma_takes`](super::ring::mma_takes)). Otherwise
-    /// [`Variant::best_in_step`].
+    /// lacks down_proj's SwiGLU on load ([`ring::mma_takes`](super::ring::mma_takes)): model-bench takes it for the
+    /// other linears itself. Otherwise [`Variant::best_in_step`].
     pub fn best_in_step_on(
         format: WoFormat,
         x: XDtype,

@@ -197,7 +197,7 @@ const MMA_MAX_K: usize = 4096;
 /// Whether the ring GEMV plans `m` rows of x against `k`-value rows of `format` on the tensor cores (`RW_MMA`): INT4
 /// g128 from [`MMA_MIN_M`] to [`MMA_MAX_M`] rows (also from one row with `ROOFLINE_RING_MMA=1`, for experiments), K
 /// a multiple of 1024 up to [`MMA_MAX_K`]. Each weight is decoded once for every row, as on the CUDA cores, but the
-/// products are mma.sync's; the stream is the ring's. Whether it runs also takes FP16 x and a plain store
+/// products are mma.sync's; the stream is the ring's. Whether it runs also takes FP16 x and no SwiGLU on load
 /// ([`mma_takes`]).
 fn mma_plan(format: WoFormat, m: usize, k: usize) -> bool {
     let forced = std::env::var("ROOFLINE_RING_MMA").is_ok_and(|v| v == "1");
@@ -219,7 +219,8 @@ pub const MMA_AUTO_MAX_STEPS: usize = 14;
 
 /// Whether the engine takes `m` rows of `x` against `n x k` `format` weights to the ring on the tensor cores by
 /// default on `sm_count` SMs of `peak_gb_s` memory: [`mma_plan`] with FP16 x on fast memory ([`FAST_MEMORY_GB_S`],
-/// measured on the H200 only), up to [`MMA_AUTO_MAX_STEPS`] row steps a CTA. (A plain store only: [`mma_takes`].)
+/// measured on the H200 only), up to [`MMA_AUTO_MAX_STEPS`] row steps a CTA: `Variant::best_on` for GEMVs alone, and
+/// model-bench for its qkv, o_proj and gate_up (not down_proj's SwiGLU on load: [`mma_takes`]).
 pub fn mma_auto(
     (format, x): (WoFormat, XDtype),
     (m, n, k): (usize, usize, usize),
@@ -233,9 +234,9 @@ pub fn mma_auto(
 }
 
 /// Whether the ring GEMV takes `m x k` on the tensor cores ([`mma_plan`]) for `x` activations with `epilogue` and
-/// `input`: FP16 x, a plain store of W x.
-pub fn mma_takes((format, x): (WoFormat, XDtype), m: usize, k: usize, (epilogue, input): (Epilogue, Input)) -> bool {
-    mma_plan(format, m, k) && x == XDtype::F16 && epilogue == Epilogue::Store && input == Input::X
+/// `input`: FP16 x, any epilogue (the norm's factor applied to the row sums), not SwiGLU on load.
+pub fn mma_takes((format, x): (WoFormat, XDtype), m: usize, k: usize, (_, input): (Epilogue, Input)) -> bool {
+    mma_plan(format, m, k) && x == XDtype::F16 && input == Input::X
 }
 
 /// Row groups (of K / 1024 warps each) for `n` rows of `k` values of `format` on `sm_count` SMs:
@@ -1112,8 +1113,8 @@ pub fn compile_ring(
     let plan = plan_on(format, m, n, k, sm_count, peak_gb_s).map_err(GpuError::Unsupported)?;
     if plan.mma && !mma_takes((format, x), m, k, (epilogue, input)) {
         return Err(GpuError::Unsupported(format!(
-            "the ring GEMV takes {m} rows of x on the tensor cores with FP16 x and a plain store only, not {} x with \
-             {epilogue:?} of {input:?}",
+            "the ring GEMV takes {m} rows of x on the tensor cores with FP16 x and without SwiGLU on load, not {} x \
+             with {epilogue:?} of {input:?}",
             x.name()
         )));
     }
@@ -1540,9 +1541,9 @@ mod tests {
         }
     }
 
-    /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x and a plain store, K up to 4096; the
-    /// default on fast memory up to 8 row steps a CTA, and only for GEMVs alone (the decode step's linears keep their
-    /// kernels: they fuse norms and residual adds).
+    /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x and any epilogue but SwiGLU on load,
+    /// K up to 4096; the default on fast memory up to 14 row steps a CTA (`Variant::best_in_step_on` leaves it to
+    /// model-bench, which knows which linear is down_proj).
     #[test]
     fn int4_takes_the_tensor_core_ring_from_9_rows_at_small_n() {
         use super::super::Variant;
@@ -1554,8 +1555,9 @@ mod tests {
         assert!(mma_plan(i4, 9, 4096) && mma_plan(i4, 16, 1024) && !mma_plan(i4, 17, 4096));
         assert!(!mma_plan(i4, 16, 5120) && !mma_plan(WoFormat::Nf4, 16, 4096) && !mma_plan(WoFormat::Mxfp4, 12, 4096));
         assert!(mma_takes((i4, f16), 16, 4096, store) && !mma_takes((i4, bf16), 16, 4096, store));
-        assert!(!mma_takes((i4, f16), 16, 4096, (Epilogue::Add, Input::X)));
-        assert!(!mma_takes((i4, f16), 16, 4096, (Epilogue::Norm, Input::X)));
+        assert!(mma_takes((i4, f16), 16, 4096, (Epilogue::Add, Input::X)));
+        assert!(mma_takes((i4, f16), 16, 4096, (Epilogue::Norm, Input::X)));
+        assert!(!mma_takes((i4, f16), 16, 4096, (Epilogue::Add, Input::SwiGlu)));
         // One row group of 16 warps and the producer; the row sums of two chunks of 2 steps.
         let p = plan_on(i4, 16, 14336, 4096, 132, 4900.0).unwrap();
         assert!(p.mma && (p.groups, p.parts, p.per) == (1, 1, 14) && cta_threads(i4, 4096, 1, true) == 544);
@@ -2069,28 +2071,23 @@ mod tests {
                 }
             }
         }
-        // 9 to 16 rows of x on the tensor cores (session 51), at every K it takes, 1 to 8 row steps a CTA (its default,
-        // `mma_auto`) and 14 (the ring forced at 14336 x 4096).
-        for (m, k, per) in
-            [(9usize, 4096usize, 4usize), (12, 4096, 8), (16, 4096, 14), (16, 1024, 1), (13, 2048, 2), (16, 3072, 6)]
+        // 9 to 16 rows of x on the tensor cores (session 51), at every K it takes, 1 to 8 row steps a CTA and 14 (its
+        // default, `mma_auto`), with each epilogue it takes.
+        let mma_shapes =
+            [(9usize, 4096usize, 4usize), (12, 4096, 8), (16, 4096, 14), (16, 1024, 1), (13, 2048, 2), (16, 3072, 6)];
+        for ((m, k, per), ep) in
+            mma_shapes.into_iter().flat_map(|s| [Epilogue::Store, Epilogue::Add, Epilogue::Norm].map(|e| (s, e)))
         {
             let n = per * STEP_ROWS * 132;
-            let b = compile_ring(
-                90,
-                132,
-                4900.0,
-                (WoFormat::Int4G128, XDtype::F16),
-                (m, n, k),
-                (Epilogue::Store, Input::X),
-            )
-            .unwrap_or_else(|e| panic!("tensor cores {m}x{n}x{k}: {e}"));
+            let b = compile_ring(90, 132, 4900.0, (WoFormat::Int4G128, XDtype::F16), (m, n, k), (ep, Input::X))
+                .unwrap_or_else(|e| panic!("tensor cores {m}x{n}x{k} {ep:?}: {e}"));
             let (regs, spills, _) = parse_ptxas(&b.log);
-            eprintln!("ring GEMV on the tensor cores {m}x{n}x{k} ({}): {regs:?} registers", b.describe());
+            eprintln!("ring GEMV on the tensor cores {m}x{n}x{k} {ep:?} ({}): {regs:?} registers", b.describe());
             if spills != Some(0) {
-                spilled.push(format!("tensor cores {m}x{n}x{k}: {spills:?}"));
+                spilled.push(format!("tensor cores {m}x{n}x{k} {ep:?}: {spills:?}"));
             }
             let early = early_dependent_loads(&b.cubin).unwrap_or_else(|e| panic!("tensor cores {m}x{n}x{k}: {e}"));
-            assert!(early.as_ref().is_none_or(|l| l.is_empty()), "tensor cores {m}x{n}x{k}: {early:?}");
+            assert!(early.as_ref().is_none_or(|l| l.is_empty()), "tensor cores {m}x{n}x{k} {ep:?}: {early:?}");
         }
         assert!(spilled.is_empty(), "builds that spill:\n{}", spilled.join("\n"));
     }
