@@ -79,9 +79,7 @@ __device__ __forceinline__ Meta load_meta(const u8* __restrict__ scales, const u
     m.scale = h2f(__ldg((const u16*)scales + (size_t)n * groups + g));
     u32 zb = __ldg(zeros + (size_t)n * ((groups + 1) >> 1) + (g >> 1));
     u32 z = (zb >> ((g & 1) * 4)) & 15u;
-    // f16 of (1024 + z): exponent 10 (0x6400) with mantissa z.
-    u32 zh = 0x6400u | z;
-    m.zero = zh | (zh << 16);
+    m.zero = int4_zero_pair(z);  // f16 of (1024 + z): exponent 10 (0x6400) with mantissa z
 #elif FMT == 5
     m.scale = h2f(__ldg((const u16*)scales + (size_t)n * (k / 64) + (c >> 1)));
 #elif FMT == 6

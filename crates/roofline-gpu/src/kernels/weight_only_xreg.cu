@@ -154,8 +154,7 @@ __device__ __forceinline__ void unpack_meta(const u32* sw, u32 zw, Meta meta[R][
 #endif
 #if FMT == 4
         meta[u][j].scale = h2f((u16)h);
-        const u32 zh = 0x6400u | ((zw >> (4 * u)) & 15u);
-        meta[u][j].zero = zh | (zh << 16);
+        meta[u][j].zero = int4_zero_pair((zw >> (4 * u)) & 15u);
 #elif FMT == 5
         meta[u][j].scale = h2f((u16)h);
 #elif FMT == 6

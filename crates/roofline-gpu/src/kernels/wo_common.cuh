@@ -202,21 +202,28 @@ __device__ __forceinline__ u32 f2x2h(float lo, float hi) {
     return d;
 }
 
-// The 8 INT4 codes of word v (nibble i = code i) against a[k] = (v_k, v_{k+4}) as f16x2, k < 4, less a zero
-// point z: the codes become exact f16 values q - z (lop3 into 1024 + q / 1024 + 16 q; `zlo`, the (1024 + z)
-// pair, subtracted from the low nibbles; the high ones times 1/16 plus `zhi`, the -(64 + z) pair,
-// `int4_zero_hi`) and are multiplied in f16x2 into two accumulators (codes 0, 2, 4, 6 and 1, 3, 5, 7). About
-// 1.6 instructions per weight against 3 for the f32 decode (shift, lop3, FMA each): the FFN is issue-bound
-// (session 12, ncu: 3.8 instructions per weight, one issued every 2 cycles per scheduler). The ring GEMV's row
-// steps pass each row's zero point (no (8 - z) sum(x) term afterwards); dot8h passes z = 8.
-__device__ __forceinline__ void dot8hz(u32 v, const u32 a[4], u32 zlo, u32 zhi, u32& acc_e, u32& acc_o) {
+// The 8 INT4 codes of word v (nibble i = code i) as exact f16 pairs q - z: p[0] = codes (0, 4), p[1] = (2, 6), p[2]
+// = (1, 5), p[3] = (3, 7) (lop3 into 1024 + q / 1024 + 16 q; `zlo`, the (1024 + z) pair `int4_zero_pair`,
+// subtracted from the low nibbles; the high ones times 1/16 plus `zhi`, the -(64 + z) pair, `int4_zero_hi`). The
+// ring GEMV's tensor-core row step (wo_ring.cu RW_MMA) takes them as B fragments.
+__device__ __forceinline__ void int4_pairs_z(u32 v, u32 zlo, u32 zhi, u32 p[4]) {
     const u32 t = v >> 8;
-    const u32 lo0 = hsub2(lop3_and_or(v, 0x000f000fu, 0x64006400u), zlo);  // (q0, q4) - z
-    const u32 lo1 = hsub2(lop3_and_or(t, 0x000f000fu, 0x64006400u), zlo);  // (q2, q6) - z
-    const u32 hi0 = hfma2(lop3_and_or(v, 0x00f000f0u, 0x64006400u), 0x2c002c00u, zhi);  // (q1, q5) - z
-    const u32 hi1 = hfma2(lop3_and_or(t, 0x00f000f0u, 0x64006400u), 0x2c002c00u, zhi);  // (q3, q7) - z
-    acc_e = hfma2(lo1, a[2], hfma2(lo0, a[0], acc_e));
-    acc_o = hfma2(hi1, a[3], hfma2(hi0, a[1], acc_o));
+    p[0] = hsub2(lop3_and_or(v, 0x000f000fu, 0x64006400u), zlo);                // (q0, q4) - z
+    p[1] = hsub2(lop3_and_or(t, 0x000f000fu, 0x64006400u), zlo);                // (q2, q6) - z
+    p[2] = hfma2(lop3_and_or(v, 0x00f000f0u, 0x64006400u), 0x2c002c00u, zhi);  // (q1, q5) - z
+    p[3] = hfma2(lop3_and_or(t, 0x00f000f0u, 0x64006400u), 0x2c002c00u, zhi);  // (q3, q7) - z
+}
+
+// The 8 INT4 codes of word v against a[k] = (v_k, v_{k+4}) as f16x2, k < 4, less a zero point z: `int4_pairs_z`'s
+// pairs multiplied in f16x2 into two accumulators (codes 0, 2, 4, 6 and 1, 3, 5, 7). About 1.6 instructions per
+// weight against 3 for the f32 decode (shift, lop3, FMA each): the FFN is issue-bound (session 12, ncu: 3.8
+// instructions per weight, one issued every 2 cycles per scheduler). The ring GEMV's row steps pass each row's zero
+// point (no (8 - z) sum(x) term afterwards); dot8h passes z = 8.
+__device__ __forceinline__ void dot8hz(u32 v, const u32 a[4], u32 zlo, u32 zhi, u32& acc_e, u32& acc_o) {
+    u32 p[4];
+    int4_pairs_z(v, zlo, zhi, p);
+    acc_e = hfma2(p[1], a[2], hfma2(p[0], a[0], acc_e));
+    acc_o = hfma2(p[3], a[3], hfma2(p[2], a[1], acc_o));
 }
 
 // dot8hz at z = 8: the codes as q - 8, the zero point's (8 - z) sum(x) term left to the caller.
@@ -227,6 +234,12 @@ __device__ __forceinline__ void dot8h(u32 v, const u32 a[4], u32& acc_e, u32& ac
 // dot8hz's high constant from the zero-point pair `zero` = (1024 + z) in both halves (Meta::zero): 960 - (1024
 // + z) = -(64 + z), exact, in one f16x2 subtraction (0x6380 is f16 960).
 __device__ __forceinline__ u32 int4_zero_hi(u32 zero) { return hsub2(0x63806380u, zero); }
+
+// The zero-point pair of INT4 zero point z (0-15): (1024 + z) in both f16 halves (Meta::zero, dot8hz's `zlo`).
+__device__ __forceinline__ u32 int4_zero_pair(u32 z) {
+    const u32 zh = 0x6400u | z;
+    return zh | (zh << 16);
+}
 
 // dot8h for MXFP4 / NVFP4: the 8 E2M1 codes of word v against a[k] = (x_{2k}, x_{2k+1}) (neighbours, as
 // NF4), decoded by wo_prims.cuh's `e2m1_dev_pairs` (9 instructions and the 4 multiply-adds per word; x

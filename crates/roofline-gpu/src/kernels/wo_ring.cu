@@ -370,7 +370,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 asm("ld.shared.u8 %0, [%1];" : "=r"(zb) : "r"(zc_s + h * (rows / 2)));
                 sc[h][0] = h2f((u16)(s2 & 0xffffu));
                 sc[h][1] = h2f((u16)(s2 >> 16));
-                zlo[h] = (0x6400u | ((zb >> zsh) & 15u)) * 0x10001u;  // (1024 + z) in both halves
+                // int4_zero_pair's (1024 + z) pair as one multiply (the OR of its halves schedules this loop
+                // otherwise; this is the measured build's SASS).
+                zlo[h] = (0x6400u | ((zb >> zsh) & 15u)) * 0x10001u;
                 zhi[h] = int4_zero_hi(zlo[h]);
             }
             mbar_wait(full_s + 8 * slot, par);
@@ -404,22 +406,19 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 for (int wd = 0; wd < 4; ++wd) {
 #pragma unroll
                     for (int h = 0; h < 2; ++h) {
-                        const u32 v = word(q[h], wd), v8 = v >> 8;
-                        // Blocks 8h + 2wd (codes 0, 4 | 2, 6) and 8h + 2wd + 1 (codes 1, 5 | 3, 7), each as q - z.
-                        const u32 lo0 = hsub2(lop3_and_or(v, 0x000f000fu, 0x64006400u), zlo[h]);
-                        const u32 lo1 = hsub2(lop3_and_or(v8, 0x000f000fu, 0x64006400u), zlo[h]);
-                        const u32 hi0 = hfma2(lop3_and_or(v, 0x00f000f0u, 0x64006400u), 0x2c002c00u, zhi[h]);
-                        const u32 hi1 = hfma2(lop3_and_or(v8, 0x00f000f0u, 0x64006400u), 0x2c002c00u, zhi[h]);
+                        // Blocks 8h + 2wd (codes 0, 4 | 2, 6: p[0], p[1]) and 8h + 2wd + 1 (codes 1, 5 | 3, 7), as q - z.
+                        u32 p[4];
+                        int4_pairs_z(word(q[h], wd), zlo[h], zhi[h], p);
                         const u32* a0 = xa[8 * h + 2 * wd];
                         const u32* a1 = xa[8 * h + 2 * wd + 1];
                         asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                             "{%8, %9}, {%0, %1, %2, %3};"
                             : "+f"(d[h][0]), "+f"(d[h][1]), "+f"(d[h][2]), "+f"(d[h][3])
-                            : "r"(a0[0]), "r"(a0[1]), "r"(a0[2]), "r"(a0[3]), "r"(lo0), "r"(lo1));
+                            : "r"(a0[0]), "r"(a0[1]), "r"(a0[2]), "r"(a0[3]), "r"(p[0]), "r"(p[1]));
                         asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                             "{%8, %9}, {%0, %1, %2, %3};"
                             : "+f"(d[h][0]), "+f"(d[h][1]), "+f"(d[h][2]), "+f"(d[h][3])
-                            : "r"(a1[0]), "r"(a1[1]), "r"(a1[2]), "r"(a1[3]), "r"(hi0), "r"(hi1));
+                            : "r"(a1[0]), "r"(a1[1]), "r"(a1[2]), "r"(a1[3]), "r"(p[2]), "r"(p[3]));
                     }
                 }
                 release();
