@@ -517,8 +517,9 @@ fn tune_table() {
     let producer = env_u32("ROOFLINE_TUNE_PRODUCER") == Some(1);
     let label_of = |variant: &Variant, t: &Tuning| {
         format!(
-            "{variant:?}{}{}{}{} U={} W={} PF={} P={} SX={} B={}{}",
+            "{variant:?}{}{}{}{}{} U={} W={} PF={} P={} SX={} B={}{}",
             if t.grouped == Some(true) { "+GRP" } else { "" },
+            if t.ring == Some(true) { " RING" } else { "" },
             if t.bulk == Some(true) && t.balance == Some(false) {
                 " XSM+XB noBAL"
             } else if t.bulk == Some(true) && t.cluster == Some(false) {
@@ -562,6 +563,8 @@ fn tune_table() {
                     configs.push((Variant::SplitK, Tuning { pdl: Some(pdl), ..Tuning::default() }));
                     configs.push((Variant::XReg, Tuning { pdl: Some(pdl), ..Tuning::default() }));
                 }
+                // The ring GEMV forced (`XReg RING`: at M = 9-16 the tensor-core ring past `ring::mma_auto`'s steps).
+                configs.push((Variant::XReg, Tuning { ring: Some(true), ..Tuning::default() }));
                 if roofline_gpu::weight_only::mma::supports(wf, XDtype::F16) {
                     // The K-walking tensor-core kernel (the default at M >= 8 until XMma replaced it) for comparison.
                     configs.push((Variant::Mma, Tuning::default()));

@@ -112,7 +112,7 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 // mma.sync.m16n8k16 a word, x the A operand (rows g and g + 8 of x, in registers for the whole call, in the K order
 // the words' codes give, below) and the step's 8 rows the n8 columns. Each 128-value group accumulates on its own and
 // is scaled into the lane's sums of weight rows 2t, 2t + 1; every warp's sums go to shared memory (its own, so the
-// result has the same bits every run) and are added and stored chunk by chunk (RW_MMA_CH). Each weight is decoded
+// result has the same bits every run), which the epilogue warp (RW_EPI) adds and stores chunk by chunk (RW_MMA_CH). Each weight is decoded
 // once for all rows of x, the stream is the M = 1 ring's (session 51: the bulk ring's loads alone took 13.0 us at
 // 16x14336x4096 against the M = 1 ring's 8.3), and x crosses from L2 once, 16 bytes a load.
 #ifndef RW_MMA
@@ -123,9 +123,9 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #endif
 #define RW_WARPS (RW_MMA ? FD / 256 : KSL * RW_GROUPS)  // consumer warps
 // RW_MMA_CH: units (row steps) whose row sums the tensor-core row step keeps in one of its two buffers, [x row][warp]
-// [CH x 8 rows] floats (host: ring.rs MMA_CHUNK), added up and stored once the chunk is consumed, while the warps go
-// on into the other buffer (one barrier a chunk: a buffer is written again only past the next chunk's barrier,
-// which every thread reaches after its share of the sums).
+// [CH x 8 rows] floats (host: ring.rs MMA_CHUNK), added up and stored by the epilogue warp once every consumer warp
+// has arrived on the buffer's `sfull` barrier, while the warps go on into the other buffer (a buffer is written again
+// only once the epilogue warp has arrived on its `sempty`).
 #ifndef RW_MMA_CH
 #define RW_MMA_CH 2
 #endif
@@ -148,7 +148,11 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #ifndef RW_PRODUCER
 #define RW_PRODUCER 1
 #endif
-#define RW_THREADS (RW_NC + 32 * RW_PRODUCER)
+// RW_EPI: the tensor-core row step's epilogue warp (after the producer warp), which adds up the consumer warps' row
+// sums chunk by chunk and stores y, so that the consumers never wait for each other (session 52: a barrier of all
+// consumer warps a chunk, then half of them adding, took a quarter of the warps' stall samples at 16x14336x4096).
+#define RW_EPI (RW_MMA ? 1 : 0)
+#define RW_THREADS (RW_NC + 32 * RW_PRODUCER + 32 * RW_EPI)
 #if RW_MMA && (FMT != 4 || XBF16 || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || RW_SSTREAM || !RW_PRODUCER)
 #error "RW_MMA takes INT4 g128 weights, FP16 x (no SwiGLU on load), whole row steps in one row group, staged scales"
 #endif
@@ -205,6 +209,14 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                                           StepOf step_of, float eps, float gscale) {
     __shared__ __align__(8) unsigned long long full[RW_STEPS * RW_FB], empty[RW_STEPS];
     __shared__ float red[RW_M][RW_WARPS];
+#if RW_MMA
+    // The row sums' buffers (two, of RW_MMA_CH units each): sfull[b] completes once every consumer warp has written
+    // its sums of the chunk in buffer b, sempty[b] once the epilogue warp has read them.
+    __shared__ __align__(8) unsigned long long sfull[2], sempty[2];
+#if NORM
+    __shared__ float nss[16][RW_WARPS], ninv[16];  // each warp's sums of squares of x rows; the rows' factors
+#endif
+#endif
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int rows = ns * R;
     // After the ring: the staged tables (scales, zero points) of the CTA's rows, or with RW_SSTREAM each slot's
@@ -214,7 +226,10 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     float* psum = (float*)(ms + RW_STEPS * RW_SCB);
 #else
     u8* mz = ms + RS_COLS * RW_ROWS * (RS_SB / R);
-    float* psum = (float*)(mz + RS_COLS * RW_ROWS * RS_ZB / R);
+    // (16-byte aligned for the tensor-core row step's epilogue warp, which reads it in 16-byte loads: ring.rs
+    // `mma_layout` gives the 16 bytes more.)
+    const size_t sums_at = (size_t)(mz + RS_COLS * RW_ROWS * RS_ZB / R - smem);
+    float* psum = (float*)(smem + (RW_MMA ? (sums_at + 15) / 16 * 16 : sums_at));
 #endif
     const u32 full_s = smem_addr(full), empty_s = smem_addr(empty);
 
@@ -223,6 +238,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         for (int i = 0; i < RW_STEPS; ++i) {
             mbar_init(empty_s + 8 * i, RW_KSP);  // the warps of the slot's row group and K part
         }
+#if RW_MMA
+        for (int b = 0; b < 2; ++b) mbar_init(smem_addr(&sfull[b]), RW_WARPS), mbar_init(smem_addr(&sempty[b]), 1);
+#endif
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
@@ -286,6 +304,67 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         }
         return;
     }
+#if RW_MMA
+    if (warp == RW_WARPS + RW_PRODUCER) {
+        // ---- Epilogue warp: chunk c's row sums (buffer c & 1), every consumer warp's added in warp order (the same
+        // bits every run), the buffer released, then y's rows stored ----
+        pdl_wait();  // y (when adding) is the previous kernels' output
+        constexpr int CR = RW_MMA_CH * R;               // rows of a whole chunk
+        constexpr int NQ = (RW_M * CR / 4 + 31) / 32;   // a lane's quads of sums of a chunk (below)
+        const int nch = (ns + RW_MMA_CH - 1) / RW_MMA_CH;
+        for (int c = 0; c < nch; ++c) {
+            const int b = c & 1, crows = min(RW_MMA_CH, ns - c * RW_MMA_CH) * R;
+            mbar_wait(smem_addr(&sfull[b]), (u32)((c >> 1) & 1));
+#if NORM
+            if (c == 0) {  // the consumers' sums of squares landed before their first arrival
+                if (lane < RW_M) {
+                    float tot = 0.0f;
+                    for (int w = 0; w < RW_WARPS; ++w) tot += nss[lane][w];
+                    ninv[lane] = rsqrtf(tot / (float)FD + eps);
+                }
+                __syncwarp();
+            }
+#endif
+            // Lane quad i = lane + 32 q: x row i / 4, the chunk's rows 4 (i % 4) .. + 3, one 16-byte load a warp's sums.
+            const float* pbuf = psum + b * (RW_M * RW_MMA_RS);
+            float4 v[NQ];
+#pragma unroll
+            for (int q = 0; q < NQ; ++q) {
+                const int i = lane + 32 * q, r = i / (CR / 4), rr = i % (CR / 4) * 4;
+                v[q] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+                if (i < RW_M * (CR / 4) && rr < crows) {
+                    const float4* pr = (const float4*)(pbuf + (size_t)r * RW_MMA_RS + rr);
+#pragma unroll
+                    for (int w = 0; w < RW_WARPS; ++w) {
+                        const float4 s4 = pr[w * (CR / 4)];
+                        v[q].x += s4.x, v[q].y += s4.y, v[q].z += s4.z, v[q].w += s4.w;
+                    }
+                }
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(smem_addr(&sempty[b]), 1);
+#pragma unroll
+            for (int q = 0; q < NQ; ++q) {
+                const int i = lane + 32 * q, r = i / (CR / 4), rr = i % (CR / 4) * 4;
+                if (i < RW_M * (CR / 4) && rr < crows) {
+                    const float vv[4] = {v[q].x, v[q].y, v[q].z, v[q].w};
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int row = c * CR + rr + e;
+                        const size_t at = (size_t)r * n + (size_t)step_of(row / R) * R + row % R;
+#if NORM
+                        const float f = vv[e] * ninv[r];
+#else
+                        const float f = vv[e];
+#endif
+                        y[at] = f2out((ADD ? io2f(y[at]) : 0.0f) + f * gscale);
+                    }
+                }
+            }
+        }
+        return;
+    }
+#endif
 
     pdl_wait();  // x (and y, when adding) are the previous kernels' outputs
 #if RW_MMA
@@ -312,8 +391,8 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         }
 #if NORM
         // RMSNorm: each warp's sums of squares of its K slice of x rows g and g + 8 (past M: unused), added up below;
-        // the factor goes onto the row sums (W (x inv) = (W x) inv; the norm's weight is folded into W by the host).
-        __shared__ float nss[16][RW_WARPS], ninv[16];
+        // the factor goes onto the row sums (W (x inv) = (W x) inv; the norm's weight is folded into W by the host),
+        // by the epilogue warp.
         {
             float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
@@ -339,14 +418,6 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #endif
         asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
         consumers_sync_rw();
-#if NORM
-        // Read after the first chunk's barrier.
-        if (threadIdx.x < RW_M) {
-            float tot = 0.0f;
-            for (int w = 0; w < RW_WARPS; ++w) tot += nss[threadIdx.x][w];
-            ninv[threadIdx.x] = rsqrtf(tot / (float)FD + eps);
-        }
-#endif
         // Shared-memory addresses (32-bit, advanced unit by unit): the lane's first word pair of a slot's row g (pair
         // m 32 bytes on); the warp's scale columns 2 ks and 2 ks + 1 (its two groups): rows 2t, 2t + 1's scales (4
         // bytes, 16 a unit on; the second column 2 rows bytes on) and row g's zero-point byte (4 a unit on; the second
@@ -359,6 +430,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         u32 ps_s = sums_s;
         int slot = 0, c0 = 0;  // the unit's slot; the first unit of the row sums' current chunk
         int buf = 0;           // the current chunk's buffer (0 or 1)
+        int chunk = 0;         // the current chunk
         u32 par = 0u;
         for (int j = 0; j < ns; ++j, sc_s += 16, zc_s += 4, ps_s += R * 4) {
             float sc[2][2];
@@ -375,7 +447,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 zlo[h] = (0x6400u | ((zb >> zsh) & 15u)) * 0x10001u;
                 zhi[h] = int4_zero_hi(zlo[h]);
             }
-            mbar_wait(full_s + 8 * slot, par);
+            if (!EXP_FFN_NOLOAD) mbar_wait(full_s + 8 * slot, par);  // (the decode alone: no wait)
             // The slot back to the producer (session 51: warp 0 refilling it instead, with no producer warp and so
             // 128 registers a thread, was slower: 16x14336x4096 17.2 -> 19.5 us, 4x 15.1 -> 18.7).
             const auto release = [&]() {
@@ -389,6 +461,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             };
             if (EXP_FFN_LOADONLY) {  // the stream alone (wo_stream.cuh): each unit released undecoded, the sums zero
                 release();
+                if (j == c0 && chunk >= 2) mbar_wait(smem_addr(&sempty[buf]), (u32)(((chunk >> 1) - 1) & 1));
                 for (int r = g; r < RW_M; r += 8) store(r, 0.0f, 0.0f);
             } else {
                 // Words w = 2m, 2m + 1 of the lane: the word pair m (q[h] holds words 4h .. 4h + 3).
@@ -424,6 +497,8 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 release();
                 // C fragment: d0 (x row g, weight row 2t), d1 (g, 2t + 1), d2 (g + 8, 2t), d3 (g + 8, 2t + 1); each
                 // group times its scales, into the warp's own sums (added in order below: the same bits every run).
+                // A chunk's first sums wait for its buffer's sums of two chunks before to have been read.
+                if (j == c0 && chunk >= 2) mbar_wait(smem_addr(&sempty[buf]), (u32)(((chunk >> 1) - 1) & 1));
                 if (g < RW_M) {
                     store(g, fmaf(sc[1][0], d[1][0], sc[0][0] * d[0][0]), fmaf(sc[1][1], d[1][1], sc[0][1] * d[0][1]));
                 }
@@ -433,25 +508,12 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             }
             if (++slot == RW_STEPS) slot = 0, par ^= 1u;
             if (j - c0 == RW_MMA_CH - 1 || j == ns - 1) {
-                // The chunk's row sums: every warp's in, added in warp order, stored.
-                consumers_sync_rw();
-                const int crows = (j - c0 + 1) * R;
-                const float* pbuf = psum + buf * (RW_M * RW_MMA_RS);
-                for (int i = threadIdx.x; i < RW_M * crows; i += RW_NC) {
-                    const int r = i / crows, rr = i % crows;
-                    const float* pr = pbuf + (size_t)r * RW_MMA_RS + rr;
-                    float v = 0.0f;
-#pragma unroll 4
-                    for (int w = 0; w < RW_WARPS; ++w) v += pr[w * (RW_MMA_CH * R)];
-                    const int row = c0 * R + rr;
-                    const size_t at = (size_t)r * n + (size_t)step_of(row / R) * R + row % R;
-#if NORM
-                    v *= ninv[r];
-#endif
-                    y[at] = f2out((ADD ? io2f(y[at]) : 0.0f) + v * gscale);
-                }
+                // The chunk's sums are in: to the epilogue warp.
+                __syncwarp();
+                if (lane == 0) mbar_arrive(smem_addr(&sfull[buf]), 1);
                 c0 = j + 1;
                 buf ^= 1;
+                ++chunk;
                 ps_s = sums_s + buf * (RW_M * RW_MMA_RS * 4) - R * 4;  // the loop's increment brings it to the chunk's start
             }
         }

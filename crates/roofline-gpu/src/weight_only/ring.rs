@@ -128,10 +128,12 @@ fn slices(format: WoFormat, k: usize) -> usize {
 
 /// Threads of a ring CTA for rows of `k` `format` values in `groups` row groups: the consumer warps (K slices x row
 /// groups) and the producer warp.
-/// On the tensor cores (`mma`, [`mma_plan`]) one row group of K / 256 warps.
+/// On the tensor cores (`mma`, [`mma_plan`]) one row group of K / 256 warps, and the epilogue warp (`RW_EPI`) that
+/// adds up their row sums and stores y (never more registers a thread: K / 256 is a multiple of 4, so 2 warps more
+/// stay within the same 128 threads of the allocation, [`register_room`]).
 fn cta_threads(format: WoFormat, k: usize, groups: usize, mma: bool) -> usize {
     if mma {
-        k / MMA_SLICE * 32 + 32
+        k / MMA_SLICE * 32 + 64
     } else {
         slices(format, k) * groups * 32 + 32
     }
@@ -178,7 +180,8 @@ const MMA_CHUNK: usize = 2;
 /// steps staged, two buffers of the row sums of [`MMA_CHUNK`] steps per warp, as many slots of whole row steps as
 /// fit beside them (up to `per`, at least 2 where it has 2). `None`: fewer fit.
 fn mma_layout(format: WoFormat, m: usize, k: usize, per: usize) -> Option<Layout> {
-    let sums = 2 * m * (k / MMA_SLICE) * MMA_CHUNK * STEP_ROWS * 4;
+    // The sums, and 16 bytes to align them (the epilogue warp reads them in 16-byte loads).
+    let sums = 2 * m * (k / MMA_SLICE) * MMA_CHUNK * STEP_ROWS * 4 + 16;
     let tables = table_bytes_per_row(format, k) * per * STEP_ROWS + sums;
     let slot = slot_bytes(format, k, 1);
     let slots = (ring_limit().min(SMEM_BUDGET.checked_sub(tables)?) / slot).min(per);
@@ -212,10 +215,17 @@ fn mma_plan(format: WoFormat, m: usize, k: usize) -> bool {
 /// ([`mma_auto`]). H200, session 51 (bench/results/h200-2026-11-29-session51 r11, r12), us, the bulk ring (the default
 /// before) / the ring on the tensor cores: 16x1024x4096 (1 step a CTA) 6.04 / 4.35, 12x4096x2048 (4) 6.00 / 4.82,
 /// 16x4096x3072 (4) 8.36 / 5.59, 9x6144x4096 (6) 9.68 / 8.20, 16x8192x4096 (8) 12.7 / 10.3; M = 9 / 12 / 16 at
-/// 10240x4096 (10) 12.4 / 11.6, 13.2 / 11.9, 13.8 / 13.0 and 14336x4096 (14) 15.2 / 15.0, 16.1 / 15.2, 16.7 / 15.8; but
-/// 28672x4096 (28) 25.5 / 26.8, 26.6 / 26.7, 27.2 / 27.3: past some units a CTA its 16 warps, all on each unit,
-/// issue more instructions a unit than the stream leaves time for.
-pub const MMA_AUTO_MAX_STEPS: usize = 14;
+/// 10240x4096 (10) 12.4 / 11.6, 13.2 / 11.9, 13.8 / 13.0 and 14336x4096 (14) 15.2 / 15.0, 16.1 / 15.2, 16.7 / 15.8.
+/// Session 52's epilogue warp (`RW_EPI`, h200-2026-11-29-session52 r5, r6) took the consumers' chunk barrier away:
+/// 28672x4096 (28) at M = 9 / 12 / 16 26.0 / 26.2, 27.0 / 25.9, 27.4 / 26.2 (session 51's kernel: 27.3 at M = 16),
+/// 16x57344x4096 (56) 50.6 / 50.1, but the LM head's 128256 rows (122) 99-101 / 104 at M = 16 and 95.7 / 101 at M = 9.
+/// In Llama-3.1-8B's decode step gate_up (28 steps) took 30.8 -> 26.5 us at batch 16 and 27.9 -> 26.1 at batch 9.
+pub const MMA_AUTO_MAX_STEPS: usize = 56;
+
+/// [`MMA_AUTO_MAX_STEPS`], or `ROOFLINE_RING_MMA_MAX_STEPS` for experiments.
+fn mma_auto_max_steps() -> usize {
+    std::env::var("ROOFLINE_RING_MMA_MAX_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(MMA_AUTO_MAX_STEPS)
+}
 
 /// Whether the engine takes `m` rows of `x` against `n x k` `format` weights to the ring on the tensor cores by
 /// default on `sm_count` SMs of `peak_gb_s` memory: [`mma_plan`] with FP16 x on fast memory ([`FAST_MEMORY_GB_S`],
@@ -230,7 +240,7 @@ pub fn mma_auto(
     peak_gb_s >= FAST_MEMORY_GB_S
         && x == XDtype::F16
         && (MMA_MIN_M..=MMA_MAX_M).contains(&m)
-        && plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma && p.per <= MMA_AUTO_MAX_STEPS)
+        && plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma && p.per <= mma_auto_max_steps())
 }
 
 /// Whether the ring GEMV takes `m x k` on the tensor cores ([`mma_plan`]) for `x` activations with `epilogue` and
@@ -1542,7 +1552,7 @@ mod tests {
     }
 
     /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x and any epilogue but SwiGLU on load,
-    /// K up to 4096; the default on fast memory up to 14 row steps a CTA (`Variant::best_in_step_on` leaves it to
+    /// K up to 4096; the default on fast memory up to 56 row steps a CTA (`Variant::best_in_step_on` leaves it to
     /// model-bench, which knows which linear is down_proj).
     #[test]
     fn int4_takes_the_tensor_core_ring_from_9_rows_at_small_n() {
@@ -1558,21 +1568,23 @@ mod tests {
         assert!(mma_takes((i4, f16), 16, 4096, (Epilogue::Add, Input::X)));
         assert!(mma_takes((i4, f16), 16, 4096, (Epilogue::Norm, Input::X)));
         assert!(!mma_takes((i4, f16), 16, 4096, (Epilogue::Add, Input::SwiGlu)));
-        // One row group of 16 warps and the producer; the row sums of two chunks of 2 steps.
+        // One row group of 16 warps, the producer and the epilogue warp; the row sums of two chunks of 2 steps.
         let p = plan_on(i4, 16, 14336, 4096, 132, 4900.0).unwrap();
-        assert!(p.mma && (p.groups, p.parts, p.per) == (1, 1, 14) && cta_threads(i4, 4096, 1, true) == 544);
+        assert!(p.mma && (p.groups, p.parts, p.per) == (1, 1, 14) && cta_threads(i4, 4096, 1, true) == 576);
         assert_eq!(p.layout.slots, 9);
-        // The default: fast memory, FP16 x, up to 14 steps a CTA (14336 rows: 13.6 on 132 SMs), not 28.
+        // The default: fast memory, FP16 x, up to 56 steps a CTA (28672 rows: 28 on 132 SMs), not the LM head's 122.
         let auto = |m, n, k, peak| mma_auto((i4, f16), (m, n, k), 132, peak);
         assert!(auto(16, 4096, 4096, 4900.0) && auto(9, 2048, 4096, 4900.0) && auto(12, 14336, 4096, 4900.0));
-        assert!(!auto(16, 28672, 4096, 4900.0) && !auto(16, 4096, 4096, 3352.0) && !auto(8, 4096, 4096, 4900.0));
+        assert!(auto(16, 28672, 4096, 4900.0) && auto(16, 57344, 4096, 4900.0) && !auto(16, 128256, 4096, 4900.0));
+        assert!(!auto(16, 4096, 4096, 3352.0) && !auto(8, 4096, 4096, 4900.0));
         assert!(!mma_auto((i4, bf16), (16, 4096, 4096), 132, 4900.0));
         assert!(auto_rows((i4, f16), (16, 4096, 4096), 132, 4900.0));
         let h200 = (132, 90, 4900.0);
         assert_eq!(Variant::best_on(i4, f16, 16, 4096, 4096, h200), Variant::XReg);
         assert_ne!(Variant::best_in_step_on(i4, f16, 16, 4096, 4096, h200), Variant::XReg);
         assert_eq!(Variant::best_on(i4, f16, 16, 14336, 4096, h200), Variant::XReg);
-        assert_ne!(Variant::best_on(i4, f16, 16, 28672, 4096, h200), Variant::XReg);
+        assert_eq!(Variant::best_on(i4, f16, 16, 28672, 4096, h200), Variant::XReg);
+        assert_ne!(Variant::best_on(i4, f16, 16, 128256, 4096, h200), Variant::XReg);
         // Refused with a message past what it takes.
         let nf4 = plan_on(WoFormat::Nf4, 16, 4096, 4096, 132, 4900.0).unwrap_err();
         assert!(nf4.contains("1 to 3 rows of x") && nf4.contains("INT4 g128 up to 16"), "{nf4}");
