@@ -12,6 +12,8 @@
 #   ab       .gpu/roofline-base against .gpu/roofline (INT4, the tensor-core ring forced) at AB_SHAPES
 #   steps    the tensor-core ring forced against the bulk ring at ST_SHAPES (many row steps a CTA)
 #   mbsteps  model-bench INT4 with the default bound of tensor-core ring steps and ROOFLINE_RING_MMA_MAX_STEPS=$MBS_STEPS
+#   final    the committed build: every-M test (INT4), model-bench GPU tests and INT4 batches, issue 11 table
+#   ab3      .gpu/roofline-base, .gpu/roofline and .gpu/roofline with AB3_EXTRA (INT4, the tensor-core ring forced)
 #   mb       model-bench Llama-3.1-8B INT4 (MB_LAYERS, default 8) at MB_BATCHES (default 16) by default and with
 #            --gemv ring=false, MB_REPS passes (default 1), into $out/mb.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session52.
@@ -54,15 +56,21 @@ if has dalone; then
     # The tensor-core ring forced (tune_table's "XReg RING" row) at DA_SHAPES: whole, its decode alone
     # (EXP_FFN_NOLOAD: no copies, no waits) and its loads alone (EXP_FFN_LOADONLY), with the offset decode and
     # with -DRW_MMA_OFF=0; wrong results accepted for the probes.
-    for base in "" "-DRW_MMA_OFF=0"; do
+    # DA_BINS: the test binaries in .gpu/ (default weight_only_gpu), DA_BASES the NVRTC option sets (default the offset
+    # decode and -DRW_MMA_OFF=0, session 52's r2; "-" none).
+    for bin in ${DA_BINS:-weight_only_gpu}; do
+    for base in ${DA_BASES:-"-" "-DRW_MMA_OFF=0"}; do
+        base=${base#-}
+        [[ $base == DRW* ]] && base=-$base
         for e in "" "-DEXP_FFN_NOLOAD=1" "-DEXP_FFN_LOADONLY=1"; do
-            echo "=== [$base $e]" | tee -a "$out/dalone.txt"
+            echo "=== $bin [$base $e]" | tee -a "$out/dalone.txt"
             ROOFLINE_NVRTC_EXTRA="$base $e" ROOFLINE_TUNE_SET=xreg ROOFLINE_TUNE_TOLERANCE=1e30 \
                 ROOFLINE_TUNE_SHAPES=${DA_SHAPES:-16x14336x4096,16x28672x4096,16x4096x4096} \
-                ROOFLINE_TUNE_FORMATS=INT4_G128 ROOFLINE_TUNE_ONLY="XReg RING" timeout 150 .gpu/weight_only_gpu \
+                ROOFLINE_TUNE_FORMATS=INT4_G128 ROOFLINE_TUNE_ONLY="XReg RING" timeout 150 .gpu/$bin \
                 --ignored tune_table --nocapture 2>&1 | grep -E "^TT |panicked|error" | cut -c1-200 \
                 | tee -a "$out/dalone.txt"
         done
+    done
     done
 fi
 if has ncusrc; then
@@ -113,6 +121,38 @@ if has mbsteps; then
                 (export ROOFLINE_RING_MMA_MAX_STEPS=${st#default}
                  MB_TIMEOUT=200 mb mbsteps "steps=$st batch $b" roofline --config llama-3.1-8b --schemes int4 \
                      --batch "$b" --layers ${MB_LAYERS:-8})
+            done
+        done
+    done
+fi
+if has final; then
+    # The committed build: weight_only_gpu's every-M test (INT4, every M through the engine's defaults), model-bench's
+    # GPU tests, model-bench Llama-3.1-8B INT4 (8 layers) at FI_BATCHES by default and with --gemv ring=false, and
+    # issue 11's table (`issue_table`), into $out/final*.txt.
+    ROOFLINE_TEST_FORMATS=INT4_G128 test_bin final-everym 250 weight_only_gpu --ignored --nocapture \
+        every_m_and_tiny_odd_shapes_through_the_raw_api
+    test_bin final-mbt 300 model_bench_gpu --ignored
+    for b in ${FI_BATCHES:-16 12 9}; do
+        for g in default ring=false; do
+            extra=()
+            [[ $g == default ]] || extra=(--gemv "$g")
+            MB_TIMEOUT=200 mb final-mb "$g batch $b" roofline --config llama-3.1-8b --schemes int4 --batch "$b" \
+                --layers 8 "${extra[@]}"
+        done
+    done
+    issue_table final-table
+fi
+if has ab3; then
+    # .gpu/roofline-base, .gpu/roofline and .gpu/roofline with ROOFLINE_NVRTC_EXTRA=$AB3_EXTRA (default
+    # -DRW_MMA_CHAINS=2), alternately, twice, INT4 at AB_SHAPES, the tensor-core ring forced, into $out/ab3.txt.
+    for s in ${AB_SHAPES:-16x14336x4096 9x14336x4096 16x28672x4096 16x4096x4096 12x10240x4096 16x1024x4096}; do
+        for rep in 1 2; do
+            for v in base new extra; do
+                bin=roofline extra=
+                [[ $v == base ]] && bin=roofline-base
+                [[ $v == extra ]] && extra=${AB3_EXTRA:--DRW_MMA_CHAINS=2}
+                (export BIN=$bin MEAS_TIMEOUT=40 ROOFLINE_NVRTC_EXTRA="$extra"
+                 meas ab3 "$v $extra" INT4_G128 "$s" "${AB_GEMV-variant=xreg,ring=true}")
             done
         done
     done
