@@ -3,19 +3,19 @@
 #   rtest    the ring GEMV's GPU reference test at RT_M rows of x (default 9,10,11,12,13,16: the tensor-core ring),
 #            INT4, FP16 x, with ROOFLINE_NVRTC_EXTRA=$RT_EXTRA (default empty: the build's own defines), into
 #            $out/rtest.txt; then weight_only_gpu's issue-shape test for INT4 (16x14336x4096 on the tensor-core ring)
-#   off      the tensor-core ring's offset decode (`RW_MMA_OFF`, the default) against the q - z decode
+#   off      the tensor-core ring's offset decode (`RW_MMA_OFF`, the default with the patch
+#            bench/results/h200-2026-11-29-session52/r1/offset-decode.patch applied on 956e716) against the q - z decode
 #            (-DRW_MMA_OFF=0) for INT4 at OFF_SHAPES, the ring forced (`--gemv variant=xreg,ring=true`), `env_ab`
 #            over ROOFLINE_NVRTC_EXTRA, into $out/off.txt; then the bulk ring (--gemv variant=xmma) at the same shapes
 #   def      `measure`'s default (INT4) at DEF_SHAPES, into $out/def.txt
-#   dalone   the tensor-core ring forced (tune_table "XReg RING"): whole, decode alone, loads alone, offset / q - z decode
+#   dalone   the tensor-core ring forced (tune_table "XReg RING"): whole, decode alone, loads alone, per test binary of
+#            DA_BINS and NVRTC option set of DA_BASES (the default's -DRW_MMA_OFF=0 set needs the r1 patch)
 #   ncusrc   ncu source page (stall samples per SASS instruction) of the tensor-core ring, offset and q - z decode
 #   ab       .gpu/roofline-base against .gpu/roofline (INT4, the tensor-core ring forced) at AB_SHAPES
 #   steps    the tensor-core ring forced against the bulk ring at ST_SHAPES (many row steps a CTA)
 #   mbsteps  model-bench INT4 with the default bound of tensor-core ring steps and ROOFLINE_RING_MMA_MAX_STEPS=$MBS_STEPS
 #   final    the committed build: every-M test (INT4), model-bench GPU tests and INT4 batches, issue 11 table
 #   ab3      .gpu/roofline-base, .gpu/roofline and .gpu/roofline with AB3_EXTRA (INT4, the tensor-core ring forced)
-#   mb       model-bench Llama-3.1-8B INT4 (MB_LAYERS, default 8) at MB_BATCHES (default 16) by default and with
-#            --gemv ring=false, MB_REPS passes (default 1), into $out/mb.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session52.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session52 "${1:-rtest}"
@@ -38,18 +38,6 @@ fi
 if has def; then
     for s in ${DEF_SHAPES:-16x14336x4096 12x14336x4096 9x14336x4096 16x4096x4096 16x28672x4096 16x1024x4096}; do
         MEAS_TIMEOUT=40 meas def default INT4_G128 "$s" ""
-    done
-fi
-if has mb; then
-    for rep in $(seq ${MB_REPS:-1}); do
-        for b in ${MB_BATCHES:-16}; do
-            for g in default ring=false; do
-                extra=()
-                [[ $g == default ]] || extra=(--gemv "$g")
-                MB_TIMEOUT=200 mb mb "$g batch $b" roofline --config llama-3.1-8b --schemes int4 --batch "$b" \
-                    --layers ${MB_LAYERS:-8} "${extra[@]}"
-            done
-        done
     done
 fi
 if has dalone; then
