@@ -112,8 +112,8 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 // mma.sync.m16n8k16 a word, x the A operand (rows g and g + 8 of x, in registers for the whole call, in the K order
 // the words' codes give, below) and the step's 8 rows the n8 columns. Each 128-value group accumulates on its own and
 // is scaled into the lane's sums of weight rows 2t, 2t + 1; every warp's sums go to shared memory (its own, so the
-// result has the same bits every run), which the epilogue warp (RW_EPI) adds and stores chunk by chunk (RW_MMA_CH). Each weight is decoded
-// once for all rows of x, the stream is the M = 1 ring's (session 51: the bulk ring's loads alone took 13.0 us at
+// result has the same bits every run), which the epilogue warp (RW_EPI) adds and stores chunk by chunk (RW_MMA_CH).
+// Each weight is decoded once for all rows of x, the stream is the M = 1 ring's (session 51: the bulk ring's loads alone took 13.0 us at
 // 16x14336x4096 against the M = 1 ring's 8.3), and x crosses from L2 once, 16 bytes a load.
 #ifndef RW_MMA
 #define RW_MMA 0
@@ -454,6 +454,10 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 __syncwarp();
                 if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);
             };
+            // A chunk's first sums wait for its buffer's sums of two chunks before to have been read.
+            const auto buffer_free = [&]() {
+                if (j == c0 && chunk >= 2) mbar_wait(smem_addr(&sempty[buf]), (u32)(((chunk >> 1) - 1) & 1));
+            };
             // The lane's sums of x row r at ps_s + 4 r RW_MMA_RS (the pair of weight rows 2t, 2t + 1).
             const auto store = [&](int r, float a, float b) {
                 asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(ps_s + r * (RW_MMA_RS * 4)), "f"(a), "f"(b)
@@ -461,7 +465,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             };
             if (EXP_FFN_LOADONLY) {  // the stream alone (wo_stream.cuh): each unit released undecoded, the sums zero
                 release();
-                if (j == c0 && chunk >= 2) mbar_wait(smem_addr(&sempty[buf]), (u32)(((chunk >> 1) - 1) & 1));
+                buffer_free();
                 for (int r = g; r < RW_M; r += 8) store(r, 0.0f, 0.0f);
             } else {
                 // Words w = 2m, 2m + 1 of the lane: the word pair m (q[h] holds words 4h .. 4h + 3).
@@ -496,9 +500,8 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 }
                 release();
                 // C fragment: d0 (x row g, weight row 2t), d1 (g, 2t + 1), d2 (g + 8, 2t), d3 (g + 8, 2t + 1); each
-                // group times its scales, into the warp's own sums (added in order below: the same bits every run).
-                // A chunk's first sums wait for its buffer's sums of two chunks before to have been read.
-                if (j == c0 && chunk >= 2) mbar_wait(smem_addr(&sempty[buf]), (u32)(((chunk >> 1) - 1) & 1));
+                // group times its scales, into the warp's own sums (added in order by the epilogue warp).
+                buffer_free();
                 if (g < RW_M) {
                     store(g, fmaf(sc[1][0], d[1][0], sc[0][0] * d[0][0]), fmaf(sc[1][1], d[1][1], sc[0][1] * d[0][1]));
                 }
