@@ -129,8 +129,8 @@ fn slices(format: WoFormat, k: usize) -> usize {
 /// Threads of a ring CTA for rows of `k` `format` values in `groups` row groups: the consumer warps (K slices x row
 /// groups) and the producer warp.
 /// On the tensor cores (`mma`, [`mma_plan`]) one row group of K / 256 warps, and the epilogue warp (`RW_EPI`) that
-/// adds up their row sums and stores y (never more registers a thread: K / 256 is a multiple of 4, so 2 warps more
-/// stay within the same 128 threads of the allocation, [`register_room`]).
+/// adds up their row sums and stores y (where K is a multiple of 1024, K / 256 warps are a multiple of 4 and the 2
+/// warps more stay within the same 128 threads of the register allocation as one would, [`register_room`]).
 fn cta_threads(format: WoFormat, k: usize, groups: usize, mma: bool) -> usize {
     if mma {
         k / MMA_SLICE * 32 + 64
