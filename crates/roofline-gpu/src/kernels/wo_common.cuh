@@ -214,6 +214,29 @@ __device__ __forceinline__ void int4_pairs_z(u32 v, u32 zlo, u32 zhi, u32 p[4]) 
     p[3] = hfma2(lop3_and_or(t, 0x00f000f0u, 0x64006400u), 0x2c002c00u, zhi);  // (q3, q7) - z
 }
 
+// int4_pairs_z for BF16 (the tensor-core ring with BF16 x): the same pairs as exact bf16x2 q - z. BF16 keeps 7
+// mantissa bits, so the high nibbles go one bit down first: the low ones as 128 + q (0x4300 | q) plus `zlo`, the
+// pair -(128 + z); the high ones as 128 + 8 q, times 1/8 plus `zhi`, the pair -(16 + z) (`int4_zero_pairs_bf16`):
+// 11 instructions a word against 9 (three shifts, one exact bf16x2 FMA a pair; weight_only_mma.cu's BF16 decode).
+__device__ __forceinline__ void int4_pairs_z_bf16(u32 v, u32 zlo, u32 zhi, u32 p[4]) {
+    const u32 v1 = v >> 1, v8 = v >> 8, v9 = v >> 9;
+    p[0] = lop3_and_or(v, 0x000f000fu, 0x43004300u);   // (q0, q4) + 128
+    p[1] = lop3_and_or(v8, 0x000f000fu, 0x43004300u);  // (q2, q6) + 128
+    p[2] = lop3_and_or(v1, 0x00780078u, 0x43004300u);  // 8 (q1, q5) + 128
+    p[3] = lop3_and_or(v9, 0x00780078u, 0x43004300u);  // 8 (q3, q7) + 128
+    asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(p[0]) : "r"(0x3f803f80u), "r"(zlo));
+    asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(p[1]) : "r"(0x3f803f80u), "r"(zlo));
+    asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(p[2]) : "r"(0x3e003e00u), "r"(zhi));
+    asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(p[3]) : "r"(0x3e003e00u), "r"(zhi));
+}
+
+// int4_pairs_z_bf16's zero-point pairs of INT4 zero point z (0-15): -(128 + z) and -(16 + z) in both bf16 halves
+// (128 + z: exponent 7, z the mantissa's low bits; 16 + z: exponent 4, z three bits up).
+__device__ __forceinline__ void int4_zero_pairs_bf16(u32 z, u32& zlo, u32& zhi) {
+    zlo = (0xc300u | z) * 0x10001u;
+    zhi = (0xc180u | (z << 3)) * 0x10001u;
+}
+
 // The 8 INT4 codes of word v against a[k] = (v_k, v_{k+4}) as f16x2, k < 4, less a zero point z: `int4_pairs_z`'s
 // pairs multiplied in f16x2 into two accumulators (codes 0, 2, 4, 6 and 1, 3, 5, 7). About 1.6 instructions per
 // weight against 3 for the f32 decode (shift, lop3, FMA each): the FFN is issue-bound (session 12, ncu: 3.8

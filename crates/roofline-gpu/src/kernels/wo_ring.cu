@@ -101,14 +101,20 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #ifndef EXP_RING_SKIPLAST
 #define EXP_RING_SKIPLAST 0
 #endif
+// EXP_MMA_NOX 1 (probe, wrong results): the tensor-core row step's x fragments made up instead of loaded, what x's
+// prologue loads cost (session 53: 16x14336x4096 15.3 -> 14.2 us).
+#ifndef EXP_MMA_NOX
+#define EXP_MMA_NOX 0
+#endif
 #if SILU_X && NORM
 #error "SwiGLU on load (SILU_X) takes no fused norm"
 #endif
-// RW_MMA 1 (INT4 g128 weights, FP16 x, 9 to 16 rows of x, a store, a residual add or a fused RMSNorm (its factor on
+// RW_MMA 1 (INT4 g128 weights, FP16 or BF16 x, 9 to 16 rows of x, a store, a residual add or a fused RMSNorm (its factor on
 // the row sums); host: ring.rs `mma_plan`): the tensor
 // cores take the row steps. Every unit (a row step, RW_KH 1, RW_GROUPS 1) is consumed by FD / 256 warps, warp ks
 // taking K values [256 ks, 256 ks + 256) of its 8 rows in the ring's own layout: lane (g, t) reads 8 words of row g,
-// decodes each to q - z in f16 (dot8hz's decode without its products: 9 instructions a word of 8 codes) and runs 2
+// decodes each to q - z in f16 (dot8hz's decode without its products: 9 instructions a word of 8 codes; with BF16 x
+// in bf16, int4_pairs_z_bf16: 11, and bf16 products) and runs 2
 // mma.sync.m16n8k16 a word, x the A operand (rows g and g + 8 of x, in registers for the whole call, in the K order
 // the words' codes give, below) and the step's 8 rows the n8 columns. Each 128-value group accumulates on its own and
 // is scaled into the lane's sums of weight rows 2t, 2t + 1; every warp's sums go to shared memory (its own, so the
@@ -153,8 +159,14 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 // consumer warps a chunk, then half of them adding, took a quarter of the warps' stall samples at 16x14336x4096).
 #define RW_EPI (RW_MMA ? 1 : 0)
 #define RW_THREADS (RW_NC + 32 * RW_PRODUCER + 32 * RW_EPI)
-#if RW_MMA && (FMT != 4 || XBF16 || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || RW_SSTREAM || !RW_PRODUCER)
-#error "RW_MMA takes INT4 g128 weights, FP16 x (no SwiGLU on load), whole row steps in one row group, staged scales"
+#if RW_MMA && (FMT != 4 || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || RW_SSTREAM || !RW_PRODUCER)
+#error "RW_MMA takes INT4 g128 weights (no SwiGLU on load), whole row steps in one row group, staged scales"
+#endif
+// The tensor-core row step's MMA: f16 products, or bf16 with BF16 x (the codes decoded to bf16 pairs, x as it is).
+#if XBF16
+#define RW_MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+#else
+#define RW_MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
 #endif
 #define RW_STAGE (8 * ROWB)  // bytes of one row step (8 rows)
 #define RW_KSP (RW_MMA ? RW_WARPS : KSL / RW_KH)  // K-slice warps a K part serves
@@ -382,8 +394,13 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #pragma unroll
         for (int w = 0; w < 8; ++w) {
             const int k0 = ks * 256 + 64 * (w >> 1) + 16 * t + 8 * (w & 1);
+#if EXP_MMA_NOX  // probe: x's prologue loads left out (fragments made of the lane's indices; wrong results)
+            const u32 fx = 0x3c003c00u ^ (u32)(k0 + g);
+            const uint4 v0 = make_uint4(fx, fx ^ 1u, fx ^ 2u, fx ^ 3u), v1 = make_uint4(fx ^ 4u, fx ^ 5u, fx ^ 6u, fx ^ 7u);
+#else
             const uint4 v0 = g < RW_M ? *(const uint4*)(x + (size_t)g * FD + k0) : make_uint4(0u, 0u, 0u, 0u);
             const uint4 v1 = g + 8 < RW_M ? *(const uint4*)(x + (size_t)(g + 8) * FD + k0) : v0;
+#endif
             xa[2 * w][0] = __byte_perm(v0.x, v0.z, 0x5410), xa[2 * w][2] = __byte_perm(v0.y, v0.w, 0x5410);
             xa[2 * w + 1][0] = __byte_perm(v0.x, v0.z, 0x7632), xa[2 * w + 1][2] = __byte_perm(v0.y, v0.w, 0x7632);
             xa[2 * w][1] = __byte_perm(v1.x, v1.z, 0x5410), xa[2 * w][3] = __byte_perm(v1.y, v1.w, 0x5410);
@@ -400,7 +417,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #pragma unroll
                 for (int i = 0; i < 4; ++i) {
                     float a, c;
-                    h2x2f(xa[b][i], a, c);
+                    x2f(xa[b][i], a, c);
                     if (i & 1) {
                         s1 = fmaf(a, a, fmaf(c, c, s1));
                     } else {
@@ -444,8 +461,12 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 sc[h][1] = h2f((u16)(s2 >> 16));
                 // int4_zero_pair's (1024 + z) pair as one multiply (the OR of its halves schedules this loop
                 // otherwise; this is the measured build's SASS).
+#if XBF16
+                int4_zero_pairs_bf16((zb >> zsh) & 15u, zlo[h], zhi[h]);
+#else
                 zlo[h] = (0x6400u | ((zb >> zsh) & 15u)) * 0x10001u;
                 zhi[h] = int4_zero_hi(zlo[h]);
+#endif
             }
             if (!EXP_FFN_NOLOAD) mbar_wait(full_s + 8 * slot, par);  // (the decode alone: no wait)
             // The slot back to the producer (session 51: warp 0 refilling it instead, with no producer warp and so
@@ -485,14 +506,18 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                     for (int h = 0; h < 2; ++h) {
                         // Blocks 8h + 2wd (codes 0, 4 | 2, 6: p[0], p[1]) and 8h + 2wd + 1 (codes 1, 5 | 3, 7), as q - z.
                         u32 p[4];
+#if XBF16
+                        int4_pairs_z_bf16(word(q[h], wd), zlo[h], zhi[h], p);
+#else
                         int4_pairs_z(word(q[h], wd), zlo[h], zhi[h], p);
+#endif
                         const u32* a0 = xa[8 * h + 2 * wd];
                         const u32* a1 = xa[8 * h + 2 * wd + 1];
-                        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                        asm(RW_MMA_OP "{%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                             "{%8, %9}, {%0, %1, %2, %3};"
                             : "+f"(d[h][0]), "+f"(d[h][1]), "+f"(d[h][2]), "+f"(d[h][3])
                             : "r"(a0[0]), "r"(a0[1]), "r"(a0[2]), "r"(a0[3]), "r"(p[0]), "r"(p[1]));
-                        asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                        asm(RW_MMA_OP "{%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                             "{%8, %9}, {%0, %1, %2, %3};"
                             : "+f"(d[h][0]), "+f"(d[h][1]), "+f"(d[h][2]), "+f"(d[h][3])
                             : "r"(a1[0]), "r"(a1[1]), "r"(a1[2]), "r"(a1[3]), "r"(p[2]), "r"(p[3]));

@@ -200,7 +200,7 @@ const MMA_MAX_K: usize = 4096;
 /// Whether the ring GEMV plans `m` rows of x against `k`-value rows of `format` on the tensor cores (`RW_MMA`): INT4
 /// g128 from [`MMA_MIN_M`] to [`MMA_MAX_M`] rows (also from one row with `ROOFLINE_RING_MMA=1`, for experiments), K
 /// a multiple of 1024 up to [`MMA_MAX_K`]. Each weight is decoded once for every row, as on the CUDA cores, but the
-/// products are mma.sync's; the stream is the ring's. Whether it runs also takes FP16 x and no SwiGLU on load
+/// products are mma.sync's; the stream is the ring's. Whether it runs also takes no SwiGLU on load
 /// ([`mma_takes`]).
 fn mma_plan(format: WoFormat, m: usize, k: usize) -> bool {
     let forced = std::env::var("ROOFLINE_RING_MMA").is_ok_and(|v| v == "1");
@@ -228,25 +228,29 @@ fn mma_auto_max_steps() -> usize {
 }
 
 /// Whether the engine takes `m` rows of `x` against `n x k` `format` weights to the ring on the tensor cores by
-/// default on `sm_count` SMs of `peak_gb_s` memory: [`mma_plan`] with FP16 x on fast memory ([`FAST_MEMORY_GB_S`],
-/// measured on the H200 only), up to [`MMA_AUTO_MAX_STEPS`] row steps a CTA: `Variant::best_on` for GEMVs alone, and
-/// model-bench for its qkv, o_proj and gate_up (not down_proj's SwiGLU on load: [`mma_takes`]).
+/// default on `sm_count` SMs of `peak_gb_s` memory: [`mma_plan`] on fast memory ([`FAST_MEMORY_GB_S`], measured on
+/// the H200 only), up to [`MMA_AUTO_MAX_STEPS`] row steps a CTA, with either x type: `Variant::best_on` for GEMVs
+/// alone, and model-bench for its qkv, o_proj and gate_up (not down_proj's SwiGLU on load: [`mma_takes`]). BF16 x
+/// (session 53, h200-2026-11-30-session53 r2, us, the bulk ring / the tensor-core ring, FP16 x's beside):
+/// 16x1024x4096 6.17 / 4.58 (4.54), 16x4096x4096 9.22 / 7.07 (6.90), 16x14336x4096 17.1 / 15.8 (15.2), 12x 16.7 /
+/// 16.1 (15.0), 9x 15.9 / 15.9 (14.7), 16x28672x4096 28.2 / 27.4 (26.1), 16x57344x4096 52.5 / 52.6 (50.0); the LM
+/// head's 122 steps 105 / 108 (103).
 pub fn mma_auto(
-    (format, x): (WoFormat, XDtype),
+    (format, _x): (WoFormat, XDtype),
     (m, n, k): (usize, usize, usize),
     sm_count: u32,
     peak_gb_s: f64,
 ) -> bool {
     peak_gb_s >= FAST_MEMORY_GB_S
-        && x == XDtype::F16
         && (MMA_MIN_M..=MMA_MAX_M).contains(&m)
         && plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma && p.per <= mma_auto_max_steps())
 }
 
 /// Whether the ring GEMV takes `m x k` on the tensor cores ([`mma_plan`]) for `x` activations with `epilogue` and
-/// `input`: FP16 x, any epilogue (the norm's factor applied to the row sums), not SwiGLU on load.
-pub fn mma_takes((format, x): (WoFormat, XDtype), m: usize, k: usize, (_, input): (Epilogue, Input)) -> bool {
-    mma_plan(format, m, k) && x == XDtype::F16 && input == Input::X
+/// `input`: FP16 or BF16 x (bf16 products, the codes decoded to exact bf16 pairs), any epilogue (the norm's factor
+/// applied to the row sums), not SwiGLU on load.
+pub fn mma_takes((format, _x): (WoFormat, XDtype), m: usize, k: usize, (_, input): (Epilogue, Input)) -> bool {
+    mma_plan(format, m, k) && input == Input::X
 }
 
 /// Row groups (of K / 1024 warps each) for `n` rows of `k` values of `format` on `sm_count` SMs:
@@ -1123,8 +1127,8 @@ pub fn compile_ring(
     let plan = plan_on(format, m, n, k, sm_count, peak_gb_s).map_err(GpuError::Unsupported)?;
     if plan.mma && !mma_takes((format, x), m, k, (epilogue, input)) {
         return Err(GpuError::Unsupported(format!(
-            "the ring GEMV takes {m} rows of x on the tensor cores with FP16 x and without SwiGLU on load, not {} x \
-             with {epilogue:?} of {input:?}",
+            "the ring GEMV takes {m} rows of x on the tensor cores without SwiGLU on load, not {} x with {epilogue:?} \
+             of {input:?}",
             x.name()
         )));
     }
@@ -1551,7 +1555,8 @@ mod tests {
         }
     }
 
-    /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x and any epilogue but SwiGLU on load,
+    /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x (BF16 x since session 53) and any
+    /// epilogue but SwiGLU on load,
     /// K up to 4096; the default on fast memory up to 56 row steps a CTA (`Variant::best_in_step_on` leaves it to
     /// model-bench, which knows which linear is down_proj).
     #[test]
@@ -1564,7 +1569,7 @@ mod tests {
         }
         assert!(mma_plan(i4, 9, 4096) && mma_plan(i4, 16, 1024) && !mma_plan(i4, 17, 4096));
         assert!(!mma_plan(i4, 16, 5120) && !mma_plan(WoFormat::Nf4, 16, 4096) && !mma_plan(WoFormat::Mxfp4, 12, 4096));
-        assert!(mma_takes((i4, f16), 16, 4096, store) && !mma_takes((i4, bf16), 16, 4096, store));
+        assert!(mma_takes((i4, f16), 16, 4096, store) && mma_takes((i4, bf16), 16, 4096, store));
         assert!(mma_takes((i4, f16), 16, 4096, (Epilogue::Add, Input::X)));
         assert!(mma_takes((i4, f16), 16, 4096, (Epilogue::Norm, Input::X)));
         assert!(!mma_takes((i4, f16), 16, 4096, (Epilogue::Add, Input::SwiGlu)));
@@ -1572,12 +1577,13 @@ mod tests {
         let p = plan_on(i4, 16, 14336, 4096, 132, 4900.0).unwrap();
         assert!(p.mma && (p.groups, p.parts, p.per) == (1, 1, 14) && cta_threads(i4, 4096, 1, true) == 576);
         assert_eq!(p.layout.slots, 9);
-        // The default: fast memory, FP16 x, up to 56 steps a CTA (28672 rows: 28 on 132 SMs), not the LM head's 122.
+        // The default: fast memory, either x, up to 56 steps a CTA (28672 rows: 28 on 132 SMs), not the LM head's 122.
         let auto = |m, n, k, peak| mma_auto((i4, f16), (m, n, k), 132, peak);
         assert!(auto(16, 4096, 4096, 4900.0) && auto(9, 2048, 4096, 4900.0) && auto(12, 14336, 4096, 4900.0));
         assert!(auto(16, 28672, 4096, 4900.0) && auto(16, 57344, 4096, 4900.0) && !auto(16, 128256, 4096, 4900.0));
         assert!(!auto(16, 4096, 4096, 3352.0) && !auto(8, 4096, 4096, 4900.0));
-        assert!(!mma_auto((i4, bf16), (16, 4096, 4096), 132, 4900.0));
+        assert!(mma_auto((i4, bf16), (16, 4096, 4096), 132, 4900.0));
+        assert!(!mma_auto((i4, bf16), (16, 128256, 4096), 132, 4900.0));
         assert!(auto_rows((i4, f16), (16, 4096, 4096), 132, 4900.0));
         let h200 = (132, 90, 4900.0);
         assert_eq!(Variant::best_on(i4, f16, 16, 4096, 4096, h200), Variant::XReg);
