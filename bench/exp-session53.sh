@@ -3,8 +3,9 @@
 #   rtest    the ring GEMV's GPU reference test at RT_M rows of x (default 9,10,11,12,13,16: the tensor-core ring),
 #            INT4, RT_X x (default fp16; "fp16,bf16" both), with ROOFLINE_NVRTC_EXTRA=$RT_EXTRA, into
 #            $out/rtest.txt; then weight_only_gpu's issue-shape test for INT4 (16x14336x4096 on the tensor-core ring)
-#   ab3      .gpu/roofline-base, .gpu/roofline and .gpu/roofline with AB3_EXTRA (default -DRW_MMA_CHAINS=1),
-#            alternately, twice, INT4 at AB_SHAPES, the tensor-core ring forced, into $out/ab3.txt
+#   ab3      .gpu/roofline-base, .gpu/roofline and .gpu/roofline with AB3_EXTRA (default -DRW_MMA_CHAINS=1; "skip":
+#            none), alternately, twice, INT4 (AB_X x, default FP16) at AB_SHAPES, the tensor-core ring forced, into
+#            $out/ab3.txt
 #   dalone   the tensor-core ring forced (tune_table "XReg RING"): whole, decode alone (EXP_FFN_NOLOAD), loads alone
 #            (EXP_FFN_LOADONLY) per NVRTC option set of DA_SETS (space-separated LABEL:OPTIONS, "LABEL:" none;
 #            default the build's own, -DRW_MMA_CHAINS=1 and -DEXP_MMA_NOX=1: x's prologue loads left out) at
@@ -27,10 +28,11 @@ if has ab3; then
     for s in $ab_shapes; do
         for rep in 1 2; do
             for v in base new extra; do
+                [[ $v == extra && ${AB3_EXTRA:-} == skip ]] && continue
                 bin=roofline extra=
                 [[ $v == base ]] && bin=roofline-base
                 [[ $v == extra ]] && extra=${AB3_EXTRA:--DRW_MMA_CHAINS=1}
-                (export BIN=$bin MEAS_TIMEOUT=40 ROOFLINE_NVRTC_EXTRA="$extra"
+                (export BIN=$bin MEAS_TIMEOUT=40 ROOFLINE_NVRTC_EXTRA="$extra" MEAS_X=${AB_X:-}
                  meas ab3 "$v $extra" INT4_G128 "$s" "${AB_GEMV-variant=xreg,ring=true}")
             done
         done

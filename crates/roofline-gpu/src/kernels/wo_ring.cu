@@ -444,11 +444,19 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         u32 zc_s = smem_addr(mz) + (2 * ks) * (rows / 2) + g / 2;
         const u32 zsh = 4 * (g & 1);
         const u32 sums_s = smem_addr(psum) + (ks * (RW_MMA_CH * R) + 2 * t) * 4;
+        // The chunk buffers' barriers (buffer b's 8 b bytes on), their addresses taken once: taken in the loop, ptxas
+        // rebuilt each from the CTA's shared window every pass (S2UR, UMOV; 203 -> 183 instructions a unit).
+        const u32 sfull_s = smem_addr(sfull), sempty_s = smem_addr(sempty);
         u32 ps_s = sums_s;
         int slot = 0, c0 = 0;  // the unit's slot; the first unit of the row sums' current chunk
         int buf = 0;           // the current chunk's buffer (0 or 1)
         int chunk = 0;         // the current chunk
         u32 par = 0u;
+        // Two units a pass (session 53, h200-2026-11-30-session53 r3-r5: with the addresses above, 16x14336x4096 15.3
+        // -> 14.6 us, 9x 14.7 -> 13.9, 16x28672x4096 26.2 -> 24.7; a loop of chunks with its units unrolled, fewer
+        // instructions a unit (165 against 175), measured slower at 9-12 rows: 9x14336x4096 14.2, 12x10240x4096 11.5
+        // against 11.2; unrolled by 4 the build spills).
+#pragma unroll 2
         for (int j = 0; j < ns; ++j, sc_s += 16, zc_s += 4, ps_s += R * 4) {
             float sc[2][2];
             u32 zlo[2], zhi[2];
@@ -477,7 +485,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             };
             // A chunk's first sums wait for its buffer's sums of two chunks before to have been read.
             const auto buffer_free = [&]() {
-                if (j == c0 && chunk >= 2) mbar_wait(smem_addr(&sempty[buf]), (u32)(((chunk >> 1) - 1) & 1));
+                if (j == c0 && chunk >= 2) mbar_wait(sempty_s + 8 * buf, (u32)(((chunk >> 1) - 1) & 1));
             };
             // The lane's sums of x row r at ps_s + 4 r RW_MMA_RS (the pair of weight rows 2t, 2t + 1).
             const auto store = [&](int r, float a, float b) {
@@ -538,7 +546,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             if (j - c0 == RW_MMA_CH - 1 || j == ns - 1) {
                 // The chunk's sums are in: to the epilogue warp.
                 __syncwarp();
-                if (lane == 0) mbar_arrive(smem_addr(&sfull[buf]), 1);
+                if (lane == 0) mbar_arrive(sfull_s + 8 * buf, 1);
                 c0 = j + 1;
                 buf ^= 1;
                 ++chunk;
