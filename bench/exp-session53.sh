@@ -12,6 +12,8 @@
 #            DA_SHAPES, into $out/dalone.txt (wrong results accepted: the probes compute them)
 #   bf16     INT4 with BF16 x at BF_SHAPES: the default (the bulk ring) against the tensor-core ring forced
 #            (variant=xreg,ring=true), twice, then FP16 x on the tensor-core ring beside, into $out/bf16.txt
+#   final    the committed build: weight_only_gpu's every-M test (INT4), model-bench's GPU tests, model-bench
+#            Llama-3.1-8B INT4 (8 layers) at FI_BATCHES (default 16 12 9), issue 11's table, into $out/final*.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session53.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session53 "${1:-rtest}"
@@ -57,4 +59,13 @@ if has bf16; then
         done
         MEAS_TIMEOUT=40 meas bf16 "fp16 ring" INT4_G128 "$s" variant=xreg,ring=true
     done
+fi
+if has final; then
+    ROOFLINE_TEST_FORMATS=INT4_G128 test_bin final-everym 250 weight_only_gpu --ignored --nocapture \
+        every_m_and_tiny_odd_shapes_through_the_raw_api
+    test_bin final-mbt 300 model_bench_gpu --ignored
+    for b in ${FI_BATCHES:-16 12 9}; do
+        MB_TIMEOUT=200 mb final-mb "batch $b" roofline --config llama-3.1-8b --schemes int4 --batch "$b" --layers 8
+    done
+    issue_table final-table
 fi
