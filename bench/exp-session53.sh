@@ -12,6 +12,9 @@
 #            DA_SHAPES, into $out/dalone.txt (wrong results accepted: the probes compute them)
 #   bf16     INT4 with BF16 x at BF_SHAPES: the default (the bulk ring) against the tensor-core ring forced
 #            (variant=xreg,ring=true), twice, then FP16 x on the tensor-core ring beside, into $out/bf16.txt
+#   chunk    the tensor-core ring's row steps a sums buffer (ROOFLINE_RING_MMA_CHUNK: default 2, CH_VALUES) at
+#            CH_SHAPES (INT4, FP16 x, the ring forced), `env_ab`, into $out/chunk.txt; first the ring test's
+#            tensor-core cases at 9 and 16 rows with ROOFLINE_RING_MMA_CHUNK=4
 #   final    the committed build: weight_only_gpu's every-M test (INT4), model-bench's GPU tests, model-bench
 #            Llama-3.1-8B INT4 (8 layers) at FI_BATCHES (default 16 12 9), issue 11's table, into $out/final*.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session53.
@@ -59,6 +62,13 @@ if has bf16; then
         done
         MEAS_TIMEOUT=40 meas bf16 "fp16 ring" INT4_G128 "$s" variant=xreg,ring=true
     done
+fi
+if has chunk; then
+    ROOFLINE_RING_MMA_CHUNK=4 ROOFLINE_TEST_M=9,16 ROOFLINE_TEST_FORMATS=INT4_G128 ROOFLINE_TEST_X=fp16 \
+        test_bin chunk-rtest 200 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    env_ab chunk CH ROOFLINE_RING_MMA_CHUNK "default ${CH_VALUES:-4 1}" \
+        "${CH_SHAPES:-16x14336x4096 9x14336x4096 16x28672x4096 12x10240x4096 16x4096x4096}" INT4_G128 \
+        variant=xreg,ring=true
 fi
 if has final; then
     ROOFLINE_TEST_FORMATS=INT4_G128 test_bin final-everym 250 weight_only_gpu --ignored --nocapture \

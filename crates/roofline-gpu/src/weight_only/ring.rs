@@ -174,14 +174,25 @@ const MMA_SLICE: usize = 256;
 
 /// Row steps whose row sums the tensor-core row step keeps in each of its two buffers (`RW_MMA_CH`): every warp's for
 /// every row of x, 32 KB for both at M = 16, K = 4096 (all of a CTA's 14 steps would take 112 KB from the ring).
+/// Session 53 (h200-2026-11-30-session53 r7, us, 2 / 4): 16x14336x4096 14.6 / 14.5, 9x 14.0 / 13.6, 16x28672x4096
+/// 24.95 / 24.15, but 12x10240x4096 (10 steps a CTA, 7 slots instead of 9) 11.3 / 11.8.
 const MMA_CHUNK: usize = 2;
+
+/// [`MMA_CHUNK`], or `ROOFLINE_RING_MMA_CHUNK` (1 to 8 row steps) for experiments.
+fn mma_chunk() -> usize {
+    std::env::var("ROOFLINE_RING_MMA_CHUNK")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|c| (1..=8).contains(c))
+        .unwrap_or(MMA_CHUNK)
+}
 
 /// The ring for the tensor-core row step ([`mma_plan`]) of `m` rows of x: the scale tables of the CTA's `per` row
 /// steps staged, two buffers of the row sums of [`MMA_CHUNK`] steps per warp, as many slots of whole row steps as
 /// fit beside them (up to `per`, at least 2 where it has 2). `None`: fewer fit.
 fn mma_layout(format: WoFormat, m: usize, k: usize, per: usize) -> Option<Layout> {
     // The sums, and 16 bytes to align them (the epilogue warp reads them in 16-byte loads).
-    let sums = 2 * m * (k / MMA_SLICE) * MMA_CHUNK * STEP_ROWS * 4 + 16;
+    let sums = 2 * m * (k / MMA_SLICE) * mma_chunk() * STEP_ROWS * 4 + 16;
     let tables = table_bytes_per_row(format, k) * per * STEP_ROWS + sums;
     let slot = slot_bytes(format, k, 1);
     let slots = (ring_limit().min(SMEM_BUDGET.checked_sub(tables)?) / slot).min(per);
@@ -1442,7 +1453,7 @@ fn options(
     opts.push(format!("-DRW_ROWS={}", per * STEP_ROWS));
     opts.push(format!("-DRW_GROUPS={groups}"));
     opts.push(format!("-DRW_MMA={}", u32::from(mma)));
-    opts.push(format!("-DRW_MMA_CH={MMA_CHUNK}"));
+    opts.push(format!("-DRW_MMA_CH={}", mma_chunk()));
     opts.push(format!("-DRW_MINB={}", ctas_per_sm()));
     opts.push(format!("-DNORM={}", u32::from(epilogue == Epilogue::Norm)));
     opts.push(format!("-DADD={}", u32::from(epilogue == Epilogue::Add)));
