@@ -15,6 +15,8 @@
 #   chunk    the tensor-core ring's row steps a sums buffer (ROOFLINE_RING_MMA_CHUNK: default 2, CH_VALUES) at
 #            CH_SHAPES (INT4, FP16 x, the ring forced), `env_ab`, into $out/chunk.txt; first the ring test's
 #            tensor-core cases at 9 and 16 rows with ROOFLINE_RING_MMA_CHUNK=4
+#   nvfp4    NVFP4 on the tensor-core ring: the ring test's tensor-core cases (9-16 rows, FP16 x), then `measure` of
+#            the ring forced against the bulk ring (variant=xmma) at NV_SHAPES, twice, into $out/nvfp4*.txt
 #   final    the committed build: weight_only_gpu's every-M test (INT4), model-bench's GPU tests, model-bench
 #            Llama-3.1-8B INT4 (8 layers) at FI_BATCHES (default 16 12 9), issue 11's table, into $out/final*.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session53.
@@ -69,6 +71,15 @@ if has chunk; then
     env_ab chunk CH ROOFLINE_RING_MMA_CHUNK "default ${CH_VALUES:-4 1}" \
         "${CH_SHAPES:-16x14336x4096 9x14336x4096 16x28672x4096 12x10240x4096 16x4096x4096}" INT4_G128 \
         variant=xreg,ring=true
+fi
+if has nvfp4; then
+    ROOFLINE_TEST_M=9,10,11,12,13,16 ROOFLINE_TEST_FORMATS=NVFP4 ROOFLINE_TEST_X=fp16 \
+        test_bin nvfp4-rtest 200 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    for s in ${NV_SHAPES:-16x14336x4096 9x14336x4096 16x4096x4096 16x28672x4096 12x10240x4096}; do
+        for rep in 1 2; do
+            for g in variant=xreg,ring=true variant=xmma; do MEAS_TIMEOUT=40 meas nvfp4 "$g" NVFP4 "$s" "$g"; done
+        done
+    done
 fi
 if has final; then
     ROOFLINE_TEST_FORMATS=INT4_G128 test_bin final-everym 250 weight_only_gpu --ignored --nocapture \

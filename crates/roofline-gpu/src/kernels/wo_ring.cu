@@ -109,18 +109,17 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #if SILU_X && NORM
 #error "SwiGLU on load (SILU_X) takes no fused norm"
 #endif
-// RW_MMA 1 (INT4 g128 weights, FP16 or BF16 x, 9 to 16 rows of x, a store, a residual add or a fused RMSNorm (its factor on
-// the row sums); host: ring.rs `mma_plan`): the tensor
-// cores take the row steps. Every unit (a row step, RW_KH 1, RW_GROUPS 1) is consumed by FD / 256 warps, warp ks
-// taking K values [256 ks, 256 ks + 256) of its 8 rows in the ring's own layout: lane (g, t) reads 8 words of row g,
-// decodes each to q - z in f16 (dot8hz's decode without its products: 9 instructions a word of 8 codes; with BF16 x
-// in bf16, int4_pairs_z_bf16: 11, and bf16 products) and runs 2
-// mma.sync.m16n8k16 a word, x the A operand (rows g and g + 8 of x, in registers for the whole call, in the K order
-// the words' codes give, below) and the step's 8 rows the n8 columns. Each 128-value group accumulates on its own and
-// is scaled into the lane's sums of weight rows 2t, 2t + 1; every warp's sums go to shared memory (its own, so the
-// result has the same bits every run), which the epilogue warp (RW_EPI) adds and stores chunk by chunk (RW_MMA_CH).
-// Each weight is decoded once for all rows of x, the stream is the M = 1 ring's (session 51: the bulk ring's loads alone took 13.0 us at
-// 16x14336x4096 against the M = 1 ring's 8.3), and x crosses from L2 once, 16 bytes a load.
+// RW_MMA 1 (INT4 g128 weights, FP16 or BF16 x, 9 to 16 rows of x, a store, a residual add or a fused RMSNorm (its
+// factor on the row sums); host: ring.rs `mma_plan`): the tensor cores take the row steps. Every unit (a row step,
+// RW_KH 1, RW_GROUPS 1) is consumed by FD / 256 warps, warp ks taking K values [256 ks, 256 ks + 256) of its 8 rows in
+// the ring's own layout: lane (g, t) reads 8 words of row g, decodes each to q - z in f16 (dot8hz's decode without its
+// products: 9 instructions a word of 8 codes; with BF16 x in bf16, int4_pairs_z_bf16: 11, and bf16 products) and runs 2
+// mma.sync.m16n8k16 a word, x the A operand (rows g and g + 8 of x, in registers for the whole call, in the K order the
+// words' codes give, below) and the step's 8 rows the n8 columns. Each 128-value group accumulates on its own and is
+// scaled into the lane's sums of weight rows 2t, 2t + 1; every warp's sums go to shared memory (its own, so the result
+// has the same bits every run), which the epilogue warp (RW_EPI) adds and stores chunk by chunk (RW_MMA_CH). Each
+// weight is decoded once for all rows of x, the stream is the M = 1 ring's (session 51: the bulk ring's loads alone
+// took 13.0 us at 16x14336x4096 against the M = 1 ring's 8.3), and x crosses from L2 once, 16 bytes a load.
 #ifndef RW_MMA
 #define RW_MMA 0
 #endif
@@ -159,9 +158,14 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 // consumer warps a chunk, then half of them adding, took a quarter of the warps' stall samples at 16x14336x4096).
 #define RW_EPI (RW_MMA ? 1 : 0)
 #define RW_THREADS (RW_NC + 32 * RW_PRODUCER + 32 * RW_EPI)
-#if RW_MMA && (FMT != 4 || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || RW_SSTREAM || !RW_PRODUCER)
-#error "RW_MMA takes INT4 g128 weights (no SwiGLU on load), whole row steps in one row group, staged scales"
+#if RW_MMA && ((FMT != 4 && FMT != 7) || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || RW_SSTREAM || !RW_PRODUCER)
+#error "RW_MMA takes INT4 g128 or NVFP4 weights (no SwiGLU on load), whole row steps in one row group, staged scales"
 #endif
+#if RW_MMA && FMT == 7 && XBF16
+#error "RW_MMA takes NVFP4 weights with FP16 x only"
+#endif
+// The tensor-core row step's factor on its sums: NVFP4's decode (e2m1_dev_pairs) gives the values times 2^-14.
+#define RW_MMA_UP (FMT == 7 ? E2M1_UP : 1.0f)
 // The tensor-core row step's MMA: f16 products, or bf16 with BF16 x (the codes decoded to bf16 pairs, x as it is).
 #if XBF16
 #define RW_MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -369,7 +373,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #else
                         const float f = vv[e];
 #endif
-                        y[at] = f2out((ADD ? io2f(y[at]) : 0.0f) + f * gscale);
+                        y[at] = f2out((ADD ? io2f(y[at]) : 0.0f) + f * (gscale * RW_MMA_UP));
                     }
                 }
             }
@@ -401,10 +405,16 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             const uint4 v0 = g < RW_M ? *(const uint4*)(x + (size_t)g * FD + k0) : make_uint4(0u, 0u, 0u, 0u);
             const uint4 v1 = g + 8 < RW_M ? *(const uint4*)(x + (size_t)(g + 8) * FD + k0) : v0;
 #endif
+#if FMT == 7
+            // NVFP4: e2m1_dev_pairs gives the codes in order, (0, 1), (2, 3) for block 2w, (4, 5), (6, 7) for 2w + 1.
+            xa[2 * w][0] = v0.x, xa[2 * w][2] = v0.y, xa[2 * w + 1][0] = v0.z, xa[2 * w + 1][2] = v0.w;
+            xa[2 * w][1] = v1.x, xa[2 * w][3] = v1.y, xa[2 * w + 1][1] = v1.z, xa[2 * w + 1][3] = v1.w;
+#else
             xa[2 * w][0] = __byte_perm(v0.x, v0.z, 0x5410), xa[2 * w][2] = __byte_perm(v0.y, v0.w, 0x5410);
             xa[2 * w + 1][0] = __byte_perm(v0.x, v0.z, 0x7632), xa[2 * w + 1][2] = __byte_perm(v0.y, v0.w, 0x7632);
             xa[2 * w][1] = __byte_perm(v1.x, v1.z, 0x5410), xa[2 * w][3] = __byte_perm(v1.y, v1.w, 0x5410);
             xa[2 * w + 1][1] = __byte_perm(v1.x, v1.z, 0x7632), xa[2 * w + 1][3] = __byte_perm(v1.y, v1.w, 0x7632);
+#endif
         }
 #if NORM
         // RMSNorm: each warp's sums of squares of its K slice of x rows g and g + 8 (past M: unused), added up below;
@@ -440,9 +450,17 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // bytes, 16 a unit on; the second column 2 rows bytes on) and row g's zero-point byte (4 a unit on; the second
         // column rows / 2 on); the lane's row sums in the chunk's buffer.
         const u32 code_s = smem_addr(smem) + g * ROWB + ks * 128 + t * 8;
+#if FMT == 7
+        // NVFP4: row g's E4M3 byte pair of column 8 ks + 2m + t / 2 (16 a unit on; column 2m 4m rows bytes on), the
+        // lane's block 4m + t the byte t & 1 of it (`ssel` splats it into both f16 halves).
+        u32 sc_s = smem_addr(ms) + ((8 * ks + (t >> 1)) * rows + g) * 2;
+        u32 zc_s = 0u;
+        const u32 ssel = (t & 1) ? 0x3232u : 0x1010u;
+#else
         u32 sc_s = smem_addr(ms) + ((2 * ks) * rows + 2 * t) * 2;
         u32 zc_s = smem_addr(mz) + (2 * ks) * (rows / 2) + g / 2;
         const u32 zsh = 4 * (g & 1);
+#endif
         const u32 sums_s = smem_addr(psum) + (ks * (RW_MMA_CH * R) + 2 * t) * 4;
         // The chunk buffers' barriers (buffer b's 8 b bytes on), their addresses taken once: taken in the loop, ptxas
         // rebuilt each from the CTA's shared window every pass (S2UR, UMOV; 203 -> 183 instructions a unit).
@@ -458,6 +476,16 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // against 11.2; unrolled by 4 the build spills).
 #pragma unroll 2
         for (int j = 0; j < ns; ++j, sc_s += 16, zc_s += 4, ps_s += R * 4) {
+#if FMT == 7
+            // The lane's four 16-value blocks' scales (words 2m, 2m + 1: block 4m + t of row g) as f16 pairs.
+            u32 s2[4];
+#pragma unroll
+            for (int m = 0; m < 4; ++m) {
+                u32 b;
+                asm("ld.shared.u16 %0, [%1];" : "=r"(b) : "r"(sc_s + m * rows * 4));
+                s2[m] = prmt(e4m3x2_to_h2(b), 0u, ssel);
+            }
+#else
             float sc[2][2];
             u32 zlo[2], zhi[2];
 #pragma unroll
@@ -476,6 +504,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 zhi[h] = int4_zero_hi(zlo[h]);
 #endif
             }
+#endif
             if (!EXP_FFN_NOLOAD) mbar_wait(full_s + 8 * slot, par);  // (the decode alone: no wait)
             // The slot back to the producer (session 51: warp 0 refilling it instead, with no producer warp and so
             // 128 registers a thread, was slower: 16x14336x4096 17.2 -> 19.5 us, 4x 15.1 -> 18.7).
@@ -514,7 +543,13 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                     for (int h = 0; h < 2; ++h) {
                         // Blocks 8h + 2wd (codes 0, 4 | 2, 6: p[0], p[1]) and 8h + 2wd + 1 (codes 1, 5 | 3, 7), as q - z.
                         u32 p[4];
-#if XBF16
+#if FMT == 7
+                        // NVFP4: the E2M1 values times 2^-14 (the epilogue's RW_MMA_UP takes it back), times the
+                        // block's E4M3 scale, exact in f16: 5 significant bits at most, 2^-24 to 0.17.
+                        e2m1_dev_pairs(word(q[h], wd), p);
+#pragma unroll
+                        for (int i = 0; i < 4; ++i) p[i] = hmul2(p[i], s2[2 * h + (wd >> 1)]);
+#elif XBF16
                         int4_pairs_z_bf16(word(q[h], wd), zlo[h], zhi[h], p);
 #else
                         int4_pairs_z(word(q[h], wd), zlo[h], zhi[h], p);
@@ -535,12 +570,18 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 // C fragment: d0 (x row g, weight row 2t), d1 (g, 2t + 1), d2 (g + 8, 2t), d3 (g + 8, 2t + 1); each
                 // group times its scales, into the warp's own sums (added in order by the epilogue warp).
                 buffer_free();
+#if FMT == 7
+                // NVFP4: the block scales are in the products; the two chains' sums added.
+                if (g < RW_M) store(g, d[0][0] + d[1][0], d[0][1] + d[1][1]);
+                if (g + 8 < RW_M) store(g + 8, d[0][2] + d[1][2], d[0][3] + d[1][3]);
+#else
                 if (g < RW_M) {
                     store(g, fmaf(sc[1][0], d[1][0], sc[0][0] * d[0][0]), fmaf(sc[1][1], d[1][1], sc[0][1] * d[0][1]));
                 }
                 if (g + 8 < RW_M) {
                     store(g + 8, fmaf(sc[1][0], d[1][2], sc[0][0] * d[0][2]), fmaf(sc[1][1], d[1][3], sc[0][1] * d[0][3]));
                 }
+#endif
             }
             if (++slot == RW_STEPS) slot = 0, par ^= 1u;
             if (j - c0 == RW_MMA_CH - 1 || j == ns - 1) {

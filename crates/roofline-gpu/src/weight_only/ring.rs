@@ -209,13 +209,14 @@ fn mma_layout(format: WoFormat, m: usize, k: usize, per: usize) -> Option<Layout
 const MMA_MAX_K: usize = 4096;
 
 /// Whether the ring GEMV plans `m` rows of x against `k`-value rows of `format` on the tensor cores (`RW_MMA`): INT4
-/// g128 from [`MMA_MIN_M`] to [`MMA_MAX_M`] rows (also from one row with `ROOFLINE_RING_MMA=1`, for experiments), K
-/// a multiple of 1024 up to [`MMA_MAX_K`]. Each weight is decoded once for every row, as on the CUDA cores, but the
-/// products are mma.sync's; the stream is the ring's. Whether it runs also takes no SwiGLU on load
+/// g128 (since session 53 also NVFP4, its E4M3 block scales multiplied into the decoded f16 pairs, exactly) from
+/// [`MMA_MIN_M`] to [`MMA_MAX_M`] rows (also from one row with `ROOFLINE_RING_MMA=1`, for experiments), K a multiple
+/// of 1024 up to [`MMA_MAX_K`]. Each weight is decoded once for every row, as on the CUDA cores, but the products are
+/// mma.sync's; the stream is the ring's. Whether it runs also takes the x type and no SwiGLU on load
 /// ([`mma_takes`]).
 fn mma_plan(format: WoFormat, m: usize, k: usize) -> bool {
     let forced = std::env::var("ROOFLINE_RING_MMA").is_ok_and(|v| v == "1");
-    format == WoFormat::Int4G128
+    matches!(format, WoFormat::Int4G128 | WoFormat::Nvfp4)
         && k % MMA_SLICE == 0
         && k <= MMA_MAX_K
         && (m >= MMA_MIN_M || forced && m >= 1)
@@ -240,28 +241,36 @@ fn mma_auto_max_steps() -> usize {
 
 /// Whether the engine takes `m` rows of `x` against `n x k` `format` weights to the ring on the tensor cores by
 /// default on `sm_count` SMs of `peak_gb_s` memory: [`mma_plan`] on fast memory ([`FAST_MEMORY_GB_S`], measured on
-/// the H200 only), up to [`MMA_AUTO_MAX_STEPS`] row steps a CTA, with either x type: `Variant::best_on` for GEMVs
-/// alone, and model-bench for its qkv, o_proj and gate_up (not down_proj's SwiGLU on load: [`mma_takes`]). BF16 x
+/// the H200 only), up to [`MMA_AUTO_MAX_STEPS`] row steps a CTA, with the x types [`mma_takes`] takes:
+/// `Variant::best_on` for GEMVs alone, and model-bench for its qkv, o_proj and gate_up (not down_proj's SwiGLU on load: [`mma_takes`]). BF16 x
 /// (session 53, h200-2026-11-30-session53 r2, us, the bulk ring / the tensor-core ring, FP16 x's beside):
 /// 16x1024x4096 6.17 / 4.58 (4.54), 16x4096x4096 9.22 / 7.07 (6.90), 16x14336x4096 17.1 / 15.8 (15.2), 12x 16.7 /
 /// 16.1 (15.0), 9x 15.9 / 15.9 (14.7), 16x28672x4096 28.2 / 27.4 (26.1), 16x57344x4096 52.5 / 52.6 (50.0); the LM
-/// head's 122 steps 105 / 108 (103).
+/// head's 122 steps 105 / 108 (103). NVFP4 with FP16 x (session 53 r8, the bulk ring / the tensor-core ring):
+/// 16x4096x4096 9.50 / 7.42, 12x10240x4096 13.9 / 11.8, 9x14336x4096 16.45 / 14.7, 16x14336x4096 17.7 / 15.4; where
+/// its M = 1 build streams the scales (28672 and 57344 rows of 4096 on fast memory) [`plan_on`] refuses it.
 pub fn mma_auto(
-    (format, _x): (WoFormat, XDtype),
+    (format, x): (WoFormat, XDtype),
     (m, n, k): (usize, usize, usize),
     sm_count: u32,
     peak_gb_s: f64,
 ) -> bool {
     peak_gb_s >= FAST_MEMORY_GB_S
+        && mma_x(format, x)
         && (MMA_MIN_M..=MMA_MAX_M).contains(&m)
         && plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma && p.per <= mma_auto_max_steps())
 }
 
 /// Whether the ring GEMV takes `m x k` on the tensor cores ([`mma_plan`]) for `x` activations with `epilogue` and
-/// `input`: FP16 or BF16 x (bf16 products, the codes decoded to exact bf16 pairs), any epilogue (the norm's factor
-/// applied to the row sums), not SwiGLU on load.
-pub fn mma_takes((format, _x): (WoFormat, XDtype), m: usize, k: usize, (_, input): (Epilogue, Input)) -> bool {
-    mma_plan(format, m, k) && input == Input::X
+/// `input`: INT4 with FP16 x (f16 products) or BF16 x (bf16 products, the codes decoded to exact bf16 pairs), NVFP4
+/// with FP16 x; any epilogue (the norm's factor applied to the row sums), not SwiGLU on load.
+pub fn mma_takes((format, x): (WoFormat, XDtype), m: usize, k: usize, (_, input): (Epilogue, Input)) -> bool {
+    mma_plan(format, m, k) && mma_x(format, x) && input == Input::X
+}
+
+/// Whether the tensor-core row step takes `format` with `x` activations ([`mma_takes`]).
+fn mma_x(format: WoFormat, x: XDtype) -> bool {
+    format == WoFormat::Int4G128 || x == XDtype::F16
 }
 
 /// Row groups (of K / 1024 warps each) for `n` rows of `k` values of `format` on `sm_count` SMs:
@@ -1046,10 +1055,19 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
         ));
     }
     let mma = mma_plan(format, batch, k);
+    // The tensor-core row step reads staged scale tables; builds for more rows of x keep the M = 1 build's tables
+    // (`streams_scales`), which INT4 always stages and NVFP4 streams at some shapes (the LM head on fast memory).
+    if mma && batch > 1 && format != WoFormat::Int4G128 && streams_scales(format, n, k, sm_count, peak_gb_s) {
+        return Err(format!(
+            "{batch}x{n}x{k} {}: the ring's M = 1 build streams the scales here, and the tensor-core row step stages \
+             them",
+            format.format()
+        ));
+    }
     if !(1..=MAX_M).contains(&batch) && !mma {
         return Err(format!(
-            "the ring GEMV multiplies 1 to {MAX_M} rows of x (INT4 g128 up to {MMA_MAX_M} on the tensor cores, K up \
-             to {MMA_MAX_K}), not {batch}"
+            "the ring GEMV multiplies 1 to {MAX_M} rows of x (INT4 g128 and NVFP4 up to {MMA_MAX_M} on the tensor \
+             cores, K up to {MMA_MAX_K}), not {batch}"
         ));
     }
     let max = max_k(format);
@@ -1138,8 +1156,10 @@ pub fn compile_ring(
     let plan = plan_on(format, m, n, k, sm_count, peak_gb_s).map_err(GpuError::Unsupported)?;
     if plan.mma && !mma_takes((format, x), m, k, (epilogue, input)) {
         return Err(GpuError::Unsupported(format!(
-            "the ring GEMV takes {m} rows of x on the tensor cores without SwiGLU on load, not {} x with {epilogue:?} \
-             of {input:?}",
+            "the ring GEMV takes {m} rows of {} weights on the tensor cores with {} x, without SwiGLU on load, not {} x \
+             with {epilogue:?} of {input:?}",
+            format.format(),
+            if format == WoFormat::Int4G128 { "FP16 or BF16" } else { "FP16" },
             x.name()
         )));
     }
@@ -1567,9 +1587,8 @@ mod tests {
     }
 
     /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x (BF16 x since session 53) and any
-    /// epilogue but SwiGLU on load,
-    /// K up to 4096; the default on fast memory up to 56 row steps a CTA (`Variant::best_in_step_on` leaves it to
-    /// model-bench, which knows which linear is down_proj).
+    /// epilogue but SwiGLU on load, K up to 4096; the default on fast memory up to 56 row steps a CTA
+    /// (`Variant::best_in_step_on` leaves it to model-bench, which knows which linear is down_proj).
     #[test]
     fn int4_takes_the_tensor_core_ring_from_9_rows_at_small_n() {
         use super::super::Variant;
@@ -1580,6 +1599,22 @@ mod tests {
         }
         assert!(mma_plan(i4, 9, 4096) && mma_plan(i4, 16, 1024) && !mma_plan(i4, 17, 4096));
         assert!(!mma_plan(i4, 16, 5120) && !mma_plan(WoFormat::Nf4, 16, 4096) && !mma_plan(WoFormat::Mxfp4, 12, 4096));
+        // NVFP4 (session 53) with FP16 x only; not where its M = 1 build streams the scales (28672 rows and more of
+        // 4096 on fast memory).
+        let nv = WoFormat::Nvfp4;
+        assert!(
+            mma_plan(nv, 16, 4096) && mma_takes((nv, f16), 16, 4096, store) && !mma_takes((nv, bf16), 16, 4096, store)
+        );
+        assert!(plan_on(nv, 16, 14336, 4096, 132, 4900.0).unwrap().mma);
+        assert!(streams_scales(nv, 28672, 4096, 132, 4900.0) && plan_on(nv, 16, 28672, 4096, 132, 4900.0).is_err());
+        assert!(
+            mma_auto((nv, f16), (16, 14336, 4096), 132, 4900.0)
+                && !mma_auto((nv, bf16), (16, 14336, 4096), 132, 4900.0)
+        );
+        let h200 = (132, 90, 4900.0);
+        assert_eq!(Variant::best_on(nv, f16, 12, 14336, 4096, h200), Variant::XReg);
+        assert_ne!(Variant::best_on(nv, bf16, 12, 14336, 4096, h200), Variant::XReg);
+        assert_ne!(Variant::best_on(nv, f16, 16, 28672, 4096, h200), Variant::XReg);
         assert!(mma_takes((i4, f16), 16, 4096, store) && mma_takes((i4, bf16), 16, 4096, store));
         assert!(mma_takes((i4, f16), 16, 4096, (Epilogue::Add, Input::X)));
         assert!(mma_takes((i4, f16), 16, 4096, (Epilogue::Norm, Input::X)));
@@ -1596,7 +1631,6 @@ mod tests {
         assert!(mma_auto((i4, bf16), (16, 4096, 4096), 132, 4900.0));
         assert!(!mma_auto((i4, bf16), (16, 128256, 4096), 132, 4900.0));
         assert!(auto_rows((i4, f16), (16, 4096, 4096), 132, 4900.0));
-        let h200 = (132, 90, 4900.0);
         assert_eq!(Variant::best_on(i4, f16, 16, 4096, 4096, h200), Variant::XReg);
         assert_ne!(Variant::best_in_step_on(i4, f16, 16, 4096, 4096, h200), Variant::XReg);
         assert_eq!(Variant::best_on(i4, f16, 16, 14336, 4096, h200), Variant::XReg);
@@ -1604,7 +1638,7 @@ mod tests {
         assert_ne!(Variant::best_on(i4, f16, 16, 128256, 4096, h200), Variant::XReg);
         // Refused with a message past what it takes.
         let nf4 = plan_on(WoFormat::Nf4, 16, 4096, 4096, 132, 4900.0).unwrap_err();
-        assert!(nf4.contains("1 to 3 rows of x") && nf4.contains("INT4 g128 up to 16"), "{nf4}");
+        assert!(nf4.contains("1 to 3 rows of x") && nf4.contains("INT4 g128 and NVFP4 up to 16"), "{nf4}");
     }
 
     #[test]

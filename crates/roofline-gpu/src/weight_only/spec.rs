@@ -35,7 +35,7 @@ pub const GEMV_KEYS: &[(&str, &str)] = &[
     ("tile_reduce", "XMma: reduce after every row tile, true | false"),
     ("atomic_reduce", "XMma: sums added with shared-memory atomics, reduced once per CTA, true | false"),
     ("x_smem", "XMma: x in shared memory, each warp streams whole row tiles along K, true | false"),
-    ("ring", "XReg INT4, NF4, MXFP4, NVFP4, FP8, INT8, FP16 or BF16 (K up to 15360) at M = 1 to 3 (FP16 or BF16 x; K a multiple of 1024, sm_90+), and INT4 at M = 9 to 16 on the tensor cores (FP16 or BF16 x, K up to 4096, no SwiGLU on load): rows streamed into a shared-memory ring by bulk copies, each weight decoded once for every row of x (the default at M = 2 for 4- and 8-bit weights on fast memory, and for INT4 at M = 9-16 up to 56 row steps a CTA), true | false"),
+    ("ring", "XReg INT4, NF4, MXFP4, NVFP4, FP8, INT8, FP16 or BF16 (K up to 15360) at M = 1 to 3 (FP16 or BF16 x; K a multiple of 1024, sm_90+), and INT4 (FP16 or BF16 x) and NVFP4 (FP16 x) at M = 9 to 16 on the tensor cores (K up to 4096, no SwiGLU on load): rows streamed into a shared-memory ring by bulk copies, each weight decoded once for every row of x (the default at M = 2 for 4- and 8-bit weights on fast memory, and for INT4 at M = 9-16 up to 56 row steps a CTA), true | false"),
     ("xh", "XReg 4-bit at M = 1: x in f16x2 pairs, codes decoded to f16 and multiplied in f16x2, true | false"),
     ("bulk", "XMma with x in shared memory (sm_90+): each warp's weight tiles streamed through a shared-memory ring of `stages` slots by bulk copies, true | false"),
     ("cluster", "XMma with bulk rings in 2-8 K splits: a row block's splits as one thread-block cluster, summed through distributed shared memory, true | false"),
