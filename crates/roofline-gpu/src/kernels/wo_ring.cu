@@ -109,14 +109,15 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #if SILU_X && NORM
 #error "SwiGLU on load (SILU_X) takes no fused norm"
 #endif
-// RW_MMA 1 (INT4 g128 weights, FP16 or BF16 x, 9 to 16 rows of x, a store, a residual add or a fused RMSNorm (its
-// factor on the row sums); host: ring.rs `mma_plan`): the tensor cores take the row steps. Every unit (a row step,
-// RW_KH 1, RW_GROUPS 1) is consumed by FD / 256 warps, warp ks taking K values [256 ks, 256 ks + 256) of its 8 rows in
-// the ring's own layout: lane (g, t) reads 8 words of row g, decodes each to q - z in f16 (dot8hz's decode without its
-// products: 9 instructions a word of 8 codes; with BF16 x in bf16, int4_pairs_z_bf16: 11, and bf16 products) and runs 2
-// mma.sync.m16n8k16 a word, x the A operand (rows g and g + 8 of x, in registers for the whole call, in the K order the
-// words' codes give, below) and the step's 8 rows the n8 columns. Each 128-value group accumulates on its own and is
-// scaled into the lane's sums of weight rows 2t, 2t + 1; every warp's sums go to shared memory (its own, so the result
+// RW_MMA 1 (INT4 g128 weights with FP16 or BF16 x, NVFP4 with FP16 x; 9 to 16 rows of x, a store, a residual add or a
+// fused RMSNorm (its factor on the row sums); host: ring.rs `mma_plan`): the tensor cores take the row steps. Every
+// unit (a row step, RW_KH 1, RW_GROUPS 1) is consumed by FD / 256 warps, warp ks taking K values [256 ks, 256 ks + 256)
+// of its 8 rows in the ring's own layout: lane (g, t) reads 8 words of row g, decodes each to q - z in f16 (dot8hz's
+// decode without its products: 9 instructions a word of 8 codes; with BF16 x in bf16, int4_pairs_z_bf16: 11, and bf16
+// products; NVFP4: its E2M1 pairs times the block's E4M3 scale, below) and runs 2 mma.sync.m16n8k16 a word, x the A
+// operand (rows g and g + 8 of x, in registers for the whole call, in the K order the words' codes give, below) and the
+// step's 8 rows the n8 columns. Each 128-value group accumulates on its own and is scaled into the lane's sums of
+// weight rows 2t, 2t + 1 (NVFP4's sums need no scale); every warp's sums go to shared memory (its own, so the result
 // has the same bits every run), which the epilogue warp (RW_EPI) adds and stores chunk by chunk (RW_MMA_CH). Each
 // weight is decoded once for all rows of x, the stream is the M = 1 ring's (session 51: the bulk ring's loads alone
 // took 13.0 us at 16x14336x4096 against the M = 1 ring's 8.3), and x crosses from L2 once, 16 bytes a load.
