@@ -1586,6 +1586,34 @@ mod tests {
         }
     }
 
+    /// The NVFP4 tensor-core row step (wo_ring.cu `RW_MMA`, FMT 7) multiplies each decoded E2M1 value (times 2^-14, as
+    /// `e2m1_dev_pairs` gives it) by its block's E4M3 scale in f16 (`mul.rn.f16x2`) and sums the blocks in the same
+    /// chains: that product must be exact in f16 for every code and every finite scale.
+    #[test]
+    fn nvfp4_block_scale_times_decoded_value_is_exact_in_f16() {
+        use half::f16;
+        use roofline_quant::minifloat::{E2M1, E4M3};
+        let mut checked = 0;
+        for code in 0..16 {
+            let v = f64::from(E2M1.decode(code)) * 2f64.powi(-14);
+            let p = f16::from_f64(v);
+            assert_eq!(p.to_f64(), v, "E2M1 code {code}");
+            for b in 0..=255u32 {
+                let s = E4M3.decode(b);
+                if !s.is_finite() || s.abs() > 448.0 {
+                    continue;
+                }
+                let sh = f16::from_f32(s);
+                assert_eq!(sh.to_f32(), s, "E4M3 byte {b:#x}");
+                // f16 x f16 is exact in f32; rounding that to f16 is what mul.rn.f16x2 gives.
+                let prod = f16::from_f32(p.to_f32() * sh.to_f32());
+                assert_eq!(prod.to_f64(), v * f64::from(s), "E2M1 code {code} x E4M3 byte {b:#x}");
+                checked += 1;
+            }
+        }
+        assert!(checked >= 16 * 252, "{checked} products checked");
+    }
+
     /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x (BF16 x since session 53) and any
     /// epilogue but SwiGLU on load, K up to 4096; the default on fast memory up to 56 row steps a CTA
     /// (`Variant::best_in_step_on` leaves it to model-bench, which knows which linear is down_proj).
