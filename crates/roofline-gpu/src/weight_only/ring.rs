@@ -239,16 +239,16 @@ fn mma_auto_max_steps() -> usize {
     std::env::var("ROOFLINE_RING_MMA_MAX_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(MMA_AUTO_MAX_STEPS)
 }
 
-/// Whether the engine takes `m` rows of `x` against `n x k` `format` weights to the ring on the tensor cores by
-/// default on `sm_count` SMs of `peak_gb_s` memory: [`mma_plan`] on fast memory ([`FAST_MEMORY_GB_S`], measured on
-/// the H200 only), up to [`MMA_AUTO_MAX_STEPS`] row steps a CTA, with the x types [`mma_takes`] takes:
-/// `Variant::best_on` for GEMVs alone, and model-bench for its qkv, o_proj and gate_up (not down_proj's SwiGLU on load: [`mma_takes`]). BF16 x
-/// (session 53, h200-2026-11-30-session53 r2, us, the bulk ring / the tensor-core ring, FP16 x's beside):
-/// 16x1024x4096 6.17 / 4.58 (4.54), 16x4096x4096 9.22 / 7.07 (6.90), 16x14336x4096 17.1 / 15.8 (15.2), 12x 16.7 /
-/// 16.1 (15.0), 9x 15.9 / 15.9 (14.7), 16x28672x4096 28.2 / 27.4 (26.1), 16x57344x4096 52.5 / 52.6 (50.0); the LM
-/// head's 122 steps 105 / 108 (103). NVFP4 with FP16 x (session 53 r8, the bulk ring / the tensor-core ring):
-/// 16x4096x4096 9.50 / 7.42, 12x10240x4096 13.9 / 11.8, 9x14336x4096 16.45 / 14.7, 16x14336x4096 17.7 / 15.4; where
-/// its M = 1 build streams the scales (28672 and 57344 rows of 4096 on fast memory) [`plan_on`] refuses it.
+/// Whether the engine takes `m` rows of `x` against `n x k` `format` weights to the ring on the tensor cores by default
+/// on `sm_count` SMs of `peak_gb_s` memory: [`mma_plan`] on fast memory ([`FAST_MEMORY_GB_S`], measured on the H200
+/// only), up to [`MMA_AUTO_MAX_STEPS`] row steps a CTA, with the x types [`mma_takes`] takes: `Variant::best_on` for
+/// GEMVs alone, and model-bench for its qkv, o_proj and gate_up (not down_proj's SwiGLU on load: [`mma_takes`]). BF16 x
+/// (session 53, h200-2026-11-30-session53 r2, us, the bulk ring / the tensor-core ring, FP16 x's beside): 16x1024x4096
+/// 6.17 / 4.58 (4.54), 16x4096x4096 9.22 / 7.07 (6.90), 16x14336x4096 17.1 / 15.8 (15.2), 12x 16.7 / 16.1 (15.0), 9x
+/// 15.9 / 15.9 (14.7), 16x28672x4096 28.2 / 27.4 (26.1), 16x57344x4096 52.5 / 52.6 (50.0); the LM head's 122 steps 105
+/// / 108 (103). NVFP4 with FP16 x (session 53 r8, the bulk ring / the tensor-core ring): 16x4096x4096 9.50 / 7.42,
+/// 12x10240x4096 13.9 / 11.8, 9x14336x4096 16.45 / 14.7, 16x14336x4096 17.7 / 15.4; where its M = 1 build streams the
+/// scales (28672 and 57344 rows of 4096 on fast memory) [`plan_on`] refuses it.
 pub fn mma_auto(
     (format, x): (WoFormat, XDtype),
     (m, n, k): (usize, usize, usize),
@@ -1056,7 +1056,8 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
     }
     let mma = mma_plan(format, batch, k);
     // The tensor-core row step reads staged scale tables; builds for more rows of x keep the M = 1 build's tables
-    // (`streams_scales`), which INT4 always stages and NVFP4 streams at some shapes (the LM head on fast memory).
+    // (`streams_scales`), which INT4 always stages and NVFP4 streams at some shapes (28672 rows and more of 4096 on
+    // fast memory).
     if mma && batch > 1 && format != WoFormat::Int4G128 && streams_scales(format, n, k, sm_count, peak_gb_s) {
         return Err(format!(
             "{batch}x{n}x{k} {}: the ring's M = 1 build streams the scales here, and the tensor-core row step stages \
@@ -1614,9 +1615,9 @@ mod tests {
         assert!(checked >= 16 * 252, "{checked} products checked");
     }
 
-    /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x (BF16 x since session 53) and any
-    /// epilogue but SwiGLU on load, K up to 4096; the default on fast memory up to 56 row steps a CTA
-    /// (`Variant::best_in_step_on` leaves it to model-bench, which knows which linear is down_proj).
+    /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x (BF16 x since session 53; NVFP4 with
+    /// FP16 x too) and any epilogue but SwiGLU on load, K up to 4096; the default on fast memory up to 56 row steps a
+    /// CTA (`Variant::best_in_step_on` leaves it to model-bench, which knows which linear is down_proj).
     #[test]
     fn int4_takes_the_tensor_core_ring_from_9_rows_at_small_n() {
         use super::super::Variant;
