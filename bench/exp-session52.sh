@@ -114,21 +114,8 @@ if has mbsteps; then
     done
 fi
 if has final; then
-    # The committed build: weight_only_gpu's every-M test (INT4, every M through the engine's defaults), model-bench's
-    # GPU tests, model-bench Llama-3.1-8B INT4 (8 layers) at FI_BATCHES by default and with --gemv ring=false, and
-    # issue 11's table (`issue_table`), into $out/final*.txt.
-    ROOFLINE_TEST_FORMATS=INT4_G128 test_bin final-everym 250 weight_only_gpu --ignored --nocapture \
-        every_m_and_tiny_odd_shapes_through_the_raw_api
-    test_bin final-mbt 300 model_bench_gpu --ignored
-    for b in ${FI_BATCHES:-16 12 9}; do
-        for g in default ring=false; do
-            extra=()
-            [[ $g == default ]] || extra=(--gemv "$g")
-            MB_TIMEOUT=200 mb final-mb "$g batch $b" roofline --config llama-3.1-8b --schemes int4 --batch "$b" \
-                --layers 8 "${extra[@]}"
-        done
-    done
-    issue_table final-table
+    # The committed build's checks (`final_checks`), model-bench by default and with --gemv ring=false.
+    final_checks "default ring=false"
 fi
 if has ab3; then
     # .gpu/roofline-base, .gpu/roofline and .gpu/roofline with ROOFLINE_NVRTC_EXTRA=$AB3_EXTRA (default

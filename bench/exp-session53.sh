@@ -82,11 +82,5 @@ if has nvfp4; then
     done
 fi
 if has final; then
-    ROOFLINE_TEST_FORMATS=INT4_G128 test_bin final-everym 250 weight_only_gpu --ignored --nocapture \
-        every_m_and_tiny_odd_shapes_through_the_raw_api
-    test_bin final-mbt 300 model_bench_gpu --ignored
-    for b in ${FI_BATCHES:-16 12 9}; do
-        MB_TIMEOUT=200 mb final-mb "batch $b" roofline --config llama-3.1-8b --schemes int4 --batch "$b" --layers 8
-    done
-    issue_table final-table
+    final_checks default
 fi

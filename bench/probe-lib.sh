@@ -192,6 +192,24 @@ issue_table() {
             | grep -E "W:|rror"
     done
 }
+# `final_checks GEMVS`: the committed build's checks: weight_only_gpu's every-M test (INT4, every M through the engine's
+# defaults), model-bench's GPU tests, model-bench Llama-3.1-8B INT4 (8 layers) at FI_BATCHES (default 16 12 9) with
+# each --gemv of GEMVS (space-separated; "default": none), and issue 11's table, into $out/final*.txt.
+final_checks() {
+    local b g extra
+    ROOFLINE_TEST_FORMATS=INT4_G128 test_bin final-everym 250 weight_only_gpu --ignored --nocapture \
+        every_m_and_tiny_odd_shapes_through_the_raw_api
+    test_bin final-mbt 300 model_bench_gpu --ignored
+    for b in ${FI_BATCHES:-16 12 9}; do
+        for g in ${1:-default}; do
+            extra=()
+            [[ $g == default ]] || extra=(--gemv "$g")
+            MB_TIMEOUT=200 mb final-mb "$g batch $b" roofline --config llama-3.1-8b --schemes int4 --batch "$b" \
+                --layers 8 "${extra[@]}"
+        done
+    done
+    issue_table final-table
+}
 # `gpu_lib_tests LOG`: roofline-gpu's GPU unit tests (.gpu/gpu_lib --ignored --nocapture) without those named in
 # GPULIB_SKIP (default the read-stream and bulk-copy sweeps, which outlast a device call), killed after GPULIB_TIMEOUT
 # s (default 480), into $out/LOG.txt (`test_bin`).
