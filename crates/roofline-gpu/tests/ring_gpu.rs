@@ -4,7 +4,7 @@
 //! error read past the output type's own rounding, as the engine's check does; `ROOFLINE_TEST_X=fp16|bf16` and
 //! `ROOFLINE_TEST_FORMATS=INT4_G128,...` run a part) for each epilogue (RMSNorm in front, plain
 //! store, residual add), with one row of x and with two and three (each weight decoded once for all; `ROOFLINE_TEST_M=2,3`
-//! runs those alone), and INT4 (either x type) and NVFP4 (FP16 x) with 9 to 16 on the tensor cores
+//! runs those alone), and INT4 (either x type), MXFP4 and NVFP4 (FP16 x) with 9 to 16 on the tensor cores
 //! and SwiGLU on load, at Llama-3.1-8B's qkv
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
@@ -12,8 +12,9 @@
 //! slots stream their scales with the weights (of these cases NVFP4 at K = 28672; in models also the LM
 //! heads at K = 8192, too large for this test: `roofline measure` checks them); run it again with
 //! `ROOFLINE_RING_STREAM_SCALES=1` (every shape so) and with `ROOFLINE_RING_ANY_SLOTS=1` (ring slots of any
-//! count everywhere: a `full` barrier per slot and consumer class where a slot serves several). Also CUDA-graph
-//! captures of the ring GEMV beside context-wide work in another thread. Run on a GPU machine: `cargo test -p
+//! count everywhere: a `full` barrier per slot and consumer class where a slot serves several). Also MXFP4 weights
+//! with a block scale outside the tensor-core row step's exact window (refused by its build, run by the engine's
+//! CUDA-core kernels instead), and CUDA-graph captures of the ring GEMV beside context-wide work in another thread. Run on a GPU machine: `cargo test -p
 //! roofline-gpu --release --test ring_gpu -- --ignored --nocapture`.
 
 use half::f16;
@@ -80,7 +81,7 @@ fn ring_gemv_matches_the_reference() {
         (4096, 4096, Epilogue::Store, x, 300.0, 2),
     ];
     // 9 to 16 rows of x on the tensor cores (INT4 g128: FP16 x since session 51, BF16 x since 53, bf16 products; NVFP4
-    // with FP16 x since 53, its block scales in the decoded pairs): x's A fragments of rows g and g + 8 (row g's again
+    // with FP16 x since 53 and MXFP4 since 54, their block scales in the decoded pairs): x's A fragments of rows g and g + 8 (row g's again
     // past M), the ring wrapping, the row sums' chunks and their two buffers, unequal shares, one row step a CTA; each
     // row's fused norm (its factor on the row sums) and residual add.
     let mma_rows = [
@@ -122,9 +123,13 @@ fn ring_gemv_matches_the_reference() {
             .filter(move |f| k <= max_k(*f))
             .flat_map(move |f| xts.clone().into_iter().map(move |xt| (f, xt, m, n, k, ep, input, xs, 1.0f32)))
     });
-    // INT4 with either x type, NVFP4 (since session 53) with FP16 x.
-    let mma_runs =
-        [(WoFormat::Int4G128, XDtype::F16), (WoFormat::Int4G128, XDtype::Bf16), (WoFormat::Nvfp4, XDtype::F16)];
+    // INT4 with either x type, NVFP4 (since session 53) and MXFP4 (since 54) with FP16 x.
+    let mma_runs = [
+        (WoFormat::Int4G128, XDtype::F16),
+        (WoFormat::Int4G128, XDtype::Bf16),
+        (WoFormat::Mxfp4, XDtype::F16),
+        (WoFormat::Nvfp4, XDtype::F16),
+    ];
     let mma_runs: Vec<(WoFormat, XDtype)> =
         mma_runs.into_iter().filter(|(f, xt)| runs_format(*f) && runs_x(*xt)).collect();
     let mma = mma_rows.into_iter().flat_map(|(n, k, ep, input, xs, m)| {
@@ -219,6 +224,58 @@ fn ring_gemv_matches_the_reference() {
     // Every format took the rows' cases at the shapes that leave their registers room.
     if only_m.as_ref().is_none_or(|l| l.iter().any(|m| *m > 1)) {
         assert!(multi >= formats.len() * xts.len() * 4, "{multi} builds for several rows of x");
+    }
+}
+
+/// MXFP4 on the tensor cores multiplies block scales 2^-17 to 2^7 exactly (`ring::MXFP4_MMA_WINDOW`). Weights with a
+/// block of nonzero codes scaled past 2^7 (one block of each of a few rows 10^5 times the rest): the tensor-core build
+/// refuses them at upload, and the engine, told to take the ring at 16 rows of x, runs them on its CUDA-core kernels
+/// instead, within the error bound (its scale clamped to 2^7, that block would come out too small in its rows). The same
+/// engine takes weights inside the window on the tensor cores, as exactly.
+#[test]
+#[ignore = "needs an NVIDIA GPU"]
+fn mxfp4_outside_the_scale_window_leaves_the_tensor_cores() {
+    use roofline_gpu::weight_only::ring::{mxfp4_mma_window, reference, MXFP4_MMA_WINDOW};
+    use roofline_gpu::weight_only::{Tuning, Variant, WeightOnlyGemv};
+    let gpu = Gpu::open(0).unwrap();
+    let (m, n, k) = (16usize, 2048usize, 4096usize);
+    let w: Vec<f32> = random_f32(n * k, 11).iter().map(|v| v / (k as f32).sqrt()).collect();
+    let mut big = w.clone();
+    for r in [5usize, 700, 2047] {
+        big[r * k + 1024..r * k + 1056].iter_mut().for_each(|v| *v *= 1e5);
+    }
+    let inside = quantize_pack(WoFormat::Mxfp4, &w, n, k).unwrap();
+    let outside = quantize_pack(WoFormat::Mxfp4, &big, n, k).unwrap();
+    assert!(mxfp4_mma_window(&inside).is_ok());
+    let why = mxfp4_mma_window(&outside).unwrap_err();
+    assert!(why.contains("row 5 block 32"), "{why}");
+    assert!(outside.scales.iter().any(|e| e > MXFP4_MMA_WINDOW.end()));
+    let ring = RingGemv::new(&gpu, (WoFormat::Mxfp4, XDtype::F16), (m, n, k), Epilogue::Store, Input::X).unwrap();
+    assert!(ring.mma, "MXFP4 16x{n}x{k} should build on the tensor cores");
+    let refused = ring.upload(&outside).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(refused.contains("2^-17 to 2^7"), "the tensor-core build took weights outside its window: {refused}");
+    let gemv = WeightOnlyGemv::new(&gpu, WoFormat::Mxfp4, XDtype::F16)
+        .unwrap()
+        .with_variant(Variant::XReg, None)
+        .with_tuning(Tuning { ring: Some(true), ..Tuning::default() })
+        .unwrap();
+    let x: Vec<f32> = random_f32(m * k, 12).iter().map(|v| f32::from(f16::from_f32(*v))).collect();
+    let s = gemv.stream().clone();
+    let xd = s.clone_htod(&x.iter().map(|v| f16::from_f32(*v).to_bits()).collect::<Vec<u16>>()).unwrap();
+    for (what, p) in [("inside", &inside), ("outside", &outside)] {
+        let mut dw = gemv.upload(p).unwrap();
+        let mut y = s.alloc_zeros::<u16>(m * n).unwrap();
+        gemv.run(&mut dw, &xd, &mut y, m).unwrap();
+        let got: Vec<f64> = s.clone_dtoh(&y).unwrap().iter().map(|b| f16::from_bits(*b).to_f64()).collect();
+        for r in 0..m {
+            let want = reference(p, &x[r * k..(r + 1) * k], &vec![0.0; n], Epilogue::Store, 1e-5);
+            let got = &got[r * n..(r + 1) * n];
+            let excess: f64 = got.iter().zip(&want).map(|(g, w)| excess_sq(*g, *w, f16::from_f64(*w).to_f64())).sum();
+            let l2 = want.iter().map(|v| v * v).sum::<f64>().sqrt();
+            let rel = excess.max(0.0).sqrt() / l2;
+            assert!(rel <= 1e-3, "MXFP4 {what} the window, {m}x{n}x{k} row {r}: relative error {rel:.2e}");
+        }
+        println!("MXFP4 {what} the tensor-core window: {m}x{n}x{k} matches the reference");
     }
 }
 

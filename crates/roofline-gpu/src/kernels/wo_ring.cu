@@ -109,15 +109,15 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #if SILU_X && NORM
 #error "SwiGLU on load (SILU_X) takes no fused norm"
 #endif
-// RW_MMA 1 (INT4 g128 weights with FP16 or BF16 x, NVFP4 with FP16 x; 9 to 16 rows of x, a store, a residual add or a
+// RW_MMA 1 (INT4 g128 weights with FP16 or BF16 x, MXFP4 and NVFP4 with FP16 x; 9 to 16 rows of x, a store, a residual add or a
 // fused RMSNorm (its factor on the row sums); host: ring.rs `mma_plan`): the tensor cores take the row steps. Every
 // unit (a row step, RW_KH 1, RW_GROUPS 1) is consumed by FD / 256 warps, warp ks taking K values [256 ks, 256 ks + 256)
 // of its 8 rows in the ring's own layout: lane (g, t) reads 8 words of row g, decodes each to q - z in f16 (dot8hz's
 // decode without its products: 9 instructions a word of 8 codes; with BF16 x in bf16, int4_pairs_z_bf16: 11, and bf16
-// products; NVFP4: its E2M1 pairs times the block's E4M3 scale, below) and runs 2 mma.sync.m16n8k16 a word, x the A
+// products; MXFP4 / NVFP4: the E2M1 pairs times the block's scale, below) and runs 2 mma.sync.m16n8k16 a word, x the A
 // operand (rows g and g + 8 of x, in registers for the whole call, in the K order the words' codes give, below) and the
 // step's 8 rows the n8 columns. Each 128-value group accumulates on its own and is scaled into the lane's sums of
-// weight rows 2t, 2t + 1 (NVFP4's sums need no scale); every warp's sums go to shared memory (its own, so the result
+// weight rows 2t, 2t + 1 (MXFP4's and NVFP4's sums need no scale); every warp's sums go to shared memory (its own, so the result
 // has the same bits every run), which the epilogue warp (RW_EPI) adds and stores chunk by chunk (RW_MMA_CH). Each
 // weight is decoded once for all rows of x, the stream is the M = 1 ring's (session 51: the bulk ring's loads alone
 // took 13.0 us at 16x14336x4096 against the M = 1 ring's 8.3), and x crosses from L2 once, 16 bytes a load.
@@ -159,14 +159,22 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 // consumer warps a chunk, then half of them adding, took a quarter of the warps' stall samples at 16x14336x4096).
 #define RW_EPI (RW_MMA ? 1 : 0)
 #define RW_THREADS (RW_NC + 32 * RW_PRODUCER + 32 * RW_EPI)
-#if RW_MMA && ((FMT != 4 && FMT != 7) || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || RW_SSTREAM || !RW_PRODUCER)
-#error "RW_MMA takes INT4 g128 or NVFP4 weights (no SwiGLU on load), whole row steps in one row group, staged scales"
+#if RW_MMA && ((FMT != 4 && FMT != 6 && FMT != 7) || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || RW_SSTREAM || !RW_PRODUCER)
+#error "RW_MMA takes INT4 g128, MXFP4 or NVFP4 weights (no SwiGLU on load), whole row steps in one row group, staged scales"
 #endif
-#if RW_MMA && FMT == 7 && XBF16
-#error "RW_MMA takes NVFP4 weights with FP16 x only"
+#if RW_MMA && (FMT == 6 || FMT == 7) && XBF16
+#error "RW_MMA takes MXFP4 and NVFP4 weights with FP16 x only"
 #endif
-// The tensor-core row step's factor on its sums: NVFP4's decode (e2m1_dev_pairs) gives the values times 2^-14.
-#define RW_MMA_UP (FMT == 7 ? E2M1_UP : 1.0f)
+// MXFP4 on the tensor cores: block scale 2^(e - 127) goes into the decoded pairs as the f16 2^(e - 127 + RW_MX_SHIFT),
+// its exponent field min(max(e - RW_MX_BIAS, 0), 30) (0: the f16 zero, for the blocks of zero codes whatever their
+// scale; one DPX instruction). The products E2M1 x 2^-14 x 2^(e - 127 + 8) are exact in f16 for scales 2^-17 to 2^7
+// (ring.rs `mxfp4_mma_window`; the host refuses weights with a block of nonzero codes outside it).
+#define RW_MX_SHIFT 8
+#define RW_MX_BIAS (127 - 15 - RW_MX_SHIFT)
+// The tensor-core row step's factor on its sums: the E2M1 decode (e2m1_dev_pairs) gives the values times 2^-14,
+// MXFP4's scales are 2^RW_MX_SHIFT times theirs.
+#define RW_MMA_UP (FMT == 7 ? E2M1_UP : FMT == 6 ? E2M1_UP / (1 << RW_MX_SHIFT) : 1.0f)
+#define RW_MMA_E2M1 (FMT == 6 || FMT == 7)  // E2M1 codes (MXFP4, NVFP4): their scales in the pairs
 // The tensor-core row step's MMA: f16 products, or bf16 with BF16 x (the codes decoded to bf16 pairs, x as it is).
 #if XBF16
 #define RW_MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -406,8 +414,8 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             const uint4 v0 = g < RW_M ? *(const uint4*)(x + (size_t)g * FD + k0) : make_uint4(0u, 0u, 0u, 0u);
             const uint4 v1 = g + 8 < RW_M ? *(const uint4*)(x + (size_t)(g + 8) * FD + k0) : v0;
 #endif
-#if FMT == 7
-            // NVFP4: e2m1_dev_pairs gives the codes in order, (0, 1), (2, 3) for block 2w, (4, 5), (6, 7) for 2w + 1.
+#if RW_MMA_E2M1
+            // MXFP4 / NVFP4: e2m1_dev_pairs gives the codes in order, (0, 1), (2, 3) for block 2w, (4, 5), (6, 7) for 2w + 1.
             xa[2 * w][0] = v0.x, xa[2 * w][2] = v0.y, xa[2 * w + 1][0] = v0.z, xa[2 * w + 1][2] = v0.w;
             xa[2 * w][1] = v1.x, xa[2 * w][3] = v1.y, xa[2 * w + 1][1] = v1.z, xa[2 * w + 1][3] = v1.w;
 #else
@@ -451,7 +459,12 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // bytes, 16 a unit on; the second column 2 rows bytes on) and row g's zero-point byte (4 a unit on; the second
         // column rows / 2 on); the lane's row sums in the chunk's buffer.
         const u32 code_s = smem_addr(smem) + g * ROWB + ks * 128 + t * 8;
-#if FMT == 7
+#if FMT == 6
+        // MXFP4: row g's E8M0 byte of column 8 ks + 2m + t / 2 (8 a unit on; column 2m 2m rows bytes on), the lane's
+        // 16-value block 4m + t in its 32-value block 2m + t / 2.
+        u32 sc_s = smem_addr(ms) + (8 * ks + (t >> 1)) * rows + g;
+        u32 zc_s = 0u;
+#elif FMT == 7
         // NVFP4: row g's E4M3 byte pair of column 8 ks + 2m + t / 2 (16 a unit on; column 2m 4m rows bytes on), the
         // lane's block 4m + t the byte t & 1 of it (`ssel` splats it into both f16 halves).
         u32 sc_s = smem_addr(ms) + ((8 * ks + (t >> 1)) * rows + g) * 2;
@@ -476,8 +489,18 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // instructions a unit (165 against 175), measured slower at 9-12 rows: 9x14336x4096 14.2, 12x10240x4096 11.5
         // against 11.2; unrolled by 4 the build spills).
 #pragma unroll 2
-        for (int j = 0; j < ns; ++j, sc_s += 16, zc_s += 4, ps_s += R * 4) {
-#if FMT == 7
+        for (int j = 0; j < ns; ++j, sc_s += RS_SB, zc_s += 4, ps_s += R * 4) {
+#if FMT == 6
+            // The lane's four block scales (words 2m, 2m + 1: 32-value block 2m + t / 2 of row g) as f16 pairs: the
+            // exponent field clamped (RW_MX_BIAS) times 0x04000400, into both halves.
+            u32 s2[4];
+#pragma unroll
+            for (int m = 0; m < 4; ++m) {
+                u32 b;
+                asm("ld.shared.u8 %0, [%1];" : "=r"(b) : "r"(sc_s + m * rows * 2));
+                s2[m] = (u32)__viaddmin_s32_relu((int)b, -RW_MX_BIAS, 30) * 0x04000400u;
+            }
+#elif FMT == 7
             // The lane's four 16-value blocks' scales (words 2m, 2m + 1: block 4m + t of row g) as f16 pairs.
             u32 s2[4];
 #pragma unroll
@@ -544,9 +567,10 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                     for (int h = 0; h < 2; ++h) {
                         // Blocks 8h + 2wd (codes 0, 4 | 2, 6: p[0], p[1]) and 8h + 2wd + 1 (codes 1, 5 | 3, 7), as q - z.
                         u32 p[4];
-#if FMT == 7
+#if RW_MMA_E2M1
                         // NVFP4: the E2M1 values times 2^-14 (the epilogue's RW_MMA_UP takes it back), times the
-                        // block's E4M3 scale, exact in f16: 5 significant bits at most, 2^-24 to 0.17.
+                        // block's E4M3 scale, exact in f16: 5 significant bits at most, 2^-24 to 0.17. MXFP4: times
+                        // 2^(e - 127 + RW_MX_SHIFT), exact in the host's window (2 significant bits, 2^-24 to 12).
                         e2m1_dev_pairs(word(q[h], wd), p);
 #pragma unroll
                         for (int i = 0; i < 4; ++i) p[i] = hmul2(p[i], s2[2 * h + (wd >> 1)]);
@@ -571,8 +595,8 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 // C fragment: d0 (x row g, weight row 2t), d1 (g, 2t + 1), d2 (g + 8, 2t), d3 (g + 8, 2t + 1); each
                 // group times its scales, into the warp's own sums (added in order by the epilogue warp).
                 buffer_free();
-#if FMT == 7
-                // NVFP4: the block scales are in the products; the two chains' sums added.
+#if RW_MMA_E2M1
+                // MXFP4 / NVFP4: the block scales are in the products; the two chains' sums added.
                 if (g < RW_M) store(g, d[0][0] + d[1][0], d[0][1] + d[1][1]);
                 if (g + 8 < RW_M) store(g + 8, d[0][2] + d[1][2], d[0][3] + d[1][3]);
 #else

@@ -87,6 +87,9 @@ pub struct StagedWeights<'a> {
     /// The ring GEMV's step-major tables where its build for this shape streams the scales
     /// ([`ring::streams_scales`], `pack::ring_step_tables`).
     ring_tables: Option<(Vec<u8>, Vec<u8>)>,
+    /// Whether the ring GEMV's tensor-core row step multiplies these weights exactly (`ring::mxfp4_mma_window`:
+    /// MXFP4's scales; every other format).
+    mma_exact: bool,
 }
 
 /// Weights on the GPU, with the split-K workspace of their shape.
@@ -115,6 +118,9 @@ pub struct DeviceWeights {
     /// The ring GEMV's step-major scale and zero-point tables (`pack::ring_step_tables`), where its build for
     /// this shape streams the scales with the weights.
     ring_tables: Option<(CudaSlice<u8>, CudaSlice<u8>)>,
+    /// Whether the ring GEMV's tensor-core row step multiplies these weights exactly ([`ring::mxfp4_mma_window`]);
+    /// where it does not, the call takes the CUDA-core kernels.
+    mma_exact: bool,
     workspace: CudaSlice<f32>,
     counters: CudaSlice<u32>,
 }
@@ -383,6 +389,16 @@ impl WeightOnlyGemv {
         takes.then_some((epilogue, input))
     }
 
+    /// The ring kernel that runs `m` rows of x against `w` with `fusion` where [`Tuning::ring`] takes the call
+    /// ([`WeightOnlyGemv::ring_epilogue`]), built on first use; `None` where the other kernels run it: also where the
+    /// ring's build is on the tensor cores and they would not multiply `w` exactly (MXFP4 scales outside
+    /// [`ring::MXFP4_MMA_WINDOW`]).
+    fn ring_for(&self, w: &DeviceWeights, m: usize, fusion: Fusion) -> Result<Option<Arc<ring::RingGemv>>, GpuError> {
+        let Some(ep) = self.ring_epilogue(m, w.n, w.k, fusion) else { return Ok(None) };
+        let ring = self.ring(m, w.n, w.k, ep)?;
+        Ok((!ring.mma || w.mma_exact).then_some(ring))
+    }
+
     /// Whether [`ring::auto_rows`] takes the ring for `m x n x k` on this GPU, and whether the ring runs it at
     /// all (once per shape: both plan the ring's layout).
     fn ring_shape(&self, m: usize, n: usize, k: usize) -> (bool, bool) {
@@ -523,7 +539,17 @@ impl WeightOnlyGemv {
             && ring::streams_scales(p.format, p.n, p.k, self.sm_count, self.peak_gb_s))
         .then(|| pack::ring_step_tables(p.format, p.n, p.k, &xscales, &xzeros))
         .flatten();
-        Ok(StagedWeights { packed: p, variant: self.variant, codes, mma_layout, xscales, xzeros, ring_tables })
+        let mma_exact = ring::mxfp4_mma_window(p).is_ok();
+        Ok(StagedWeights {
+            packed: p,
+            variant: self.variant,
+            codes,
+            mma_layout,
+            xscales,
+            xzeros,
+            ring_tables,
+            mma_exact,
+        })
     }
 
     /// Uploads weights staged by this engine ([`WeightOnlyGemv::stage`]).
@@ -557,6 +583,7 @@ impl WeightOnlyGemv {
                 Some((s, z)) => Some((up(s)?, up(z)?)),
                 None => None,
             },
+            mma_exact: st.mma_exact,
             workspace: self.stream.alloc_zeros::<f32>(MAX_M * p.n)?,
             counters: self.stream.alloc_zeros::<u32>(p.n.div_ceil(4) + 1)?,
         })
@@ -646,8 +673,7 @@ impl WeightOnlyGemv {
         if n > i32::MAX as usize || k > i32::MAX as usize {
             return Err(GpuError::Unsupported(format!("N = {n} and K = {k} must fit in 32 bits")));
         }
-        if let Some(ep) = self.ring_epilogue(m, n, k, fusion) {
-            let ring = self.ring(m, n, k, ep)?;
+        if let Some(ring) = self.ring_for(w, m, fusion)? {
             let tables = if ring.streamed_scales {
                 let (scales, zeros) = w.ring_tables.as_ref().ok_or_else(|| {
                     GpuError::Unsupported(format!(
@@ -1196,10 +1222,7 @@ impl Gpu {
         let plan = gemv.launch_plan(m, n, k)?;
         let grid_n = gemv.grid_n(m, &plan)?;
         // The ring kernel where the engine ran it (its registers, not the x-in-registers build's).
-        let ring = match gemv.ring_epilogue(m, n, k, Fusion::default()) {
-            Some(ep) => Some(gemv.ring(m, n, k, ep)?),
-            None => None,
-        };
+        let ring = gemv.ring_for(&ws[0], m, Fusion::default())?;
         let kernel = match &ring {
             Some(r) => format!(
                 "roofline wo_ring (rows streamed by bulk copies into a shared-memory ring{}) {format} W, {} x/y, FP32 accumulate, {} CTAs of {} threads, {} ring slots of 8 rows{}, {sets} rotating weight sets, {}",

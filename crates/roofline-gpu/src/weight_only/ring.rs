@@ -209,14 +209,15 @@ fn mma_layout(format: WoFormat, m: usize, k: usize, per: usize) -> Option<Layout
 const MMA_MAX_K: usize = 4096;
 
 /// Whether the ring GEMV plans `m` rows of x against `k`-value rows of `format` on the tensor cores (`RW_MMA`): INT4
-/// g128 (since session 53 also NVFP4, its E4M3 block scales multiplied into the decoded f16 pairs, exactly) from
+/// g128 (since session 53 also NVFP4, its E4M3 block scales multiplied into the decoded f16 pairs, exactly; since
+/// session 54 MXFP4, its E8M0 scales so, exactly in [`MXFP4_MMA_WINDOW`], [`mxfp4_mma_window`]) from
 /// [`MMA_MIN_M`] to [`MMA_MAX_M`] rows (also from one row with `ROOFLINE_RING_MMA=1`, for experiments), K a multiple
 /// of 1024 up to [`MMA_MAX_K`]. Each weight is decoded once for every row, as on the CUDA cores, but the products are
 /// mma.sync's; the stream is the ring's. Whether it runs also takes the x type and no SwiGLU on load
 /// ([`mma_takes`]).
 fn mma_plan(format: WoFormat, m: usize, k: usize) -> bool {
     let forced = std::env::var("ROOFLINE_RING_MMA").is_ok_and(|v| v == "1");
-    matches!(format, WoFormat::Int4G128 | WoFormat::Nvfp4)
+    matches!(format, WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nvfp4)
         && k % MMA_SLICE == 0
         && k <= MMA_MAX_K
         && (m >= MMA_MIN_M || forced && m >= 1)
@@ -262,8 +263,8 @@ pub fn mma_auto(
 }
 
 /// Whether the ring GEMV takes `m x k` on the tensor cores ([`mma_plan`]) for `x` activations with `epilogue` and
-/// `input`: INT4 with FP16 x (f16 products) or BF16 x (bf16 products, the codes decoded to exact bf16 pairs), NVFP4
-/// with FP16 x; any epilogue (the norm's factor applied to the row sums), not SwiGLU on load.
+/// `input`: INT4 with FP16 x (f16 products) or BF16 x (bf16 products, the codes decoded to exact bf16 pairs), MXFP4
+/// and NVFP4 with FP16 x; any epilogue (the norm's factor applied to the row sums), not SwiGLU on load.
 pub fn mma_takes((format, x): (WoFormat, XDtype), m: usize, k: usize, (_, input): (Epilogue, Input)) -> bool {
     mma_plan(format, m, k) && mma_x(format, x) && input == Input::X
 }
@@ -271,6 +272,39 @@ pub fn mma_takes((format, x): (WoFormat, XDtype), m: usize, k: usize, (_, input)
 /// Whether the tensor-core row step takes `format` with `x` activations ([`mma_takes`]).
 fn mma_x(format: WoFormat, x: XDtype) -> bool {
     format == WoFormat::Int4G128 || x == XDtype::F16
+}
+
+/// E8M0 codes of the MXFP4 block scales whose products the tensor-core row step makes exactly in f16: 2^-17
+/// (110) to 2^7 (134). It multiplies each decoded E2M1 pair (the values times 2^-14) by the f16 2^(e - 127 + 8)
+/// (`RW_MX_SHIFT` in wo_ring.cu), whose exponent field it clamps to 0..=30: at e = 134 the largest product is 12,
+/// at e = 110 the smallest (0.5 x 2^-14 x 2^-9) is f16's smallest subnormal, 2^-24.
+pub const MXFP4_MMA_WINDOW: std::ops::RangeInclusive<u8> = 110..=134;
+
+/// Whether the tensor-core row step multiplies MXFP4 weights `p` exactly: every 32-value block with a nonzero
+/// code has its scale in [`MXFP4_MMA_WINDOW`] (blocks of zeros give zeros whatever their scale); `Err` names the
+/// first block outside it. Other formats: `Ok`. Weights of the usual size lie far inside it (block maxima 2^-15 to
+/// 2^9).
+pub fn mxfp4_mma_window(p: &PackedWeights) -> Result<(), String> {
+    if p.format != WoFormat::Mxfp4 {
+        return Ok(());
+    }
+    let blocks = p.k / 32;
+    let outside = (0..p.n * blocks).find(|&i| {
+        let (r, b) = (i / blocks, i % blocks);
+        // A block's 32 codes are 16 bytes of its row; E2M1 magnitude bits 0-2 of each nibble (0x8: minus zero).
+        let nonzero = p.codes[r * p.k / 2 + 16 * b..][..16].iter().any(|c| c & 0x77 != 0);
+        nonzero && !MXFP4_MMA_WINDOW.contains(&p.scales[i])
+    });
+    match outside {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "MXFP4 row {} block {} has the scale 2^{} with nonzero codes; the tensor-core row step multiplies scales \
+             2^-17 to 2^7 exactly",
+            i / blocks,
+            i % blocks,
+            i32::from(p.scales[i]) - 127
+        )),
+    }
 }
 
 /// Row groups (of K / 1024 warps each) for `n` rows of `k` values of `format` on `sm_count` SMs:
@@ -1056,8 +1090,8 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
     }
     let mma = mma_plan(format, batch, k);
     // The tensor-core row step reads staged scale tables; builds for more rows of x keep the M = 1 build's tables
-    // (`streams_scales`), which INT4 always stages and NVFP4 streams at some shapes (28672 rows and more of 4096 on
-    // fast memory).
+    // (`streams_scales`), which INT4 always stages and MXFP4 and NVFP4 stream at some shapes (NVFP4 at 28672 rows
+    // and more of 4096 on fast memory).
     if mma && batch > 1 && format != WoFormat::Int4G128 && streams_scales(format, n, k, sm_count, peak_gb_s) {
         return Err(format!(
             "{batch}x{n}x{k} {}: the ring's M = 1 build streams the scales here, and the tensor-core row step stages \
@@ -1067,8 +1101,8 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
     }
     if !(1..=MAX_M).contains(&batch) && !mma {
         return Err(format!(
-            "the ring GEMV multiplies 1 to {MAX_M} rows of x (INT4 g128 and NVFP4 up to {MMA_MAX_M} on the tensor \
-             cores, K up to {MMA_MAX_K}), not {batch}"
+            "the ring GEMV multiplies 1 to {MAX_M} rows of x (INT4 g128, MXFP4 and NVFP4 up to {MMA_MAX_M} on the \
+             tensor cores, K up to {MMA_MAX_K}), not {batch}"
         ));
     }
     let max = max_k(format);
@@ -1321,6 +1355,10 @@ impl RingGemv {
                 p.n,
                 p.k
             )));
+        }
+        // MXFP4 on the tensor cores: its block scales in the window where their products are exact in f16.
+        if self.mma {
+            mxfp4_mma_window(p).map_err(GpuError::Unsupported)?;
         }
         // The codes in the kernel's layout where it is not the packed one (MXFP4, NVFP4).
         let codes = pack::device_codes(p);
@@ -1615,8 +1653,50 @@ mod tests {
         assert!(checked >= 16 * 252, "{checked} products checked");
     }
 
+    /// The MXFP4 tensor-core row step (wo_ring.cu `RW_MX_SHIFT`, `RW_MX_BIAS`) multiplies each decoded E2M1 value
+    /// (times 2^-14) by the f16 whose exponent field is e - 104 clamped to 0..=30: exactly 2^(e - 127 + 8) in
+    /// [`MXFP4_MMA_WINDOW`], where every product is exact in f16 (the epilogue's 2^6 takes the factors back); below
+    /// it the smallest code's product is not. [`mxfp4_mma_window`] refuses weights with a nonzero block outside.
+    #[test]
+    fn mxfp4_scale_window_products_are_exact_in_f16() {
+        use half::f16;
+        use roofline_quant::minifloat::E2M1;
+        let field = |e: u8| (i32::from(e) - (127 - 15 - 8)).clamp(0, 30) as u16;
+        for e in 0..=255u8 {
+            let s = f16::from_bits(field(e) << 10);
+            assert!(s.is_finite(), "E8M0 {e}");
+            if !MXFP4_MMA_WINDOW.contains(&e) {
+                continue;
+            }
+            assert_eq!(s.to_f64(), 2f64.powi(i32::from(e) - 127 + 8), "E8M0 {e}");
+            for code in 1..8u32 {
+                let v = f64::from(E2M1.decode(code));
+                let p = f16::from_f64(v * 2f64.powi(-14));
+                // f16 x f16 is exact in f32; rounding that to f16 is what mul.rn.f16x2 gives.
+                let prod = f16::from_f32(p.to_f32() * s.to_f32());
+                assert_eq!(prod.to_f64() * 64.0, v * 2f64.powi(i32::from(e) - 127), "E2M1 {code} x E8M0 {e}");
+            }
+        }
+        // Just below the window the smallest magnitude (0.5) falls under f16's smallest subnormal.
+        let below =
+            f16::from_f32(f16::from_f64(0.5 * 2f64.powi(-14)).to_f32() * f16::from_bits(field(109) << 10).to_f32());
+        assert_ne!(below.to_f64() * 64.0, 0.5 * 2f64.powi(109 - 127));
+        // Packed weights: blocks of the usual size pass; one nonzero block scaled 2^-20 is refused, a zero one not.
+        let (n, k) = (16, 256);
+        let w: Vec<f32> = crate::random_f32(n * k, 7).iter().map(|v| v / 16.0).collect();
+        let p = pack::quantize_pack(WoFormat::Mxfp4, &w, n, k).unwrap();
+        assert!(mxfp4_mma_window(&p).is_ok());
+        let mut tiny = w.clone();
+        tiny[3 * k + 64..3 * k + 96].iter_mut().for_each(|v| *v *= 1e-5);
+        let e = mxfp4_mma_window(&pack::quantize_pack(WoFormat::Mxfp4, &tiny, n, k).unwrap()).unwrap_err();
+        assert!(e.contains("row 3 block 2"), "{e}");
+        let mut zero = w;
+        zero[5 * k..5 * k + 32].iter_mut().for_each(|v| *v = 0.0);
+        assert!(mxfp4_mma_window(&pack::quantize_pack(WoFormat::Mxfp4, &zero, n, k).unwrap()).is_ok());
+    }
+
     /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x (BF16 x since session 53; NVFP4 with
-    /// FP16 x too) and any epilogue but SwiGLU on load, K up to 4096; the default on fast memory up to 56 row steps a
+    /// FP16 x too, MXFP4 since session 54) and any epilogue but SwiGLU on load, K up to 4096; the default on fast memory up to 56 row steps a
     /// CTA (`Variant::best_in_step_on` leaves it to model-bench, which knows which linear is down_proj).
     #[test]
     fn int4_takes_the_tensor_core_ring_from_9_rows_at_small_n() {
@@ -1627,7 +1707,13 @@ mod tests {
             assert!(!mma_plan(i4, 8, 4096) && !mma_plan(i4, 3, 4096));
         }
         assert!(mma_plan(i4, 9, 4096) && mma_plan(i4, 16, 1024) && !mma_plan(i4, 17, 4096));
-        assert!(!mma_plan(i4, 16, 5120) && !mma_plan(WoFormat::Nf4, 16, 4096) && !mma_plan(WoFormat::Mxfp4, 12, 4096));
+        assert!(!mma_plan(i4, 16, 5120) && !mma_plan(WoFormat::Nf4, 16, 4096));
+        // MXFP4 (session 54) with FP16 x only, as NVFP4.
+        let mx = WoFormat::Mxfp4;
+        assert!(
+            mma_plan(mx, 12, 4096) && mma_takes((mx, f16), 12, 4096, store) && !mma_takes((mx, bf16), 12, 4096, store)
+        );
+        assert!(mma_auto((mx, f16), (16, 14336, 4096), 132, 4900.0));
         // NVFP4 (session 53) with FP16 x only; not where its M = 1 build streams the scales (28672 rows and more of
         // 4096 on fast memory).
         let nv = WoFormat::Nvfp4;
@@ -1667,7 +1753,7 @@ mod tests {
         assert_ne!(Variant::best_on(i4, f16, 16, 128256, 4096, h200), Variant::XReg);
         // Refused with a message past what it takes.
         let nf4 = plan_on(WoFormat::Nf4, 16, 4096, 4096, 132, 4900.0).unwrap_err();
-        assert!(nf4.contains("1 to 3 rows of x") && nf4.contains("INT4 g128 and NVFP4 up to 16"), "{nf4}");
+        assert!(nf4.contains("1 to 3 rows of x") && nf4.contains("INT4 g128, MXFP4 and NVFP4 up to 16"), "{nf4}");
     }
 
     #[test]
@@ -2165,18 +2251,31 @@ mod tests {
         }
         // 9 to 16 rows of x on the tensor cores (session 51), at every K it takes, 1 to 8 row steps a CTA and 14 (its
         // default, `mma_auto`), with each epilogue it takes.
+        // INT4 with FP16 x everywhere; INT4 with BF16 x, MXFP4 and NVFP4 (their scales in the decoded pairs) at the
+        // default's 14 steps with the norm, 4 with the add and one step alone.
         let mma_shapes =
             [(9usize, 4096usize, 4usize), (12, 4096, 8), (16, 4096, 14), (16, 1024, 1), (13, 2048, 2), (16, 3072, 6)];
-        for ((m, k, per), ep) in
-            mma_shapes.into_iter().flat_map(|s| [Epilogue::Store, Epilogue::Add, Epilogue::Norm].map(|e| (s, e)))
-        {
+        let int4 = mma_shapes.into_iter().flat_map(|s| {
+            [Epilogue::Store, Epilogue::Add, Epilogue::Norm].map(|e| ((WoFormat::Int4G128, XDtype::F16), s, e))
+        });
+        let others =
+            [(WoFormat::Int4G128, XDtype::Bf16), (WoFormat::Mxfp4, XDtype::F16), (WoFormat::Nvfp4, XDtype::F16)]
+                .into_iter()
+                .flat_map(|fx| {
+                    [((16, 4096, 14), Epilogue::Norm), ((9, 4096, 4), Epilogue::Add), ((16, 1024, 1), Epilogue::Store)]
+                        .map(|(s, e)| (fx, s, e))
+                });
+        for ((f, x), (m, k, per), ep) in int4.chain(others) {
             let n = per * STEP_ROWS * 132;
-            let b = compile_ring(90, 132, 4900.0, (WoFormat::Int4G128, XDtype::F16), (m, n, k), (ep, Input::X))
-                .unwrap_or_else(|e| panic!("tensor cores {m}x{n}x{k} {ep:?}: {e}"));
+            let b = compile_ring(90, 132, 4900.0, (f, x), (m, n, k), (ep, Input::X))
+                .unwrap_or_else(|e| panic!("tensor cores {f:?} {x:?} {m}x{n}x{k} {ep:?}: {e}"));
             let (regs, spills, _) = parse_ptxas(&b.log);
-            eprintln!("ring GEMV on the tensor cores {m}x{n}x{k} {ep:?} ({}): {regs:?} registers", b.describe());
+            eprintln!(
+                "ring GEMV on the tensor cores {f:?} {x:?} {m}x{n}x{k} {ep:?} ({}): {regs:?} registers",
+                b.describe()
+            );
             if spills != Some(0) {
-                spilled.push(format!("tensor cores {m}x{n}x{k} {ep:?}: {spills:?}"));
+                spilled.push(format!("tensor cores {f:?} {x:?} {m}x{n}x{k} {ep:?}: {spills:?}"));
             }
             let early = early_dependent_loads(&b.cubin).unwrap_or_else(|e| panic!("tensor cores {m}x{n}x{k}: {e}"));
             assert!(early.as_ref().is_none_or(|l| l.is_empty()), "tensor cores {m}x{n}x{k} {ep:?}: {early:?}");

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Session 54 probes (H200 through the device tool). Parts (comma-separated):
+#   mxfp4    MXFP4 on the tensor-core ring: the ring test's tensor-core cases (9-16 rows, FP16 x) and its scale-window
+#            test, then `measure` of the ring forced against the bulk ring (variant=xmma) at MX_SHAPES, twice, and the
+#            default at M = 1 of 14336x4096 (issue 11's ratio), into $out/mxfp4*.txt
+#   mb       model-bench Llama-3.1-8B (8 layers) per scheme of MB_SCHEMES (default nvfp4 mxfp4) at MB_BATCHES (default
+#            16 12 9) with the committed defaults (the tensor-core ring for qkv, o_proj, gate_up from batch 9), into
+#            $out/mb.txt
+#   final    the committed build: weight_only_gpu's every-M test (INT4), model-bench's GPU tests, model-bench
+#            Llama-3.1-8B INT4 (8 layers) at FI_BATCHES (default 16 12 9), issue 11's table, into $out/final*.txt
+# $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session54.
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session54 "${1:-mxfp4}"
+if has mxfp4; then
+    ROOFLINE_TEST_M=9,10,11,12,13,16 ROOFLINE_TEST_FORMATS=MXFP4 ROOFLINE_TEST_X=fp16 \
+        test_bin mxfp4-rtest 200 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    test_bin mxfp4-window 100 ring_gpu --ignored --nocapture mxfp4_outside_the_scale_window_leaves_the_tensor_cores
+    for s in ${MX_SHAPES:-16x14336x4096 9x14336x4096 16x4096x4096 16x28672x4096 12x10240x4096}; do
+        for rep in 1 2; do
+            for g in variant=xreg,ring=true variant=xmma; do MEAS_TIMEOUT=40 meas mxfp4 "$g" MXFP4 "$s" "$g"; done
+        done
+    done
+    MEAS_TIMEOUT=40 meas mxfp4 "default M=1" MXFP4 1x14336x4096 ""
+fi
+if has mb; then
+    for scheme in ${MB_SCHEMES:-nvfp4 mxfp4}; do
+        for b in ${MB_BATCHES:-16 12 9}; do
+            MB_TIMEOUT=200 mb mb "$scheme batch $b" roofline --config llama-3.1-8b --schemes "$scheme" --batch "$b" \
+                --layers 8
+        done
+    done
+fi
+if has final; then
+    final_checks default
+fi
