@@ -3,6 +3,9 @@
 #   mxfp4    MXFP4 on the tensor-core ring: the ring test's tensor-core cases (9-16 rows, FP16 x) and its scale-window
 #            test, then `measure` of the ring forced against the bulk ring (variant=xmma) at MX_SHAPES, twice, and the
 #            default at M = 1 of 14336x4096 (issue 11's ratio), into $out/mxfp4*.txt
+#   nf4      NF4 on the tensor-core ring (its wide pair table): the ring test's tensor-core cases (9-16 rows, FP16 x),
+#            then `measure` of the ring forced against the bulk ring (variant=xmma) at MX_SHAPES, twice, and the
+#            default at M = 1 of 14336x4096, into $out/nf4*.txt
 #   mb       model-bench Llama-3.1-8B (8 layers) per scheme of MB_SCHEMES (default nvfp4 mxfp4) at MB_BATCHES (default
 #            16 12 9) with the committed defaults (the tensor-core ring for qkv, o_proj, gate_up from batch 9), into
 #            $out/mb.txt
@@ -21,6 +24,16 @@ if has mxfp4; then
         done
     done
     MEAS_TIMEOUT=40 meas mxfp4 "default M=1" MXFP4 1x14336x4096 ""
+fi
+if has nf4; then
+    ROOFLINE_TEST_M=9,10,11,12,13,16 ROOFLINE_TEST_FORMATS=NF4 ROOFLINE_TEST_X=fp16 \
+        test_bin nf4-rtest 200 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    for s in ${MX_SHAPES:-16x14336x4096 9x14336x4096 16x4096x4096 16x28672x4096 12x10240x4096}; do
+        for rep in 1 2; do
+            for g in variant=xreg,ring=true variant=xmma; do MEAS_TIMEOUT=40 meas nf4 "$g" NF4 "$s" "$g"; done
+        done
+    done
+    MEAS_TIMEOUT=40 meas nf4 "default M=1" NF4 1x14336x4096 ""
 fi
 if has mb; then
     for scheme in ${MB_SCHEMES:-nvfp4 mxfp4}; do

@@ -4,7 +4,7 @@
 //! error read past the output type's own rounding, as the engine's check does; `ROOFLINE_TEST_X=fp16|bf16` and
 //! `ROOFLINE_TEST_FORMATS=INT4_G128,...` run a part) for each epilogue (RMSNorm in front, plain
 //! store, residual add), with one row of x and with two and three (each weight decoded once for all; `ROOFLINE_TEST_M=2,3`
-//! runs those alone), and INT4 (either x type), MXFP4 and NVFP4 (FP16 x) with 9 to 16 on the tensor cores
+//! runs those alone), and INT4 (either x type), NF4, MXFP4 and NVFP4 (FP16 x) with 9 to 16 on the tensor cores
 //! and SwiGLU on load, at Llama-3.1-8B's qkv
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
@@ -81,7 +81,7 @@ fn ring_gemv_matches_the_reference() {
         (4096, 4096, Epilogue::Store, x, 300.0, 2),
     ];
     // 9 to 16 rows of x on the tensor cores (INT4 g128: FP16 x since session 51, BF16 x since 53, bf16 products; NVFP4
-    // with FP16 x since 53 and MXFP4 since 54, their block scales in the decoded pairs): x's A fragments of rows g and g + 8 (row g's again
+    // with FP16 x since 53 and MXFP4 since 54, their block scales in the decoded pairs; NF4 since 54, its pair table): x's A fragments of rows g and g + 8 (row g's again
     // past M), the ring wrapping, the row sums' chunks and their two buffers, unequal shares, one row step a CTA; each
     // row's fused norm (its factor on the row sums) and residual add.
     let mma_rows = [
@@ -123,10 +123,11 @@ fn ring_gemv_matches_the_reference() {
             .filter(move |f| k <= max_k(*f))
             .flat_map(move |f| xts.clone().into_iter().map(move |xt| (f, xt, m, n, k, ep, input, xs, 1.0f32)))
     });
-    // INT4 with either x type, NVFP4 (since session 53) and MXFP4 (since 54) with FP16 x.
+    // INT4 with either x type, NVFP4 (since session 53), MXFP4 and NF4 (since 54) with FP16 x.
     let mma_runs = [
         (WoFormat::Int4G128, XDtype::F16),
         (WoFormat::Int4G128, XDtype::Bf16),
+        (WoFormat::Nf4, XDtype::F16),
         (WoFormat::Mxfp4, XDtype::F16),
         (WoFormat::Nvfp4, XDtype::F16),
     ];

@@ -318,19 +318,24 @@ __device__ __forceinline__ void nf4_pair_fill(u8* tab) {
 }
 
 // dot8h for NF4 through the pair table at `tab` (`lane4`: the lane's byte offset, 4 x lane): byte k of word v
-// (codes 2k, 2k + 1) is one conflict-free shared-memory load of their f16x2, against a[k] = (x_{2k},
-// x_{2k+1}). WIDE: the load's offset is one byte permute (and the table's base folds into the load where it
+// (codes 2k, 2k + 1) is one conflict-free shared-memory load of their f16x2 (`nf4t_pairs`: p[k]; the ring's
+// tensor-core row step takes the pairs alone), against a[k] = (x_{2k}, x_{2k+1}). WIDE: the load's offset is one byte permute (and the table's base folds into the load where it
 // is a constant, as in the ring GEMV's dynamic shared memory); else a byte permute and a shift-add. `dot8nf4`
 // spends about five byte permutes and lop3s a pair on the integer pipe, which is what that decode saturates.
 template <bool WIDE>
-__device__ __forceinline__ void dot8nf4t(u32 v, const u32 a[4], const u8* tab, u32 lane4, u32& acc_e, u32& acc_o) {
-    u32 p[4];
+__device__ __forceinline__ void nf4t_pairs(u32 v, const u8* tab, u32 lane4, u32 p[4]) {
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
         const u32 off = WIDE ? prmt(v, lane4, 0x7604u + 16u * k)  // bytes [lane4.0, v.k, 0, 0]
                              : (prmt(v, 0u, 0x4440u + k) << 7) + lane4;
         p[k] = *(const u32*)(tab + off);
     }
+}
+
+template <bool WIDE>
+__device__ __forceinline__ void dot8nf4t(u32 v, const u32 a[4], const u8* tab, u32 lane4, u32& acc_e, u32& acc_o) {
+    u32 p[4];
+    nf4t_pairs<WIDE>(v, tab, lane4, p);
     acc_e = hfma2(p[2], a[2], hfma2(p[0], a[0], acc_e));
     acc_o = hfma2(p[3], a[3], hfma2(p[1], a[1], acc_o));
 }

@@ -109,14 +109,14 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #if SILU_X && NORM
 #error "SwiGLU on load (SILU_X) takes no fused norm"
 #endif
-// RW_MMA 1 (INT4 g128 weights with FP16 or BF16 x, MXFP4 and NVFP4 with FP16 x; 9 to 16 rows of x, a store, a residual add or a
+// RW_MMA 1 (INT4 g128 weights with FP16 or BF16 x, NF4, MXFP4 and NVFP4 with FP16 x; 9 to 16 rows of x, a store, a residual add or a
 // fused RMSNorm (its factor on the row sums); host: ring.rs `mma_plan`): the tensor cores take the row steps. Every
 // unit (a row step, RW_KH 1, RW_GROUPS 1) is consumed by FD / 256 warps, warp ks taking K values [256 ks, 256 ks + 256)
 // of its 8 rows in the ring's own layout: lane (g, t) reads 8 words of row g, decodes each to q - z in f16 (dot8hz's
 // decode without its products: 9 instructions a word of 8 codes; with BF16 x in bf16, int4_pairs_z_bf16: 11, and bf16
-// products; MXFP4 / NVFP4: the E2M1 pairs times the block's scale, below) and runs 2 mma.sync.m16n8k16 a word, x the A
+// products; MXFP4 / NVFP4: the E2M1 pairs times the block's scale, below; NF4: its pairs from the wide pair table) and runs 2 mma.sync.m16n8k16 a word, x the A
 // operand (rows g and g + 8 of x, in registers for the whole call, in the K order the words' codes give, below) and the
-// step's 8 rows the n8 columns. Each 128-value group accumulates on its own and is scaled into the lane's sums of
+// step's 8 rows the n8 columns. Each 128-value group (NF4: 64-value block) accumulates on its own and is scaled into the lane's sums of
 // weight rows 2t, 2t + 1 (MXFP4's and NVFP4's sums need no scale); every warp's sums go to shared memory (its own, so the result
 // has the same bits every run), which the epilogue warp (RW_EPI) adds and stores chunk by chunk (RW_MMA_CH). Each
 // weight is decoded once for all rows of x, the stream is the M = 1 ring's (session 51: the bulk ring's loads alone
@@ -159,11 +159,14 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 // consumer warps a chunk, then half of them adding, took a quarter of the warps' stall samples at 16x14336x4096).
 #define RW_EPI (RW_MMA ? 1 : 0)
 #define RW_THREADS (RW_NC + 32 * RW_PRODUCER + 32 * RW_EPI)
-#if RW_MMA && ((FMT != 4 && FMT != 6 && FMT != 7) || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || RW_SSTREAM || !RW_PRODUCER)
-#error "RW_MMA takes INT4 g128, MXFP4 or NVFP4 weights (no SwiGLU on load), whole row steps in one row group, staged scales"
+#if RW_MMA && (FMT < 4 || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || RW_SSTREAM || !RW_PRODUCER)
+#error "RW_MMA takes 4-bit weights (no SwiGLU on load), whole row steps in one row group, staged scales"
 #endif
-#if RW_MMA && (FMT == 6 || FMT == 7) && XBF16
-#error "RW_MMA takes MXFP4 and NVFP4 weights with FP16 x only"
+#if RW_MMA && FMT >= 5 && XBF16
+#error "RW_MMA takes NF4, MXFP4 and NVFP4 weights with FP16 x only"
+#endif
+#if RW_MMA && FMT == 5 && !(NF4_PAIRS && NF4_WIDE)
+#error "RW_MMA decodes NF4 through the wide pair table (NF4_PAIRS, NF4_WIDE)"
 #endif
 // MXFP4 on the tensor cores: block scale 2^(e - 127) goes into the decoded pairs as the f16 2^(e - 127 + RW_MX_SHIFT),
 // its exponent field min(max(e - RW_MX_BIAS, 0), 30) (0: the f16 zero, for the blocks of zero codes whatever their
@@ -175,6 +178,8 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 // MXFP4's scales are 2^RW_MX_SHIFT times theirs.
 #define RW_MMA_UP (FMT == 7 ? E2M1_UP : FMT == 6 ? E2M1_UP / (1 << RW_MX_SHIFT) : 1.0f)
 #define RW_MMA_E2M1 (FMT == 6 || FMT == 7)  // E2M1 codes (MXFP4, NVFP4): their scales in the pairs
+// Codes decoded to neighbour pairs (NF4, MXFP4, NVFP4: (0, 1), (2, 3) of a word), not INT4's (0, 4), (2, 6).
+#define RW_MMA_NEIGHBOURS (FMT >= 5)
 // The tensor-core row step's MMA: f16 products, or bf16 with BF16 x (the codes decoded to bf16 pairs, x as it is).
 #if XBF16
 #define RW_MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -414,8 +419,8 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             const uint4 v0 = g < RW_M ? *(const uint4*)(x + (size_t)g * FD + k0) : make_uint4(0u, 0u, 0u, 0u);
             const uint4 v1 = g + 8 < RW_M ? *(const uint4*)(x + (size_t)(g + 8) * FD + k0) : v0;
 #endif
-#if RW_MMA_E2M1
-            // MXFP4 / NVFP4: e2m1_dev_pairs gives the codes in order, (0, 1), (2, 3) for block 2w, (4, 5), (6, 7) for 2w + 1.
+#if RW_MMA_NEIGHBOURS
+            // NF4 / MXFP4 / NVFP4: nf4t_pairs / e2m1_dev_pairs give the codes in order, (0, 1), (2, 3) for block 2w, (4, 5), (6, 7) for 2w + 1.
             xa[2 * w][0] = v0.x, xa[2 * w][2] = v0.y, xa[2 * w + 1][0] = v0.z, xa[2 * w + 1][2] = v0.w;
             xa[2 * w][1] = v1.x, xa[2 * w][3] = v1.y, xa[2 * w + 1][1] = v1.z, xa[2 * w + 1][3] = v1.w;
 #else
@@ -464,6 +469,12 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // 16-value block 4m + t in its 32-value block 2m + t / 2.
         u32 sc_s = smem_addr(ms) + (8 * ks + (t >> 1)) * rows + g;
         u32 zc_s = 0u;
+#elif FMT == 5
+        // NF4: the f16 absmax scales of rows 2t, 2t + 1 of column 4 ks + m (one 32-bit word; 16 a unit on, column m
+        // 2m rows bytes on); the lane's offset into the pair table's copies.
+        u32 sc_s = smem_addr(ms) + ((4 * ks) * rows + 2 * t) * 2;
+        u32 zc_s = 0u;
+        const u32 lane4 = 4u * lane;
 #elif FMT == 7
         // NVFP4: row g's E4M3 byte pair of column 8 ks + 2m + t / 2 (16 a unit on; column 2m 4m rows bytes on), the
         // lane's block 4m + t the byte t & 1 of it (`ssel` splats it into both f16 halves).
@@ -500,6 +511,12 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 asm("ld.shared.u8 %0, [%1];" : "=r"(b) : "r"(sc_s + m * rows * 2));
                 s2[m] = (u32)__viaddmin_s32_relu((int)b, -RW_MX_BIAS, 30) * 0x04000400u;
             }
+#elif FMT == 5
+            // The four 64-value blocks' scales of weight rows 2t, 2t + 1 (f16 pairs, widened where each block's sums
+            // take them: as floats here, the 1-step build spilled).
+            u32 sc2[4];
+#pragma unroll
+            for (int m = 0; m < 4; ++m) asm("ld.shared.u32 %0, [%1];" : "=r"(sc2[m]) : "r"(sc_s + m * rows * 2));
 #elif FMT == 7
             // The lane's four 16-value blocks' scales (words 2m, 2m + 1: block 4m + t of row g) as f16 pairs.
             u32 s2[4];
@@ -559,6 +576,45 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                     u32& hi = m & 1 ? q[m >> 1].w : q[m >> 1].y;
                     asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(lo), "=r"(hi) : "r"(sp + 32 * m));
                 }
+#if FMT == 5
+                // NF4: each 64-value block m (word pair m) in a chain of its own, two at once (m = 2h + j: words 4h +
+                // 2j, 4h + 2j + 1), its sums times its scales into the lane's (o).
+                const u8* nf4tab = nf4t;
+                float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+                for (int j = 0; j < 2; ++j) {
+                    float d[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+                    for (int wd = 2 * j; wd < 2 * j + 2; ++wd) {
+#pragma unroll
+                        for (int h = 0; h < 2; ++h) {
+                            u32 p[4];
+                            nf4t_pairs<true>(word(q[h], wd), nf4tab, lane4, p);
+                            const u32* a0 = xa[8 * h + 2 * wd];
+                            const u32* a1 = xa[8 * h + 2 * wd + 1];
+                            asm(RW_MMA_OP "{%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                                "{%8, %9}, {%0, %1, %2, %3};"
+                                : "+f"(d[h][0]), "+f"(d[h][1]), "+f"(d[h][2]), "+f"(d[h][3])
+                                : "r"(a0[0]), "r"(a0[1]), "r"(a0[2]), "r"(a0[3]), "r"(p[0]), "r"(p[1]));
+                            asm(RW_MMA_OP "{%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                                "{%8, %9}, {%0, %1, %2, %3};"
+                                : "+f"(d[h][0]), "+f"(d[h][1]), "+f"(d[h][2]), "+f"(d[h][3])
+                                : "r"(a1[0]), "r"(a1[1]), "r"(a1[2]), "r"(a1[3]), "r"(p[2]), "r"(p[3]));
+                        }
+                    }
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        float s0, s1;
+                        h2x2f(sc2[2 * h + j], s0, s1);
+                        o[0] = fmaf(s0, d[h][0], o[0]), o[1] = fmaf(s1, d[h][1], o[1]);
+                        o[2] = fmaf(s0, d[h][2], o[2]), o[3] = fmaf(s1, d[h][3], o[3]);
+                    }
+                }
+                release();
+                buffer_free();
+                if (g < RW_M) store(g, o[0], o[1]);
+                if (g + 8 < RW_M) store(g + 8, o[2], o[3]);
+#else
                 // The two groups' sums in chains of their own (d[h]), word by word of both.
                 float d[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
@@ -607,6 +663,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                     store(g + 8, fmaf(sc[1][0], d[1][2], sc[0][0] * d[0][2]), fmaf(sc[1][1], d[1][3], sc[0][1] * d[0][3]));
                 }
 #endif
+#endif  // FMT == 5
             }
             if (++slot == RW_STEPS) slot = 0, par ^= 1u;
             if (j - c0 == RW_MMA_CH - 1 || j == ns - 1) {

@@ -195,12 +195,17 @@ fn mma_layout(format: WoFormat, m: usize, k: usize, per: usize) -> Option<Layout
     let sums = 2 * m * (k / MMA_SLICE) * mma_chunk() * STEP_ROWS * 4 + 16;
     let tables = table_bytes_per_row(format, k) * per * STEP_ROWS + sums;
     let slot = slot_bytes(format, k, 1);
-    let slots = (ring_limit().min(SMEM_BUDGET.checked_sub(tables)?) / slot).min(per);
+    // NF4 decodes through its wide pair table, after the ring and the tables.
+    let nf4 = format == WoFormat::Nf4;
+    let budget = if nf4 { NF4_SMEM_BUDGET - NF4_WIDE_TABLE_BYTES - 128 } else { SMEM_BUDGET };
+    let slots = (ring_limit().min(budget.checked_sub(tables)?) / slot).min(per);
+    let used = slots * slot + tables;
+    let nf4_wide_at = nf4.then(|| nf4_table_offset(used));
     (slots >= 2.min(per)).then_some(Layout {
         slots,
-        smem: slots * slot + tables,
+        smem: nf4_wide_at.map_or(used, |at| at + NF4_WIDE_TABLE_BYTES),
         streamed_scales: false,
-        nf4_wide_at: None,
+        nf4_wide_at,
     })
 }
 
@@ -210,18 +215,15 @@ const MMA_MAX_K: usize = 4096;
 
 /// Whether the ring GEMV plans `m` rows of x against `k`-value rows of `format` on the tensor cores (`RW_MMA`): INT4
 /// g128 (since session 53 also NVFP4, its E4M3 block scales multiplied into the decoded f16 pairs, exactly; since
-/// session 54 MXFP4, its E8M0 scales so, exactly in [`MXFP4_MMA_WINDOW`], [`mxfp4_mma_window`]) from
+/// session 54 MXFP4, its E8M0 scales so, exactly in [`MXFP4_MMA_WINDOW`], [`mxfp4_mma_window`], and NF4, its codes
+/// through the wide pair table, each 64-value block's sums times its scales) from
 /// [`MMA_MIN_M`] to [`MMA_MAX_M`] rows (also from one row with `ROOFLINE_RING_MMA=1`, for experiments), K a multiple
 /// of 1024 up to [`MMA_MAX_K`]. Each weight is decoded once for every row, as on the CUDA cores, but the products are
 /// mma.sync's; the stream is the ring's. Whether it runs also takes the x type and no SwiGLU on load
 /// ([`mma_takes`]).
 fn mma_plan(format: WoFormat, m: usize, k: usize) -> bool {
     let forced = std::env::var("ROOFLINE_RING_MMA").is_ok_and(|v| v == "1");
-    matches!(format, WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nvfp4)
-        && k % MMA_SLICE == 0
-        && k <= MMA_MAX_K
-        && (m >= MMA_MIN_M || forced && m >= 1)
-        && m <= MMA_MAX_M
+    format.bits() == 4 && k % MMA_SLICE == 0 && k <= MMA_MAX_K && (m >= MMA_MIN_M || forced && m >= 1) && m <= MMA_MAX_M
 }
 
 /// Most row steps a CTA takes where the ring runs [`MMA_MIN_M`] and more rows of x on the tensor cores by default
@@ -263,8 +265,8 @@ pub fn mma_auto(
 }
 
 /// Whether the ring GEMV takes `m x k` on the tensor cores ([`mma_plan`]) for `x` activations with `epilogue` and
-/// `input`: INT4 with FP16 x (f16 products) or BF16 x (bf16 products, the codes decoded to exact bf16 pairs), MXFP4
-/// and NVFP4 with FP16 x; any epilogue (the norm's factor applied to the row sums), not SwiGLU on load.
+/// `input`: INT4 with FP16 x (f16 products) or BF16 x (bf16 products, the codes decoded to exact bf16 pairs), NF4,
+/// MXFP4 and NVFP4 with FP16 x; any epilogue (the norm's factor applied to the row sums), not SwiGLU on load.
 pub fn mma_takes((format, x): (WoFormat, XDtype), m: usize, k: usize, (_, input): (Epilogue, Input)) -> bool {
     mma_plan(format, m, k) && mma_x(format, x) && input == Input::X
 }
@@ -1101,8 +1103,8 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
     }
     if !(1..=MAX_M).contains(&batch) && !mma {
         return Err(format!(
-            "the ring GEMV multiplies 1 to {MAX_M} rows of x (INT4 g128, MXFP4 and NVFP4 up to {MMA_MAX_M} on the \
-             tensor cores, K up to {MMA_MAX_K}), not {batch}"
+            "the ring GEMV multiplies 1 to {MAX_M} rows of x (4-bit weights up to {MMA_MAX_M} on the tensor cores, K \
+             up to {MMA_MAX_K}), not {batch}"
         ));
     }
     let max = max_k(format);
@@ -1707,7 +1709,13 @@ mod tests {
             assert!(!mma_plan(i4, 8, 4096) && !mma_plan(i4, 3, 4096));
         }
         assert!(mma_plan(i4, 9, 4096) && mma_plan(i4, 16, 1024) && !mma_plan(i4, 17, 4096));
-        assert!(!mma_plan(i4, 16, 5120) && !mma_plan(WoFormat::Nf4, 16, 4096));
+        assert!(!mma_plan(i4, 16, 5120) && !mma_plan(WoFormat::Fp8E4M3, 16, 4096));
+        // NF4 (session 54) with FP16 x, its wide pair table after the ring and the tables.
+        let nf = WoFormat::Nf4;
+        assert!(mma_takes((nf, f16), 16, 4096, store) && !mma_takes((nf, bf16), 16, 4096, store));
+        let l = plan_on(nf, 16, 14336, 4096, 132, 4900.0).unwrap().layout;
+        assert!(l.nf4_wide_at.is_some_and(|at| at % 128 == 0 && at + NF4_WIDE_TABLE_BYTES == l.smem));
+        assert!(l.smem <= NF4_SMEM_BUDGET && l.slots >= 2);
         // MXFP4 (session 54) with FP16 x only, as NVFP4.
         let mx = WoFormat::Mxfp4;
         assert!(
@@ -1752,8 +1760,8 @@ mod tests {
         assert_eq!(Variant::best_on(i4, f16, 16, 28672, 4096, h200), Variant::XReg);
         assert_ne!(Variant::best_on(i4, f16, 16, 128256, 4096, h200), Variant::XReg);
         // Refused with a message past what it takes.
-        let nf4 = plan_on(WoFormat::Nf4, 16, 4096, 4096, 132, 4900.0).unwrap_err();
-        assert!(nf4.contains("1 to 3 rows of x") && nf4.contains("INT4 g128, MXFP4 and NVFP4 up to 16"), "{nf4}");
+        let fp8 = plan_on(WoFormat::Fp8E4M3, 16, 4096, 4096, 132, 4900.0).unwrap_err();
+        assert!(fp8.contains("1 to 3 rows of x") && fp8.contains("4-bit weights up to 16"), "{fp8}");
     }
 
     #[test]
@@ -2251,20 +2259,24 @@ mod tests {
         }
         // 9 to 16 rows of x on the tensor cores (session 51), at every K it takes, 1 to 8 row steps a CTA and 14 (its
         // default, `mma_auto`), with each epilogue it takes.
-        // INT4 with FP16 x everywhere; INT4 with BF16 x, MXFP4 and NVFP4 (their scales in the decoded pairs) at the
+        // INT4 with FP16 x everywhere; INT4 with BF16 x, NF4, MXFP4 and NVFP4 at the
         // default's 14 steps with the norm, 4 with the add and one step alone.
         let mma_shapes =
             [(9usize, 4096usize, 4usize), (12, 4096, 8), (16, 4096, 14), (16, 1024, 1), (13, 2048, 2), (16, 3072, 6)];
         let int4 = mma_shapes.into_iter().flat_map(|s| {
             [Epilogue::Store, Epilogue::Add, Epilogue::Norm].map(|e| ((WoFormat::Int4G128, XDtype::F16), s, e))
         });
-        let others =
-            [(WoFormat::Int4G128, XDtype::Bf16), (WoFormat::Mxfp4, XDtype::F16), (WoFormat::Nvfp4, XDtype::F16)]
-                .into_iter()
-                .flat_map(|fx| {
-                    [((16, 4096, 14), Epilogue::Norm), ((9, 4096, 4), Epilogue::Add), ((16, 1024, 1), Epilogue::Store)]
-                        .map(|(s, e)| (fx, s, e))
-                });
+        let others = [
+            (WoFormat::Int4G128, XDtype::Bf16),
+            (WoFormat::Nf4, XDtype::F16),
+            (WoFormat::Mxfp4, XDtype::F16),
+            (WoFormat::Nvfp4, XDtype::F16),
+        ]
+        .into_iter()
+        .flat_map(|fx| {
+            [((16, 4096, 14), Epilogue::Norm), ((9, 4096, 4), Epilogue::Add), ((16, 1024, 1), Epilogue::Store)]
+                .map(|(s, e)| (fx, s, e))
+        });
         for ((f, x), (m, k, per), ep) in int4.chain(others) {
             let n = per * STEP_ROWS * 132;
             let b = compile_ring(90, 132, 4900.0, (f, x), (m, n, k), (ep, Input::X))
