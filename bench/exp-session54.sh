@@ -6,6 +6,12 @@
 #   nf4      NF4 on the tensor-core ring (its wide pair table): the ring test's tensor-core cases (9-16 rows, FP16 x),
 #            then `measure` of the ring forced against the bulk ring (variant=xmma) at MX_SHAPES, twice, and the
 #            default at M = 1 of 14336x4096, into $out/nf4*.txt
+#   nf4x     what binds NF4 on the tensor-core ring: NF4 with -DEXP_MMA_NF4REG=1 (register decode) and INT4 with its ring
+#            cut to NF4's 7 slots (ROOFLINE_RING_KB=112) against their defaults, at NX_SHAPES, the ring forced, twice,
+#            into $out/nf4x.txt
+#   pad      the tensor-core ring's rows padded (ROOFLINE_RING_MMA_PAD=32: a slot's rows off each other's banks): the
+#            ring test's tensor-core cases at 9 and 16 rows (INT4 and NF4, FP16 x) with it, then `env_ab` of the pad
+#            (default, PAD_VALUES) at PAD_SHAPES for PAD_FORMATS, the ring forced, into $out/pad*.txt
 #   mb       model-bench Llama-3.1-8B (8 layers) per scheme of MB_SCHEMES (default nvfp4 mxfp4) at MB_BATCHES (default
 #            16 12 9) with the committed defaults (the tensor-core ring for qkv, o_proj, gate_up from batch 9), into
 #            $out/mb.txt
@@ -34,6 +40,24 @@ if has nf4; then
         done
     done
     MEAS_TIMEOUT=40 meas nf4 "default M=1" NF4 1x14336x4096 ""
+fi
+if has nf4x; then
+    for s in ${NX_SHAPES:-16x14336x4096 16x4096x4096}; do
+        for rep in 1 2; do
+            (export MEAS_TIMEOUT=40
+             meas nf4x "nf4 default" NF4 "$s" variant=xreg,ring=true
+             ROOFLINE_NVRTC_EXTRA=-DEXP_MMA_NF4REG=1 meas nf4x "nf4 register decode" NF4 "$s" variant=xreg,ring=true
+             meas nf4x "int4 default" INT4_G128 "$s" variant=xreg,ring=true
+             ROOFLINE_RING_KB=112 meas nf4x "int4 7 slots" INT4_G128 "$s" variant=xreg,ring=true)
+        done
+    done
+fi
+if has pad; then
+    ROOFLINE_RING_MMA_PAD=${PAD_TEST:-32} ROOFLINE_TEST_M=9,16 ROOFLINE_TEST_FORMATS=INT4_G128,NF4,NVFP4 \
+        ROOFLINE_TEST_X=fp16 test_bin pad-rtest 200 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    env_ab pad PAD ROOFLINE_RING_MMA_PAD "default ${PAD_VALUES:-32}" \
+        "${PAD_SHAPES:-16x14336x4096 9x14336x4096 16x4096x4096 16x28672x4096}" "${PAD_FORMATS:-INT4_G128 NF4 NVFP4}" \
+        variant=xreg,ring=true
 fi
 if has mb; then
     for scheme in ${MB_SCHEMES:-nvfp4 mxfp4}; do

@@ -106,6 +106,11 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #ifndef EXP_MMA_NOX
 #define EXP_MMA_NOX 0
 #endif
+// EXP_MMA_NF4REG 1 (probe): the tensor-core row step decodes NF4 through the byte tables in registers (`nf4_pairs`,
+// about 20 instructions a word) instead of the shared-memory pair table (its ring keeps the table's layout).
+#ifndef EXP_MMA_NF4REG
+#define EXP_MMA_NF4REG 0
+#endif
 #if SILU_X && NORM
 #error "SwiGLU on load (SILU_X) takes no fused norm"
 #endif
@@ -190,6 +195,17 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #define RW_KSP (RW_MMA ? RW_WARPS : KSL / RW_KH)  // K-slice warps a K part serves
 #define RW_PART_ROW (ROWB / RW_KH)  // bytes of one row in one K part
 #define RW_UNIT (RW_STAGE / RW_KH)    // bytes of a ring slot: one K part of a row step
+// RW_MMA_PAD: bytes after each row of a slot on the tensor cores (host: ring.rs `mma_pad`), copied row by row. Without
+// them the 8 rows of a slot start on the same bank (ROWB a multiple of 128 bytes), so a warp's 8-byte code loads (rows
+// g = 0..7, 32 bytes each) fall 8 to a bank, 8 wavefronts where 32 bytes of padding leave 2.
+#ifndef RW_MMA_PAD
+#define RW_MMA_PAD 0
+#endif
+#if RW_MMA_PAD % 16 != 0 || (RW_MMA_PAD > 0 && !RW_MMA)
+#error "RW_MMA_PAD: a multiple of 16 bytes, on the tensor cores only"
+#endif
+#define RW_ROWP (RW_PART_ROW + RW_MMA_PAD)  // a slot's row stride
+#define RW_SLOT (R * RW_ROWP)              // bytes of a slot (RW_UNIT unless padded)
 #if RW_KH > 1 && !RW_PRODUCER
 #error "K parts (RW_KH > 1) need the producer warp"
 #endif
@@ -251,7 +267,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     const int rows = ns * R;
     // After the ring: the staged tables (scales, zero points) of the CTA's rows, or with RW_SSTREAM each slot's
     // scales (RW_SCOLS entries of RS_SB bytes, then as many of RS_ZB bytes of zero points); then the row sums.
-    u8* ms = smem + RW_STEPS * RW_UNIT;
+    u8* ms = smem + RW_STEPS * RW_SLOT;
 #if RW_SSTREAM
     float* psum = (float*)(ms + RW_STEPS * RW_SCB);
 #else
@@ -322,13 +338,15 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 bulk_copy(smem_addr(ms + slot * RW_SCB + RW_SCOLS * RS_SB), w_z + e0 * RS_ZB, RW_SCOLS * RS_ZB, fb);
 #endif
 #endif
-                if (RW_KH == 1) bulk_copy(smem_addr(smem + slot * RW_STAGE), (const u8*)w + step * RW_STAGE, RW_STAGE, fb);
+                if (RW_KH == 1 && RW_MMA_PAD == 0) {
+                    bulk_copy(smem_addr(smem + slot * RW_STAGE), (const u8*)w + step * RW_STAGE, RW_STAGE, fb);
+                }
             }
-            if (RW_KH > 1) {
+            if (RW_KH > 1 || RW_MMA_PAD > 0) {
                 __syncwarp();
                 if (lane < R) {
                     const u8* src = (const u8*)w + step * RW_STAGE + (size_t)lane * ROWB + (u % RW_KH) * RW_PART_ROW;
-                    bulk_copy(smem_addr(smem + slot * RW_UNIT + lane * RW_PART_ROW), src, RW_PART_ROW, fb);
+                    bulk_copy(smem_addr(smem + slot * RW_SLOT + lane * RW_ROWP), src, RW_PART_ROW, fb);
                 }
             }
         }
@@ -463,7 +481,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // m 32 bytes on); the warp's scale columns 2 ks and 2 ks + 1 (its two groups): rows 2t, 2t + 1's scales (4
         // bytes, 16 a unit on; the second column 2 rows bytes on) and row g's zero-point byte (4 a unit on; the second
         // column rows / 2 on); the lane's row sums in the chunk's buffer.
-        const u32 code_s = smem_addr(smem) + g * ROWB + ks * 128 + t * 8;
+        const u32 code_s = smem_addr(smem) + g * RW_ROWP + ks * 128 + t * 8;
 #if FMT == 6
         // MXFP4: row g's E8M0 byte of column 8 ks + 2m + t / 2 (8 a unit on; column 2m 2m rows bytes on), the lane's
         // 16-value block 4m + t in its 32-value block 2m + t / 2.
@@ -569,7 +587,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             } else {
                 // Words w = 2m, 2m + 1 of the lane: the word pair m (q[h] holds words 4h .. 4h + 3).
                 uint4 q[2];
-                const u32 sp = code_s + slot * RW_UNIT;
+                const u32 sp = code_s + slot * RW_SLOT;
 #pragma unroll
                 for (int m = 0; m < 4; ++m) {
                     u32& lo = m & 1 ? q[m >> 1].z : q[m >> 1].x;
@@ -589,7 +607,11 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #pragma unroll
                         for (int h = 0; h < 2; ++h) {
                             u32 p[4];
+#if EXP_MMA_NF4REG
+                            nf4_pairs(word(q[h], wd), p);
+#else
                             nf4t_pairs<true>(word(q[h], wd), nf4tab, lane4, p);
+#endif
                             const u32* a0 = xa[8 * h + 2 * wd];
                             const u32* a1 = xa[8 * h + 2 * wd + 1];
                             asm(RW_MMA_OP "{%0, %1, %2, %3}, {%4, %5, %6, %7}, "

@@ -187,6 +187,20 @@ fn mma_chunk() -> usize {
         .unwrap_or(MMA_CHUNK)
 }
 
+/// Bytes of padding after each row of a tensor-core ring slot (`RW_MMA_PAD` in wo_ring.cu: the slot's rows off one
+/// another's shared-memory banks, copied row by row): [`MMA_PAD`], or `ROOFLINE_RING_MMA_PAD` (0 to 128, a multiple
+/// of 16) for experiments.
+fn mma_pad() -> usize {
+    std::env::var("ROOFLINE_RING_MMA_PAD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|p: &usize| *p <= 128 && p % 16 == 0)
+        .unwrap_or(MMA_PAD)
+}
+
+/// [`mma_pad`]'s default.
+const MMA_PAD: usize = 0;
+
 /// The ring for the tensor-core row step ([`mma_plan`]) of `m` rows of x: the scale tables of the CTA's `per` row
 /// steps staged, two buffers of the row sums of [`MMA_CHUNK`] steps per warp, as many slots of whole row steps as
 /// fit beside them (up to `per`, at least 2 where it has 2). `None`: fewer fit.
@@ -194,7 +208,7 @@ fn mma_layout(format: WoFormat, m: usize, k: usize, per: usize) -> Option<Layout
     // The sums, and 16 bytes to align them (the epilogue warp reads them in 16-byte loads).
     let sums = 2 * m * (k / MMA_SLICE) * mma_chunk() * STEP_ROWS * 4 + 16;
     let tables = table_bytes_per_row(format, k) * per * STEP_ROWS + sums;
-    let slot = slot_bytes(format, k, 1);
+    let slot = slot_bytes(format, k, 1) + STEP_ROWS * mma_pad();
     // NF4 decodes through its wide pair table, after the ring and the tables.
     let nf4 = format == WoFormat::Nf4;
     let budget = if nf4 { NF4_SMEM_BUDGET - NF4_WIDE_TABLE_BYTES - 128 } else { SMEM_BUDGET };
@@ -1515,6 +1529,9 @@ fn options(
     opts.push(format!("-DRW_GROUPS={groups}"));
     opts.push(format!("-DRW_MMA={}", u32::from(mma)));
     opts.push(format!("-DRW_MMA_CH={}", mma_chunk()));
+    if mma {
+        opts.push(format!("-DRW_MMA_PAD={}", mma_pad()));
+    }
     opts.push(format!("-DRW_MINB={}", ctas_per_sm()));
     opts.push(format!("-DNORM={}", u32::from(epilogue == Epilogue::Norm)));
     opts.push(format!("-DADD={}", u32::from(epilogue == Epilogue::Add)));
