@@ -198,8 +198,12 @@ fn mma_pad() -> usize {
         .unwrap_or(MMA_PAD)
 }
 
-/// [`mma_pad`]'s default.
-const MMA_PAD: usize = 0;
+/// [`mma_pad`]'s default: 32 bytes, a warp's code loads in 2 wavefronts instead of 8. Session 54 (h200-2026-11-30-
+/// session54 r4, us, no padding / 32 bytes, the tensor-core ring forced): INT4 16x14336x4096 14.55 / 14.0, 9x 13.9 /
+/// 13.55, 16x4096x4096 6.77 / 6.37, 16x28672x4096 24.75 / 24.85; NF4 16x14336x4096 18.5 / 16.2, 9x 16.45 / 14.4,
+/// 16x4096x4096 7.8 / 6.95, 16x28672x4096 32.95 / 28.4; NVFP4 16x14336x4096 15.3 / 14.9, 9x 14.6 / 14.5,
+/// 16x4096x4096 7.4 / 6.97.
+const MMA_PAD: usize = 32;
 
 /// The ring for the tensor-core row step ([`mma_plan`]) of `m` rows of x: the scale tables of the CTA's `per` row
 /// steps staged, two buffers of the row sums of [`MMA_CHUNK`] steps per warp, as many slots of whole row steps as
