@@ -12,6 +12,8 @@
 #   pad      the tensor-core ring's rows padded (ROOFLINE_RING_MMA_PAD=32: a slot's rows off each other's banks): the
 #            ring test's tensor-core cases at 9 and 16 rows (INT4 and NF4, FP16 x) with it, then `env_ab` of the pad
 #            (default, PAD_VALUES) at PAD_SHAPES for PAD_FORMATS, the ring forced, into $out/pad*.txt
+#   tcall    the ring test's tensor-core cases (TA_M rows, default 9,12,16) for INT4, NF4, MXFP4 and NVFP4 with FP16 x
+#            and INT4 with BF16 x (the committed defaults), into $out/tcall.txt
 #   mb       model-bench Llama-3.1-8B (8 layers) per scheme of MB_SCHEMES (default nvfp4 mxfp4) at MB_BATCHES (default
 #            16 12 9) with the committed defaults (the tensor-core ring for qkv, o_proj, gate_up from batch 9), into
 #            $out/mb.txt
@@ -58,6 +60,12 @@ if has pad; then
     env_ab pad PAD ROOFLINE_RING_MMA_PAD "default ${PAD_VALUES:-32}" \
         "${PAD_SHAPES:-16x14336x4096 9x14336x4096 16x4096x4096 16x28672x4096}" "${PAD_FORMATS:-INT4_G128 NF4 NVFP4}" \
         variant=xreg,ring=true
+fi
+if has tcall; then
+    ROOFLINE_TEST_M=${TA_M:-9,12,16} ROOFLINE_TEST_FORMATS=INT4_G128,NF4,MXFP4,NVFP4 ROOFLINE_TEST_X=fp16 \
+        test_bin tcall 250 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    ROOFLINE_TEST_M=${TA_M:-9,12,16} ROOFLINE_TEST_FORMATS=INT4_G128 ROOFLINE_TEST_X=bf16 \
+        test_bin tcall 100 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
 fi
 if has mb; then
     for scheme in ${MB_SCHEMES:-nvfp4 mxfp4}; do
