@@ -81,7 +81,8 @@ fn ring_gemv_matches_the_reference() {
         (4096, 4096, Epilogue::Store, x, 300.0, 2),
     ];
     // 9 to 16 rows of x on the tensor cores (INT4 g128: FP16 x since session 51, BF16 x since 53, bf16 products; NVFP4
-    // with FP16 x since 53 and MXFP4 since 54, their block scales in the decoded pairs; NF4 since 54, its pair table): x's A fragments of rows g and g + 8 (row g's again
+    // with FP16 x since 53 and MXFP4 since 54, their block scales in the decoded pairs, streamed where their M = 1 build
+    // streams them; NF4 since 54, its pair table): x's A fragments of rows g and g + 8 (row g's again
     // past M), the ring wrapping, the row sums' chunks and their two buffers, unequal shares, one row step a CTA; each
     // row's fused norm (its factor on the row sums) and residual add.
     let mma_rows = [
@@ -93,6 +94,8 @@ fn ring_gemv_matches_the_reference() {
         (1024, 3072, Epilogue::Store, x, 1.0, 11),
         (4096, 4096, Epilogue::Add, x, 1.0, 16),
         (6144, 4096, Epilogue::Norm, x, 1.0, 16),
+        // Llama-3.1-8B's gate_up: NVFP4's scales streamed beside each slot on fast memory (session 54).
+        (28672, 4096, Epilogue::Norm, x, 1.0, 12),
     ];
     // FP16 weights up to 3e4 (f16's largest is 65504; the weights below are uniform in [-ws, ws) / sqrt(K)) against a
     // small x: the products' f16x2 sums must stay in range.

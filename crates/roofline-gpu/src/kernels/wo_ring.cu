@@ -165,8 +165,8 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 // consumer warps a chunk, then half of them adding, took a quarter of the warps' stall samples at 16x14336x4096).
 #define RW_EPI (RW_MMA ? 1 : 0)
 #define RW_THREADS (RW_NC + 32 * RW_PRODUCER + 32 * RW_EPI)
-#if RW_MMA && (FMT < 4 || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || RW_SSTREAM || !RW_PRODUCER)
-#error "RW_MMA takes 4-bit weights (no SwiGLU on load), whole row steps in one row group, staged scales"
+#if RW_MMA && (FMT < 4 || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || (RW_SSTREAM && FMT <= 5) || !RW_PRODUCER)
+#error "RW_MMA takes 4-bit weights (no SwiGLU on load), whole row steps in one row group, INT4's and NF4's scales staged"
 #endif
 #if RW_MMA && FMT >= 5 && XBF16
 #error "RW_MMA takes NF4, MXFP4 and NVFP4 weights with FP16 x only"
@@ -484,25 +484,28 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // bytes, 16 a unit on; the second column 2 rows bytes on) and row g's zero-point byte (4 a unit on; the second
         // column rows / 2 on); the lane's row sums in the chunk's buffer.
         const u32 code_s = smem_addr(smem) + g * RW_ROWP + ks * 128 + t * 8;
+        // A scale column's bytes: staged, the CTA's rows of it (RS_SB a unit on); streamed (RW_SSTREAM, MXFP4 / NVFP4
+        // where their M = 1 build streams them), the unit's 8 rows beside its slot (RW_SCB a slot on, below).
+        const u32 cs = RW_SSTREAM ? RS_SB : rows * (RS_SB / R);
 #if FMT == 6
-        // MXFP4: row g's E8M0 byte of column 8 ks + 2m + t / 2 (8 a unit on; column 2m 2m rows bytes on), the lane's
-        // 16-value block 4m + t in its 32-value block 2m + t / 2.
-        u32 sc_s = smem_addr(ms) + (8 * ks + (t >> 1)) * rows + g;
+        // MXFP4: row g's E8M0 byte of column 8 ks + 2m + t / 2 (column 2m 2m cs bytes on), the lane's 16-value block
+        // 4m + t in its 32-value block 2m + t / 2.
+        u32 sc_s = smem_addr(ms) + (8 * ks + (t >> 1)) * cs + g;
         u32 zc_s = 0u;
 #elif FMT == 5
-        // NF4: the f16 absmax scales of rows 2t, 2t + 1 of column 4 ks + m (one 32-bit word; 16 a unit on, column m
-        // 2m rows bytes on); the lane's offset into the pair table's copies.
-        u32 sc_s = smem_addr(ms) + ((4 * ks) * rows + 2 * t) * 2;
+        // NF4: the f16 absmax scales of rows 2t, 2t + 1 of column 4 ks + m (one 32-bit word; column m m cs bytes on);
+        // the lane's offset into the pair table's copies.
+        u32 sc_s = smem_addr(ms) + (4 * ks) * cs + 2 * t * 2;
         u32 zc_s = 0u;
         const u32 lane4 = 4u * lane;
 #elif FMT == 7
-        // NVFP4: row g's E4M3 byte pair of column 8 ks + 2m + t / 2 (16 a unit on; column 2m 4m rows bytes on), the
-        // lane's block 4m + t the byte t & 1 of it (`ssel` splats it into both f16 halves).
-        u32 sc_s = smem_addr(ms) + ((8 * ks + (t >> 1)) * rows + g) * 2;
+        // NVFP4: row g's E4M3 byte pair of column 8 ks + 2m + t / 2 (column 2m 2m cs bytes on), the lane's block 4m + t
+        // the byte t & 1 of it (`ssel` splats it into both f16 halves).
+        u32 sc_s = smem_addr(ms) + (8 * ks + (t >> 1)) * cs + g * 2;
         u32 zc_s = 0u;
         const u32 ssel = (t & 1) ? 0x3232u : 0x1010u;
 #else
-        u32 sc_s = smem_addr(ms) + ((2 * ks) * rows + 2 * t) * 2;
+        u32 sc_s = smem_addr(ms) + (2 * ks) * cs + 2 * t * 2;
         u32 zc_s = smem_addr(mz) + (2 * ks) * (rows / 2) + g / 2;
         const u32 zsh = 4 * (g & 1);
 #endif
@@ -520,7 +523,14 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // instructions a unit (165 against 175), measured slower at 9-12 rows: 9x14336x4096 14.2, 12x10240x4096 11.5
         // against 11.2; unrolled by 4 the build spills).
 #pragma unroll 2
-        for (int j = 0; j < ns; ++j, sc_s += RS_SB, zc_s += 4, ps_s += R * 4) {
+        for (int j = 0; j < ns; ++j, sc_s += RW_SSTREAM ? 0 : RS_SB, zc_s += 4, ps_s += R * 4) {
+#if RW_SSTREAM
+            // The scales came with the slot: wait for it first, read them beside it.
+            if (!EXP_FFN_NOLOAD) mbar_wait(full_s + 8 * slot, par);
+            const u32 scu = sc_s + slot * RW_SCB;
+#else
+            const u32 scu = sc_s;
+#endif
 #if FMT == 6
             // The lane's four block scales (words 2m, 2m + 1: 32-value block 2m + t / 2 of row g) as f16 pairs: the
             // exponent field clamped (RW_MX_BIAS) times 0x04000400, into both halves.
@@ -528,7 +538,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #pragma unroll
             for (int m = 0; m < 4; ++m) {
                 u32 b;
-                asm("ld.shared.u8 %0, [%1];" : "=r"(b) : "r"(sc_s + m * rows * 2));
+                asm("ld.shared.u8 %0, [%1];" : "=r"(b) : "r"(scu + m * 2 * cs));
                 s2[m] = (u32)__viaddmin_s32_relu((int)b, -RW_MX_BIAS, 30) * 0x04000400u;
             }
 #elif FMT == 5
@@ -536,14 +546,14 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             // take them: as floats here, the 1-step build spilled).
             u32 sc2[4];
 #pragma unroll
-            for (int m = 0; m < 4; ++m) asm("ld.shared.u32 %0, [%1];" : "=r"(sc2[m]) : "r"(sc_s + m * rows * 2));
+            for (int m = 0; m < 4; ++m) asm("ld.shared.u32 %0, [%1];" : "=r"(sc2[m]) : "r"(scu + m * cs));
 #elif FMT == 7
             // The lane's four 16-value blocks' scales (words 2m, 2m + 1: block 4m + t of row g) as f16 pairs.
             u32 s2[4];
 #pragma unroll
             for (int m = 0; m < 4; ++m) {
                 u32 b;
-                asm("ld.shared.u16 %0, [%1];" : "=r"(b) : "r"(sc_s + m * rows * 4));
+                asm("ld.shared.u16 %0, [%1];" : "=r"(b) : "r"(scu + m * 2 * cs));
                 s2[m] = prmt(e4m3x2_to_h2(b), 0u, ssel);
             }
 #else
@@ -552,7 +562,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
                 u32 s2, zb;
-                asm("ld.shared.u32 %0, [%1];" : "=r"(s2) : "r"(sc_s + h * rows * 2));
+                asm("ld.shared.u32 %0, [%1];" : "=r"(s2) : "r"(scu + h * cs));
                 asm("ld.shared.u8 %0, [%1];" : "=r"(zb) : "r"(zc_s + h * (rows / 2)));
                 sc[h][0] = h2f((u16)(s2 & 0xffffu));
                 sc[h][1] = h2f((u16)(s2 >> 16));
@@ -566,7 +576,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #endif
             }
 #endif
+#if !RW_SSTREAM
             if (!EXP_FFN_NOLOAD) mbar_wait(full_s + 8 * slot, par);  // (the decode alone: no wait)
+#endif
             // The slot back to the producer (session 51: warp 0 refilling it instead, with no producer warp and so
             // 128 registers a thread, was slower: 16x14336x4096 17.2 -> 19.5 us, 4x 15.1 -> 18.7).
             const auto release = [&]() {

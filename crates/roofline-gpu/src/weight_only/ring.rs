@@ -206,13 +206,17 @@ fn mma_pad() -> usize {
 const MMA_PAD: usize = 32;
 
 /// The ring for the tensor-core row step ([`mma_plan`]) of `m` rows of x: the scale tables of the CTA's `per` row
-/// steps staged, two buffers of the row sums of [`MMA_CHUNK`] steps per warp, as many slots of whole row steps as
-/// fit beside them (up to `per`, at least 2 where it has 2). `None`: fewer fit.
-fn mma_layout(format: WoFormat, m: usize, k: usize, per: usize) -> Option<Layout> {
+/// steps staged (or, `streamed`, each slot's beside it), two buffers of the row sums of [`MMA_CHUNK`] steps per warp,
+/// as many slots of whole row steps (rows padded by [`mma_pad`]) as fit beside them (up to `per`, at least 2 where it
+/// has 2), and NF4's wide pair table. `None`: fewer fit.
+fn mma_layout(format: WoFormat, m: usize, k: usize, per: usize, streamed: bool) -> Option<Layout> {
     // The sums, and 16 bytes to align them (the epilogue warp reads them in 16-byte loads).
     let sums = 2 * m * (k / MMA_SLICE) * mma_chunk() * STEP_ROWS * 4 + 16;
-    let tables = table_bytes_per_row(format, k) * per * STEP_ROWS + sums;
-    let slot = slot_bytes(format, k, 1) + STEP_ROWS * mma_pad();
+    // The scales staged for the CTA's rows, or streamed beside each slot.
+    let staged = if streamed { 0 } else { table_bytes_per_row(format, k) * per * STEP_ROWS };
+    let tables = staged + sums;
+    let slot =
+        slot_bytes(format, k, 1) + STEP_ROWS * mma_pad() + if streamed { slot_scale_bytes(format, k, 1) } else { 0 };
     // NF4 decodes through its wide pair table, after the ring and the tables.
     let nf4 = format == WoFormat::Nf4;
     let budget = if nf4 { NF4_SMEM_BUDGET - NF4_WIDE_TABLE_BYTES - 128 } else { SMEM_BUDGET };
@@ -222,7 +226,7 @@ fn mma_layout(format: WoFormat, m: usize, k: usize, per: usize) -> Option<Layout
     (slots >= 2.min(per)).then_some(Layout {
         slots,
         smem: nf4_wide_at.map_or(used, |at| at + NF4_WIDE_TABLE_BYTES),
-        streamed_scales: false,
+        streamed_scales: streamed,
         nf4_wide_at,
     })
 }
@@ -1109,14 +1113,15 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
         ));
     }
     let mma = mma_plan(format, batch, k);
-    // The tensor-core row step reads staged scale tables; builds for more rows of x keep the M = 1 build's tables
-    // (`streams_scales`), which INT4 always stages and MXFP4 and NVFP4 stream at some shapes (NVFP4 at 28672 rows
-    // and more of 4096 on fast memory).
-    if mma && batch > 1 && format != WoFormat::Int4G128 && streams_scales(format, n, k, sm_count, peak_gb_s) {
+    // Builds for more rows of x keep the M = 1 build's tables (`streams_scales`), which INT4 always stages and NF4,
+    // MXFP4 and NVFP4 stream at some shapes (NVFP4 at 28672 rows and more of 4096 on fast memory, the others at the LM
+    // heads'); the tensor-core row step reads MXFP4's and NVFP4's either way (since session 54), NF4's staged only
+    // (streamed, its builds spilled at K = 4096, 96 registers a thread).
+    let mma_streamed = mma && format != WoFormat::Int4G128 && streams_scales(format, n, k, sm_count, peak_gb_s);
+    if mma_streamed && format == WoFormat::Nf4 {
         return Err(format!(
-            "{batch}x{n}x{k} {}: the ring's M = 1 build streams the scales here, and the tensor-core row step stages \
-             them",
-            format.format()
+            "{batch}x{n}x{k} NF4: the ring's M = 1 build streams the scales here, and the tensor-core row step stages \
+             NF4's"
         ));
     }
     if !(1..=MAX_M).contains(&batch) && !mma {
@@ -1151,7 +1156,7 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
     let one = layout((format, 1), k, per, groups, parts, fast);
     let layout = match batch {
         // The tensor-core row step reads staged scale tables.
-        _ if mma => mma_layout(format, batch, k, per),
+        _ if mma => mma_layout(format, batch, k, per, mma_streamed),
         1 => one,
         _ => one.and_then(|l| layout_for((format, batch), k, per, groups, parts, l.streamed_scales)),
     };
@@ -1750,7 +1755,10 @@ mod tests {
             mma_plan(nv, 16, 4096) && mma_takes((nv, f16), 16, 4096, store) && !mma_takes((nv, bf16), 16, 4096, store)
         );
         assert!(plan_on(nv, 16, 14336, 4096, 132, 4900.0).unwrap().mma);
-        assert!(streams_scales(nv, 28672, 4096, 132, 4900.0) && plan_on(nv, 16, 28672, 4096, 132, 4900.0).is_err());
+        // Where its M = 1 build streams the scales (since session 54), the tensor-core row step reads them streamed.
+        let p = plan_on(nv, 16, 28672, 4096, 132, 4900.0).unwrap();
+        assert!(streams_scales(nv, 28672, 4096, 132, 4900.0) && p.mma && p.layout.streamed_scales);
+        assert!(!plan_on(nv, 16, 14336, 4096, 132, 4900.0).unwrap().layout.streamed_scales);
         assert!(
             mma_auto((nv, f16), (16, 14336, 4096), 132, 4900.0)
                 && !mma_auto((nv, bf16), (16, 14336, 4096), 132, 4900.0)
@@ -1758,7 +1766,7 @@ mod tests {
         let h200 = (132, 90, 4900.0);
         assert_eq!(Variant::best_on(nv, f16, 12, 14336, 4096, h200), Variant::XReg);
         assert_ne!(Variant::best_on(nv, bf16, 12, 14336, 4096, h200), Variant::XReg);
-        assert_ne!(Variant::best_on(nv, f16, 16, 28672, 4096, h200), Variant::XReg);
+        assert_eq!(Variant::best_on(nv, f16, 16, 28672, 4096, h200), Variant::XReg);
         assert!(mma_takes((i4, f16), 16, 4096, store) && mma_takes((i4, bf16), 16, 4096, store));
         assert!(mma_takes((i4, f16), 16, 4096, (Epilogue::Add, Input::X)));
         assert!(mma_takes((i4, f16), 16, 4096, (Epilogue::Norm, Input::X)));
@@ -2280,8 +2288,8 @@ mod tests {
         }
         // 9 to 16 rows of x on the tensor cores (session 51), at every K it takes, 1 to 8 row steps a CTA and 14 (its
         // default, `mma_auto`), with each epilogue it takes.
-        // INT4 with FP16 x everywhere; INT4 with BF16 x, NF4, MXFP4 and NVFP4 at the
-        // default's 14 steps with the norm, 4 with the add and one step alone.
+        // INT4 with FP16 x everywhere; INT4 with BF16 x, NF4, MXFP4 and NVFP4 at the default's 14 steps with the
+        // norm, 4 with the add, one step alone, and 28 and 56 steps (below).
         let mma_shapes =
             [(9usize, 4096usize, 4usize), (12, 4096, 8), (16, 4096, 14), (16, 1024, 1), (13, 2048, 2), (16, 3072, 6)];
         let int4 = mma_shapes.into_iter().flat_map(|s| {
@@ -2295,8 +2303,15 @@ mod tests {
         ]
         .into_iter()
         .flat_map(|fx| {
-            [((16, 4096, 14), Epilogue::Norm), ((9, 4096, 4), Epilogue::Add), ((16, 1024, 1), Epilogue::Store)]
-                .map(|(s, e)| (fx, s, e))
+            [
+                ((16, 4096, 14), Epilogue::Norm),
+                ((9, 4096, 4), Epilogue::Add),
+                ((16, 1024, 1), Epilogue::Store),
+                // 28 and 56 steps a CTA: NVFP4's and MXFP4's scales streamed beside each slot (their M = 1 builds').
+                ((12, 4096, 28), Epilogue::Norm),
+                ((9, 4096, 56), Epilogue::Store),
+            ]
+            .map(|(s, e)| (fx, s, e))
         });
         for ((f, x), (m, k, per), ep) in int4.chain(others) {
             let n = per * STEP_ROWS * 132;
