@@ -14,6 +14,10 @@
 #            (default, PAD_VALUES) at PAD_SHAPES for PAD_FORMATS, the ring forced, into $out/pad*.txt
 #   tcall    the ring test's tensor-core cases (TA_M rows, default 9,12,16) for INT4, NF4, MXFP4 and NVFP4 with FP16 x
 #            and INT4 with BF16 x (the committed defaults), into $out/tcall.txt
+#   nvs      MXFP4 / NVFP4 on the tensor-core ring with their scales streamed: the ring test's tensor-core cases at
+#            NVS_M rows (default 12,16; with 28672x4096, streamed for NVFP4 on fast memory), again with
+#            ROOFLINE_RING_STREAM_SCALES=1 (every shape streamed) at 9 and 16, then `measure` of the default against the
+#            bulk ring (variant=xmma) at NVS_SHAPES, twice, into $out/nvs*.txt
 #   mb       model-bench Llama-3.1-8B (8 layers) per scheme of MB_SCHEMES (default nvfp4 mxfp4) at MB_BATCHES (default
 #            16 12 9) with the committed defaults (the tensor-core ring for qkv, o_proj, gate_up from batch 9), into
 #            $out/mb.txt
@@ -66,6 +70,17 @@ if has tcall; then
         test_bin tcall 250 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
     ROOFLINE_TEST_M=${TA_M:-9,12,16} ROOFLINE_TEST_FORMATS=INT4_G128 ROOFLINE_TEST_X=bf16 \
         test_bin tcall 100 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+fi
+if has nvs; then
+    ROOFLINE_TEST_M=${NVS_M:-12,16} ROOFLINE_TEST_FORMATS=MXFP4,NVFP4 ROOFLINE_TEST_X=fp16 \
+        test_bin nvs-rtest 200 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    ROOFLINE_RING_STREAM_SCALES=1 ROOFLINE_TEST_M=9,16 ROOFLINE_TEST_FORMATS=MXFP4,NVFP4 ROOFLINE_TEST_X=fp16 \
+        test_bin nvs-rtest-stream 200 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    for s in ${NVS_SHAPES:-16x28672x4096 9x28672x4096 12x28672x4096 16x57344x4096}; do
+        for rep in 1 2; do
+            for g in "" variant=xmma; do MEAS_TIMEOUT=40 meas nvs "${g:-default}" NVFP4 "$s" "$g"; done
+        done
+    done
 fi
 if has mb; then
     for scheme in ${MB_SCHEMES:-nvfp4 mxfp4}; do
