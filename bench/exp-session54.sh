@@ -18,6 +18,8 @@
 #            NVS_M rows (default 12,16; with 28672x4096, streamed for NVFP4 on fast memory), again with
 #            ROOFLINE_RING_STREAM_SCALES=1 (every shape streamed) at 9 and 16, then `measure` of the default against the
 #            bulk ring (variant=xmma) at NVS_SHAPES, twice, into $out/nvs*.txt
+#   nf4u     NF4's tensor-core ring a unit a pass (the committed build): its ring test's tensor-core cases at 9 and 16
+#            rows, `measure` of it at NX_SHAPES once, into $out/nf4u*.txt
 #   mb       model-bench Llama-3.1-8B (8 layers) per scheme of MB_SCHEMES (default nvfp4 mxfp4) at MB_BATCHES (default
 #            16 12 9) with the committed defaults (the tensor-core ring for qkv, o_proj, gate_up from batch 9), into
 #            $out/mb.txt
@@ -80,6 +82,13 @@ if has nvs; then
         for rep in 1 2; do
             for g in "" variant=xmma; do MEAS_TIMEOUT=40 meas nvs "${g:-default}" NVFP4 "$s" "$g"; done
         done
+    done
+fi
+if has nf4u; then
+    ROOFLINE_TEST_M=9,16 ROOFLINE_TEST_FORMATS=NF4 ROOFLINE_TEST_X=fp16 \
+        test_bin nf4u-rtest 120 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    for s in ${NX_SHAPES:-16x14336x4096 9x14336x4096 16x4096x4096 16x28672x4096}; do
+        MEAS_TIMEOUT=40 meas nf4u "ring" NF4 "$s" variant=xreg,ring=true
     done
 fi
 if has mb; then

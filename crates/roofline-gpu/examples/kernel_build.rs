@@ -3,7 +3,8 @@
 //! CUBIN is written to DIR for `cuobjdump -sass` / `nvdisasm`: a kernel edit's instructions compared before
 //! the device time is spent.
 //!
-//! `cargo run -p roofline-gpu --example kernel_build -- FORMAT X M N K [ARCH] [SMS] [--gemv SPEC] [--fused] [--ring]`, e.g.
+//! `cargo run -p roofline-gpu --example kernel_build -- FORMAT X M N K [ARCH] [SMS] [--gemv SPEC] [--fused] [--ring]
+//! [--add]`, e.g.
 //! `ROOFLINE_DUMP_CUBIN=/tmp/cubin cargo run -p roofline-gpu --example kernel_build -- MXFP4 BF16 16 14336 4096`
 //! (FORMAT a weight-only catalog name, X `FP16` or `BF16`, ARCH default 90, SMS default 132; `--gemv` a plan
 //! override as `roofline measure --gemv` takes it, e.g. `warps=8,unroll=2`; `--fused`: the fused RMSNorm /
@@ -25,7 +26,8 @@ fn run() -> Result<(), String> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let fused = args.iter().any(|a| a == "--fused");
     let ring = args.iter().any(|a| a == "--ring");
-    args.retain(|a| a != "--fused" && a != "--ring");
+    let add = args.iter().any(|a| a == "--add");
+    args.retain(|a| a != "--fused" && a != "--ring" && a != "--add");
     let gemv: GemvOverride = match args.iter().position(|a| a == "--gemv") {
         Some(i) if i + 1 < args.len() => {
             let spec = args.remove(i + 1);
@@ -36,7 +38,7 @@ fn run() -> Result<(), String> {
         None => GemvOverride::default(),
     };
     if args.len() < 5 {
-        return Err("usage: kernel_build FORMAT X M N K [ARCH] [SMS] [--gemv SPEC] [--fused] [--ring]".into());
+        return Err("usage: kernel_build FORMAT X M N K [ARCH] [SMS] [--gemv SPEC] [--fused] [--ring] [--add]".into());
     }
     let format =
         WoFormat::ALL.into_iter().find(|f| f.format().name().eq_ignore_ascii_case(&args[0])).ok_or_else(|| {
@@ -62,7 +64,12 @@ fn run() -> Result<(), String> {
     let sms = num(6, "SMS", 132)? as u32;
     nvrtc_available().map_err(|e| e.to_string())?;
     if ring {
-        return ring_build(arch, sms, (format, x), (m, n, k), fused);
+        let epilogue = match (fused, add) {
+            (true, _) => ring::Epilogue::Norm,
+            (false, true) => ring::Epilogue::Add,
+            (false, false) => ring::Epilogue::Store,
+        };
+        return ring_build(arch, sms, (format, x), (m, n, k), epilogue);
     }
     let variant = gemv.variant.unwrap_or_else(|| Variant::best(format, x, m));
     let plan = LaunchPlan::new_x(variant, format, x, m, n, k, sms, gemv.tuning);
@@ -81,15 +88,14 @@ fn run() -> Result<(), String> {
 }
 
 /// `--ring`: the ring GEMV the engine builds for `m x n x k` (M up to `ring::MAX_M`) on a fast-memory GPU (the
-/// H200's defaults; with `--fused` the fused RMSNorm build).
+/// H200's defaults; with `--fused` the fused RMSNorm build, with `--add` the residual add's).
 fn ring_build(
     arch: u32,
     sms: u32,
     fx: (WoFormat, XDtype),
     mnk: (usize, usize, usize),
-    fused: bool,
+    epilogue: ring::Epilogue,
 ) -> Result<(), String> {
-    let epilogue = if fused { ring::Epilogue::Norm } else { ring::Epilogue::Store };
     let b = ring::compile_ring(arch, sms, 4800.0, fx, mnk, (epilogue, ring::Input::X)).map_err(|e| e.to_string())?;
     let (m, n, k) = mnk;
     println!("ring GEMV {:?} {:?} {m}x{n}x{k}: {}", fx.0, fx.1, b.describe());

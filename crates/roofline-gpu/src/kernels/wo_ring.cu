@@ -522,7 +522,12 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // -> 14.6 us, 9x 14.7 -> 13.9, 16x28672x4096 26.2 -> 24.7; a loop of chunks with its units unrolled, fewer
         // instructions a unit (165 against 175), measured slower at 9-12 rows: 9x14336x4096 14.2, 12x10240x4096 11.5
         // against 11.2; unrolled by 4 the build spills).
+#if FMT == 5
+        // NF4 a unit a pass: two spilled 4-12 bytes at 96 registers (9x4224x4096 with the residual add, 16x1024x4096).
+#pragma unroll 1
+#else
 #pragma unroll 2
+#endif
         for (int j = 0; j < ns; ++j, sc_s += RW_SSTREAM ? 0 : RS_SB, zc_s += 4, ps_s += R * 4) {
 #if RW_SSTREAM
             // The scales came with the slot: wait for it first, read them beside it.
@@ -609,42 +614,38 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                     asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(lo), "=r"(hi) : "r"(sp + 32 * m));
                 }
 #if FMT == 5
-                // NF4: each 64-value block m (word pair m) in a chain of its own, two at once (m = 2h + j: words 4h +
-                // 2j, 4h + 2j + 1), its sums times its scales into the lane's (o).
+                // NF4: each 64-value block m (word pair m: words 2m, 2m + 1, of q[m / 2]) in a chain of its own, one
+                // after another (two at once, 4 registers more, spilled at 96), its sums times its scales into the
+                // lane's (o).
                 const u8* nf4tab = nf4t;
                 float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-                for (int j = 0; j < 2; ++j) {
-                    float d[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+                for (int m = 0; m < 4; ++m) {
+                    const int h = m >> 1;
+                    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-                    for (int wd = 2 * j; wd < 2 * j + 2; ++wd) {
-#pragma unroll
-                        for (int h = 0; h < 2; ++h) {
-                            u32 p[4];
+                    for (int wd = 2 * (m & 1); wd < 2 * (m & 1) + 2; ++wd) {
+                        u32 p[4];
 #if EXP_MMA_NF4REG
-                            nf4_pairs(word(q[h], wd), p);
+                        nf4_pairs(word(q[h], wd), p);
 #else
-                            nf4t_pairs<true>(word(q[h], wd), nf4tab, lane4, p);
+                        nf4t_pairs<true>(word(q[h], wd), nf4tab, lane4, p);
 #endif
-                            const u32* a0 = xa[8 * h + 2 * wd];
-                            const u32* a1 = xa[8 * h + 2 * wd + 1];
-                            asm(RW_MMA_OP "{%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                                "{%8, %9}, {%0, %1, %2, %3};"
-                                : "+f"(d[h][0]), "+f"(d[h][1]), "+f"(d[h][2]), "+f"(d[h][3])
-                                : "r"(a0[0]), "r"(a0[1]), "r"(a0[2]), "r"(a0[3]), "r"(p[0]), "r"(p[1]));
-                            asm(RW_MMA_OP "{%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-                                "{%8, %9}, {%0, %1, %2, %3};"
-                                : "+f"(d[h][0]), "+f"(d[h][1]), "+f"(d[h][2]), "+f"(d[h][3])
-                                : "r"(a1[0]), "r"(a1[1]), "r"(a1[2]), "r"(a1[3]), "r"(p[2]), "r"(p[3]));
-                        }
+                        const u32* a0 = xa[8 * h + 2 * wd];
+                        const u32* a1 = xa[8 * h + 2 * wd + 1];
+                        asm(RW_MMA_OP "{%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                            "{%8, %9}, {%0, %1, %2, %3};"
+                            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                            : "r"(a0[0]), "r"(a0[1]), "r"(a0[2]), "r"(a0[3]), "r"(p[0]), "r"(p[1]));
+                        asm(RW_MMA_OP "{%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+                            "{%8, %9}, {%0, %1, %2, %3};"
+                            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                            : "r"(a1[0]), "r"(a1[1]), "r"(a1[2]), "r"(a1[3]), "r"(p[2]), "r"(p[3]));
                     }
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        float s0, s1;
-                        h2x2f(sc2[2 * h + j], s0, s1);
-                        o[0] = fmaf(s0, d[h][0], o[0]), o[1] = fmaf(s1, d[h][1], o[1]);
-                        o[2] = fmaf(s0, d[h][2], o[2]), o[3] = fmaf(s1, d[h][3], o[3]);
-                    }
+                    float s0, s1;
+                    h2x2f(sc2[m], s0, s1);
+                    o[0] = fmaf(s0, d[0], o[0]), o[1] = fmaf(s1, d[1], o[1]);
+                    o[2] = fmaf(s0, d[2], o[2]), o[3] = fmaf(s1, d[3], o[3]);
                 }
                 release();
                 buffer_free();

@@ -272,8 +272,12 @@ fn mma_auto_max_steps() -> usize {
 /// 6.17 / 4.58 (4.54), 16x4096x4096 9.22 / 7.07 (6.90), 16x14336x4096 17.1 / 15.8 (15.2), 12x 16.7 / 16.1 (15.0), 9x
 /// 15.9 / 15.9 (14.7), 16x28672x4096 28.2 / 27.4 (26.1), 16x57344x4096 52.5 / 52.6 (50.0); the LM head's 122 steps 105
 /// / 108 (103). NVFP4 with FP16 x (session 53 r8, the bulk ring / the tensor-core ring): 16x4096x4096 9.50 / 7.42,
-/// 12x10240x4096 13.9 / 11.8, 9x14336x4096 16.45 / 14.7, 16x14336x4096 17.7 / 15.4; where its M = 1 build streams the
-/// scales (28672 and 57344 rows of 4096 on fast memory) [`plan_on`] refuses it.
+/// 12x10240x4096 13.9 / 11.8, 9x14336x4096 16.45 / 14.7, 16x14336x4096 17.7 / 15.4; since session 54 (r7, rows padded)
+/// also where its M = 1 build streams the scales, read beside each slot: 16x28672x4096 28.85 / 26.1, 12x 28.5 / 24.95,
+/// 9x 27.45 / 24.8, 16x57344x4096 53.6 / 48.05. MXFP4 (session 54 r1, before the padding): 16x14336x4096 17.0 / 14.8,
+/// 9x 15.6 / 14.2, 16x4096x4096 9.12 / 7.37, 16x28672x4096 27.95 / 25.7, 12x10240x4096 13.5 / 11.5. NF4 (r2, before the
+/// padding; r4 with it): 16x14336x4096 19.2 / 18.5 (16.2), 9x 18.0 / 16.5 (14.4), 16x4096x4096 10.0 / 7.8 (6.95),
+/// 16x28672x4096 34.4 / 32.9 (28.4), 12x10240x4096 16.7 / 14.2; NF4's scales are staged only ([`plan_on`]).
 pub fn mma_auto(
     (format, x): (WoFormat, XDtype),
     (m, n, k): (usize, usize, usize),
