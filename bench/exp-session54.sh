@@ -28,26 +28,13 @@
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session54.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session54 "${1:-mxfp4}"
+tc_shapes=${MX_SHAPES:-16x14336x4096 9x14336x4096 16x4096x4096 16x28672x4096 12x10240x4096}
 if has mxfp4; then
-    ROOFLINE_TEST_M=9,10,11,12,13,16 ROOFLINE_TEST_FORMATS=MXFP4 ROOFLINE_TEST_X=fp16 \
-        test_bin mxfp4-rtest 200 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
     test_bin mxfp4-window 100 ring_gpu --ignored --nocapture mxfp4_outside_the_scale_window_leaves_the_tensor_cores
-    for s in ${MX_SHAPES:-16x14336x4096 9x14336x4096 16x4096x4096 16x28672x4096 12x10240x4096}; do
-        for rep in 1 2; do
-            for g in variant=xreg,ring=true variant=xmma; do MEAS_TIMEOUT=40 meas mxfp4 "$g" MXFP4 "$s" "$g"; done
-        done
-    done
-    MEAS_TIMEOUT=40 meas mxfp4 "default M=1" MXFP4 1x14336x4096 ""
+    tc_ab mxfp4 MXFP4 "$tc_shapes"
 fi
 if has nf4; then
-    ROOFLINE_TEST_M=9,10,11,12,13,16 ROOFLINE_TEST_FORMATS=NF4 ROOFLINE_TEST_X=fp16 \
-        test_bin nf4-rtest 200 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
-    for s in ${MX_SHAPES:-16x14336x4096 9x14336x4096 16x4096x4096 16x28672x4096 12x10240x4096}; do
-        for rep in 1 2; do
-            for g in variant=xreg,ring=true variant=xmma; do MEAS_TIMEOUT=40 meas nf4 "$g" NF4 "$s" "$g"; done
-        done
-    done
-    MEAS_TIMEOUT=40 meas nf4 "default M=1" NF4 1x14336x4096 ""
+    tc_ab nf4 NF4 "$tc_shapes"
 fi
 if has nf4x; then
     for s in ${NX_SHAPES:-16x14336x4096 16x4096x4096}; do

@@ -210,6 +210,21 @@ final_checks() {
     done
     issue_table final-table
 }
+# `tc_ab LOG FORMAT SHAPES`: a format on the ring's tensor-core row step: the ring test's tensor-core cases at 9-16
+# rows (FP16 x) into $out/LOG-rtest.txt, then `meas` of the tensor-core ring forced against the bulk ring
+# (variant=xmma) at SHAPES (MxNxK, space-separated), twice, and the default at M = 1 of 14336x4096 (issue 11's
+# ratio), into $out/LOG.txt.
+tc_ab() {
+    local log=$1 f=$2 shapes=$3 s rep g
+    ROOFLINE_TEST_M=9,10,11,12,13,16 ROOFLINE_TEST_FORMATS=$f ROOFLINE_TEST_X=fp16 \
+        test_bin "$log-rtest" 200 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    for s in $shapes; do
+        for rep in 1 2; do
+            for g in variant=xreg,ring=true variant=xmma; do MEAS_TIMEOUT=40 meas "$log" "$g" "$f" "$s" "$g"; done
+        done
+    done
+    MEAS_TIMEOUT=40 meas "$log" "default M=1" "$f" 1x14336x4096 ""
+}
 # `gpu_lib_tests LOG`: roofline-gpu's GPU unit tests (.gpu/gpu_lib --ignored --nocapture) without those named in
 # GPULIB_SKIP (default the read-stream and bulk-copy sweeps, which outlast a device call), killed after GPULIB_TIMEOUT
 # s (default 480), into $out/LOG.txt (`test_bin`).
