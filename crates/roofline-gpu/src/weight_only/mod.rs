@@ -539,7 +539,8 @@ impl WeightOnlyGemv {
             && ring::streams_scales(p.format, p.n, p.k, self.sm_count, self.peak_gb_s))
         .then(|| pack::ring_step_tables(p.format, p.n, p.k, &xscales, &xzeros))
         .flatten();
-        let mma_exact = ring::mxfp4_mma_window(p).is_ok();
+        // Only the ring (an XReg engine's) multiplies on the tensor cores from the CUDA-core layout.
+        let mma_exact = self.variant != Variant::XReg || ring::mxfp4_mma_window(p).is_ok();
         Ok(StagedWeights {
             packed: p,
             variant: self.variant,
