@@ -317,11 +317,12 @@ __device__ __forceinline__ void nf4_pair_fill(u8* tab) {
     }
 }
 
-// dot8h for NF4 through the pair table at `tab` (`lane4`: the lane's byte offset, 4 x lane): byte k of word v
-// (codes 2k, 2k + 1) is one conflict-free shared-memory load of their f16x2 (`nf4t_pairs`: p[k]; the ring's
-// tensor-core row step takes the pairs alone), against a[k] = (x_{2k}, x_{2k+1}). WIDE: the load's offset is one byte permute (and the table's base folds into the load where it
-// is a constant, as in the ring GEMV's dynamic shared memory); else a byte permute and a shift-add. `dot8nf4`
-// spends about five byte permutes and lop3s a pair on the integer pipe, which is what that decode saturates.
+// dot8h for NF4 through the pair table at `tab` (`lane4`: the lane's byte offset, 4 x lane): byte k of word v (codes
+// 2k, 2k + 1) is one conflict-free shared-memory load of their f16x2 (`nf4t_pairs`: p[k]; the ring's tensor-core row
+// step takes the pairs alone), against a[k] = (x_{2k}, x_{2k+1}). WIDE: the load's offset is one byte permute (and the
+// table's base folds into the load where it is a constant, as in the ring GEMV's dynamic shared memory); else a byte
+// permute and a shift-add. `dot8nf4` spends about five byte permutes and lop3s a pair on the integer pipe, which is
+// what that decode saturates.
 template <bool WIDE>
 __device__ __forceinline__ void nf4t_pairs(u32 v, const u8* tab, u32 lane4, u32 p[4]) {
 #pragma unroll

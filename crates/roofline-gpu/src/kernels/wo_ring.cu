@@ -115,18 +115,19 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #if SILU_X && NORM
 #error "SwiGLU on load (SILU_X) takes no fused norm"
 #endif
-// RW_MMA 1 (INT4 g128 weights with FP16 or BF16 x, NF4, MXFP4 and NVFP4 with FP16 x; 9 to 16 rows of x, a store, a residual add or a
-// fused RMSNorm (its factor on the row sums); host: ring.rs `mma_plan`): the tensor cores take the row steps. Every
-// unit (a row step, RW_KH 1, RW_GROUPS 1) is consumed by FD / 256 warps, warp ks taking K values [256 ks, 256 ks + 256)
-// of its 8 rows in the ring's own layout: lane (g, t) reads 8 words of row g, decodes each to q - z in f16 (dot8hz's
-// decode without its products: 9 instructions a word of 8 codes; with BF16 x in bf16, int4_pairs_z_bf16: 11, and bf16
-// products; MXFP4 / NVFP4: the E2M1 pairs times the block's scale, below; NF4: its pairs from the wide pair table) and runs 2 mma.sync.m16n8k16 a word, x the A
-// operand (rows g and g + 8 of x, in registers for the whole call, in the K order the words' codes give, below) and the
-// step's 8 rows the n8 columns. Each 128-value group (NF4: 64-value block) accumulates on its own and is scaled into the lane's sums of
-// weight rows 2t, 2t + 1 (MXFP4's and NVFP4's sums need no scale); every warp's sums go to shared memory (its own, so the result
-// has the same bits every run), which the epilogue warp (RW_EPI) adds and stores chunk by chunk (RW_MMA_CH). Each
-// weight is decoded once for all rows of x, the stream is the M = 1 ring's (session 51: the bulk ring's loads alone
-// took 13.0 us at 16x14336x4096 against the M = 1 ring's 8.3), and x crosses from L2 once, 16 bytes a load.
+// RW_MMA 1 (INT4 g128 weights with FP16 or BF16 x, NF4, MXFP4 and NVFP4 with FP16 x; 9 to 16 rows of x, a store, a
+// residual add or a fused RMSNorm (its factor on the row sums); host: ring.rs `mma_plan`): the tensor cores take the
+// row steps. Every unit (a row step, RW_KH 1, RW_GROUPS 1) is consumed by FD / 256 warps, warp ks taking K values [256
+// ks, 256 ks + 256) of its 8 rows in the ring's own layout: lane (g, t) reads 8 words of row g, decodes each to q - z
+// in f16 (dot8hz's decode without its products: 9 instructions a word of 8 codes; with BF16 x in bf16,
+// int4_pairs_z_bf16: 11, and bf16 products; MXFP4 / NVFP4: the E2M1 pairs times the block's scale, below; NF4: its
+// pairs from the wide pair table) and runs 2 mma.sync.m16n8k16 a word, x the A operand (rows g and g + 8 of x, in
+// registers for the whole call, in the K order the words' codes give, below) and the step's 8 rows the n8 columns. Each
+// 128-value group (NF4: 64-value block) accumulates on its own and is scaled into the lane's sums of weight rows 2t, 2t
+// + 1 (MXFP4's and NVFP4's sums need no scale); every warp's sums go to shared memory (its own, so the result has the
+// same bits every run), which the epilogue warp (RW_EPI) adds and stores chunk by chunk (RW_MMA_CH). Each weight is
+// decoded once for all rows of x, the stream is the M = 1 ring's (session 51: the bulk ring's loads alone took 13.0 us
+// at 16x14336x4096 against the M = 1 ring's 8.3), and x crosses from L2 once, 16 bytes a load.
 #ifndef RW_MMA
 #define RW_MMA 0
 #endif
@@ -166,7 +167,7 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #define RW_EPI (RW_MMA ? 1 : 0)
 #define RW_THREADS (RW_NC + 32 * RW_PRODUCER + 32 * RW_EPI)
 #if RW_MMA && (FMT < 4 || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || (RW_SSTREAM && FMT <= 5) || !RW_PRODUCER)
-#error "RW_MMA takes 4-bit weights (no SwiGLU on load), whole row steps in one row group, INT4's and NF4's scales staged"
+#error "RW_MMA takes 4-bit weights (no SwiGLU on load), whole row steps in one row group, INT4's / NF4's scales staged"
 #endif
 #if RW_MMA && FMT >= 5 && XBF16
 #error "RW_MMA takes NF4, MXFP4 and NVFP4 weights with FP16 x only"
@@ -440,7 +441,8 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             const uint4 v1 = g + 8 < RW_M ? *(const uint4*)(x + (size_t)(g + 8) * FD + k0) : v0;
 #endif
 #if RW_MMA_NEIGHBOURS
-            // NF4 / MXFP4 / NVFP4: nf4t_pairs / e2m1_dev_pairs give the codes in order, (0, 1), (2, 3) for block 2w, (4, 5), (6, 7) for 2w + 1.
+            // NF4 / MXFP4 / NVFP4: nf4t_pairs / e2m1_dev_pairs give the codes in order, (0, 1), (2, 3) for block 2w,
+            // (4, 5), (6, 7) for 2w + 1.
             xa[2 * w][0] = v0.x, xa[2 * w][2] = v0.y, xa[2 * w + 1][0] = v0.z, xa[2 * w + 1][2] = v0.w;
             xa[2 * w][1] = v1.x, xa[2 * w][3] = v1.y, xa[2 * w + 1][1] = v1.z, xa[2 * w + 1][3] = v1.w;
 #else
