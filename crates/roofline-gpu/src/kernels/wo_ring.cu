@@ -187,6 +187,21 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #define RW_MMA_E2M1 (FMT == 6 || FMT == 7)  // E2M1 codes (MXFP4, NVFP4): their scales in the pairs
 // Codes decoded to neighbour pairs (NF4, MXFP4, NVFP4: (0, 1), (2, 3) of a word), not INT4's (0, 4), (2, 6).
 #define RW_MMA_NEIGHBOURS (FMT >= 5)
+#if RW_MMA && RW_MMA_E2M1
+// The tensor-core row step's block scale at shared address `a` as an f16 pair, the same in both halves: MXFP4's E8M0
+// byte as 2^(e - 127 + RW_MX_SHIFT) (its exponent field clamped by one DPX instruction, RW_MX_BIAS, times 0x04000400);
+// NVFP4's E4M3 byte pair converted and the lane's byte splatted (`sel`: 0x1010 the low one, 0x3232 the high).
+__device__ __forceinline__ u32 mma_scale_h2(u32 a, u32 sel) {
+    u32 b;
+#if FMT == 6
+    asm("ld.shared.u8 %0, [%1];" : "=r"(b) : "r"(a));
+    return (u32)__viaddmin_s32_relu((int)b, -RW_MX_BIAS, 30) * 0x04000400u;
+#else
+    asm("ld.shared.u16 %0, [%1];" : "=r"(b) : "r"(a));
+    return prmt(e4m3x2_to_h2(b), 0u, sel);
+#endif
+}
+#endif
 // The tensor-core row step's MMA: f16 products, or bf16 with BF16 x (the codes decoded to bf16 pairs, x as it is).
 #if XBF16
 #define RW_MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
@@ -494,6 +509,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // 4m + t in its 32-value block 2m + t / 2.
         u32 sc_s = smem_addr(ms) + (8 * ks + (t >> 1)) * cs + g;
         u32 zc_s = 0u;
+        const u32 ssel = 0u;  // (NVFP4's byte select; unread)
 #elif FMT == 5
         // NF4: the f16 absmax scales of rows 2t, 2t + 1 of column 4 ks + m (one 32-bit word; column m m cs bytes on);
         // the lane's offset into the pair table's copies.
@@ -538,31 +554,18 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #else
             const u32 scu = sc_s;
 #endif
-#if FMT == 6
-            // The lane's four block scales (words 2m, 2m + 1: 32-value block 2m + t / 2 of row g) as f16 pairs: the
-            // exponent field clamped (RW_MX_BIAS) times 0x04000400, into both halves.
+#if RW_MMA_E2M1
+            // The lane's four block scales as f16 pairs (words 2m, 2m + 1 of row g: MXFP4's 32-value block 2m + t / 2,
+            // NVFP4's 16-value block 4m + t).
             u32 s2[4];
 #pragma unroll
-            for (int m = 0; m < 4; ++m) {
-                u32 b;
-                asm("ld.shared.u8 %0, [%1];" : "=r"(b) : "r"(scu + m * 2 * cs));
-                s2[m] = (u32)__viaddmin_s32_relu((int)b, -RW_MX_BIAS, 30) * 0x04000400u;
-            }
+            for (int m = 0; m < 4; ++m) s2[m] = mma_scale_h2(scu + m * 2 * cs, ssel);
 #elif FMT == 5
             // The four 64-value blocks' scales of weight rows 2t, 2t + 1 (f16 pairs, widened where each block's sums
             // take them: as floats here, the 1-step build spilled).
             u32 sc2[4];
 #pragma unroll
             for (int m = 0; m < 4; ++m) asm("ld.shared.u32 %0, [%1];" : "=r"(sc2[m]) : "r"(scu + m * cs));
-#elif FMT == 7
-            // The lane's four 16-value blocks' scales (words 2m, 2m + 1: block 4m + t of row g) as f16 pairs.
-            u32 s2[4];
-#pragma unroll
-            for (int m = 0; m < 4; ++m) {
-                u32 b;
-                asm("ld.shared.u16 %0, [%1];" : "=r"(b) : "r"(scu + m * 2 * cs));
-                s2[m] = prmt(e4m3x2_to_h2(b), 0u, ssel);
-            }
 #else
             float sc[2][2];
             u32 zlo[2], zhi[2];
