@@ -4,8 +4,8 @@
 //! error read past the output type's own rounding, as the engine's check does; `ROOFLINE_TEST_X=fp16|bf16` and
 //! `ROOFLINE_TEST_FORMATS=INT4_G128,...` run a part) for each epilogue (RMSNorm in front, plain
 //! store, residual add), with one row of x and with two and three (each weight decoded once for all; `ROOFLINE_TEST_M=2,3`
-//! runs those alone), and INT4 (either x type), NF4, MXFP4 and NVFP4 (FP16 x) with 9 to 16 on the tensor cores
-//! and SwiGLU on load, at Llama-3.1-8B's qkv
+//! runs those alone), and INT4, NF4, MXFP4 and NVFP4 (either x type; BF16 x also far past f16's range) with 9 to 16
+//! on the tensor cores and SwiGLU on load, at Llama-3.1-8B's qkv
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
 //! f16x2 sums in range), and twice in a row (same bits). Shapes whose staged scale tables leave the ring few
@@ -126,19 +126,29 @@ fn ring_gemv_matches_the_reference() {
             .filter(move |f| k <= max_k(*f))
             .flat_map(move |f| xts.clone().into_iter().map(move |xt| (f, xt, m, n, k, ep, input, xs, 1.0f32)))
     });
-    // INT4 with either x type, NVFP4 (since session 53), MXFP4 and NF4 (since 54) with FP16 x.
+    // INT4 with either x type, NVFP4 (since session 53), MXFP4 and NF4 (since 54) with FP16 x, and (since 55) with
+    // BF16 x, converted to f16 by a power of two a row.
     let mma_runs = [
         (WoFormat::Int4G128, XDtype::F16),
         (WoFormat::Int4G128, XDtype::Bf16),
         (WoFormat::Nf4, XDtype::F16),
         (WoFormat::Mxfp4, XDtype::F16),
         (WoFormat::Nvfp4, XDtype::F16),
+        (WoFormat::Nf4, XDtype::Bf16),
+        (WoFormat::Mxfp4, XDtype::Bf16),
+        (WoFormat::Nvfp4, XDtype::Bf16),
     ];
     let mma_runs: Vec<(WoFormat, XDtype)> =
         mma_runs.into_iter().filter(|(f, xt)| runs_format(*f) && runs_x(*xt)).collect();
+    // BF16 x far past f16's range (up to 8e9, 2^33): each row's power of two brings it into f16's.
+    let mma_bf16_large = [(4096usize, 4096usize, Epilogue::Add, x, 1e9f32, 16usize)];
     let mma = mma_rows.into_iter().flat_map(|(n, k, ep, input, xs, m)| {
         mma_runs.clone().into_iter().map(move |(f, xt)| (f, xt, m, n, k, ep, input, xs, 1.0f32))
     });
+    let bf16_runs: Vec<(WoFormat, XDtype)> = mma_runs.iter().copied().filter(|(_, xt)| *xt == XDtype::Bf16).collect();
+    let mma = mma.chain(mma_bf16_large.into_iter().flat_map(move |(n, k, ep, input, xs, m)| {
+        bf16_runs.clone().into_iter().map(move |(f, xt)| (f, xt, m, n, k, ep, input, xs, 1.0f32))
+    }));
     let large = fp16_large.into_iter().filter(|_| runs_format(WoFormat::Fp16)).flat_map(|(n, k, ep, input, xs, ws)| {
         xts.clone().into_iter().map(move |xt| (WoFormat::Fp16, xt, 1, n, k, ep, input, xs, ws))
     });

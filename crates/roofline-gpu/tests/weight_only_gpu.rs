@@ -493,7 +493,8 @@ fn mma_table() {
 /// Shapes from `ROOFLINE_TUNE_SHAPES` ("MxNxK,...") when set; `ROOFLINE_TUNE_FORMATS` ("INT4_G128,NF4")
 /// and `ROOFLINE_TUNE_ONLY` (label parts separated by '|', such as "Mma U=2 W=4|+GRP") narrow the table;
 /// `ROOFLINE_TUNE_ROWS_PER_CTA` and `ROOFLINE_TUNE_SPLIT_K` run every row on CTAs of that many weight rows
-/// and in that many K splits; `ROOFLINE_TUNE_PRODUCER=1` every bulk-ring row with a producer warp.
+/// and in that many K splits; `ROOFLINE_TUNE_PRODUCER=1` every bulk-ring row with a producer warp;
+/// `ROOFLINE_TUNE_X=bf16` every row with BF16 activations.
 #[test]
 #[ignore = "needs an NVIDIA GPU"]
 fn tune_table() {
@@ -735,7 +736,12 @@ fn tune_table() {
             }
             // ROOFLINE_TUNE_TOLERANCE: accept any error (profiling experiments that compute wrong results).
             let tolerance = std::env::var("ROOFLINE_TUNE_TOLERANCE").ok().and_then(|t| t.parse().ok()).unwrap_or(1e-3);
-            let opts = WeightOnlyOptions { tolerance, ..WeightOnlyOptions::default() };
+            // ROOFLINE_TUNE_X=bf16: BF16 activations (default FP16).
+            let x = match std::env::var("ROOFLINE_TUNE_X").as_deref() {
+                Ok("bf16") => XDtype::Bf16,
+                _ => XDtype::F16,
+            };
+            let opts = WeightOnlyOptions { tolerance, x, ..WeightOnlyOptions::default() };
             let results = gpu
                 .measure_weight_only_configs(f, m, n, k, &cfg, &opts, &configs)
                 .unwrap_or_else(|e| panic!("{f} {m}x{n}x{k}: {e}"));

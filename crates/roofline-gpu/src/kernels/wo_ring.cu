@@ -115,7 +115,7 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #if SILU_X && NORM
 #error "SwiGLU on load (SILU_X) takes no fused norm"
 #endif
-// RW_MMA 1 (INT4 g128 weights with FP16 or BF16 x, NF4, MXFP4 and NVFP4 with FP16 x; 9 to 16 rows of x, a store, a
+// RW_MMA 1 (INT4 g128, NF4, MXFP4 and NVFP4 weights with FP16 or BF16 x, RW_MMA_XF16; 9 to 16 rows of x, a store, a
 // residual add or a fused RMSNorm (its factor on the row sums); host: ring.rs `mma_plan`): the tensor cores take the
 // row steps. Every unit (a row step, RW_KH 1, RW_GROUPS 1) is consumed by FD / 256 warps, warp ks taking K values [256
 // ks, 256 ks + 256) of its 8 rows in the ring's own layout: lane (g, t) reads 8 words of row g, decodes each to q - z
@@ -169,8 +169,28 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #if RW_MMA && (FMT < 4 || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || (RW_SSTREAM && FMT <= 5) || !RW_PRODUCER)
 #error "RW_MMA takes 4-bit weights (no SwiGLU on load), whole row steps in one row group, INT4's / NF4's scales staged"
 #endif
-#if RW_MMA && FMT >= 5 && XBF16
-#error "RW_MMA takes NF4, MXFP4 and NVFP4 weights with FP16 x only"
+// RW_MMA_XF16 1 (the tensor-core row step with BF16 x; host: ring.rs `mma_xf16`): x's A fragments are converted to f16
+// once, after the prologue's loads, each warp's rows times the power of two 2^(141 - E) that puts their largest |x| in
+// the warp's K slice (E: that value's exponent field) into [2^14, 2^15); the products are then the FP16-x build's, and
+// the epilogue warp takes each warp's factor back from its row sums as it adds them (`xdn`; `xf16_up`,
+// `bf2_to_h2_times`: a bf16 product and a bit move, four instructions a pair). Exact for every x value from 2^-28 of
+// the largest |x| of its row in its warp's 256 values (BF16's 8 significant bits in f16's 11, normal); smaller ones
+// are rounded to 2^-35 of it. Rows with |x| from 2^36 on give NaN (`xf16_down`).
+// 0: BF16 x multiplies as bf16 (INT4 only: its codes decoded to exact bf16 pairs, int4_pairs_z_bf16).
+#ifndef RW_MMA_XF16
+#define RW_MMA_XF16 0
+#endif
+// EXP_XF16 (probes, wrong results): 1 the conversion left out, 2 the rows' largest |x| left out (every row's factor as
+// for a zero row).
+#ifndef EXP_XF16
+#define EXP_XF16 0
+#endif
+#if RW_MMA_XF16 && !(RW_MMA && XBF16)
+#error "RW_MMA_XF16 converts BF16 x on the tensor-core row step (RW_MMA, XBF16)"
+#endif
+#define RW_MMA_BF16 (RW_MMA && XBF16 && !RW_MMA_XF16)  // bf16 products
+#if RW_MMA_BF16 && FMT >= 5
+#error "RW_MMA takes NF4, MXFP4 and NVFP4 weights with FP16 x, or BF16 x converted to f16 (RW_MMA_XF16)"
 #endif
 #if RW_MMA && FMT == 5 && !(NF4_PAIRS && NF4_WIDE)
 #error "RW_MMA decodes NF4 through the wide pair table (NF4_PAIRS, NF4_WIDE)"
@@ -202,8 +222,35 @@ __device__ __forceinline__ u32 mma_scale_h2(u32 a, u32 sel) {
 #endif
 }
 #endif
-// The tensor-core row step's MMA: f16 products, or bf16 with BF16 x (the codes decoded to bf16 pairs, x as it is).
-#if XBF16
+#if RW_MMA_XF16
+// A row's power of two 2^(141 - E), E the exponent field of its largest |x| `mx` (a float of a BF16 value), puts that
+// value into [2^14, 2^15). It is applied as up x 2^112: `up` = 2^(29 - E) a bf16 pair (returned; a subnormal from E =
+// 156, |x| from 2^29, down to 2^-133 at E = 162), the 2^112 by bf2_to_h2_times' bit move.
+__device__ __forceinline__ u32 xf16_up(float mx) {
+    const int f = 156 - (int)(__float_as_uint(mx) >> 23);  // up's exponent field
+    return (f >= 1 ? (u32)f << 7 : 0x40u >> min(-f, 7)) * 0x00010001u;
+}
+
+// 2^(E - 141): xf16_up's power of two taken back from the row's sums (the epilogue warp); NaN past its range (|x| from
+// 2^36 on, where `up` would be below BF16's smallest subnormal): such a row of y is NaN, not wrong.
+__device__ __forceinline__ float xf16_down(float mx) {
+    const int e = (int)(__float_as_uint(mx) >> 23);
+    return e > 162 ? __uint_as_float(0x7fc00000u) : ldexpf(1.0f, e - 141);
+}
+
+// A bf16x2 pair of x as the f16x2 pair of its values times `up2` times 2^112 (xf16_up): the product in bf16 (exact: a
+// power of two's, the values from 2^-98 of a row's largest down to BF16's subnormals), whose bits are then the f16's
+// three places up (its exponent field, at most 29, is f16's: BF16 2^-112 times an f16 value; subnormals too, both
+// formats' being linear in their bits). Four instructions a pair: widened to FP32 and rounded to f16 (cvt, F2FP) it took
+// about 1.5 us a CTA more (session 55, H200: every 16-row shape 1.4-1.6 us above FP16 x).
+__device__ __forceinline__ void bf2_to_h2_times(u32& v, u32 up2) {
+    asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(v) : "r"(up2), "r"(0x80008000u));
+    v = ((v & 0x7fff7fffu) << 3) | (v & 0x80008000u);
+}
+#endif
+// The tensor-core row step's MMA: f16 products, or bf16 with BF16 x unconverted (the codes decoded to bf16 pairs, x as
+// it is).
+#if RW_MMA_BF16
 #define RW_MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
 #else
 #define RW_MMA_OP "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
@@ -279,6 +326,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     __shared__ __align__(8) unsigned long long sfull[2], sempty[2];
 #if NORM
     __shared__ float nss[16][RW_WARPS], ninv[16];  // each warp's sums of squares of x rows; the rows' factors
+#endif
+#if RW_MMA_XF16
+    __shared__ float xdn[16][RW_WARPS];  // each warp's factors taking x's powers of two back (RW_MMA_XF16)
 #endif
 #endif
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -403,7 +453,14 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #pragma unroll
                     for (int w = 0; w < RW_WARPS; ++w) {
                         const float4 s4 = pr[w * (CR / 4)];
+#if RW_MMA_XF16
+                        // Each warp's sums times its factor for row r (written before its first arrival on sfull).
+                        const float d = xdn[r][w];
+                        v[q].x = fmaf(s4.x, d, v[q].x), v[q].y = fmaf(s4.y, d, v[q].y);
+                        v[q].z = fmaf(s4.z, d, v[q].z), v[q].w = fmaf(s4.w, d, v[q].w);
+#else
                         v[q].x += s4.x, v[q].y += s4.y, v[q].z += s4.z, v[q].w += s4.w;
+#endif
                     }
                 }
             }
@@ -496,6 +553,37 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #endif
         asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
         consumers_sync_rw();
+#if RW_MMA_XF16
+        {
+            // BF16 x to f16 (RW_MMA_XF16), after the barrier (x's loads land behind it, as FP16 x's do): the largest |x|
+            // of rows g and g + 8 in the warp's K slice (bf16 magnitudes order as their bits; rows past M copy row g's
+            // values or are zeros, so their factors need no case of their own), its power of two into the epilogue
+            // warp's table, then each pair converted.
+            u32 m0 = 0u, m1 = 0u;
+            if (EXP_XF16 != 2) {
+#pragma unroll
+                for (int b = 0; b < 16; ++b) {
+                    m0 = __vimax3_u16x2(m0, xa[b][0] & 0x7fff7fffu, xa[b][2] & 0x7fff7fffu);
+                    m1 = __vimax3_u16x2(m1, xa[b][1] & 0x7fff7fffu, xa[b][3] & 0x7fff7fffu);
+                }
+                m0 = max(m0 & 0xffffu, m0 >> 16), m1 = max(m1 & 0xffffu, m1 >> 16);
+#pragma unroll
+                for (int o = 1; o < 4; o <<= 1) {
+                    m0 = max(m0, __shfl_xor_sync(FULL, m0, o));
+                    m1 = max(m1, __shfl_xor_sync(FULL, m1, o));
+                }
+            }
+            const float x0 = as_float(m0 << 16), x1 = as_float(m1 << 16);
+            if (t == 0 && g < RW_M) xdn[g][ks] = xf16_down(x0);
+            if (t == 0 && g + 8 < RW_M) xdn[g + 8][ks] = xf16_down(x1);
+            const u32 u0 = xf16_up(x0), u1 = xf16_up(x1);
+#pragma unroll
+            for (int b = 0; b < 16; ++b) {
+#pragma unroll
+                for (int i = 0; i < 4; ++i) if (EXP_XF16 != 1) bf2_to_h2_times(xa[b][i], i & 1 ? u1 : u0);
+            }
+        }
+#endif
         // Shared-memory addresses (32-bit, advanced unit by unit): the lane's first word pair of a slot's row g (pair
         // m 32 bytes on); the warp's scale columns 2 ks and 2 ks + 1 (its two groups): rows 2t, 2t + 1's scales (4
         // bytes, 16 a unit on; the second column 2 rows bytes on) and row g's zero-point byte (4 a unit on; the second
@@ -578,7 +666,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 sc[h][1] = h2f((u16)(s2 >> 16));
                 // int4_zero_pair's (1024 + z) pair as one multiply (the OR of its halves schedules this loop
                 // otherwise; this is the measured build's SASS).
-#if XBF16
+#if RW_MMA_BF16
                 int4_zero_pairs_bf16((zb >> zsh) & 15u, zlo[h], zhi[h]);
 #else
                 zlo[h] = (0x6400u | ((zb >> zsh) & 15u)) * 0x10001u;
@@ -672,7 +760,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                         e2m1_dev_pairs(word(q[h], wd), p);
 #pragma unroll
                         for (int i = 0; i < 4; ++i) p[i] = hmul2(p[i], s2[2 * h + (wd >> 1)]);
-#elif XBF16
+#elif RW_MMA_BF16
                         int4_pairs_z_bf16(word(q[h], wd), zlo[h], zhi[h], p);
 #else
                         int4_pairs_z(word(q[h], wd), zlo[h], zhi[h], p);

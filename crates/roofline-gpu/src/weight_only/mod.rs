@@ -372,8 +372,7 @@ impl WeightOnlyGemv {
             (None, true) => ring::Epilogue::Add,
             (None, false) => ring::Epilogue::Store,
         };
-        // Past MAX_M rows of x only on the tensor cores (INT4 g128 with FP16 or BF16 x, NF4, MXFP4 and NVFP4 with FP16
-        // x; no SwiGLU on load).
+        // Past MAX_M rows of x only on the tensor cores (the 4-bit formats with FP16 or BF16 x; no SwiGLU on load).
         if m > ring::MAX_M && !ring::mma_takes((self.format, self.x), m, k, (epilogue, input)) {
             return None;
         }

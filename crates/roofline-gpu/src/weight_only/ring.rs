@@ -277,7 +277,11 @@ fn mma_auto_max_steps() -> usize {
 /// 9x 27.45 / 24.8, 16x57344x4096 53.6 / 48.05. MXFP4 (session 54 r1, before the padding): 16x14336x4096 17.0 / 14.8,
 /// 9x 15.6 / 14.2, 16x4096x4096 9.12 / 7.37, 16x28672x4096 27.95 / 25.7, 12x10240x4096 13.5 / 11.5. NF4 (r2, before the
 /// padding; r4 with it): 16x14336x4096 19.2 / 18.5 (16.2), 9x 18.0 / 16.5 (14.4), 16x4096x4096 10.0 / 7.8 (6.95),
-/// 16x28672x4096 34.4 / 32.9 (28.4), 12x10240x4096 16.7 / 14.2; NF4's scales are staged only ([`plan_on`]).
+/// 16x28672x4096 34.4 / 32.9 (28.4), 12x10240x4096 16.7 / 14.2; NF4's scales are staged only ([`plan_on`]). NF4,
+/// MXFP4 and NVFP4 with BF16 x converted to f16 ([`mma_xf16`]; session 55, h200-2026-11-30-session55 r1 / r5, the bulk
+/// ring / the tensor-core ring): NF4 16x14336x4096 21.0 / 17.4, 9x 19.1 / 15.45, 16x4096x4096 13.1 / 8.05,
+/// 16x1024x4096 9.59 / 5.86; MXFP4 19.9 / 15.7, 18.8 / 15.7, 10.0 / 8.18, 6.54 / 5.44; NVFP4 20.7 / 16.35, 19.6 / 15.7,
+/// 10.3 / 8.29, 6.67 / 5.45 (r2: 16x28672x4096 35.9 / 29.7, 34.0 / 26.4, 35.1 / 26.85).
 pub fn mma_auto(
     (format, x): (WoFormat, XDtype),
     (m, n, k): (usize, usize, usize),
@@ -292,14 +296,27 @@ pub fn mma_auto(
 
 /// Whether the ring GEMV takes `m x k` on the tensor cores ([`mma_plan`]) for `x` activations with `epilogue` and
 /// `input`: INT4 with FP16 x (f16 products) or BF16 x (bf16 products, the codes decoded to exact bf16 pairs), NF4,
-/// MXFP4 and NVFP4 with FP16 x; any epilogue (the norm's factor applied to the row sums), not SwiGLU on load.
+/// MXFP4 and NVFP4 with FP16 x or BF16 x (converted to f16, [`mma_xf16`]); any epilogue (the norm's factor applied to
+/// the row sums), not SwiGLU on load.
 pub fn mma_takes((format, x): (WoFormat, XDtype), m: usize, k: usize, (_, input): (Epilogue, Input)) -> bool {
     mma_plan(format, m, k) && mma_x(format, x) && input == Input::X
 }
 
-/// Whether the tensor-core row step takes `format` with `x` activations ([`mma_takes`]).
+/// Whether the tensor-core row step takes `format` with `x` activations ([`mma_takes`]): every 4-bit format with FP16
+/// x, and with BF16 x (session 55: converted to f16 by a power of two a row, [`mma_xf16`]; INT4 also as bf16
+/// products).
 fn mma_x(format: WoFormat, x: XDtype) -> bool {
-    format == WoFormat::Int4G128 || x == XDtype::F16
+    format.bits() == 4 && matches!(x, XDtype::F16 | XDtype::Bf16)
+}
+
+/// Whether the tensor-core row step converts BF16 `x` to f16 once (`RW_MMA_XF16` in wo_ring.cu: each row times the
+/// power of two that puts its largest |x| into [2^14, 2^15), taken back from its sums): NF4, MXFP4 and NVFP4 with BF16
+/// x always (their decoded pairs are f16: NF4's table, E2M1 times the block scale), INT4 where
+/// `ROOFLINE_RING_MMA_XF16=1` asks for it (otherwise its codes are decoded to exact bf16 pairs and the products are
+/// bf16).
+fn mma_xf16(format: WoFormat, x: XDtype) -> bool {
+    x == XDtype::Bf16
+        && (format != WoFormat::Int4G128 || std::env::var("ROOFLINE_RING_MMA_XF16").is_ok_and(|v| v == "1"))
 }
 
 /// E8M0 codes of the MXFP4 block scales whose products the tensor-core row step makes exactly in f16: 2^-17
@@ -1544,6 +1561,7 @@ fn options(
     opts.push(format!("-DRW_MMA_CH={}", mma_chunk()));
     if mma {
         opts.push(format!("-DRW_MMA_PAD={}", mma_pad()));
+        opts.push(format!("-DRW_MMA_XF16={}", u32::from(mma_xf16(format, x))));
     }
     opts.push(format!("-DRW_MINB={}", ctas_per_sm()));
     opts.push(format!("-DNORM={}", u32::from(epilogue == Epilogue::Norm)));
@@ -1727,9 +1745,31 @@ mod tests {
         assert!(mxfp4_mma_window(&pack::quantize_pack(WoFormat::Mxfp4, &zero, n, k).unwrap()).is_ok());
     }
 
+    /// BF16 x on the tensor-core row step (session 55): NF4, MXFP4 and NVFP4 convert it to f16 (`RW_MMA_XF16`), INT4
+    /// multiplies it as bf16 unless `ROOFLINE_RING_MMA_XF16=1`; FP16 x is never converted, and only tensor-core
+    /// builds are told.
+    #[test]
+    fn bf16_x_is_converted_to_f16_for_the_formats_decoded_to_f16() {
+        let (bf16, f16) = (XDtype::Bf16, XDtype::F16);
+        for f in [WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+            assert!(mma_xf16(f, bf16) && !mma_xf16(f, f16), "{f:?}");
+        }
+        if std::env::var_os("ROOFLINE_RING_MMA_XF16").is_none() {
+            assert!(!mma_xf16(WoFormat::Int4G128, bf16));
+        }
+        let ep = (Epilogue::Store, Input::X);
+        let build = |f, m, mma| {
+            let l = mma_layout(f, m, 4096, 14, false).unwrap();
+            options(90, (f, bf16), (m, 4096), 14, l, (1, 1, 2, mma), ep)
+        };
+        assert!(build(WoFormat::Nf4, 16, true).contains(&"-DRW_MMA_XF16=1".to_string()));
+        assert!(!build(WoFormat::Nf4, 1, false).iter().any(|o| o.starts_with("-DRW_MMA_XF16")));
+    }
+
     /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x (BF16 x since session 53; NVFP4 with
-    /// FP16 x too, MXFP4 since session 54) and any epilogue but SwiGLU on load, K up to 4096; the default on fast memory up to 56 row steps a
-    /// CTA (`Variant::best_in_step_on` leaves it to model-bench, which knows which linear is down_proj).
+    /// FP16 x too, MXFP4 and NF4 since session 54; the three with BF16 x converted to f16 since session 55) and any
+    /// epilogue but SwiGLU on load, K up to 4096; the default on fast memory up to 56 row steps a CTA
+    /// (`Variant::best_in_step_on` leaves it to model-bench, which knows which linear is down_proj).
     #[test]
     fn int4_takes_the_tensor_core_ring_from_9_rows_at_small_n() {
         use super::super::Variant;
@@ -1740,23 +1780,23 @@ mod tests {
         }
         assert!(mma_plan(i4, 9, 4096) && mma_plan(i4, 16, 1024) && !mma_plan(i4, 17, 4096));
         assert!(!mma_plan(i4, 16, 5120) && !mma_plan(WoFormat::Fp8E4M3, 16, 4096));
-        // NF4 (session 54) with FP16 x, its wide pair table after the ring and the tables.
+        // NF4 (session 54) with FP16 x, its wide pair table after the ring and the tables; with BF16 x converted to
+        // f16 (session 55).
         let nf = WoFormat::Nf4;
-        assert!(mma_takes((nf, f16), 16, 4096, store) && !mma_takes((nf, bf16), 16, 4096, store));
+        assert!(mma_takes((nf, f16), 16, 4096, store) && mma_takes((nf, bf16), 16, 4096, store));
         let l = plan_on(nf, 16, 14336, 4096, 132, 4900.0).unwrap().layout;
         assert!(l.nf4_wide_at.is_some_and(|at| at % 128 == 0 && at + NF4_WIDE_TABLE_BYTES == l.smem));
         assert!(l.smem <= NF4_SMEM_BUDGET && l.slots >= 2);
-        // MXFP4 (session 54) with FP16 x only, as NVFP4.
+        // MXFP4 (session 54) with FP16 x, as NVFP4, and BF16 x (session 55).
         let mx = WoFormat::Mxfp4;
         assert!(
-            mma_plan(mx, 12, 4096) && mma_takes((mx, f16), 12, 4096, store) && !mma_takes((mx, bf16), 12, 4096, store)
+            mma_plan(mx, 12, 4096) && mma_takes((mx, f16), 12, 4096, store) && mma_takes((mx, bf16), 12, 4096, store)
         );
         assert!(mma_auto((mx, f16), (16, 14336, 4096), 132, 4900.0));
-        // NVFP4 (session 53) with FP16 x only; not where its M = 1 build streams the scales (28672 rows and more of
-        // 4096 on fast memory).
+        // NVFP4 (session 53) with FP16 x, and BF16 x (session 55).
         let nv = WoFormat::Nvfp4;
         assert!(
-            mma_plan(nv, 16, 4096) && mma_takes((nv, f16), 16, 4096, store) && !mma_takes((nv, bf16), 16, 4096, store)
+            mma_plan(nv, 16, 4096) && mma_takes((nv, f16), 16, 4096, store) && mma_takes((nv, bf16), 16, 4096, store)
         );
         assert!(plan_on(nv, 16, 14336, 4096, 132, 4900.0).unwrap().mma);
         // Where its M = 1 build streams the scales (since session 54), the tensor-core row step reads them streamed.
@@ -1764,12 +1804,11 @@ mod tests {
         assert!(streams_scales(nv, 28672, 4096, 132, 4900.0) && p.mma && p.layout.streamed_scales);
         assert!(!plan_on(nv, 16, 14336, 4096, 132, 4900.0).unwrap().layout.streamed_scales);
         assert!(
-            mma_auto((nv, f16), (16, 14336, 4096), 132, 4900.0)
-                && !mma_auto((nv, bf16), (16, 14336, 4096), 132, 4900.0)
+            mma_auto((nv, f16), (16, 14336, 4096), 132, 4900.0) && mma_auto((nv, bf16), (16, 14336, 4096), 132, 4900.0)
         );
         let h200 = (132, 90, 4900.0);
         assert_eq!(Variant::best_on(nv, f16, 12, 14336, 4096, h200), Variant::XReg);
-        assert_ne!(Variant::best_on(nv, bf16, 12, 14336, 4096, h200), Variant::XReg);
+        assert_eq!(Variant::best_on(nv, bf16, 12, 14336, 4096, h200), Variant::XReg);
         assert_eq!(Variant::best_on(nv, f16, 16, 28672, 4096, h200), Variant::XReg);
         assert!(mma_takes((i4, f16), 16, 4096, store) && mma_takes((i4, bf16), 16, 4096, store));
         assert!(mma_takes((i4, f16), 16, 4096, (Epilogue::Add, Input::X)));
@@ -2304,6 +2343,10 @@ mod tests {
             (WoFormat::Nf4, XDtype::F16),
             (WoFormat::Mxfp4, XDtype::F16),
             (WoFormat::Nvfp4, XDtype::F16),
+            // BF16 x converted to f16 (`mma_xf16`).
+            (WoFormat::Nf4, XDtype::Bf16),
+            (WoFormat::Mxfp4, XDtype::Bf16),
+            (WoFormat::Nvfp4, XDtype::Bf16),
         ]
         .into_iter()
         .flat_map(|fx| {
