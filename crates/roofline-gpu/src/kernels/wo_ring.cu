@@ -241,8 +241,9 @@ __device__ __forceinline__ float xf16_down(float mx) {
 // A bf16x2 pair of x as the f16x2 pair of its values times `up2` times 2^112 (xf16_up): the product in bf16 (exact: a
 // power of two's, the values from 2^-98 of a row's largest down to BF16's subnormals), whose bits are then the f16's
 // three places up (its exponent field, at most 29, is f16's: BF16 2^-112 times an f16 value; subnormals too, both
-// formats' being linear in their bits). Four instructions a pair: widened to FP32 and rounded to f16 (cvt, F2FP) it took
-// about 1.5 us a CTA more (session 55, H200: every 16-row shape 1.4-1.6 us above FP16 x).
+// formats' being linear in their bits). Four instructions a pair, as fast as widening to FP32 and rounding to f16 (cvt,
+// F2FP; session 55 r1, r2), but the bits wait for the factor: widened first, the compiler widened all 64 registers'
+// pairs at once while the factor was read, and spilled (MXFP4 9x28672x4096).
 __device__ __forceinline__ void bf2_to_h2_times(u32& v, u32 up2) {
     asm("fma.rn.bf16x2 %0, %0, %1, %2;" : "+r"(v) : "r"(up2), "r"(0x80008000u));
     v = ((v & 0x7fff7fffu) << 3) | (v & 0x80008000u);
