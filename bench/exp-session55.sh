@@ -54,7 +54,7 @@ if has fin; then
         for s in ${FIN_SHAPES:-16x14336x4096 12x4096x4096}; do MEAS_X=bf16 MEAS_TIMEOUT=40 meas fin "default" "$f" "$s" ""; done
     done
     MEAS_TIMEOUT=40 meas fin "default" NF4 16x1024x4096 ""
-    ROOFLINE_TEST_FORMATS=NF4,MXFP4,NVFP4 ROOFLINE_TEST_X=bf16 test_bin fin-variants 240 weight_only_gpu --ignored \
+    ROOFLINE_TEST_FORMATS=NF4,MXFP4,NVFP4 ROOFLINE_TEST_X=bf16 test_bin fin-variants 200 weight_only_gpu --ignored \
         --nocapture variants_and_bf16_activations_match_the_reference
 fi
 if has final; then

@@ -8,7 +8,8 @@
 //! `ROOFLINE_DUMP_CUBIN=/tmp/cubin cargo run -p roofline-gpu --example kernel_build -- MXFP4 BF16 16 14336 4096`
 //! (FORMAT a weight-only catalog name, X `FP16` or `BF16`, ARCH default 90, SMS default 132; `--gemv` a plan
 //! override as `roofline measure --gemv` takes it, e.g. `warps=8,unroll=2`; `--fused`: the fused RMSNorm /
-//! residual-add build; `--ring`: the ring GEMV at M = 1 to 3 with the fast-memory (H200) defaults). NVRTC must load:
+//! residual-add build; `--ring`: the ring GEMV at M = 1 to 3 (9 to 16 on the tensor cores) with the fast-memory (H200)
+//! defaults, planned for 4800 GB/s or `ROOFLINE_PEAK_GB_S`). NVRTC must load:
 //! after `scripts/ci-deps.sh`, `LD_LIBRARY_PATH=$HOME/.cache/roofline/cuda-tools/lib`.
 
 use roofline_gpu::weight_only::{
@@ -96,7 +97,8 @@ fn ring_build(
     mnk: (usize, usize, usize),
     epilogue: ring::Epilogue,
 ) -> Result<(), String> {
-    let b = ring::compile_ring(arch, sms, 4800.0, fx, mnk, (epilogue, ring::Input::X)).map_err(|e| e.to_string())?;
+    let peak = std::env::var("ROOFLINE_PEAK_GB_S").ok().and_then(|v| v.parse().ok()).unwrap_or(4800.0);
+    let b = ring::compile_ring(arch, sms, peak, fx, mnk, (epilogue, ring::Input::X)).map_err(|e| e.to_string())?;
     let (m, n, k) = mnk;
     println!("ring GEMV {:?} {:?} {m}x{n}x{k}: {}", fx.0, fx.1, b.describe());
     let report: Vec<&str> = b.log.lines().filter(|l| l.contains("registers") || l.contains("spill")).collect();

@@ -629,8 +629,10 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // -> 14.6 us, 9x 14.7 -> 13.9, 16x28672x4096 26.2 -> 24.7; a loop of chunks with its units unrolled, fewer
         // instructions a unit (165 against 175), measured slower at 9-12 rows: 9x14336x4096 14.2, 12x10240x4096 11.5
         // against 11.2; unrolled by 4 the build spills).
-#if FMT == 5
+#if FMT == 5 || RW_ROWS <= 8
         // NF4 a unit a pass: two spilled 4-12 bytes at 96 registers (9x4224x4096 with the residual add, 16x1024x4096).
+        // Also a CTA of one row step (RW_ROWS 8: the loop runs once), whose second unit would be dead code: INT4
+        // 16x1024x4096 spilled 4 bytes so (NVRTC 12.9, session 55).
 #pragma unroll 1
 #else
 #pragma unroll 2
