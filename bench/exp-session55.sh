@@ -14,8 +14,8 @@
 #   mb       model-bench Llama-3.1-8B (8 layers) per scheme of MB_SCHEMES (default nf4) at MB_BATCHES (default 16 9),
 #            into $out/mb.txt
 #   fin      the committed build's BF16 default: `measure` without --gemv with BF16 x (NF4, MXFP4, NVFP4) at FIN_SHAPES,
-#            the engine's variants test with BF16 x for those formats, and NF4 with FP16 x at 16x1024x4096 (the
-#            build NVRTC 13.0 spills), into $out/fin*.txt
+#            the engine's variants test with BF16 x for those formats, and NF4 (the build NVRTC 13.0 spills) and INT4
+#            (a unit a pass since session 55) with FP16 x at 16x1024x4096, into $out/fin*.txt
 #   final    the committed build: weight_only_gpu's every-M test (INT4), model-bench's GPU tests, model-bench
 #            Llama-3.1-8B INT4 (8 layers) at FI_BATCHES (default 16 12 9), issue 11's table, into $out/final*.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session55.
@@ -54,6 +54,7 @@ if has fin; then
         for s in ${FIN_SHAPES:-16x14336x4096 12x4096x4096}; do MEAS_X=bf16 MEAS_TIMEOUT=40 meas fin "default" "$f" "$s" ""; done
     done
     MEAS_TIMEOUT=40 meas fin "default" NF4 16x1024x4096 ""
+    MEAS_TIMEOUT=40 meas fin "default" INT4_G128 16x1024x4096 ""
     ROOFLINE_TEST_FORMATS=NF4,MXFP4,NVFP4 ROOFLINE_TEST_X=bf16 test_bin fin-variants 200 weight_only_gpu --ignored \
         --nocapture variants_and_bf16_activations_match_the_reference
 fi
