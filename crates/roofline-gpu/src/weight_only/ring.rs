@@ -266,7 +266,7 @@ fn mma_auto_max_steps() -> usize {
 
 /// Whether the engine takes `m` rows of `x` against `n x k` `format` weights to the ring on the tensor cores by default
 /// on `sm_count` SMs of `peak_gb_s` memory: [`mma_plan`] on fast memory ([`FAST_MEMORY_GB_S`], measured on the H200
-/// only), up to [`MMA_AUTO_MAX_STEPS`] row steps a CTA, with the x types [`mma_takes`] takes: `Variant::best_on` for
+/// only), up to [`MMA_AUTO_MAX_STEPS`] row steps a CTA, FP16 or BF16 x alike ([`mma_takes`]): `Variant::best_on` for
 /// GEMVs alone, and model-bench for its qkv, o_proj and gate_up (not down_proj's SwiGLU on load: [`mma_takes`]). BF16 x
 /// (session 53, h200-2026-11-30-session53 r2, us, the bulk ring / the tensor-core ring, FP16 x's beside): 16x1024x4096
 /// 6.17 / 4.58 (4.54), 16x4096x4096 9.22 / 7.07 (6.90), 16x14336x4096 17.1 / 15.8 (15.2), 12x 16.7 / 16.1 (15.0), 9x
@@ -283,13 +283,12 @@ fn mma_auto_max_steps() -> usize {
 /// 16x1024x4096 9.59 / 5.86; MXFP4 19.9 / 15.7, 18.8 / 15.7, 10.0 / 8.18, 6.54 / 5.44; NVFP4 20.7 / 16.35, 19.6 / 15.7,
 /// 10.3 / 8.29, 6.67 / 5.45 (r2: 16x28672x4096 35.9 / 29.7, 34.0 / 26.4, 35.1 / 26.85).
 pub fn mma_auto(
-    (format, x): (WoFormat, XDtype),
+    (format, _x): (WoFormat, XDtype),
     (m, n, k): (usize, usize, usize),
     sm_count: u32,
     peak_gb_s: f64,
 ) -> bool {
     peak_gb_s >= FAST_MEMORY_GB_S
-        && mma_x(format, x)
         && (MMA_MIN_M..=MMA_MAX_M).contains(&m)
         && plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma && p.per <= mma_auto_max_steps())
 }
@@ -298,19 +297,14 @@ pub fn mma_auto(
 /// `input`: INT4 with FP16 x (f16 products) or BF16 x (bf16 products, the codes decoded to exact bf16 pairs), NF4,
 /// MXFP4 and NVFP4 with FP16 x or BF16 x (converted to f16, [`mma_xf16`]); any epilogue (the norm's factor applied to
 /// the row sums), not SwiGLU on load.
-pub fn mma_takes((format, x): (WoFormat, XDtype), m: usize, k: usize, (_, input): (Epilogue, Input)) -> bool {
-    mma_plan(format, m, k) && mma_x(format, x) && input == Input::X
+pub fn mma_takes((format, _x): (WoFormat, XDtype), m: usize, k: usize, (_, input): (Epilogue, Input)) -> bool {
+    // Every x type since session 55 (BF16 x converted to f16 where the decoded pairs are f16, `mma_xf16`).
+    mma_plan(format, m, k) && input == Input::X
 }
 
-/// Whether the tensor-core row step takes `format` with `x` activations ([`mma_takes`]): every 4-bit format with FP16
-/// x, and with BF16 x (session 55: converted to f16 by a power of two a row, [`mma_xf16`]; INT4 also as bf16
-/// products).
-fn mma_x(format: WoFormat, x: XDtype) -> bool {
-    format.bits() == 4 && matches!(x, XDtype::F16 | XDtype::Bf16)
-}
-
-/// Whether the tensor-core row step converts BF16 `x` to f16 once (`RW_MMA_XF16` in wo_ring.cu: each row times the
-/// power of two that puts its largest |x| into [2^14, 2^15), taken back from its sums): NF4, MXFP4 and NVFP4 with BF16
+/// Whether the tensor-core row step converts BF16 `x` to f16 once (`RW_MMA_XF16` in wo_ring.cu: each warp's rows times
+/// the power of two that puts their largest |x| in its K slice into [2^14, 2^15), taken back from that warp's sums):
+/// NF4, MXFP4 and NVFP4 with BF16
 /// x always (their decoded pairs are f16: NF4's table, E2M1 times the block scale), INT4 where
 /// `ROOFLINE_RING_MMA_XF16=1` asks for it (otherwise its codes are decoded to exact bf16 pairs and the products are
 /// bf16).
