@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds what the device runs into .gpu/ (ignored by git; pass it in the device tool's `carry`): the release
-# CLI (.gpu/roofline) and the GPU test binaries (weight_only_gpu, ring_gpu, ffn_gpu, model_bench_gpu,
+# CLI (.gpu/roofline) and the GPU test binaries (weight_only_gpu, ring_gpu, ffn_gpu, model_bench_gpu, spill_fallback_gpu,
 # server_api, and gpu_lib: roofline-gpu's unit tests, the read stream's among them), all from the working
 # tree as it is now. The kernels are compiled into the binaries, so a
 # kernel edit needs this again before a device run: the script prints the CUDA sources' hash the binaries
@@ -25,7 +25,7 @@ copy_tests() {
         | grep '"executable":"' | grep '"test":true' \
         | sed -E 's/.*"name":"([^"]+)".*"executable":"([^"]+)".*/\1 \2/' | while read -r name path; do
             case $name in
-            weight_only_gpu | ring_gpu | ffn_gpu | model_bench_gpu) cp "$path" ".gpu/$name" ;;
+            weight_only_gpu | ring_gpu | ffn_gpu | model_bench_gpu | spill_fallback_gpu) cp "$path" ".gpu/$name" ;;
             api) cp "$path" .gpu/server_api ;;
             roofline_gpu) cp "$path" .gpu/gpu_lib ;;
             esac

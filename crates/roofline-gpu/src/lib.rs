@@ -49,6 +49,18 @@ pub enum GpuError {
     /// The requested precision has no GEMM path here.
     #[error("{0}")]
     Unsupported(String),
+    /// A kernel's build keeps values in local memory (register spills), which this crate does not run: the
+    /// NVRTC in use compiled it past its register budget. Where the build was the default's choice, the engine
+    /// runs the call on another kernel instead; where it was asked for, this is the answer.
+    #[error("{what} spills registers ({bytes} bytes of local memory per thread):\n{log}")]
+    Spills {
+        /// The kernel, in words.
+        what: String,
+        /// Bytes of local memory per thread (spill stores, or the driver's local size where the log has no count).
+        bytes: u32,
+        /// The compiler's log (ptxas statistics).
+        log: String,
+    },
     /// A result did not match the CPU reference.
     #[error("wrong result: {0}")]
     Incorrect(String),

@@ -629,15 +629,24 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // -> 14.6 us, 9x 14.7 -> 13.9, 16x28672x4096 26.2 -> 24.7; a loop of chunks with its units unrolled, fewer
         // instructions a unit (165 against 175), measured slower at 9-12 rows: 9x14336x4096 14.2, 12x10240x4096 11.5
         // against 11.2; unrolled by 4 the build spills).
-#if FMT == 5 || RW_ROWS <= 8
+        // A CTA of one row step (RW_ROWS 8) runs its one unit as straight code, no loop (session 56): as a loop a unit a
+        // pass NVRTC 13.0 kept an address across it and spilled 4 bytes at 96 registers (NF4 16x1024x4096, FP16 x), and
+        // with two units a pass the second is dead code (INT4 16x1024x4096 spilled so under NVRTC 12.9, session 55).
+        // EXP_ONESTEP_LOOP (probe): the loop of a unit a pass, session 55's build.
+#ifndef EXP_ONESTEP_LOOP
+#define EXP_ONESTEP_LOOP 0
+#endif
+#define RW_ONESTEP (RW_ROWS <= 8 && !EXP_ONESTEP_LOOP)
+#if RW_ONESTEP
+#pragma unroll
+#elif FMT == 5 || RW_ROWS <= 8
         // NF4 a unit a pass: two spilled 4-12 bytes at 96 registers (9x4224x4096 with the residual add, 16x1024x4096).
-        // Also a CTA of one row step (RW_ROWS 8: the loop runs once), whose second unit would be dead code: INT4
-        // 16x1024x4096 spilled 4 bytes so (NVRTC 12.9, session 55).
 #pragma unroll 1
 #else
 #pragma unroll 2
 #endif
-        for (int j = 0; j < ns; ++j, sc_s += RW_SSTREAM ? 0 : RS_SB, zc_s += 4, ps_s += R * 4) {
+        for (int j = 0; j < (RW_ONESTEP ? 1 : ns); ++j, sc_s += RW_SSTREAM ? 0 : RS_SB, zc_s += 4, ps_s += R * 4) {
+            if (RW_ONESTEP && j >= ns) break;
 #if RW_SSTREAM
             // The scales came with the slot: wait for it first, read them beside it.
             if (!EXP_FFN_NOLOAD) mbar_wait(full_s + 8 * slot, par);

@@ -130,6 +130,8 @@ type RingOp = (ring::Epilogue, ring::Input);
 
 /// A call's rows of x, output rows and input values (M, N, K).
 type Mnk = (usize, usize, usize);
+/// A ring build of [`WeightOnlyGemv::ring`]: `None` where it spilled registers.
+type BuiltRing = Option<Arc<ring::RingGemv>>;
 
 /// The buffers of [`DeviceWeights`] the ring-streaming kernels read.
 pub(crate) struct RingBuffers<'a> {
@@ -176,8 +178,9 @@ pub struct WeightOnlyGemv {
     /// Overrides of the automatic launch plan.
     pub tuning: Tuning,
     functions: Mutex<HashMap<KernelKey, Loaded>>,
-    /// Ring-streaming kernels built so far, per M x N x K and epilogue ([`Tuning::ring`]).
-    rings: Mutex<HashMap<(Mnk, RingOp), Arc<ring::RingGemv>>>,
+    /// Ring-streaming kernels built so far, per M x N x K and epilogue ([`Tuning::ring`]); `None` where the
+    /// build spilled (the default then runs the call on the other kernels, without compiling it again).
+    rings: Mutex<HashMap<(Mnk, RingOp), BuiltRing>>,
     /// Clusters of a clustered-reduction kernel resident at once, per kernel, K splits and shared memory.
     clusters: Mutex<HashMap<(KernelKey, u32, u32), u32>>,
     /// Per-shape answers a launch needs every time and that hold for the engine's life: see [`LaunchCache`].
@@ -391,11 +394,19 @@ impl WeightOnlyGemv {
     /// The ring kernel that runs `m` rows of x against `w` with `fusion` where [`Tuning::ring`] takes the call
     /// ([`WeightOnlyGemv::ring_epilogue`]), built on first use; `None` where the other kernels run it: also where the
     /// ring's build is on the tensor cores and they would not multiply `w` exactly (MXFP4 scales outside
-    /// [`ring::MXFP4_MMA_WINDOW`]).
+    /// [`ring::MXFP4_MMA_WINDOW`]); and where the ring's build spills registers under this NVRTC
+    /// ([`GpuError::Spills`]) unless [`Tuning::ring`] asked for it.
     fn ring_for(&self, w: &DeviceWeights, m: usize, fusion: Fusion) -> Result<Option<Arc<ring::RingGemv>>, GpuError> {
         let Some(ep) = self.ring_epilogue(m, w.n, w.k, fusion) else { return Ok(None) };
-        let ring = self.ring(m, w.n, w.k, ep)?;
+        let Some(ring) = self.ring(m, w.n, w.k, ep)? else { return Ok(None) };
         Ok((!ring.mma || w.mma_exact).then_some(ring))
+    }
+
+    /// Whether the default wanted the ring for `m` rows of `w` with `fusion` and ran the other kernels because its
+    /// build spills under this NVRTC ([`WeightOnlyGemv::ring`]), once it was tried.
+    fn ring_spilled(&self, w: &DeviceWeights, m: usize, fusion: Fusion) -> bool {
+        let Some(op) = self.ring_epilogue(m, w.n, w.k, fusion) else { return false };
+        self.rings.lock().is_ok_and(|rings| matches!(rings.get(&((m, w.n, w.k), op)), Some(None)))
     }
 
     /// Whether [`ring::auto_rows`] takes the ring for `m x n x k` on this GPU, and whether the ring runs it at
@@ -412,14 +423,19 @@ impl WeightOnlyGemv {
         *cache.entry((m, n, k)).or_insert_with(compute)
     }
 
-    /// The ring kernel for `m x n x k` with `op`, built on first use.
-    fn ring(&self, m: usize, n: usize, k: usize, op: RingOp) -> Result<Arc<ring::RingGemv>, GpuError> {
+    /// The ring kernel for `m x n x k` with `op`, built on first use; `None` where its build spills and
+    /// [`Tuning::ring`] left the choice to the default (the NVRTC a user has may allocate registers otherwise
+    /// than the one the spill tests ran: NVRTC 13.0 spilled a build 12.9 did not, session 55). Asked for with
+    /// `ring = true`, the spill is the error.
+    fn ring(&self, m: usize, n: usize, k: usize, op: RingOp) -> Result<Option<Arc<ring::RingGemv>>, GpuError> {
         let mut rings =
             self.rings.lock().map_err(|_| GpuError::Unsupported("ring kernel table lock poisoned".into()))?;
         if let Some(r) = rings.get(&((m, n, k), op)) {
-            return Ok(r.clone());
+            if r.is_some() || self.tuning.ring.is_none() {
+                return Ok(r.clone());
+            }
         }
-        let r = Arc::new(ring::RingGemv::build(
+        let built = ring::RingGemv::build(
             &self.ctx,
             &self.stream,
             self.arch,
@@ -427,7 +443,12 @@ impl WeightOnlyGemv {
             (self.format, self.x),
             (m, n, k),
             op,
-        )?);
+        );
+        let r = match built {
+            Ok(r) => Some(Arc::new(r)),
+            Err(GpuError::Spills { .. }) if self.tuning.ring.is_none() => None,
+            Err(e) => return Err(e),
+        };
         rings.insert(((m, n, k), op), r.clone());
         Ok(r)
     }
@@ -1243,6 +1264,10 @@ impl Gpu {
                     + if r.streamed_scales { ", scales streamed beside them" } else { "" }
                     + &if r.ahead > 0 { format!(", {} in flight", r.ahead) } else { String::new() },
                 stats.sample_words()
+            ),
+            None if gemv.ring_spilled(&ws[0], m, Fusion::default()) => format!(
+                "{} (in place of the ring GEMV, whose build spills registers under this NVRTC)",
+                describe(gemv, format, opts.x, &plan, grid_n, sets, &stats)
             ),
             None => describe(gemv, format, opts.x, &plan, grid_n, sets, &stats),
         };

@@ -306,8 +306,8 @@ pub fn precompile(keys: &[KernelKey]) {
 }
 
 /// Loads the CUBIN of one kernel built by [`compile_cubin`] (with its ptxas `log`) into `ctx` and returns its
-/// entry `entry` with its registers per thread, allowing `smem` bytes of dynamic shared memory. Refused when
-/// it spills: the spill bytes come from the log, or, where the log says nothing of them (NVRTC does not
+/// entry `entry` with its registers per thread, allowing `smem` bytes of dynamic shared memory. Refused
+/// ([`GpuError::Spills`]) when it spills: the spill bytes come from the log, or, where the log says nothing of them (NVRTC does not
 /// always return the ptxas statistics), from the local memory per thread the driver reports; registers come
 /// from the driver. `what` names the kernel in errors.
 pub(crate) fn load_checked(
@@ -326,9 +326,7 @@ pub(crate) fn load_checked(
         None => u32::try_from(function.local_size_bytes()?).unwrap_or(u32::MAX),
     };
     if spills > 0 {
-        return Err(GpuError::Unsupported(format!(
-            "{what} spills registers ({spills} bytes of local memory per thread):\n{log}"
-        )));
+        return Err(GpuError::Spills { what: what.to_string(), bytes: spills, log: log.to_string() });
     }
     function.set_attribute(A::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem as i32)?;
     let registers = u32::try_from(function.num_regs()?).unwrap_or(0);

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Session 56 probes (H200 through the device tool). Parts (comma-separated):
+#   fix      the spill fallback and the one-step build: spill_fallback_gpu (a ring build forced to spill runs on the
+#            other kernels by default, is the error when asked for), the ring test's 16- and 10-row cases (one row
+#            step a CTA at K = 1024 and 4096 among them) for the 4-bit formats with both x types, into $out/fix*.txt
+#   one      one row step a CTA (16x1024x4096, 9x1024x4096): the straight-code build against session 55's loop
+#            (`-DEXP_ONESTEP_LOOP=1`), `measure` with the default plan, FP16 and BF16 x, per 4-bit format, into $out/one.txt
+#   xr       what an XReg engine runs at 9-16 rows where the ring does not: `measure` with variant=xreg,ring=false at 16
+#            and 8 rows, and the default at 8 rows, NVFP4 and INT4 at 14336x4096, into $out/xr.txt
+# $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session56.
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session56 "${1:-fix}"
+if has fix; then
+    test_bin fix-spill 200 spill_fallback_gpu --ignored --nocapture
+    ROOFLINE_TEST_M=16,10 ROOFLINE_TEST_FORMATS=INT4_G128,NF4,MXFP4,NVFP4 \
+        test_bin fix-rtest 300 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+fi
+if has one; then
+    for x in fp16 bf16; do
+        MEAS_X=$x env_ab one "x $x" ROOFLINE_NVRTC_EXTRA "default -DEXP_ONESTEP_LOOP=1" \
+            "${ONE_SHAPES:-16x1024x4096 9x1024x4096}" "${ONE_FORMATS:-INT4_G128 NF4 MXFP4 NVFP4}"
+    done
+fi
+if has xr; then
+    for f in NVFP4 INT4_G128; do
+        MEAS_TIMEOUT=60 meas xr "xreg no ring" $f 16x14336x4096 variant=xreg,ring=false
+        MEAS_TIMEOUT=60 meas xr "xreg no ring" $f 8x14336x4096 variant=xreg,ring=false
+        MEAS_TIMEOUT=60 meas xr "default" $f 8x14336x4096 ""
+        MEAS_TIMEOUT=60 meas xr "default" $f 16x14336x4096 ""
+    done
+fi
