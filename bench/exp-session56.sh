@@ -7,6 +7,13 @@
 #            (`-DEXP_ONESTEP_LOOP=1`), `measure` with the default plan, FP16 and BF16 x, per 4-bit format, into $out/one.txt
 #   xr       what an XReg engine runs at 9-16 rows where the ring does not: `measure` with variant=xreg,ring=false at 16
 #            and 8 rows, and the default at 8 rows, NVFP4 and INT4 at 14336x4096, into $out/xr.txt
+#   ch       row steps a sums buffer of the tensor-core ring (`ROOFLINE_RING_MMA_CHUNK`, default 2) against 3 and 4, at
+#            CH_SHAPES (4 to 28 row steps a CTA) for CH_FORMATS with FP16 x and MXFP4 with BF16 x, into $out/ch.txt
+#   fb       spill_fallback_gpu again (the kernel line says why the ring did not run), into $out/fb.txt
+#   fin      the committed build: the ring test's 16- and 12-row cases for the 4-bit formats (both x types; 4 row steps a
+#            sums buffer at 14 and 28 steps a CTA), `measure` with the default against ROOFLINE_RING_MMA_CHUNK=2 at
+#            16x14336x4096 and 16x28672x4096 (NF4 FP16 x, MXFP4 BF16 x), model-bench Llama-3.1-8B INT4 (8 layers) batch 16
+#            with the default against chunk 2, into $out/fin*.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session56.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session56 "${1:-fix}"
@@ -27,5 +34,23 @@ if has xr; then
         MEAS_TIMEOUT=60 meas xr "xreg no ring" $f 8x14336x4096 variant=xreg,ring=false
         MEAS_TIMEOUT=60 meas xr "default" $f 8x14336x4096 ""
         MEAS_TIMEOUT=60 meas xr "default" $f 16x14336x4096 ""
+    done
+fi
+if has ch; then
+    ch_shapes=${CH_SHAPES:-16x14336x4096 9x14336x4096 16x28672x4096 12x10240x4096 16x6144x4096 16x4096x4096}
+    env_ab ch "chunk" ROOFLINE_RING_MMA_CHUNK "default 3 4" "$ch_shapes" "${CH_FORMATS:-INT4_G128 NF4 MXFP4}"
+    MEAS_X=bf16 env_ab ch "chunk bf16" ROOFLINE_RING_MMA_CHUNK "default 3 4" "$ch_shapes" MXFP4
+fi
+if has fb; then
+    test_bin fb 200 spill_fallback_gpu --ignored --nocapture
+fi
+if has fin; then
+    ROOFLINE_TEST_M=16,12 ROOFLINE_TEST_FORMATS=INT4_G128,NF4,MXFP4,NVFP4 \
+        test_bin fin-rtest 300 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+    env_ab fin "chunk" ROOFLINE_RING_MMA_CHUNK "default 2" "16x14336x4096 16x28672x4096" NF4
+    MEAS_X=bf16 env_ab fin "chunk bf16" ROOFLINE_RING_MMA_CHUNK "default 2" "16x14336x4096 16x28672x4096" MXFP4
+    for v in default 2; do
+        (export ROOFLINE_RING_MMA_CHUNK=${v#default}; MB_TIMEOUT=150 mb fin-mb "chunk=$v INT4 batch 16" roofline \
+            --config llama-3.1-8b --schemes int4 --batch 16 --layers 8)
     done
 fi

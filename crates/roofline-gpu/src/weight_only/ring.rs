@@ -172,19 +172,36 @@ pub const MMA_MIN_M: usize = 9;
 /// Values of K one warp of the tensor-core row step takes (its A fragments in registers: 16 k16 blocks).
 const MMA_SLICE: usize = 256;
 
-/// Row steps whose row sums the tensor-core row step keeps in each of its two buffers (`RW_MMA_CH`): every warp's for
-/// every row of x, 32 KB for both at M = 16, K = 4096 (all of a CTA's 14 steps would take 112 KB from the ring).
+/// Row steps whose row sums the tensor-core row step keeps in each of its two buffers (`RW_MMA_CH`) where a CTA takes
+/// fewer than [`MMA_CHUNK_WIDE_FROM`] or more than [`MMA_CHUNK_WIDE_TO`] row steps: every warp's for every row of x,
+/// 32 KB for both at M = 16, K = 4096 (all of a CTA's 14 steps would take 112 KB from the ring).
 /// Session 53 (h200-2026-11-30-session53 r7, us, 2 / 4): 16x14336x4096 14.6 / 14.5, 9x 14.0 / 13.6, 16x28672x4096
 /// 24.95 / 24.15, but 12x10240x4096 (10 steps a CTA, 7 slots instead of 9) 11.3 / 11.8.
 const MMA_CHUNK: usize = 2;
 
-/// [`MMA_CHUNK`], or `ROOFLINE_RING_MMA_CHUNK` (1 to 8 row steps) for experiments.
-fn mma_chunk() -> usize {
+/// [`MMA_CHUNK_WIDE`] row steps a buffer where a CTA takes from this many row steps ...
+const MMA_CHUNK_WIDE_FROM: usize = 8;
+/// ... up to this many (the most measured).
+const MMA_CHUNK_WIDE_TO: usize = 28;
+
+/// Row steps a sums buffer where a CTA takes [`MMA_CHUNK_WIDE_FROM`] to [`MMA_CHUNK_WIDE_TO`] of them: fewer chunk
+/// barriers a CTA. Session 56 (h200-2026-11-30-session56 r2, us, FP16 x, 2 / 4 / 3 steps a buffer; the sums' 32 KB
+/// more at 4 take ring slots): INT4 16x14336x4096 (14 steps a CTA) 14.0 / 14.05 / 14.35, 9x14336x4096 13.55 / 13.3 /
+/// 13.9, 16x28672x4096 (28) 24.9 / 24.6 / 25.5, 12x10240x4096 (10) 10.85 / 10.7 / 11.3; NF4 16.15 / 15.75 / 16.5,
+/// 14.05 / 13.7 / 13.75, 28.25 / 26.5 / 28.45, 11.6 / 11.35 / 12.3; MXFP4 with BF16 x 15.6 / 15.6 / 15.75, 15.65 /
+/// 15.2 / 14.65, 26.4 / 26.65 / 26.7, 12.85 / 11.9 / 12.55. At 4 steps a CTA (16x4096x4096; one buffer would hold
+/// all of them, so the epilogue warp could add nothing before the last) 4 lost: INT4 6.51 / 6.61, NF4 6.9 / 8.1
+/// (MXFP4 with BF16 x 8.15 / 7.97).
+const MMA_CHUNK_WIDE: usize = 4;
+
+/// Row steps a sums buffer for a CTA of `per` row steps: [`MMA_CHUNK_WIDE`] from [`MMA_CHUNK_WIDE_FROM`] to
+/// [`MMA_CHUNK_WIDE_TO`] steps, else [`MMA_CHUNK`]; or `ROOFLINE_RING_MMA_CHUNK` (1 to 8 row steps) for experiments.
+fn mma_chunk(per: usize) -> usize {
     std::env::var("ROOFLINE_RING_MMA_CHUNK")
         .ok()
         .and_then(|v| v.parse().ok())
         .filter(|c| (1..=8).contains(c))
-        .unwrap_or(MMA_CHUNK)
+        .unwrap_or(if (MMA_CHUNK_WIDE_FROM..=MMA_CHUNK_WIDE_TO).contains(&per) { MMA_CHUNK_WIDE } else { MMA_CHUNK })
 }
 
 /// Bytes of padding after each row of a tensor-core ring slot (`RW_MMA_PAD` in wo_ring.cu: the slot's rows off one
@@ -206,12 +223,12 @@ fn mma_pad() -> usize {
 const MMA_PAD: usize = 32;
 
 /// The ring for the tensor-core row step ([`mma_plan`]) of `m` rows of x: the scale tables of the CTA's `per` row
-/// steps staged (or, `streamed`, each slot's beside it), two buffers of the row sums of [`MMA_CHUNK`] steps per warp,
+/// steps staged (or, `streamed`, each slot's beside it), two buffers of the row sums of [`mma_chunk`] steps per warp,
 /// as many slots of whole row steps (rows padded by [`mma_pad`]) as fit beside them (up to `per`, at least 2 where it
 /// has 2), and NF4's wide pair table. `None`: fewer fit.
 fn mma_layout(format: WoFormat, m: usize, k: usize, per: usize, streamed: bool) -> Option<Layout> {
     // The sums, and 16 bytes to align them (the epilogue warp reads them in 16-byte loads).
-    let sums = 2 * m * (k / MMA_SLICE) * mma_chunk() * STEP_ROWS * 4 + 16;
+    let sums = 2 * m * (k / MMA_SLICE) * mma_chunk(per) * STEP_ROWS * 4 + 16;
     // The scales staged for the CTA's rows, or streamed beside each slot.
     let staged = if streamed { 0 } else { table_bytes_per_row(format, k) * per * STEP_ROWS };
     let tables = staged + sums;
@@ -1551,7 +1568,7 @@ fn options(
     opts.push(format!("-DRW_ROWS={}", per * STEP_ROWS));
     opts.push(format!("-DRW_GROUPS={groups}"));
     opts.push(format!("-DRW_MMA={}", u32::from(mma)));
-    opts.push(format!("-DRW_MMA_CH={}", mma_chunk()));
+    opts.push(format!("-DRW_MMA_CH={}", mma_chunk(per)));
     if mma {
         opts.push(format!("-DRW_MMA_PAD={}", mma_pad()));
         opts.push(format!("-DRW_MMA_XF16={}", u32::from(mma_xf16(format, x))));
@@ -1736,6 +1753,29 @@ mod tests {
         let mut zero = w;
         zero[5 * k..5 * k + 32].iter_mut().for_each(|v| *v = 0.0);
         assert!(mxfp4_mma_window(&pack::quantize_pack(WoFormat::Mxfp4, &zero, n, k).unwrap()).is_ok());
+    }
+
+    /// The tensor-core row step's sums buffers (session 56): 4 row steps each where a CTA takes 8 to 28 row steps, 2
+    /// elsewhere (a CTA of 4 steps keeps two buffers to alternate), and the build and its shared-memory layout agree.
+    #[test]
+    fn sums_buffers_take_four_row_steps_where_a_cta_takes_8_to_28() {
+        if std::env::var_os("ROOFLINE_RING_MMA_CHUNK").is_some() {
+            return;
+        }
+        for (per, chunk) in [(1, 2), (4, 2), (7, 2), (8, 4), (14, 4), (28, 4), (29, 2), (56, 2)] {
+            assert_eq!(mma_chunk(per), chunk, "{per} row steps a CTA");
+        }
+        let (i4, ep) = (WoFormat::Int4G128, (Epilogue::Store, Input::X));
+        let (narrow, wide) =
+            (mma_layout(i4, 16, 4096, 4, false).unwrap(), mma_layout(i4, 16, 4096, 14, false).unwrap());
+        assert!(
+            options(90, (i4, XDtype::F16), (16, 4096), 14, wide, (1, 1, 2, true), ep).contains(&"-DRW_MMA_CH=4".into())
+        );
+        assert!(options(90, (i4, XDtype::F16), (16, 4096), 4, narrow, (1, 1, 2, true), ep)
+            .contains(&"-DRW_MMA_CH=2".into()));
+        // Both buffers of 4 steps at 16 rows and K = 4096: 64 KB beside the 14 steps' staged scales and the slots.
+        let tables = table_bytes_per_row(i4, 4096) * 14 * STEP_ROWS + 2 * 16 * 16 * 4 * STEP_ROWS * 4 + 16;
+        assert_eq!(wide.smem, wide.slots * (slot_bytes(i4, 4096, 1) + STEP_ROWS * mma_pad()) + tables);
     }
 
     /// BF16 x on the tensor-core row step (session 55): NF4, MXFP4 and NVFP4 convert it to f16 (`RW_MMA_XF16`), INT4
