@@ -14,6 +14,10 @@
 #            sums buffer at 14 and 28 steps a CTA), `measure` with the default against ROOFLINE_RING_MMA_CHUNK=2 at
 #            16x14336x4096 and 16x28672x4096 (NF4 FP16 x, MXFP4 BF16 x), model-bench Llama-3.1-8B INT4 (8 layers) batch 16
 #            with the default against chunk 2, into $out/fin*.txt
+#   ch2      `ch` at the row steps a CTA the rule leaves unmeasured (5-7, 42), default (2) against 4,
+#            CH2_SHAPES for CH_FORMATS with FP16 x and MXFP4 with BF16 x, into $out/ch2.txt
+#   rt12     the ring test's 12-row cases for NF4, MXFP4 and NVFP4 (r3's run stopped before them at 12x28672x4096),
+#            into $out/rt12.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session56.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session56 "${1:-fix}"
@@ -53,4 +57,13 @@ if has fin; then
         (export ROOFLINE_RING_MMA_CHUNK=${v#default}; MB_TIMEOUT=150 mb fin-mb "chunk=$v INT4 batch 16" roofline \
             --config llama-3.1-8b --schemes int4 --batch 16 --layers 8)
     done
+fi
+if has rt12; then
+    ROOFLINE_TEST_M=12 ROOFLINE_TEST_FORMATS=NF4,MXFP4,NVFP4 \
+        test_bin rt12 200 ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+fi
+if has ch2; then
+    ch2_shapes=${CH2_SHAPES:-16x5120x4096 16x6144x4096 12x6144x4096 16x7168x4096 16x43008x4096}
+    env_ab ch2 "chunk" ROOFLINE_RING_MMA_CHUNK "default 4" "$ch2_shapes" "${CH_FORMATS:-INT4_G128 NF4}"
+    MEAS_X=bf16 env_ab ch2 "chunk bf16" ROOFLINE_RING_MMA_CHUNK "default 4" "$ch2_shapes" MXFP4
 fi

@@ -181,8 +181,8 @@ const MMA_CHUNK: usize = 2;
 
 /// [`MMA_CHUNK_WIDE`] row steps a buffer where a CTA takes from this many row steps ...
 const MMA_CHUNK_WIDE_FROM: usize = 8;
-/// ... up to this many (the most measured).
-const MMA_CHUNK_WIDE_TO: usize = 28;
+/// ... up to this many (the most measured; at 56 NF4's ring would keep 2 slots with buffers of 4 steps, 4 with 2).
+const MMA_CHUNK_WIDE_TO: usize = 42;
 
 /// Row steps a sums buffer where a CTA takes [`MMA_CHUNK_WIDE_FROM`] to [`MMA_CHUNK_WIDE_TO`] of them: fewer chunk
 /// barriers a CTA. Session 56 (h200-2026-11-30-session56 r2, us, FP16 x, 2 / 4 / 3 steps a buffer; the sums' 32 KB
@@ -191,7 +191,10 @@ const MMA_CHUNK_WIDE_TO: usize = 28;
 /// 14.05 / 13.7 / 13.75, 28.25 / 26.5 / 28.45, 11.6 / 11.35 / 12.3; MXFP4 with BF16 x 15.6 / 15.6 / 15.75, 15.65 /
 /// 15.2 / 14.65, 26.4 / 26.65 / 26.7, 12.85 / 11.9 / 12.55. At 4 steps a CTA (16x4096x4096; one buffer would hold
 /// all of them, so the epilogue warp could add nothing before the last) 4 lost: INT4 6.51 / 6.61, NF4 6.9 / 8.1
-/// (MXFP4 with BF16 x 8.15 / 7.97).
+/// (MXFP4 with BF16 x 8.15 / 7.97). Session 56 r4 (2 / 4): 42 steps a CTA (16x43008x4096) INT4 35.5 / 34.15, NF4
+/// 38.9 / 37.85, MXFP4 with BF16 x 37.9 / 36.65; 5-7 steps mixed, mostly 2 ahead: 16x5120x4096 INT4 7.44 / 7.73, NF4
+/// 7.9 / 9.3; 16x6144x4096 INT4 7.98 / 8.33, NF4 9.85 / 9.78, MXFP4 with BF16 x 9.4 / 9.67; 12x6144x4096 7.97 / 7.9,
+/// 8.0 / 8.37, 9.17 / 9.1; 16x7168x4096 8.8 / 8.93, 10.8 / 10.6, 10.35 / 10.3.
 const MMA_CHUNK_WIDE: usize = 4;
 
 /// Row steps a sums buffer for a CTA of `per` row steps: [`MMA_CHUNK_WIDE`] from [`MMA_CHUNK_WIDE_FROM`] to
@@ -1755,14 +1758,14 @@ mod tests {
         assert!(mxfp4_mma_window(&pack::quantize_pack(WoFormat::Mxfp4, &zero, n, k).unwrap()).is_ok());
     }
 
-    /// The tensor-core row step's sums buffers (session 56): 4 row steps each where a CTA takes 8 to 28 row steps, 2
+    /// The tensor-core row step's sums buffers (session 56): 4 row steps each where a CTA takes 8 to 42 row steps, 2
     /// elsewhere (a CTA of 4 steps keeps two buffers to alternate), and the build and its shared-memory layout agree.
     #[test]
-    fn sums_buffers_take_four_row_steps_where_a_cta_takes_8_to_28() {
+    fn sums_buffers_take_four_row_steps_where_a_cta_takes_8_to_42() {
         if std::env::var_os("ROOFLINE_RING_MMA_CHUNK").is_some() {
             return;
         }
-        for (per, chunk) in [(1, 2), (4, 2), (7, 2), (8, 4), (14, 4), (28, 4), (29, 2), (56, 2)] {
+        for (per, chunk) in [(1, 2), (4, 2), (7, 2), (8, 4), (14, 4), (28, 4), (42, 4), (43, 2), (56, 2)] {
             assert_eq!(mma_chunk(per), chunk, "{per} row steps a CTA");
         }
         let (i4, ep) = (WoFormat::Int4G128, (Epilogue::Store, Input::X));
