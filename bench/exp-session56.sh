@@ -18,6 +18,11 @@
 #            CH2_SHAPES for CH_FORMATS with FP16 x and MXFP4 with BF16 x, into $out/ch2.txt
 #   rt12     the ring test's 12-row cases for NF4, MXFP4 and NVFP4 (r3's run stopped before them at 12x28672x4096),
 #            into $out/rt12.txt
+#   last     the last commit: the ring test's 12-row cases for NF4 (its count's bar), `measure` default at 16x43008x4096
+#            (INT4, NF4) and 16x14336x4096 (INT4), into $out/last*.txt
+#   early    BF16 x's row maxima (EXP_XF16_EARLY=1) and its conversion too (=2) before the consumers' barrier, against
+#            the build, NF4 and MXFP4 at 16x1024x4096 and 16x14336x4096, FP16 x beside, into $out/early.txt (the probe
+#            was reverted: apply bench/results/h200-2026-11-30-session56/xf16-early-attempt.patch first)
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session56.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session56 "${1:-fix}"
@@ -66,4 +71,15 @@ if has ch2; then
     ch2_shapes=${CH2_SHAPES:-16x5120x4096 16x6144x4096 12x6144x4096 16x7168x4096 16x43008x4096}
     env_ab ch2 "chunk" ROOFLINE_RING_MMA_CHUNK "default 4" "$ch2_shapes" "${CH_FORMATS:-INT4_G128 NF4}"
     MEAS_X=bf16 env_ab ch2 "chunk bf16" ROOFLINE_RING_MMA_CHUNK "default 4" "$ch2_shapes" MXFP4
+fi
+if has last; then
+    ROOFLINE_TEST_M=12 ROOFLINE_TEST_FORMATS=NF4 test_bin last-rt 200 ring_gpu --ignored --nocapture \
+        ring_gemv_matches_the_reference
+    for f in INT4_G128 NF4; do MEAS_TIMEOUT=60 meas last "default" $f 16x43008x4096 ""; done
+    MEAS_TIMEOUT=60 meas last "default" INT4_G128 16x14336x4096 ""
+fi
+if has early; then
+    MEAS_X=bf16 env_ab early "x bf16" ROOFLINE_NVRTC_EXTRA "default -DEXP_XF16_EARLY=1 -DEXP_XF16_EARLY=2" \
+        "16x1024x4096 16x14336x4096" "NF4 MXFP4"
+    for f in NF4 MXFP4; do for s in 16x1024x4096 16x14336x4096; do MEAS_TIMEOUT=40 meas early "fp16" $f $s ""; done; done
 fi
