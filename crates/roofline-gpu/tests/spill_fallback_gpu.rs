@@ -1,8 +1,9 @@
 //! GPU test of the engine's answer to a ring build that spills registers (`GpuError::Spills`). The NVRTC a
 //! user has can allocate registers otherwise than the one the spill tests ran (NVRTC 13.0 spilled a build
 //! 12.9 did not, session 55), so a spill must not make a default call fail: the engine runs it on its other
-//! kernels, correct against the f64 reference, while a call that asks for the ring (`ring = true`) gets the
-//! spill as its error. The spill is forced: every ring build here is compiled for three CTAs an SM
+//! kernels (from 9 rows `measure` takes the bulk ring instead of the tensor-core ring), correct against the f64
+//! reference, and the kernel line says why, while a call that asks for the ring (`ring = true`) gets the spill
+//! as its error. The spill is forced: every ring build here is compiled for three CTAs an SM
 //! (`-DRW_MINB=3` through `ROOFLINE_NVRTC_EXTRA`, 37 registers a thread at K = 4096), which no other kernel
 //! reads. The variable is set before anything compiles, and this file is a test binary of its own, so no
 //! other test sees it. Run on a GPU machine: `cargo test -p roofline-gpu --release --test spill_fallback_gpu
@@ -36,6 +37,10 @@ fn a_spilling_ring_build_falls_back_by_default_and_fails_when_asked_for() {
                 r.kernel.contains("spills registers"),
                 "{format} {x:?} {m}x{n}x{k}: the kernel line does not say why"
             );
+            // From 9 rows `measure` takes the bulk ring (tensor cores), not the engine's x-in-registers fallback.
+            if m > 3 {
+                assert!(r.kernel.contains("wo_mma"), "{format} {x:?} {m}x{n}x{k}: not the bulk ring: {}", r.kernel);
+            }
             assert_eq!(r.spill_bytes.unwrap_or(0), 0, "{format} {x:?} {m}x{n}x{k}: {}", r.kernel);
 
             let forced = WeightOnlyOptions { tuning: Tuning { ring: Some(true), ..Tuning::default() }, ..opts };

@@ -402,6 +402,17 @@ impl WeightOnlyGemv {
         Ok((!ring.mma || w.mma_exact).then_some(ring))
     }
 
+    /// Whether this engine runs an `m x n x k` call (no fusion) on the ring GEMV: [`Tuning::ring`] or the default
+    /// takes it and its build loads (compiled here, once per process: the build stays cached for the calls).
+    /// `false` where the other kernels run it, also where the default's ring build spills registers under this
+    /// NVRTC. (Weights aside: MXFP4 weights outside the tensor-core window still leave it at run time.)
+    pub fn runs_ring(&self, m: usize, n: usize, k: usize) -> Result<bool, GpuError> {
+        match self.ring_epilogue(m, n, k, Fusion::default()) {
+            Some(op) => Ok(self.ring(m, n, k, op)?.is_some()),
+            None => Ok(false),
+        }
+    }
+
     /// Whether the default wanted the ring for `m` rows of `w` with `fusion` and ran the other kernels because its
     /// build spills under this NVRTC ([`WeightOnlyGemv::ring`]), once it was tried.
     fn ring_spilled(&self, w: &DeviceWeights, m: usize, fusion: Fusion) -> bool {
@@ -1126,8 +1137,26 @@ impl Gpu {
         let peak = ring::peak_memory_gb_s(&self.ctx);
         let variant =
             opts.variant.unwrap_or_else(|| Variant::best_on(wf, opts.x, m, n, k, (self.sm_count, arch, peak)));
+        // From 9 rows the default's XReg engine runs the tensor-core ring; where that build spills under this NVRTC,
+        // the engine's own fallback there would be the x-in-registers kernel, about 10x slower (session 56 r1), so
+        // the default takes the bulk ring instead.
+        let spilled =
+            opts.variant.is_none() && opts.tuning.ring.is_none() && variant == Variant::XReg && m > ring::MAX_M && {
+                let engine =
+                    WeightOnlyGemv::new(self, wf, opts.x)?.with_variant(variant, None).with_tuning(opts.tuning)?;
+                engine.ring_epilogue(m, n, k, Fusion::default()).is_some() && !engine.runs_ring(m, n, k)?
+            };
+        let variant = if spilled { Variant::XMma } else { variant };
         let mut out = self.measure_weight_only_configs(format, m, n, k, cfg, opts, &[(variant, opts.tuning)])?;
-        out.pop().unwrap_or_else(|| Err(GpuError::Unsupported("no configuration measured".into())))
+        let out = out.pop().unwrap_or_else(|| Err(GpuError::Unsupported("no configuration measured".into())));
+        out.map(|mut r| {
+            if spilled {
+                r.kernel +=
+                    " (the bulk ring in place of the tensor-core ring GEMV, whose build spills registers under \
+                             this NVRTC)";
+            }
+            r
+        })
     }
 
     /// Measures one shape under several launch configurations (a tuning table): the weights are quantized

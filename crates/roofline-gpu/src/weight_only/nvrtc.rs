@@ -367,6 +367,28 @@ pub fn compile_cubin(source: &str, file: &str, options: &[String]) -> Result<(Ve
     Ok((cubin, log))
 }
 
+/// A cubin and its compiler log, as [`compile_cubin`] returns them.
+type Cubin = (Vec<u8>, String);
+/// [`compile_cubin_cached`]'s key: the source's hash, its file name, the options.
+type CubinKey = (u64, String, Vec<String>);
+
+/// [`compile_cubin`] through a process-wide cache keyed by the source, its name and the options: a kernel built by
+/// several engines (the ring GEMV of one shape, say) is compiled once. Failures are not cached.
+pub(crate) fn compile_cubin_cached(source: &str, file: &str, options: &[String]) -> Result<Cubin, GpuError> {
+    use std::hash::{Hash, Hasher};
+    static CACHE: OnceLock<Mutex<HashMap<CubinKey, Cubin>>> = OnceLock::new();
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    source.hash(&mut h);
+    let key = (h.finish(), file.to_string(), options.to_vec());
+    if let Some(hit) = cache.lock().map_err(|_| poisoned())?.get(&key) {
+        return Ok(hit.clone());
+    }
+    let built = compile_cubin(source, file, options)?;
+    cache.lock().map_err(|_| poisoned())?.insert(key, built.clone());
+    Ok(built)
+}
+
 /// Developer hook: with `ROOFLINE_DUMP_CUBIN=DIR` (not empty), every CUBIN this process compiles is written to
 /// `DIR/<file>-<hash of the options>.cubin`, its options and ptxas report beside it (`.txt`), for
 /// `cuobjdump -sass` / `nvdisasm` without a GPU run (the kernels compile wherever libnvrtc loads).

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
 use super::ffn::{stream_options, STREAM_SOURCE};
-use super::nvrtc::{compile_cubin, load_checked, XDtype, WEIGHT_ONLY_XREG_SOURCE};
+use super::nvrtc::{compile_cubin_cached, load_checked, XDtype, WEIGHT_ONLY_XREG_SOURCE};
 use super::pack::{self, xreg_tables, PackedWeights, WoFormat};
 use super::{launch_ex, nvrtc_available, LaunchPlan, Tuning, Variant};
 use crate::{Gpu, GpuError};
@@ -1268,7 +1268,7 @@ pub fn compile_ring(
     nvrtc_available()?;
     let Plan { per, groups, parts, layout, mma, .. } = plan;
     let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, k, parts), peak_gb_s);
-    let (cubin, log) = compile_cubin(
+    let (cubin, log) = compile_cubin_cached(
         &source(),
         "wo_ring.cu",
         &options(arch, (format, x), (m, k), per, layout, (parts, groups, ahead, mma), (epilogue, input)),
@@ -1571,8 +1571,8 @@ fn options(
     opts.push(format!("-DRW_ROWS={}", per * STEP_ROWS));
     opts.push(format!("-DRW_GROUPS={groups}"));
     opts.push(format!("-DRW_MMA={}", u32::from(mma)));
-    opts.push(format!("-DRW_MMA_CH={}", mma_chunk(per)));
     if mma {
+        opts.push(format!("-DRW_MMA_CH={}", mma_chunk(per)));
         opts.push(format!("-DRW_MMA_PAD={}", mma_pad()));
         opts.push(format!("-DRW_MMA_XF16={}", u32::from(mma_xf16(format, x))));
     }
@@ -2343,7 +2343,7 @@ mod tests {
                     // BF16 weights with BF16 x (FP16 x differs only in its loads and stores), and 8-bit weights at
                     // M = 2 (the ring's default there is for BF16 x).
                     let x = if f == WoFormat::Bf16 || (m > 1 && f.bits() == 8) { XDtype::Bf16 } else { XDtype::F16 };
-                    let (cubin, log) = compile_cubin(
+                    let (cubin, log) = super::super::nvrtc::compile_cubin(
                         &source(),
                         "wo_ring.cu",
                         &options(90, (f, x), (m, k), per, lay, (parts, g, ahead, false), ep),
