@@ -402,22 +402,15 @@ impl WeightOnlyGemv {
         Ok((!ring.mma || w.mma_exact).then_some(ring))
     }
 
-    /// Whether this engine runs an `m x n x k` call (no fusion) on the ring GEMV: [`Tuning::ring`] or the default
-    /// takes it and its build loads (compiled here, once per process: the build stays cached for the calls).
-    /// `false` where the other kernels run it, also where the default's ring build spills registers under this
-    /// NVRTC. (Weights aside: MXFP4 weights outside the tensor-core window still leave it at run time.)
-    pub fn runs_ring(&self, m: usize, n: usize, k: usize) -> Result<bool, GpuError> {
+    /// Whether the default wants the ring GEMV for an `m x n x k` call (no fusion) and its build spills registers
+    /// under this NVRTC, so that the engine runs the call on its other kernels ([`WeightOnlyGemv::ring`]: built
+    /// here on first use, once per process, and kept for the calls). `false` where the ring runs it or was not
+    /// wanted.
+    pub fn ring_spills(&self, m: usize, n: usize, k: usize) -> Result<bool, GpuError> {
         match self.ring_epilogue(m, n, k, Fusion::default()) {
-            Some(op) => Ok(self.ring(m, n, k, op)?.is_some()),
+            Some(op) => Ok(self.ring(m, n, k, op)?.is_none()),
             None => Ok(false),
         }
-    }
-
-    /// Whether the default wanted the ring for `m` rows of `w` with `fusion` and ran the other kernels because its
-    /// build spills under this NVRTC ([`WeightOnlyGemv::ring`]), once it was tried.
-    fn ring_spilled(&self, w: &DeviceWeights, m: usize, fusion: Fusion) -> bool {
-        let Some(op) = self.ring_epilogue(m, w.n, w.k, fusion) else { return false };
-        self.rings.lock().is_ok_and(|rings| matches!(rings.get(&((m, w.n, w.k), op)), Some(None)))
     }
 
     /// Whether [`ring::auto_rows`] takes the ring for `m x n x k` on this GPU, and whether the ring runs it at
@@ -1140,12 +1133,14 @@ impl Gpu {
         // From 9 rows the default's XReg engine runs the tensor-core ring; where that build spills under this NVRTC,
         // the engine's own fallback there would be the x-in-registers kernel, about 10x slower (session 56 r1), so
         // the default takes the bulk ring instead.
-        let spilled =
-            opts.variant.is_none() && opts.tuning.ring.is_none() && variant == Variant::XReg && m > ring::MAX_M && {
-                let engine =
-                    WeightOnlyGemv::new(self, wf, opts.x)?.with_variant(variant, None).with_tuning(opts.tuning)?;
-                engine.ring_epilogue(m, n, k, Fusion::default()).is_some() && !engine.runs_ring(m, n, k)?
-            };
+        let spilled = opts.variant.is_none()
+            && opts.tuning.ring.is_none()
+            && variant == Variant::XReg
+            && m > ring::MAX_M
+            && WeightOnlyGemv::new(self, wf, opts.x)?
+                .with_variant(variant, None)
+                .with_tuning(opts.tuning)?
+                .ring_spills(m, n, k)?;
         let variant = if spilled { Variant::XMma } else { variant };
         let mut out = self.measure_weight_only_configs(format, m, n, k, cfg, opts, &[(variant, opts.tuning)])?;
         let out = out.pop().unwrap_or_else(|| Err(GpuError::Unsupported("no configuration measured".into())));
@@ -1294,7 +1289,7 @@ impl Gpu {
                     + &if r.ahead > 0 { format!(", {} in flight", r.ahead) } else { String::new() },
                 stats.sample_words()
             ),
-            None if gemv.ring_spilled(&ws[0], m, Fusion::default()) => format!(
+            None if gemv.ring_spills(m, n, k)? => format!(
                 "{} (in place of the ring GEMV, whose build spills registers under this NVRTC)",
                 describe(gemv, format, opts.x, &plan, grid_n, sets, &stats)
             ),
