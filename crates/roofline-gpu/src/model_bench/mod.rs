@@ -553,11 +553,45 @@ impl Gpu {
                 && cfg.gemv.tuning.ring != Some(false)
                 && ring::mma_auto((cfg.weights, XDtype::F16), (cfg.batch, n, k), self.sm_count, peak)
         };
-        let variants = cfg.linears().map(|(name, n, k)| match cfg.gemv.variant {
-            Some(v) => v,
-            None if mma(name, n, k) => Variant::XReg,
-            None => Variant::best_in_step_on(cfg.weights, XDtype::F16, cfg.batch, n, k, device),
-        });
+        let tuning = Tuning { ring: cfg.gemv.tuning.ring.or(ring::in_step(cfg.weights, peak)), ..cfg.gemv.tuning };
+        // `ring::in_step`'s choice is a default's: a ring build that spills falls back (only `--gemv ring=true` makes
+        // the spill the error).
+        let engine = |v: Variant| -> Result<WeightOnlyGemv, GpuError> {
+            let e = WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?.with_variant(v, None).with_tuning(tuning)?;
+            Ok(if cfg.gemv.tuning.ring.is_none() { e.with_ring_fallback() } else { e })
+        };
+        // Where the tensor-core ring's build for a linear (with the linear's fusion) spills registers under this
+        // NVRTC, its x-in-registers engine would run the linear on the x-in-registers kernel, about 10x slower at 16
+        // rows (session 56 r1: 141 us against 14.7 at NVFP4 16x14336x4096): the linear takes the bulk ring (tensor
+        // cores) instead, as `measure` does. The probe builds the ring once per process (a later launch loads the
+        // same cubin); the linears the step launches otherwise (an MoE's experts, the fused FFN's) are not probed.
+        let launched = |l: Lin| (cfg.moe.is_none() && !cfg.fused_ffn(major)) || !matches!(l, Lin::GateUp | Lin::Down);
+        let mut probe: Option<WeightOnlyGemv> = None;
+        let mut variants = [Variant::XReg; 5];
+        for ((slot, l), (name, n, k)) in variants.iter_mut().zip(Lin::ALL).zip(cfg.linears()) {
+            *slot = match cfg.gemv.variant {
+                Some(v) => v,
+                None if mma(name, n, k) && launched(l) => {
+                    let probe = match probe.take() {
+                        Some(p) => probe.insert(p),
+                        None => probe.insert(engine(Variant::XReg)?),
+                    };
+                    if probe.ring_spills_fused(cfg.batch, n, k, l.fusion(cfg.fuse, false))? {
+                        progress(&format!(
+                            "{name} ({}x{n}x{k}): the tensor-core ring GEMV's build spills registers under this \
+                             NVRTC; the bulk ring runs it",
+                            cfg.batch
+                        ));
+                        Variant::XMma
+                    } else {
+                        Variant::XReg
+                    }
+                }
+                None if mma(name, n, k) => Variant::XReg,
+                None => Variant::best_in_step_on(cfg.weights, XDtype::F16, cfg.batch, n, k, device),
+            };
+        }
+        drop(probe);
         // The main engine: FP16's where its linears take the x-in-registers engine, else `Variant::best`.
         let main_variant =
             cfg.gemv.variant.unwrap_or(if cfg.weights == WoFormat::Fp16 && variants.contains(&Variant::XReg) {
@@ -565,10 +599,6 @@ impl Gpu {
             } else {
                 Variant::best(cfg.weights, XDtype::F16, cfg.batch)
             });
-        let tuning = Tuning { ring: cfg.gemv.tuning.ring.or(ring::in_step(cfg.weights, peak)), ..cfg.gemv.tuning };
-        let engine = |v: Variant| -> Result<WeightOnlyGemv, GpuError> {
-            WeightOnlyGemv::new(self, cfg.weights, XDtype::F16)?.with_variant(v, None).with_tuning(tuning)
-        };
         let gemv = engine(main_variant)?;
         let mut others: Vec<Variant> = Vec::new();
         for &v in &variants {

@@ -177,6 +177,9 @@ pub struct WeightOnlyGemv {
     pub variant: Variant,
     /// Overrides of the automatic launch plan.
     pub tuning: Tuning,
+    /// Whether a ring build that spills registers falls back to the other kernels even where [`Tuning::ring`] is
+    /// `Some(true)` ([`WeightOnlyGemv::with_ring_fallback`]: a default's choice, not the user's).
+    ring_fallback: bool,
     functions: Mutex<HashMap<KernelKey, Loaded>>,
     /// Ring-streaming kernels built so far, per M x N x K and epilogue ([`Tuning::ring`]); `None` where the
     /// build spilled (the default then runs the call on the other kernels, without compiling it again).
@@ -229,6 +232,7 @@ impl WeightOnlyGemv {
             x,
             variant: Variant::SplitK,
             tuning: Tuning::default(),
+            ring_fallback: false,
             functions: Mutex::new(HashMap::new()),
             rings: Mutex::new(HashMap::new()),
             clusters: Mutex::new(HashMap::new()),
@@ -249,6 +253,14 @@ impl WeightOnlyGemv {
         tuning.check()?;
         self.tuning = tuning;
         Ok(self)
+    }
+
+    /// The same engine, where its [`Tuning::ring`] is a default's choice (model-bench's `ring::in_step`) rather than
+    /// the user's: a ring build that spills registers under this NVRTC then falls back to the other kernels, as
+    /// with `ring` unset, instead of failing the call.
+    pub fn with_ring_fallback(mut self) -> WeightOnlyGemv {
+        self.ring_fallback = true;
+        self
     }
 
     /// The launch plan of an `m x n x k` call before the kernel is loaded (see [`WeightOnlyGemv::launch_plan`]).
@@ -395,7 +407,8 @@ impl WeightOnlyGemv {
     /// ([`WeightOnlyGemv::ring_epilogue`]), built on first use; `None` where the other kernels run it: also where the
     /// ring's build is on the tensor cores and they would not multiply `w` exactly (MXFP4 scales outside
     /// [`ring::MXFP4_MMA_WINDOW`]); and where the ring's build spills registers under this NVRTC
-    /// ([`GpuError::Spills`]) unless [`Tuning::ring`] asked for it.
+    /// ([`GpuError::Spills`]) unless the user asked for it ([`Tuning::ring`] without
+    /// [`WeightOnlyGemv::with_ring_fallback`]).
     fn ring_for(&self, w: &DeviceWeights, m: usize, fusion: Fusion) -> Result<Option<Arc<ring::RingGemv>>, GpuError> {
         let Some(ep) = self.ring_epilogue(m, w.n, w.k, fusion) else { return Ok(None) };
         let Some(ring) = self.ring(m, w.n, w.k, ep)? else { return Ok(None) };
@@ -407,7 +420,13 @@ impl WeightOnlyGemv {
     /// here on first use, once per process, and kept for the calls). `false` where the ring runs it or was not
     /// wanted.
     pub fn ring_spills(&self, m: usize, n: usize, k: usize) -> Result<bool, GpuError> {
-        match self.ring_epilogue(m, n, k, Fusion::default()) {
+        self.ring_spills_fused(m, n, k, Fusion::default())
+    }
+
+    /// [`WeightOnlyGemv::ring_spills`] for a call with `fusion` (its ring build is another: the fused norm, the
+    /// residual add and SwiGLU on load each compile their own), as model-bench's linears launch them.
+    pub fn ring_spills_fused(&self, m: usize, n: usize, k: usize, fusion: Fusion) -> Result<bool, GpuError> {
+        match self.ring_epilogue(m, n, k, fusion) {
             Some(op) => Ok(self.ring(m, n, k, op)?.is_none()),
             None => Ok(false),
         }
@@ -428,14 +447,14 @@ impl WeightOnlyGemv {
     }
 
     /// The ring kernel for `m x n x k` with `op`, built on first use; `None` where its build spills and
-    /// [`Tuning::ring`] left the choice to the default (the NVRTC a user has may allocate registers otherwise
-    /// than the one the spill tests ran: NVRTC 13.0 spilled a build 12.9 did not, session 55). Asked for with
-    /// `ring = true`, the spill is the error.
+    /// [`Tuning::ring`] left the choice to the default or [`WeightOnlyGemv::with_ring_fallback`] says it was a
+    /// default's (the NVRTC a user has may allocate registers otherwise than the one the spill tests ran: NVRTC 13.0
+    /// spilled a build 12.9 did not, session 55). Asked for by the user with `ring = true`, the spill is the error.
     fn ring(&self, m: usize, n: usize, k: usize, op: RingOp) -> Result<Option<Arc<ring::RingGemv>>, GpuError> {
         let mut rings =
             self.rings.lock().map_err(|_| GpuError::Unsupported("ring kernel table lock poisoned".into()))?;
         if let Some(r) = rings.get(&((m, n, k), op)) {
-            if r.is_some() || self.tuning.ring.is_none() {
+            if r.is_some() || self.spill_falls_back() {
                 return Ok(r.clone());
             }
         }
@@ -450,11 +469,16 @@ impl WeightOnlyGemv {
         );
         let r = match built {
             Ok(r) => Some(Arc::new(r)),
-            Err(GpuError::Spills { .. }) if self.tuning.ring.is_none() => None,
+            Err(GpuError::Spills { .. }) if self.spill_falls_back() => None,
             Err(e) => return Err(e),
         };
         rings.insert(((m, n, k), op), r.clone());
         Ok(r)
+    }
+
+    /// Whether a spilling ring build falls back rather than fails: unless the user asked for the ring.
+    fn spill_falls_back(&self) -> bool {
+        self.tuning.ring.is_none() || self.ring_fallback
     }
 
     fn key(&self, m: usize, plan: &LaunchPlan) -> KernelKey {
