@@ -4,8 +4,8 @@
 //! error read past the output type's own rounding, as the engine's check does; `ROOFLINE_TEST_X=fp16|bf16` and
 //! `ROOFLINE_TEST_FORMATS=INT4_G128,...` run a part) for each epilogue (RMSNorm in front, plain
 //! store, residual add), with one row of x and with two and three (each weight decoded once for all; `ROOFLINE_TEST_M=2,3`
-//! runs those alone), and INT4, NF4, MXFP4 and NVFP4 (either x type; BF16 x also far past f16's range) with 9 to 16
-//! on the tensor cores and SwiGLU on load, at Llama-3.1-8B's qkv
+//! runs those alone), and INT4, NF4, MXFP4 and NVFP4 (either x type; BF16 x also far past f16's range) with 2 to 16
+//! on the tensor cores (from 3 rows always at K up to 4096, at 2 where a CTA takes few row steps), and SwiGLU on load, at Llama-3.1-8B's qkv
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
 //! f16x2 sums in range), and twice in a row (same bits). Shapes whose staged scale tables leave the ring few
@@ -80,7 +80,7 @@ fn ring_gemv_matches_the_reference() {
         (28672, 8192, Epilogue::Store, x, 1.0, 3),
         (4096, 4096, Epilogue::Store, x, 300.0, 2),
     ];
-    // 9 to 16 rows of x on the tensor cores (INT4 g128: FP16 x since session 51, BF16 x since 53, bf16 products; NVFP4
+    // 9 to 16 rows of x on the tensor cores (2 to 8 since session 57; INT4 g128: FP16 x since session 51, BF16 x since 53, bf16 products; NVFP4
     // with FP16 x since 53 and MXFP4 since 54, their block scales in the decoded pairs, streamed where their M = 1 build
     // streams them; NF4 since 54, its pair table): x's A fragments of rows g and g + 8 (row g's again
     // past M), the ring wrapping, the row sums' chunks and their two buffers, unequal shares, one row step a CTA; each
@@ -98,6 +98,11 @@ fn ring_gemv_matches_the_reference() {
         (6144, 4096, Epilogue::Norm, x, 1.0, 16),
         // Llama-3.1-8B's gate_up: NVFP4's scales streamed beside each slot on fast memory (session 54).
         (28672, 4096, Epilogue::Norm, x, 1.0, 12),
+        // 2 to 8 rows (session 57; the `rows` cases above of 2 and 3 rows at K up to 4096 run here too where a CTA
+        // takes few row steps): every lane's rows g + 8 past M.
+        (4096, 4096, Epilogue::Add, x, 1.0, 8),
+        (1000, 1024, Epilogue::Norm, x, 50.0, 5),
+        (28672, 4096, Epilogue::Store, x, 1.0, 6),
     ];
     // FP16 weights up to 3e4 (f16's largest is 65504; the weights below are uniform in [-ws, ws) / sqrt(K)) against a
     // small x: the products' f16x2 sums must stay in range.

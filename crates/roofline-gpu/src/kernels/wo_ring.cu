@@ -503,6 +503,14 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // Rows past M: row g's values again where g + 8 is past it (no zero registers: their sums go unused, and so
         // the build needs no more registers than at 16), zeros where g is.
         u32 xa[16][4];
+        // Rows g + 8 are past M in every lane from 8 rows down; the compiler, knowing so, kept one copy of row g's
+        // fragments and moved them into each MMA's register quad, and spilled (96 registers, 4-92 bytes; session 51's
+        // MMA_MIN_M). A bound it cannot fold (blockDim.x < 2^16 leaves it RW_M) keeps the copies as at 9-15 rows.
+#if RW_M <= 8
+        const int m8 = RW_M + (int)(blockDim.x >> 16);
+#else
+        const int m8 = RW_M;
+#endif
 #pragma unroll
         for (int w = 0; w < 8; ++w) {
             const int k0 = ks * 256 + 64 * (w >> 1) + 16 * t + 8 * (w & 1);
@@ -511,7 +519,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             const uint4 v0 = make_uint4(fx, fx ^ 1u, fx ^ 2u, fx ^ 3u), v1 = make_uint4(fx ^ 4u, fx ^ 5u, fx ^ 6u, fx ^ 7u);
 #else
             const uint4 v0 = g < RW_M ? *(const uint4*)(x + (size_t)g * FD + k0) : make_uint4(0u, 0u, 0u, 0u);
-            const uint4 v1 = g + 8 < RW_M ? *(const uint4*)(x + (size_t)(g + 8) * FD + k0) : v0;
+            const uint4 v1 = g + 8 < m8 ? *(const uint4*)(x + (size_t)(g + 8) * FD + k0) : v0;
 #endif
 #if RW_MMA_NEIGHBOURS
             // NF4 / MXFP4 / NVFP4: nf4t_pairs / e2m1_dev_pairs give the codes in order, (0, 1), (2, 3) for block 2w,

@@ -544,9 +544,9 @@ impl Gpu {
         // A linear whose shape has another best variant in the step (`Variant::best_in_step_on`: 8-bit down_proj
         // at batch 1; FP16 at batch 1 on fast memory, the x-in-registers engine) runs on an engine of that variant
         // where no variant was forced; one engine per variant.
-        // From 9 rows of x INT4's qkv, o_proj and gate_up take the ring on the tensor cores where it would alone
-        // (`ring::mma_auto`: 9-16 rows, up to 56 row steps a CTA; it fuses their norm and residual add, not
-        // down_proj's SwiGLU on load), unless `--gemv ring=false`.
+        // From 2 rows of x the 4-bit formats' qkv, o_proj, gate_up and LM head take the ring on the tensor cores where
+        // it would alone (`ring::mma_auto`: 2-16 rows, up to 14 or 56 row steps a CTA by format and rows; it fuses their
+        // norm and residual add, not down_proj's SwiGLU on load), unless `--gemv ring=false`.
         let mma = |name: &str, n, k| {
             name != "down_proj"
                 && major >= 9

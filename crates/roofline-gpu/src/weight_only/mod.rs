@@ -195,9 +195,9 @@ pub struct WeightOnlyGemv {
 /// development machine, and each x-in-registers launch asked the driver for the kernel's occupancy).
 #[derive(Default)]
 struct LaunchCache {
-    /// Per (M, N, K): whether [`ring::auto_rows`] takes the ring on this GPU, and whether the ring runs the shape
-    /// at all (`ring::unsupported_on` says nothing).
-    ring: Mutex<HashMap<Mnk, (bool, bool)>>,
+    /// Per (M, N, K): whether [`ring::auto_rows`] takes the ring on this GPU, whether the ring runs the shape
+    /// at all (`ring::unsupported_on` says nothing), and whether it plans it on the tensor cores ([`ring::plans_mma`]).
+    ring: Mutex<HashMap<Mnk, (bool, bool, bool)>>,
     /// Per (M, N, plan, the engine's tuning then): [`WeightOnlyGemv::fit`]'s plan and kernel.
     fitted: Mutex<HashMap<FitKey, (LaunchPlan, Loaded)>>,
 }
@@ -387,11 +387,12 @@ impl WeightOnlyGemv {
             (None, true) => ring::Epilogue::Add,
             (None, false) => ring::Epilogue::Store,
         };
-        // Past MAX_M rows of x only on the tensor cores (the 4-bit formats with FP16 or BF16 x; no SwiGLU on load).
-        if m > ring::MAX_M && !ring::mma_takes((self.format, self.x), m, k, (epilogue, input)) {
+        let (auto, supported, mma) = self.ring_shape(m, n, k);
+        // Past MAX_M rows of x only on the tensor cores, and there the 4-bit formats with FP16 or BF16 x, no SwiGLU on
+        // load (also at 2-3 rows where the ring plans them there).
+        if (m > ring::MAX_M || mma) && !ring::mma_takes((self.format, self.x), m, k, (epilogue, input)) {
             return None;
         }
-        let (auto, supported) = self.ring_shape(m, n, k);
         let wanted = self.tuning.ring.unwrap_or(auto);
         let takes = wanted
             && self.variant == Variant::XReg
@@ -432,13 +433,14 @@ impl WeightOnlyGemv {
         }
     }
 
-    /// Whether [`ring::auto_rows`] takes the ring for `m x n x k` on this GPU, and whether the ring runs it at
-    /// all (once per shape: both plan the ring's layout).
-    fn ring_shape(&self, m: usize, n: usize, k: usize) -> (bool, bool) {
+    /// Whether [`ring::auto_rows`] takes the ring for `m x n x k` on this GPU, whether the ring runs it at
+    /// all, and whether it plans it on the tensor cores (once per shape: all three plan the ring's layout).
+    fn ring_shape(&self, m: usize, n: usize, k: usize) -> (bool, bool, bool) {
         let compute = || {
             (
                 ring::auto_rows((self.format, self.x), (m, n, k), self.sm_count, self.peak_gb_s),
                 ring::unsupported_on(self.format, (m, n, k), self.sm_count, self.peak_gb_s).is_none(),
+                ring::plans_mma(self.format, (m, n, k), self.sm_count, self.peak_gb_s),
             )
         };
         // A poisoned lock only loses the cache.
@@ -1154,13 +1156,13 @@ impl Gpu {
         let peak = ring::peak_memory_gb_s(&self.ctx);
         let variant =
             opts.variant.unwrap_or_else(|| Variant::best_on(wf, opts.x, m, n, k, (self.sm_count, arch, peak)));
-        // From 9 rows the default's XReg engine runs the tensor-core ring; where that build spills under this NVRTC,
-        // the engine's own fallback there would be the x-in-registers kernel, about 10x slower (session 56 r1), so
-        // the default takes the bulk ring instead.
+        // From 2 rows the default's XReg engine runs a ring with more rows of x (from 3 always the tensor-core ring);
+        // where that build spills under this NVRTC, the engine's own fallback would be the x-in-registers kernel (at 16
+        // rows about 10x slower, session 56 r1), so the default takes the bulk ring, `Variant::best_for`'s there.
         let spilled = opts.variant.is_none()
             && opts.tuning.ring.is_none()
             && variant == Variant::XReg
-            && m > ring::MAX_M
+            && m >= ring::MMA_MIN_M
             && WeightOnlyGemv::new(self, wf, opts.x)?
                 .with_variant(variant, None)
                 .with_tuning(opts.tuning)?

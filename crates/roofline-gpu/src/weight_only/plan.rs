@@ -146,7 +146,10 @@ impl Variant {
         k: usize,
         device: (u32, u32, f64),
     ) -> Variant {
-        let rows = (2..=super::ring::MAX_M).contains(&m);
+        // Rows of x on the CUDA-core ring; the tensor-core ring's are model-bench's to give (it knows which linear is
+        // down_proj, whose SwiGLU on load that ring does not take: `ring::mma_auto`).
+        let rows =
+            (2..=super::ring::MAX_M).contains(&m) && !super::ring::plans_mma(format, (m, n, k), device.0, device.2);
         if (format.bits() == 16 || rows) && Variant::best_on(format, x, m, n, k, device) == Variant::XReg {
             Variant::XReg
         } else {

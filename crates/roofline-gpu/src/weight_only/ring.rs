@@ -165,9 +165,28 @@ pub const MAX_M: usize = 3;
 /// A operand of mma.sync.m16n8k16, 16 rows.
 pub const MMA_MAX_M: usize = 16;
 
-/// Fewest rows of x the ring takes on the tensor cores by default: at 8 and fewer x's A fragments repeat rows g for
-/// rows g + 8 (no zero registers), whose copies spill the 96 registers a thread (ptxas, sm_90, CUDA 12.9).
-pub const MMA_MIN_M: usize = 9;
+/// Fewest rows of x the ring plans on the tensor cores: two where a CTA takes few row steps ([`mma_m2_max_steps`]),
+/// three and more always ([`plan_on`]). Until session 57 it was 9: at 8 rows and fewer every lane's x rows g + 8 are
+/// past M, and ptxas, knowing so, kept one copy of row g's A fragments and spilled (96 registers, 4-92 bytes); a bound
+/// it cannot fold keeps the copies as at 9-15 rows (wo_ring.cu `m8`), and the builds spill nothing.
+pub const MMA_MIN_M: usize = 2;
+
+/// Fewest rows of x at which the ring is planned on the tensor cores whatever the row steps a CTA.
+const MMA_ALWAYS_M: usize = 3;
+
+/// Most row steps a CTA of two rows of x on the tensor cores (fewer than [`AUTO_ROWS_MIN_STEPS`], from which the
+/// default runs two rows on the CUDA-core ring; NF4 14, its tensor-core ring faster there too). H200, session 57
+/// (h200-2026-11-30-session57 r3), us, the default before (the bulk ring below 8 steps, else the CUDA-core ring) / the
+/// tensor-core ring: 2x4096x4096 (4 steps) INT4 5.94 / 5.47, NF4 6.29 / 5.52, MXFP4 6.13 / 5.55, NVFP4 6.21 / 5.68;
+/// 2x6144x4096 (6) 7.34 / 6.88, 7.66 / 6.94, 7.70 / 7.02, 7.87 / 7.17; 2x14336x4096 (14) 12.2 / 12.3, 13.2 / 12.3,
+/// 11.9 / 12.7, 12.4 / 13.0.
+fn mma_m2_max_steps(format: WoFormat) -> usize {
+    if format == WoFormat::Nf4 {
+        14
+    } else {
+        AUTO_ROWS_MIN_STEPS - 1
+    }
+}
 
 /// Values of K one warp of the tensor-core row step takes (its A fragments in registers: 16 k16 blocks).
 const MMA_SLICE: usize = 256;
@@ -310,8 +329,49 @@ pub fn mma_auto(
 ) -> bool {
     peak_gb_s >= FAST_MEMORY_GB_S
         && (MMA_MIN_M..=MMA_MAX_M).contains(&m)
-        && plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma && p.per <= mma_auto_max_steps())
+        && plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma && p.per <= mma_auto_steps(format, m))
 }
+
+/// Whether the ring plans `m x n x k` of `format` weights on the tensor cores (`RW_MMA`) on `sm_count` SMs of `peak_gb_s`
+/// memory: from [`MMA_MIN_M`] rows of 4-bit weights at K up to 4096 ([`plan_on`]), whatever the default takes.
+pub fn plans_mma(format: WoFormat, (m, n, k): (usize, usize, usize), sm_count: u32, peak_gb_s: f64) -> bool {
+    plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma)
+}
+
+/// Most row steps a CTA where [`mma_auto`] takes `m` rows of `format` weights to the tensor-core ring:
+/// [`MMA_AUTO_MAX_STEPS`] from 9 rows and for NF4, [`MMA_AUTO_LOW_M_MAX_STEPS`] for INT4, MXFP4 and NVFP4 at 2-8 rows
+/// (`ROOFLINE_RING_MMA_MAX_STEPS` overrides both for experiments).
+fn mma_auto_steps(format: WoFormat, m: usize) -> usize {
+    if m >= 9 || format == WoFormat::Nf4 {
+        mma_auto_max_steps()
+    } else {
+        std::env::var("ROOFLINE_RING_MMA_MAX_STEPS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(MMA_AUTO_LOW_M_MAX_STEPS)
+    }
+}
+
+/// Most row steps a CTA where [`mma_auto`] takes 2-8 rows of INT4, MXFP4 or NVFP4 weights to the tensor-core ring (NF4
+/// and 9-16 rows: [`MMA_AUTO_MAX_STEPS`]). H200, session 57 (h200-2026-11-30-session57 r2, r3), FP16 x, us, the default
+/// before (the bulk ring, `Variant::best_for`) / the tensor-core ring (its 2-8-row builds spill nothing since then),
+/// INT4, NF4, MXFP4, NVFP4:
+/// - 4x1024x4096 (1 step a CTA) 3.94 / 3.43, 4.78 / 3.55, 3.89 / 3.30, 3.69 / 3.38; 8x 4.78 / 3.86, 5.02 / 3.80, 4.83 /
+///   3.60, 4.98 / 3.73;
+/// - 3x4096x4096 (4) 6.05 / 5.52, 7.54 / 5.54, 6.27 / 5.56, 6.33 / 5.73; 4x 6.32 / 5.59, 7.57 / 5.64, 6.54 / 5.65,
+///   6.61 / 5.83; 8x 7.18 / 5.89, 7.61 / 5.84, 7.35 / 5.93, 7.69 / 6.12;
+/// - 4x6144x4096 (6) 7.85 / 7.01, 8.96 / 7.02, 8.07 / 7.11, 8.23 / 7.33; 8x 8.40 / 7.26, 9.08 / 7.29, 8.64 / 7.36, 8.96 /
+///   7.59;
+/// - 4x10240x4096 (10) 10.3 / 9.68, 11.8 / 9.75, 10.5 / 9.94, 11.1 / 10.2; 8x 10.8 / 10.1, 12.0 / 10.3, 11.1 / 10.5,
+///   11.7 / 10.9;
+/// - 3x14336x4096 (14) 12.5 / 12.4, 14.6 / 12.3, 12.9 / 12.8, 13.6 / 13.1; 4x 12.7 / 12.4, 14.7 / 12.5, 13.1 / 12.9,
+///   13.8 / 13.2; 8x 13.3 / 12.9, 14.8 / 13.1, 13.5 / 13.4, 14.3 / 13.7;
+/// - 4x28672x4096 (28) 21.4 / 22.2, 25.3 / 22.3, 22.0 / 23.0, 23.2 / 23.4; 8x 22.1 / 22.8, 25.3 / 21.8, 22.9 / 23.9,
+///   24.5 / 24.0.
+///
+/// BF16 x (r3): 8x4096x4096 7.43 / 6.35, 9.84 / 6.71, 8.16 / 7.00, 8.63 / 7.12; 8x14336x4096 14.1 / 13.5, 17.3 / 13.7,
+/// 16.4 / 14.1, 17.5 / 14.6.
+pub const MMA_AUTO_LOW_M_MAX_STEPS: usize = 14;
 
 /// Whether the ring GEMV takes `m x k` on the tensor cores ([`mma_plan`]) for `x` activations with `epilogue` and
 /// `input`: INT4 with FP16 x (f16 products) or BF16 x (bf16 products, the codes decoded to exact bf16 pairs), NF4,
@@ -652,7 +712,9 @@ pub const AUTO_MAX_M_FAST: usize = 2;
 pub const AUTO_ROWS_MIN_STEPS: usize = 8;
 
 /// Whether the engine runs an `m x n x k` call of `format` weights and `x` activations on the ring kernel by
-/// default on a device of `peak_gb_s` memory bandwidth: at M = 1 [`auto_on`]; at M = 2 ([`AUTO_MAX_M_FAST`]) only
+/// default on a device of `peak_gb_s` memory bandwidth: at M = 1 [`auto_on`]; from M = 2 on the tensor cores where
+/// [`mma_auto`] takes it (since session 57 from 2 rows: at 2 where a CTA takes few row steps, [`mma_m2_max_steps`]), and
+/// otherwise at M = 2 ([`AUTO_MAX_M_FAST`]) on the CUDA cores only
 /// on fast memory ([`FAST_MEMORY_GB_S`], the H200, where it was measured), where [`auto_on`] takes the shape at
 /// M = 1 and the build for two rows has registers and a ring ([`plan_on`]), and then:
 /// - NF4 everywhere (its tensor-core decode is the slowest);
@@ -680,7 +742,9 @@ pub fn auto_rows(
     if m == 1 {
         return auto_on(format, n, k, sm_count, peak_gb_s);
     }
-    if m >= MMA_MIN_M {
+    // From 3 rows the tensor-core ring or none; at 2 it where it is planned (few row steps a CTA, session 57), else
+    // the CUDA-core ring by the rules below.
+    if m >= MMA_ALWAYS_M || mma_auto((format, x), (m, n, k), sm_count, peak_gb_s) {
         return mma_auto((format, x), (m, n, k), sm_count, peak_gb_s);
     }
     if m > AUTO_MAX_M_FAST || peak_gb_s < FAST_MEMORY_GB_S || !auto_on(format, n, k, sm_count, peak_gb_s) {
@@ -1042,7 +1106,8 @@ fn nf4_table_offset(used: usize) -> usize {
 /// (`pack::ring_step_tables`) instead of the transposed ones: the M = 1 build's choice, which the builds for
 /// more rows of x keep ([`plan_on`]).
 pub fn streams_scales(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
-    plan_on(format, 1, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.layout.streamed_scales)
+    // The CUDA-core build's, also where `ROOFLINE_RING_MMA=1` plans one row on the tensor cores (whose plan asks this).
+    plan_with(format, (1, n, k), (sm_count, peak_gb_s), false).is_ok_and(|p| p.layout.streamed_scales)
 }
 
 /// The ring kernel's `gscale` for packed weights `p`: NVFP4's tensor scale (1 for the other quantized formats and
@@ -1141,13 +1206,24 @@ fn plan(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Re
 /// [`plan`] on a device of `peak_gb_s` memory bandwidth ([`peak_memory_gb_s`]; its ring's layout per
 /// [`layout`]).
 fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> Result<Plan, String> {
+    plan_with(format, (batch, n, k), (sm_count, peak_gb_s), true)
+}
+
+/// [`plan_on`], on the tensor cores only where `mma_ok` and [`mma_plan`] take the call.
+fn plan_with(
+    format: WoFormat,
+    (batch, n, k): (usize, usize, usize),
+    (sm_count, peak_gb_s): (u32, f64),
+    mma_ok: bool,
+) -> Result<Plan, String> {
     if !takes(format) {
         return Err(format!(
             "the ring GEMV takes INT4 g128, NF4, MXFP4, NVFP4, FP8 E4M3, INT8, FP16 or BF16 weights, not {}",
             format.format()
         ));
     }
-    let mma = mma_plan(format, batch, k);
+    let (ctas, per) = grid(n, sm_count * ctas_per_sm() as u32);
+    let mma = mma_ok && mma_plan(format, batch, k) && (batch >= MMA_ALWAYS_M || per <= mma_m2_max_steps(format));
     // Builds for more rows of x keep the M = 1 build's tables (`streams_scales`), which INT4 always stages and NF4,
     // MXFP4 and NVFP4 stream at some shapes (NVFP4 at 28672 rows and more of 4096 on fast memory, the others at the LM
     // heads'); the tensor-core row step reads MXFP4's and NVFP4's either way (since session 54), NF4's staged only
@@ -1172,7 +1248,6 @@ fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, pe
     if n == 0 || n % STEP_ROWS != 0 {
         return Err(format!("the ring GEMV needs N a multiple of {STEP_ROWS}, not {n}"));
     }
-    let (ctas, per) = grid(n, sm_count * ctas_per_sm() as u32);
     let (groups, parts) =
         if mma { (1, 1) } else { (row_groups(format, n, k, sm_count), k_parts(format, n, k, sm_count)) };
     let threads = cta_threads(format, k, groups, mma);
@@ -1807,13 +1882,21 @@ mod tests {
     /// epilogue but SwiGLU on load, K up to 4096; the default on fast memory up to 56 row steps a CTA
     /// (`Variant::best_in_step_on` leaves it to model-bench, which knows which linear is down_proj).
     #[test]
-    fn int4_takes_the_tensor_core_ring_from_9_rows_at_small_n() {
+    fn four_bit_takes_the_tensor_core_ring_from_2_rows_at_small_n() {
         use super::super::Variant;
         let (i4, f16, bf16) = (WoFormat::Int4G128, XDtype::F16, XDtype::Bf16);
         let store = (Epilogue::Store, Input::X);
         if std::env::var_os("ROOFLINE_RING_MMA").is_none() {
-            assert!(!mma_plan(i4, 8, 4096) && !mma_plan(i4, 3, 4096));
+            assert!(!mma_plan(i4, 1, 4096));
         }
+        // From 2 rows (session 57): at 2 where a CTA takes up to 7 row steps (NF4 14), from 3 always.
+        assert!(mma_plan(i4, 2, 4096) && mma_plan(i4, 3, 4096) && mma_plan(i4, 8, 4096));
+        assert!(
+            plan_on(i4, 2, 6144, 4096, 132, 4900.0).unwrap().mma
+                && !plan_on(i4, 2, 14336, 4096, 132, 4900.0).unwrap().mma
+        );
+        assert!(plan_on(WoFormat::Nf4, 2, 14336, 4096, 132, 4900.0).unwrap().mma);
+        assert!(plan_on(i4, 3, 28672, 4096, 132, 4900.0).unwrap().mma);
         assert!(mma_plan(i4, 9, 4096) && mma_plan(i4, 16, 1024) && !mma_plan(i4, 17, 4096));
         assert!(!mma_plan(i4, 16, 5120) && !mma_plan(WoFormat::Fp8E4M3, 16, 4096));
         // NF4 (session 54) with FP16 x, its wide pair table after the ring and the tables; with BF16 x converted to
@@ -1861,7 +1944,10 @@ mod tests {
         let auto = |m, n, k, peak| mma_auto((i4, f16), (m, n, k), 132, peak);
         assert!(auto(16, 4096, 4096, 4900.0) && auto(9, 2048, 4096, 4900.0) && auto(12, 14336, 4096, 4900.0));
         assert!(auto(16, 28672, 4096, 4900.0) && auto(16, 57344, 4096, 4900.0) && !auto(16, 128256, 4096, 4900.0));
-        assert!(!auto(16, 4096, 4096, 3352.0) && !auto(8, 4096, 4096, 4900.0));
+        assert!(!auto(16, 4096, 4096, 3352.0) && auto(8, 4096, 4096, 4900.0) && auto(3, 14336, 4096, 4900.0));
+        // At 2-8 rows up to 14 steps a CTA (INT4, MXFP4, NVFP4), NF4 up to 56.
+        assert!(!auto(8, 28672, 4096, 4900.0) && mma_auto((WoFormat::Nf4, f16), (8, 28672, 4096), 132, 4900.0));
+        assert!(auto(2, 6144, 4096, 4900.0) && !auto(2, 14336, 4096, 4900.0));
         assert!(mma_auto((i4, bf16), (16, 4096, 4096), 132, 4900.0));
         assert!(!mma_auto((i4, bf16), (16, 128256, 4096), 132, 4900.0));
         assert!(auto_rows((i4, f16), (16, 4096, 4096), 132, 4900.0));
@@ -1908,7 +1994,7 @@ mod tests {
         assert!(unsupported(WoFormat::Bf16, 1, 4096, 4096, 132).is_none());
         assert!(unsupported(WoFormat::Int4G128, 2, 4096, 4096, 132).is_none());
         assert!(unsupported(WoFormat::Int4G128, MAX_M, 14336, 4096, 132).is_none());
-        assert!(unsupported(WoFormat::Int4G128, MAX_M + 1, 4096, 4096, 132).unwrap().contains("rows of x"));
+        assert!(unsupported(WoFormat::Int4G128, MAX_M + 1, 4096, 14336, 132).unwrap().contains("rows of x"));
         assert!(unsupported(WoFormat::Int4G128, 0, 4096, 4096, 132).unwrap().contains("rows of x"));
         // Two rows of x need more registers than a CTA of 29 warps leaves (Llama-3-70B's down_proj: 64 a thread)
         // or of 25 (K = 8192 in 3 row groups); FP8's fit at 4096 x 4096, not its three at 4096 x 14336.
@@ -2368,7 +2454,7 @@ mod tests {
                 }
             }
         }
-        // 9 to 16 rows of x on the tensor cores (session 51), at every K it takes, 1 to 8 row steps a CTA and 14 (its
+        // 9 to 16 rows of x on the tensor cores (session 51; 2 to 8 since session 57), at every K it takes, 1 to 8 row steps a CTA and 14 (its
         // default, `mma_auto`), with each epilogue it takes.
         // INT4 with FP16 x everywhere; INT4 with BF16 x, NF4, MXFP4 and NVFP4 at the default's 14 steps with the
         // norm, 4 with the add, one step alone, and 28 and 56 steps (below).
@@ -2382,6 +2468,11 @@ mod tests {
             (16, 4096, 1),
             (13, 2048, 2),
             (16, 3072, 6),
+            // 2 to 8 rows (session 57: every lane's rows g + 8 past M, the builds spilled until wo_ring.cu's `m8`).
+            (2, 4096, 6),
+            (3, 4096, 14),
+            (8, 4096, 1),
+            (5, 2048, 4),
         ];
         let int4 = mma_shapes.into_iter().flat_map(|s| {
             [Epilogue::Store, Epilogue::Add, Epilogue::Norm].map(|e| ((WoFormat::Int4G128, XDtype::F16), s, e))
@@ -2406,6 +2497,10 @@ mod tests {
                 // 28 and 56 steps a CTA: NVFP4's and MXFP4's scales streamed beside each slot (their M = 1 builds').
                 ((12, 4096, 28), Epilogue::Norm),
                 ((9, 4096, 56), Epilogue::Store),
+                // 2 to 8 rows (session 57).
+                ((8, 4096, 14), Epilogue::Norm),
+                ((2, 4096, 4), Epilogue::Add),
+                ((4, 4096, 1), Epilogue::Store),
             ]
             .map(|(s, e)| (fx, s, e))
         });
