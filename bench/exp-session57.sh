@@ -17,6 +17,9 @@
 #            $out/def.txt
 #   mb48     model-bench Llama-3.1-8B (8 layers) at batch 4 and 8, INT4 and NF4: the default against
 #            ROOFLINE_RING_MMA_MAX_STEPS=0 (no tensor-core ring by default: the default before), into $out/mb48.txt
+#   bf       BF16 x at 2-4 rows: `measure` default against ROOFLINE_RING_MMA_MAX_STEPS=0 (the default before) at BF_SHAPES
+#            for the 4-bit formats; NF4 at 2x28672x4096 (28 steps a CTA, the CUDA-core ring by default) against the
+#            tensor-core ring forced (ROOFLINE_RING_MMA=1, variant=xreg,ring=true), both x types, into $out/bf.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session57.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session57 "${1:-fb}"
@@ -65,5 +68,18 @@ if has mb48; then
                     roofline --config llama-3.1-8b --schemes $s --batch $b --layers 8)
             done
         done
+    done
+fi
+if has bf; then
+    for f in INT4_G128 NF4 MXFP4 NVFP4; do
+        for s in ${BF_SHAPES:-2x4096x4096 2x6144x4096 4x4096x4096 3x14336x4096 4x14336x4096}; do
+            for v in default 0; do
+                (export ROOFLINE_RING_MMA_MAX_STEPS=${v#default}; MEAS_X=bf16 MEAS_TIMEOUT=60 meas bf "max_steps=$v" "$f" "$s" "")
+            done
+        done
+    done
+    for x in fp16 bf16; do
+        MEAS_X=$x MEAS_TIMEOUT=60 meas bf default NF4 2x28672x4096 ""
+        ROOFLINE_RING_MMA=1 MEAS_X=$x MEAS_TIMEOUT=60 meas bf mma NF4 2x28672x4096 variant=xreg,ring=true
     done
 fi

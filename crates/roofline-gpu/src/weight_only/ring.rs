@@ -175,14 +175,16 @@ pub const MMA_MIN_M: usize = 2;
 const MMA_ALWAYS_M: usize = 3;
 
 /// Most row steps a CTA of two rows of x on the tensor cores (fewer than [`AUTO_ROWS_MIN_STEPS`], from which the
-/// default runs two rows on the CUDA-core ring; NF4 14, its tensor-core ring faster there too). H200, session 57
-/// (h200-2026-11-30-session57 r3), us, the default before (the bulk ring below 8 steps, else the CUDA-core ring) / the
-/// tensor-core ring: 2x4096x4096 (4 steps) INT4 5.94 / 5.47, NF4 6.29 / 5.52, MXFP4 6.13 / 5.55, NVFP4 6.21 / 5.68;
-/// 2x6144x4096 (6) 7.34 / 6.88, 7.66 / 6.94, 7.70 / 7.02, 7.87 / 7.17; 2x14336x4096 (14) 12.2 / 12.3, 13.2 / 12.3,
-/// 11.9 / 12.7, 12.4 / 13.0.
+/// default runs two rows on the CUDA-core ring; NF4 28, its tensor-core ring faster there too). H200, session 57
+/// (h200-2026-11-30-session57 r3, r6), us, the default before (the bulk ring below 8 steps, else the CUDA-core ring;
+/// NF4 the CUDA-core ring) / the tensor-core ring: 2x4096x4096 (4 steps) INT4 5.94 / 5.47, NF4 6.29 / 5.52, MXFP4 6.13
+/// / 5.55, NVFP4 6.21 / 5.68; 2x6144x4096 (6) 7.34 / 6.88, 7.66 / 6.94, 7.70 / 7.02, 7.87 / 7.17; 2x14336x4096 (14) 12.2
+/// / 12.3, 13.2 / 12.3, 11.9 / 12.7, 12.4 / 13.0; NF4 2x28672x4096 (28) 24.0 / 22.1 (BF16 x 23.9 / 22.3). BF16 x (r6):
+/// 2x4096x4096 INT4 6.18 / 5.68, MXFP4 6.94 / 6.25, NVFP4 7.08 / 6.21; 2x6144x4096 7.80 / 7.18, 8.98 / 7.68, 9.13 /
+/// 7.76.
 fn mma_m2_max_steps(format: WoFormat) -> usize {
     if format == WoFormat::Nf4 {
-        14
+        28
     } else {
         AUTO_ROWS_MIN_STEPS - 1
     }
@@ -283,7 +285,7 @@ const MMA_MAX_K: usize = 4096;
 /// mma.sync's; the stream is the ring's. Whether it runs also takes the x type and no SwiGLU on load
 /// ([`mma_takes`]).
 fn mma_plan(format: WoFormat, m: usize, k: usize) -> bool {
-    let forced = std::env::var("ROOFLINE_RING_MMA").is_ok_and(|v| v == "1");
+    let forced = mma_forced();
     format.bits() == 4 && k % MMA_SLICE == 0 && k <= MMA_MAX_K && (m >= MMA_MIN_M || forced && m >= 1) && m <= MMA_MAX_M
 }
 
@@ -338,6 +340,11 @@ pub fn plans_mma(format: WoFormat, (m, n, k): (usize, usize, usize), sm_count: u
     plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma)
 }
 
+/// `ROOFLINE_RING_MMA=1` (experiments): the ring plans every row count its tensor-core row step takes there.
+fn mma_forced() -> bool {
+    std::env::var("ROOFLINE_RING_MMA").is_ok_and(|v| v == "1")
+}
+
 /// Most row steps a CTA where [`mma_auto`] takes `m` rows of `format` weights to the tensor-core ring:
 /// [`MMA_AUTO_MAX_STEPS`] from 9 rows and for NF4, [`MMA_AUTO_LOW_M_MAX_STEPS`] for INT4, MXFP4 and NVFP4 at 2-8 rows
 /// (`ROOFLINE_RING_MMA_MAX_STEPS` overrides both for experiments).
@@ -369,8 +376,9 @@ fn mma_auto_steps(format: WoFormat, m: usize) -> usize {
 /// - 4x28672x4096 (28) 21.4 / 22.2, 25.3 / 22.3, 22.0 / 23.0, 23.2 / 23.4; 8x 22.1 / 22.8, 25.3 / 21.8, 22.9 / 23.9,
 ///   24.5 / 24.0.
 ///
-/// BF16 x (r3): 8x4096x4096 7.43 / 6.35, 9.84 / 6.71, 8.16 / 7.00, 8.63 / 7.12; 8x14336x4096 14.1 / 13.5, 17.3 / 13.7,
-/// 16.4 / 14.1, 17.5 / 14.6.
+/// BF16 x (r3, r6): 4x4096x4096 6.57 / 5.77, 8.95 / 6.40, 7.40 / 6.35, 7.43 / 6.34; 8x 7.43 / 6.35, 9.84 / 6.71, 8.16 /
+/// 7.00, 8.63 / 7.12; 3x14336x4096 13.6 / 13.0, 15.9 / 13.3, 16.1 / 13.4, 17.0 / 13.7; 4x 13.7 / 13.1, 16.1 / 13.1, 16.1
+/// / 13.4, 17.2 / 13.8; 8x 14.1 / 13.5, 17.3 / 13.7, 16.4 / 14.1, 17.5 / 14.6.
 pub const MMA_AUTO_LOW_M_MAX_STEPS: usize = 14;
 
 /// Whether the ring GEMV takes `m x k` on the tensor cores ([`mma_plan`]) for `x` activations with `epilogue` and
@@ -1223,7 +1231,9 @@ fn plan_with(
         ));
     }
     let (ctas, per) = grid(n, sm_count * ctas_per_sm() as u32);
-    let mma = mma_ok && mma_plan(format, batch, k) && (batch >= MMA_ALWAYS_M || per <= mma_m2_max_steps(format));
+    let mma = mma_ok
+        && mma_plan(format, batch, k)
+        && (batch >= MMA_ALWAYS_M || per <= mma_m2_max_steps(format) || mma_forced());
     // Builds for more rows of x keep the M = 1 build's tables (`streams_scales`), which INT4 always stages and NF4,
     // MXFP4 and NVFP4 stream at some shapes (NVFP4 at 28672 rows and more of 4096 on fast memory, the others at the LM
     // heads'); the tensor-core row step reads MXFP4's and NVFP4's either way (since session 54), NF4's staged only
@@ -1889,13 +1899,14 @@ mod tests {
         if std::env::var_os("ROOFLINE_RING_MMA").is_none() {
             assert!(!mma_plan(i4, 1, 4096));
         }
-        // From 2 rows (session 57): at 2 where a CTA takes up to 7 row steps (NF4 14), from 3 always.
+        // From 2 rows (session 57): at 2 where a CTA takes up to 7 row steps (NF4 28), from 3 always.
         assert!(mma_plan(i4, 2, 4096) && mma_plan(i4, 3, 4096) && mma_plan(i4, 8, 4096));
         assert!(
             plan_on(i4, 2, 6144, 4096, 132, 4900.0).unwrap().mma
                 && !plan_on(i4, 2, 14336, 4096, 132, 4900.0).unwrap().mma
         );
-        assert!(plan_on(WoFormat::Nf4, 2, 14336, 4096, 132, 4900.0).unwrap().mma);
+        assert!(plan_on(WoFormat::Nf4, 2, 28672, 4096, 132, 4900.0).unwrap().mma);
+        assert!(!plan_on(WoFormat::Nf4, 2, 57344, 4096, 132, 4900.0).unwrap().mma);
         assert!(plan_on(i4, 3, 28672, 4096, 132, 4900.0).unwrap().mma);
         assert!(mma_plan(i4, 9, 4096) && mma_plan(i4, 16, 1024) && !mma_plan(i4, 17, 4096));
         assert!(!mma_plan(i4, 16, 5120) && !mma_plan(WoFormat::Fp8E4M3, 16, 4096));
