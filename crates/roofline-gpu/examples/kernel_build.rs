@@ -8,7 +8,8 @@
 //! `ROOFLINE_DUMP_CUBIN=/tmp/cubin cargo run -p roofline-gpu --example kernel_build -- MXFP4 BF16 16 14336 4096`
 //! (FORMAT a weight-only catalog name, X `FP16` or `BF16`, ARCH default 90, SMS default 132; `--gemv` a plan
 //! override as `roofline measure --gemv` takes it, e.g. `warps=8,unroll=2`; `--fused`: the fused RMSNorm /
-//! residual-add build; `--ring`: the ring GEMV at M = 1 to 3 (9 to 16 on the tensor cores) with the fast-memory (H200)
+//! residual-add build; `--ring`: the ring GEMV at M = 1 to 16 (4-bit weights from 3 rows on the tensor cores, at 2
+//! where a CTA takes few row steps; the others 1 to 3) with the fast-memory (H200)
 //! defaults, planned for 4800 GB/s or `ROOFLINE_PEAK_GB_S`). NVRTC must load:
 //! after `scripts/ci-deps.sh`, `LD_LIBRARY_PATH=$HOME/.cache/roofline/cuda-tools/lib`.
 

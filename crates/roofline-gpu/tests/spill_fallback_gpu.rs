@@ -1,12 +1,12 @@
 //! GPU test of the engine's answer to a ring build that spills registers (`GpuError::Spills`). The NVRTC a
 //! user has can allocate registers otherwise than the one the spill tests ran (NVRTC 13.0 spilled a build
 //! 12.9 did not, session 55), so a spill must not make a default call fail: the engine runs it on its other
-//! kernels (from 9 rows `measure` takes the bulk ring instead of the tensor-core ring), correct against the f64
+//! kernels (from 2 rows `measure` takes the bulk ring instead of the ring for several rows of x), correct against the f64
 //! reference, and the kernel line says why, while a call that asks for the ring (`ring = true`) gets the spill
 //! as its error. The spill is forced: every ring build here is compiled for three CTAs an SM
 //! (`-DRW_MINB=3` through `ROOFLINE_NVRTC_EXTRA`, 37 registers a thread at K = 4096), which no other kernel
 //! reads. The variable is set before anything compiles, and this file is a test binary of its own, so no
-//! other test sees it. Model-bench's linears take the same fallback (from 9 rows the bulk ring, where the step's
+//! other test sees it. Model-bench's linears take the same fallback (from 2 rows the bulk ring, where the step's
 //! default had asked for the ring: `ring::in_step`). Run on a GPU machine: `cargo test -p roofline-gpu --release --test spill_fallback_gpu
 //! -- --ignored --nocapture`.
 

@@ -564,7 +564,7 @@ fn tune_table() {
                     configs.push((Variant::SplitK, Tuning { pdl: Some(pdl), ..Tuning::default() }));
                     configs.push((Variant::XReg, Tuning { pdl: Some(pdl), ..Tuning::default() }));
                 }
-                // The ring GEMV forced (`XReg RING`: at M = 9-16 the tensor-core ring past `ring::mma_auto`'s steps).
+                // The ring GEMV forced (`XReg RING`: at M = 2-16 the tensor-core ring past `ring::mma_auto`'s steps).
                 configs.push((Variant::XReg, Tuning { ring: Some(true), ..Tuning::default() }));
                 if roofline_gpu::weight_only::mma::supports(wf, XDtype::F16) {
                     // The K-walking tensor-core kernel (the default at M >= 8 until XMma replaced it) for comparison.

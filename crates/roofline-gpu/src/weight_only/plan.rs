@@ -109,8 +109,8 @@ impl Variant {
         (sm_count, arch, peak_gb_s): (u32, u32, f64),
     ) -> Variant {
         // At M = 1 the 4-bit formats take the x-in-registers engine anyway (`best_for`); from M = 2 wherever the ring
-        // takes more rows of x (`ring::auto_rows`: 4-bit weights at M = 2 on fast memory, 8-bit with BF16 x; INT4 at
-        // M = 9-16 and small N on the tensor cores, `ring::mma_auto`).
+        // takes more rows of x (`ring::auto_rows`: 4-bit weights at M = 2 on fast memory, 8-bit with BF16 x; the 4-bit
+        // formats at M = 2-16 and small N on the tensor cores, `ring::mma_auto`).
         let ring = super::ring::takes(format)
             && (m >= 2 || format.bits() >= 8)
             && arch >= 90
