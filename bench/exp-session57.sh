@@ -20,6 +20,9 @@
 #   bf       BF16 x at 2-4 rows: `measure` default against ROOFLINE_RING_MMA_MAX_STEPS=0 (the default before) at BF_SHAPES
 #            for the 4-bit formats; NF4 at 2x28672x4096 (28 steps a CTA, the CUDA-core ring by default) against the
 #            tensor-core ring forced (ROOFLINE_RING_MMA=1, variant=xreg,ring=true), both x types, into $out/bf.txt
+#   mid      the tensor-core ring forced against the default at 16-20 row steps a CTA (Llama-3.2-3B's and -1B's gate_up:
+#            16384 rows of 3072 and 2048; 20480x4096), 4 and 8 rows, INT4, MXFP4, NVFP4; then model-bench Llama-3.1-8B (8
+#            layers) at batch 2 and 3, INT4 and NF4, default against ROOFLINE_RING_MMA_MAX_STEPS=0, into $out/mid.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session57.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session57 "${1:-fb}"
@@ -81,5 +84,16 @@ if has bf; then
     for x in fp16 bf16; do
         MEAS_X=$x MEAS_TIMEOUT=60 meas bf default NF4 2x28672x4096 ""
         ROOFLINE_RING_MMA=1 MEAS_X=$x MEAS_TIMEOUT=60 meas bf mma NF4 2x28672x4096 variant=xreg,ring=true
+    done
+fi
+if has mid; then
+    LOWM_FORMATS="INT4_G128 MXFP4 NVFP4" LOWM_SHAPES="4x16384x3072 8x16384x3072 8x16384x2048 8x20480x4096" bash "$0" lowm
+    for s in int4 nf4; do
+        for b in 2 3; do
+            for v in default 0; do
+                (export ROOFLINE_RING_MMA_MAX_STEPS=${v#default}; MB_TIMEOUT=200 mb mid "$s batch $b max_steps=$v" \
+                    roofline --config llama-3.1-8b --schemes $s --batch $b --layers 8)
+            done
+        done
     done
 fi

@@ -331,7 +331,7 @@ pub fn mma_auto(
 ) -> bool {
     peak_gb_s >= FAST_MEMORY_GB_S
         && (MMA_MIN_M..=MMA_MAX_M).contains(&m)
-        && plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma && p.per <= mma_auto_steps(format, m))
+        && plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma && p.per <= mma_auto_steps(format, m, k))
 }
 
 /// Whether the ring plans `m x n x k` of `format` weights on the tensor cores (`RW_MMA`) on `sm_count` SMs of `peak_gb_s`
@@ -345,17 +345,18 @@ fn mma_forced() -> bool {
     std::env::var("ROOFLINE_RING_MMA").is_ok_and(|v| v == "1")
 }
 
-/// Most row steps a CTA where [`mma_auto`] takes `m` rows of `format` weights to the tensor-core ring:
-/// [`MMA_AUTO_MAX_STEPS`] from 9 rows and for NF4, [`MMA_AUTO_LOW_M_MAX_STEPS`] for INT4, MXFP4 and NVFP4 at 2-8 rows
-/// (`ROOFLINE_RING_MMA_MAX_STEPS` overrides both for experiments).
-fn mma_auto_steps(format: WoFormat, m: usize) -> usize {
+/// Most row steps a CTA where [`mma_auto`] takes `m` rows of `format` weights, rows of `k` values, to the tensor-core
+/// ring: [`MMA_AUTO_MAX_STEPS`] from 9 rows and for NF4; for INT4, MXFP4 and NVFP4 at 2-8 rows
+/// [`MMA_AUTO_LOW_M_MAX_STEPS`] at K = 4096, fewer in proportion at a shorter K (its K / 256 warps a unit: 7 at K =
+/// 2048, 10 at 3072, at least 1) (`ROOFLINE_RING_MMA_MAX_STEPS` overrides both for experiments).
+fn mma_auto_steps(format: WoFormat, m: usize, k: usize) -> usize {
     if m >= 9 || format == WoFormat::Nf4 {
         mma_auto_max_steps()
     } else {
         std::env::var("ROOFLINE_RING_MMA_MAX_STEPS")
             .ok()
             .and_then(|v| v.parse().ok())
-            .unwrap_or(MMA_AUTO_LOW_M_MAX_STEPS)
+            .unwrap_or((MMA_AUTO_LOW_M_MAX_STEPS * k / MMA_MAX_K).max(1))
     }
 }
 
@@ -375,6 +376,12 @@ fn mma_auto_steps(format: WoFormat, m: usize) -> usize {
 ///   13.8 / 13.2; 8x 13.3 / 12.9, 14.8 / 13.1, 13.5 / 13.4, 14.3 / 13.7;
 /// - 4x28672x4096 (28) 21.4 / 22.2, 25.3 / 22.3, 22.0 / 23.0, 23.2 / 23.4; 8x 22.1 / 22.8, 25.3 / 21.8, 22.9 / 23.9,
 ///   24.5 / 24.0.
+///
+/// At a shorter K a unit has fewer warps (K / 256) and the bulk ring catches up sooner (r7, r8, r9; 8 rows): 8x8448x2048
+/// (8 steps) 7.19 / 6.56, MXFP4 7.35 / 6.72, NVFP4 7.65 / 6.76; 8x14784x2048 (14) 9.52 / 10.1, 9.71 / 10.4, 10.2 / 10.5;
+/// 8x16384x2048 (16) 9.74 / 11.0, 9.92 / 11.4, 10.5 / 11.5; 8x8448x3072 (8) 8.79 / 7.74, 8.96 / 7.99, 9.38 / 7.89;
+/// 8x14784x3072 (14) 11.9 / 11.7, 12.3 / 12.3, 12.9 / 12.3; 8x16384x3072 (16) 12.5 / 12.8, 12.6 / 13.6, 13.4 / 13.6;
+/// 8x20480x4096 (20) 17.6 / 17.1, 18.2 / 18.1, 19.0 / 18.4 ([`mma_auto_steps`] scales the 14 steps with K).
 ///
 /// BF16 x (r3, r6): 4x4096x4096 6.57 / 5.77, 8.95 / 6.40, 7.40 / 6.35, 7.43 / 6.34; 8x 7.43 / 6.35, 9.84 / 6.71, 8.16 /
 /// 7.00, 8.63 / 7.12; 3x14336x4096 13.6 / 13.0, 15.9 / 13.3, 16.1 / 13.4, 17.0 / 13.7; 4x 13.7 / 13.1, 16.1 / 13.1, 16.1
@@ -1959,6 +1966,9 @@ mod tests {
         // At 2-8 rows up to 14 steps a CTA (INT4, MXFP4, NVFP4), NF4 up to 56.
         assert!(!auto(8, 28672, 4096, 4900.0) && mma_auto((WoFormat::Nf4, f16), (8, 28672, 4096), 132, 4900.0));
         assert!(auto(2, 6144, 4096, 4900.0) && !auto(2, 14336, 4096, 4900.0));
+        // Fewer steps at a shorter K (session 57 r7-r9): 7 at K = 2048, 10 at 3072.
+        assert!(auto(8, 8 * 132 * 7, 2048, 4900.0) && !auto(8, 8 * 132 * 8, 2048, 4900.0));
+        assert!(auto(8, 8 * 132 * 10, 3072, 4900.0) && !auto(8, 8 * 132 * 11, 3072, 4900.0));
         assert!(mma_auto((i4, bf16), (16, 4096, 4096), 132, 4900.0));
         assert!(!mma_auto((i4, bf16), (16, 128256, 4096), 132, 4900.0));
         assert!(auto_rows((i4, f16), (16, 4096, 4096), 132, 4900.0));
