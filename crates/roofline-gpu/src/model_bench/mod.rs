@@ -566,16 +566,13 @@ impl Gpu {
         // cores) instead, as `measure` does. The probe builds the ring once per process (a later launch loads the
         // same cubin); the linears the step launches otherwise (an MoE's experts, the fused FFN's) are not probed.
         let launched = |l: Lin| (cfg.moe.is_none() && !cfg.fused_ffn(major)) || !matches!(l, Lin::GateUp | Lin::Down);
-        let mut probe: Option<WeightOnlyGemv> = None;
+        // (An engine compiles nothing until asked.)
+        let probe = engine(Variant::XReg)?;
         let mut variants = [Variant::XReg; 5];
         for ((slot, l), (name, n, k)) in variants.iter_mut().zip(Lin::ALL).zip(cfg.linears()) {
             *slot = match cfg.gemv.variant {
                 Some(v) => v,
                 None if mma(name, n, k) && launched(l) => {
-                    let probe = match probe.take() {
-                        Some(p) => probe.insert(p),
-                        None => probe.insert(engine(Variant::XReg)?),
-                    };
                     if probe.ring_spills_fused(cfg.batch, n, k, l.fusion(cfg.fuse, false))? {
                         progress(&format!(
                             "{name} ({}x{n}x{k}): the tensor-core ring GEMV's build spills registers under this \

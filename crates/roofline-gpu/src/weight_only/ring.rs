@@ -759,8 +759,9 @@ pub fn auto_rows(
     }
     // From 3 rows the tensor-core ring or none; at 2 it where it is planned (few row steps a CTA, session 57), else
     // the CUDA-core ring by the rules below.
-    if m >= MMA_ALWAYS_M || mma_auto((format, x), (m, n, k), sm_count, peak_gb_s) {
-        return mma_auto((format, x), (m, n, k), sm_count, peak_gb_s);
+    let tensor = mma_auto((format, x), (m, n, k), sm_count, peak_gb_s);
+    if m >= MMA_ALWAYS_M || tensor {
+        return tensor;
     }
     if m > AUTO_MAX_M_FAST || peak_gb_s < FAST_MEMORY_GB_S || !auto_on(format, n, k, sm_count, peak_gb_s) {
         return false;
