@@ -529,6 +529,9 @@ __device__ __forceinline__ void compute_set(const u16* x, int k, int kt, int kt_
     }
 }
 
+// The K-walking entry of the plain tensor-core key (XS=0); the x-stationary builds (XS=1, 2) launch their own entries
+// below and leave this one out (it was about a third of their compile time).
+#if !XS
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
        const u16* x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
@@ -607,6 +610,7 @@ wo_mma(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __r
     const int row0 = blockIdx.x * WARPS * 16;
     splitk_finish(ws, y, counters, row0, min(WARPS * 16, n_rows - row0), n_rows, MT, flags);
 }
+#endif  // !XS
 
 #if XS
 // x-stationary variant (XS=1, entry wo_mma_xs), for the smallest batches: warp w of CTA (bx, by) owns the KT

@@ -280,6 +280,9 @@ __device__ __forceinline__ float butterfly_rows(float (&v)[R]) {
     return v[0];
 }
 
+// XREG_NO_KERNEL: the helpers above only, for the sources built on them (the ring GEMV, the fused FFN, the fused
+// attention input); without it every such build compiled this kernel too, about half its compile time.
+#ifndef XREG_NO_KERNEL
 extern "C" __global__ void __launch_bounds__(WARPS * 32, MINB)
 wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __restrict__ zeros, float gscale,
         const u16* x, u16* __restrict__ y, float* __restrict__ ws, u32* __restrict__ counters,
@@ -627,3 +630,4 @@ wo_xreg(const uint4* __restrict__ w, const u8* __restrict__ scales, const u8* __
 
     splitk_finish(ws, y, counters, row0, nrow, n_rows, MT, flags);
 }
+#endif  // XREG_NO_KERNEL

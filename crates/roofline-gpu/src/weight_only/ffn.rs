@@ -404,7 +404,7 @@ fn ffn_source() -> String {
 
 /// NVRTC options of the kernels built on the `format` (the ring GEMV's weight formats, [`super::ring::takes`]), M = 1,
 /// 8-row, one-chunk fused x-in-registers source (its defines select `Meta`'s and the row step's shape) with rows of
-/// `k` values (`FD`) and x and y in `x` (`XBF16`).
+/// `k` values (`FD`) and x and y in `x` (`XBF16`), without the x-in-registers kernel itself (`XREG_NO_KERNEL`).
 pub(crate) fn stream_options(arch: u32, format: WoFormat, x: XDtype, k: usize) -> Vec<String> {
     let key = KernelKey {
         format,
@@ -437,6 +437,8 @@ pub(crate) fn stream_options(arch: u32, format: WoFormat, x: XDtype, k: usize) -
     // (NF4's f16 byte tables for `dot8nf4` come with the x-in-registers key's options.)
     let mut opts = key.options();
     opts.push(format!("-DFD={k}"));
+    // The x-in-registers source's helpers without its kernel (`wo_xreg`), which these builds never launch.
+    opts.push("-DXREG_NO_KERNEL=1".into());
     opts
 }
 

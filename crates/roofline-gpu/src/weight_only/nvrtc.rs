@@ -293,16 +293,36 @@ pub fn compile(key: &KernelKey) -> Result<Arc<CompiledKernel>, GpuError> {
 /// Compiles every key into the process cache, in parallel (NVRTC is thread-safe); errors are left for
 /// [`compile`] to return, with their context, when a key is used.
 pub fn precompile(keys: &[KernelKey]) {
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 16);
-    std::thread::scope(|scope| {
-        for chunk in keys.chunks(keys.len().div_ceil(threads).max(1)) {
-            scope.spawn(move || {
-                for key in chunk {
-                    let _ = compile(key);
-                }
-            });
-        }
+    par_map(keys, |key| {
+        let _ = compile(key);
     });
+}
+
+/// `f` of every item, in order, computed on up to `available_parallelism` threads (at most 16) that each take the
+/// next item as they finish one: compiles of very unequal cost (a tensor-core build takes twice a CUDA-core one)
+/// keep every core busy to the end.
+pub fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 16).min(items.len());
+    let next = AtomicUsize::new(0);
+    let mut done: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break out };
+                        out.push((i, f(item)));
+                    }
+                })
+            })
+            .collect();
+        // A worker's panic is the caller's (a test's assertion inside `f`).
+        workers.into_iter().flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    done.sort_unstable_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 /// Loads the CUBIN of one kernel built by [`compile_cubin`] (with its ptxas `log`) into `ctx` and returns its

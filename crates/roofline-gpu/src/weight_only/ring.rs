@@ -2371,6 +2371,13 @@ mod tests {
         assert_eq!(units_in_flight(i4, 14, 9, 16384, 0.0), 0);
     }
 
+    /// One build of the spill test: a CUDA-core ring build (its description and NVRTC options), or a tensor-core
+    /// one as the engine plans it (format and x, rows x row steps x K, epilogue).
+    enum Build {
+        Cuda(String, Vec<String>),
+        Mma((WoFormat, XDtype), (usize, usize, usize), Epilogue),
+    }
+
     /// The kernel compiles for sm_90 without spills in every epilogue (skipped without NVRTC).
     #[test]
     fn rows_kernel_compiles_without_spills() {
@@ -2378,7 +2385,8 @@ mod tests {
             eprintln!("SKIPPED rows_kernel_compiles_without_spills: {e}");
             return;
         }
-        let mut spilled = Vec::new();
+        // Every build first, then all of them compiled on every core (`par_map`): about 1100 builds.
+        let mut jobs = Vec::new();
         for (k, per) in [
             (4096usize, 4usize),
             (4096, 14),
@@ -2454,25 +2462,10 @@ mod tests {
                     // BF16 weights with BF16 x (FP16 x differs only in its loads and stores), and 8-bit weights at
                     // M = 2 (the ring's default there is for BF16 x).
                     let x = if f == WoFormat::Bf16 || (m > 1 && f.bits() == 8) { XDtype::Bf16 } else { XDtype::F16 };
-                    let (cubin, log) = super::super::nvrtc::compile_cubin(
-                        &source(),
-                        "wo_ring.cu",
-                        &options(90, (f, x), (m, k), per, lay, (parts, g, ahead, false), ep),
-                    )
-                    .unwrap_or_else(|e| panic!("{f:?} {m} rows {k} {per} {parts} parts {ep:?}: {e}"));
-                    let (regs, spills, _) = parse_ptxas(&log);
-                    eprintln!(
-                        "ring GEMV {f:?} {m} rows of x, k {k}, {per} steps, {parts} K parts, {g} groups, global scales \
-                         {}, {ep:?}: {regs:?} registers",
-                        lay.streamed_scales
+                    let what = format!(
+                        "ring GEMV {f:?} {m} rows of x, k {k}, {per} steps, {parts} K parts, {g} groups, {lay:?}, {ep:?}"
                     );
-                    if spills != Some(0) {
-                        spilled.push(format!(
-                            "{f:?} {m} rows {k} {per} {parts} parts {g} groups {lay:?} {ep:?}: {spills:?}"
-                        ));
-                    }
-                    let early = early_dependent_loads(&cubin).unwrap_or_else(|e| panic!("{f:?} {k} {per}: {e}"));
-                    assert!(early.as_ref().is_none_or(|l| l.is_empty()), "{f:?} {k} {per} {ep:?}: {early:?}");
+                    jobs.push(Build::Cuda(what, options(90, (f, x), (m, k), per, lay, (parts, g, ahead, false), ep)));
                 }
             }
         }
@@ -2526,21 +2519,37 @@ mod tests {
             ]
             .map(|(s, e)| (fx, s, e))
         });
-        for ((f, x), (m, k, per), ep) in int4.chain(others) {
-            let n = per * STEP_ROWS * 132;
-            let b = compile_ring(90, 132, 4900.0, (f, x), (m, n, k), (ep, Input::X))
-                .unwrap_or_else(|e| panic!("tensor cores {f:?} {x:?} {m}x{n}x{k} {ep:?}: {e}"));
-            let (regs, spills, _) = parse_ptxas(&b.log);
-            eprintln!(
-                "ring GEMV on the tensor cores {f:?} {x:?} {m}x{n}x{k} {ep:?} ({}): {regs:?} registers",
-                b.describe()
-            );
+        jobs.extend(int4.chain(others).map(|(fx, shape, ep)| Build::Mma(fx, shape, ep)));
+        // Each build's compile error, spills or loads before the dependency wait, if any.
+        let found: Vec<String> = super::super::nvrtc::par_map(&jobs, |job| {
+            let (what, cubin, log) = match job {
+                Build::Cuda(what, opts) => match super::super::nvrtc::compile_cubin(&source(), "wo_ring.cu", opts) {
+                    Ok((cubin, log)) => (what.clone(), cubin, log),
+                    Err(e) => return Some(format!("{what}: {e}")),
+                },
+                &Build::Mma((f, x), (m, k, per), ep) => {
+                    let n = per * STEP_ROWS * 132;
+                    let what = format!("ring GEMV on the tensor cores {f:?} {x:?} {m}x{n}x{k} {ep:?}");
+                    match compile_ring(90, 132, 4900.0, (f, x), (m, n, k), (ep, Input::X)) {
+                        Ok(b) => (format!("{what} ({})", b.describe()), b.cubin, b.log),
+                        Err(e) => return Some(format!("{what}: {e}")),
+                    }
+                }
+            };
+            let (regs, spills, _) = parse_ptxas(&log);
+            eprintln!("{what}: {regs:?} registers");
             if spills != Some(0) {
-                spilled.push(format!("tensor cores {f:?} {x:?} {m}x{n}x{k} {ep:?}: {spills:?}"));
+                return Some(format!("{what}: spills {spills:?}"));
             }
-            let early = early_dependent_loads(&b.cubin).unwrap_or_else(|e| panic!("tensor cores {m}x{n}x{k}: {e}"));
-            assert!(early.as_ref().is_none_or(|l| l.is_empty()), "tensor cores {m}x{n}x{k} {ep:?}: {early:?}");
-        }
-        assert!(spilled.is_empty(), "builds that spill:\n{}", spilled.join("\n"));
+            match early_dependent_loads(&cubin) {
+                Err(e) => Some(format!("{what}: {e}")),
+                Ok(Some(early)) if !early.is_empty() => Some(format!("{what}: loads before the wait {early:?}")),
+                Ok(_) => None,
+            }
+        })
+        .into_iter()
+        .flatten()
+        .collect();
+        assert!(found.is_empty(), "builds that fail, spill or load before the wait:\n{}", found.join("\n"));
     }
 }

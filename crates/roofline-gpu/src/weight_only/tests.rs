@@ -1110,26 +1110,15 @@ fn compile_all(full: bool) {
             0
         }
         Some(Some(_)) => {
-            let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
-            let found: Vec<String> = std::thread::scope(|scope| {
-                let handles: Vec<_> = pdl
-                    .chunks(pdl.len().div_ceil(threads).max(1))
-                    .map(|chunk| {
-                        scope.spawn(move || {
-                            let mut found = Vec::new();
-                            for key in chunk {
-                                let sass = sass_of(key).unwrap_or_else(|| panic!("{key:?}: cuobjdump went away"));
-                                let loads = nvrtc::loads_before_wait(&sass);
-                                assert!(!loads.is_empty(), "{key:?}: a PDL build without griddepcontrol.wait");
-                                found
-                                    .extend(loads.iter().filter(|l| l.coherent > 0).map(|l| format!("{key:?}: {l:?}")));
-                            }
-                            found
-                        })
-                    })
-                    .collect();
-                handles.into_iter().flat_map(|h| h.join().expect("a disassembling thread")).collect()
-            });
+            let found: Vec<String> = nvrtc::par_map(&pdl, |key| {
+                let sass = sass_of(key).unwrap_or_else(|| panic!("{key:?}: cuobjdump went away"));
+                let loads = nvrtc::loads_before_wait(&sass);
+                assert!(!loads.is_empty(), "{key:?}: a PDL build without griddepcontrol.wait");
+                loads.iter().filter(|l| l.coherent > 0).map(|l| format!("{key:?}: {l:?}")).collect::<Vec<_>>()
+            })
+            .into_iter()
+            .flatten()
+            .collect();
             failures.extend(found);
             pdl.len()
         }
