@@ -35,9 +35,18 @@ fn fused_ffn_matches_the_reference() {
             outs.push(s.clone_dtoh(&x).unwrap());
         }
         // The CTAs' partial outputs are summed by float atomics in arrival order: a second launch may round
-        // an output to the neighbouring FP16 value, never further.
-        let apart = outs[0].iter().zip(&outs[1]).map(|(a, b)| ulps_apart(*a, *b)).max().unwrap_or(0);
-        assert!(apart <= 1, "{format:?} {d}x{f}: a second launch gave a result {apart} FP16 steps away");
+        // an output to the neighbouring FP16 value. Near zero, where FP16's steps are far finer than the FP32
+        // sum's rounding (the partials' size), it may land further off, but never by more than 2^-16 of the
+        // output's RMS (session 58: INT4 1024x28672 gave 2 steps on the H200).
+        let value = |b: u16| f64::from(f16::from_bits(b).to_f32());
+        let rms = (outs[0].iter().map(|b| value(*b).powi(2)).sum::<f64>() / d as f64).sqrt();
+        let far: Vec<_> = outs[0]
+            .iter()
+            .zip(&outs[1])
+            .filter(|(a, b)| ulps_apart(**a, **b) > 1 && (value(**a) - value(**b)).abs() > rms / 65536.0)
+            .map(|(a, b)| (value(*a), value(*b)))
+            .collect();
+        assert!(far.is_empty(), "{format:?} {d}x{f}: a second launch gave results further apart: {far:?}");
         let got: Vec<f64> = outs[0].iter().map(|b| f64::from(f16::from_bits(*b).to_f32())).collect();
         assert!(got.iter().all(|v| v.is_finite()), "{format:?} {d}x{f}: non-finite output");
         // Relative error of the output and of the FFN's contribution (output minus the residual).

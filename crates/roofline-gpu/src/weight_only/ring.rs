@@ -324,14 +324,15 @@ fn mma_auto_max_steps() -> usize {
 /// 16x1024x4096 9.59 / 5.86; MXFP4 19.9 / 15.7, 18.8 / 15.7, 10.0 / 8.18, 6.54 / 5.44; NVFP4 20.7 / 16.35, 19.6 / 15.7,
 /// 10.3 / 8.29, 6.67 / 5.45 (r2: 16x28672x4096 35.9 / 29.7, 34.0 / 26.4, 35.1 / 26.85).
 pub fn mma_auto(
-    (format, _x): (WoFormat, XDtype),
+    (format, x): (WoFormat, XDtype),
     (m, n, k): (usize, usize, usize),
     sm_count: u32,
     peak_gb_s: f64,
 ) -> bool {
     peak_gb_s >= FAST_MEMORY_GB_S
         && (MMA_MIN_M..=MMA_MAX_M).contains(&m)
-        && plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma && p.per <= mma_auto_steps(format, m, k))
+        && plan_on(format, m, n, k, sm_count, peak_gb_s)
+            .is_ok_and(|p| p.mma && p.per <= mma_auto_steps((format, x), m, k))
 }
 
 /// Whether the ring plans `m x n x k` of `format` weights on the tensor cores (`RW_MMA`) on `sm_count` SMs of `peak_gb_s`
@@ -346,17 +347,20 @@ fn mma_forced() -> bool {
 }
 
 /// Most row steps a CTA where [`mma_auto`] takes `m` rows of `format` weights, rows of `k` values, to the tensor-core
-/// ring: [`MMA_AUTO_MAX_STEPS`] from 9 rows and for NF4; for INT4, MXFP4 and NVFP4 at 2-8 rows
-/// [`MMA_AUTO_LOW_M_MAX_STEPS`] at K = 4096, fewer in proportion at a shorter K (its K / 256 warps a unit: 7 at K =
-/// 2048, 10 at 3072, at least 1) (`ROOFLINE_RING_MMA_MAX_STEPS` overrides both for experiments).
-fn mma_auto_steps(format: WoFormat, m: usize, k: usize) -> usize {
-    if m >= 9 || format == WoFormat::Nf4 {
+/// ring: [`MMA_AUTO_MAX_STEPS`] from 9 rows, for NF4, and for MXFP4 and NVFP4 with BF16 x at K = 4096 (their bulk ring's
+/// BF16 decodes are the slowest: session 58 r4, 8x28672x4096 MXFP4 28.4 / 23.95 us, NVFP4 30.85 / 24.3; 8x44352x4096
+/// 40.2 / 34.7, 43.2 / 34.7; 8x59136x4096 52.65 / 43.35, 57.3 / 44.85; INT4 with BF16 x 23.8 / 23.95, 33.45 / 35.15,
+/// 43.75 / 46.1 keeps the 24 below); for INT4, MXFP4 and NVFP4 at 2-8 rows otherwise [`MMA_AUTO_LOW_M_MAX_STEPS`] at K =
+/// 4096 and, at a shorter K, [`MMA_AUTO_SHORT_K_MAX_STEPS`] in proportion (its K / 256 warps a unit: 7 at K = 2048, 10 at
+/// 3072, at least 1) (`ROOFLINE_RING_MMA_MAX_STEPS` overrides both for experiments).
+fn mma_auto_steps((format, x): (WoFormat, XDtype), m: usize, k: usize) -> usize {
+    let bf16_scaled = x == XDtype::Bf16 && matches!(format, WoFormat::Mxfp4 | WoFormat::Nvfp4) && k >= MMA_MAX_K;
+    if m >= 9 || format == WoFormat::Nf4 || bf16_scaled {
         mma_auto_max_steps()
     } else {
-        std::env::var("ROOFLINE_RING_MMA_MAX_STEPS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or((MMA_AUTO_LOW_M_MAX_STEPS * k / MMA_MAX_K).max(1))
+        let steps =
+            if k >= MMA_MAX_K { MMA_AUTO_LOW_M_MAX_STEPS } else { (MMA_AUTO_SHORT_K_MAX_STEPS * k / MMA_MAX_K).max(1) };
+        std::env::var("ROOFLINE_RING_MMA_MAX_STEPS").ok().and_then(|v| v.parse().ok()).unwrap_or(steps)
     }
 }
 
@@ -381,12 +385,23 @@ fn mma_auto_steps(format: WoFormat, m: usize, k: usize) -> usize {
 /// (8 steps) 7.19 / 6.56, MXFP4 7.35 / 6.72, NVFP4 7.65 / 6.76; 8x14784x2048 (14) 9.52 / 10.1, 9.71 / 10.4, 10.2 / 10.5;
 /// 8x16384x2048 (16) 9.74 / 11.0, 9.92 / 11.4, 10.5 / 11.5; 8x8448x3072 (8) 8.79 / 7.74, 8.96 / 7.99, 9.38 / 7.89;
 /// 8x14784x3072 (14) 11.9 / 11.7, 12.3 / 12.3, 12.9 / 12.3; 8x16384x3072 (16) 12.5 / 12.8, 12.6 / 13.6, 13.4 / 13.6;
-/// 8x20480x4096 (20) 17.6 / 17.1, 18.2 / 18.1, 19.0 / 18.4 ([`mma_auto_steps`] scales the 14 steps with K).
+/// 8x20480x4096 (20) 17.6 / 17.1, 18.2 / 18.1, 19.0 / 18.4 ([`mma_auto_steps`] scales
+/// [`MMA_AUTO_SHORT_K_MAX_STEPS`] with K).
 ///
 /// BF16 x (r3, r6): 4x4096x4096 6.57 / 5.77, 8.95 / 6.40, 7.40 / 6.35, 7.43 / 6.34; 8x 7.43 / 6.35, 9.84 / 6.71, 8.16 /
 /// 7.00, 8.63 / 7.12; 3x14336x4096 13.6 / 13.0, 15.9 / 13.3, 16.1 / 13.4, 17.0 / 13.7; 4x 13.7 / 13.1, 16.1 / 13.1, 16.1
 /// / 13.4, 17.2 / 13.8; 8x 14.1 / 13.5, 17.3 / 13.7, 16.4 / 14.1, 17.5 / 14.6.
-pub const MMA_AUTO_LOW_M_MAX_STEPS: usize = 14;
+///
+/// Session 58 (h200-2026-11-30-session58 r2) measured 16-27 steps of K = 4096 (INT4, MXFP4, NVFP4; medians of two passes
+/// agreeing within 0.1 us): 4x16896x4096 (16) 14.75 / 14.0, 14.9 / 14.4, 15.85 / 14.9; 8x 15.4 / 14.3, 15.7 / 14.9, 16.65
+/// / 15.25; 8x21120x4096 (20) 17.7 / 17.35, 18.15 / 18.2, 19.1 / 18.45; 4x25344x4096 (24) 20.05 / 20.05, 20.55 / 20.65,
+/// 21.5 / 21.2; 8x 21.1 / 20.5, 21.65 / 21.2, 22.4 / 21.6; 8x28512x4096 (27) 22.3 / 22.5, 23.15 / 23.5, 24.3 / 23.85. So
+/// up to 24 steps (14 until then); from 27 the bulk ring is ahead for INT4 and MXFP4 (at 28 too, above).
+pub const MMA_AUTO_LOW_M_MAX_STEPS: usize = 24;
+
+/// [`MMA_AUTO_LOW_M_MAX_STEPS`]'s counterpart at K below 4096, scaled with K by [`mma_auto_steps`]: 14 (session 57 r7-r9,
+/// above: the bulk ring ahead at 14-16 steps of K = 2048 and 16 of 3072; 15-24 steps there are unmeasured).
+pub const MMA_AUTO_SHORT_K_MAX_STEPS: usize = 14;
 
 /// Whether the ring GEMV takes `m x k` on the tensor cores ([`mma_plan`]) for `x` activations with `epilogue` and
 /// `input`: INT4 with FP16 x (f16 products) or BF16 x (bf16 products, the codes decoded to exact bf16 pairs), NF4,
@@ -1964,8 +1979,21 @@ mod tests {
         assert!(auto(16, 4096, 4096, 4900.0) && auto(9, 2048, 4096, 4900.0) && auto(12, 14336, 4096, 4900.0));
         assert!(auto(16, 28672, 4096, 4900.0) && auto(16, 57344, 4096, 4900.0) && !auto(16, 128256, 4096, 4900.0));
         assert!(!auto(16, 4096, 4096, 3352.0) && auto(8, 4096, 4096, 4900.0) && auto(3, 14336, 4096, 4900.0));
-        // At 2-8 rows up to 14 steps a CTA (INT4, MXFP4, NVFP4), NF4 up to 56.
+        // At 2-8 rows up to 24 steps a CTA of K = 4096 (INT4, MXFP4, NVFP4; session 58), NF4 up to 56.
         assert!(!auto(8, 28672, 4096, 4900.0) && mma_auto((WoFormat::Nf4, f16), (8, 28672, 4096), 132, 4900.0));
+        assert!(auto(8, 8 * 132 * 24, 4096, 4900.0) && !auto(8, 8 * 132 * 25, 4096, 4900.0));
+        assert!(auto(4, 8 * 132 * 16, 4096, 4900.0) && auto(8, 21120, 4096, 4900.0));
+        // MXFP4 and NVFP4 with BF16 x up to 56 at K = 4096 (session 58 r4); INT4 with BF16 x, and K = 2048, keep theirs.
+        for f in [WoFormat::Mxfp4, WoFormat::Nvfp4] {
+            assert!(
+                mma_auto((f, bf16), (8, 59136, 4096), 132, 4900.0)
+                    && !mma_auto((f, f16), (8, 28672, 4096), 132, 4900.0)
+            );
+            assert!(!mma_auto((f, bf16), (8, 8 * 132 * 8, 2048), 132, 4900.0));
+        }
+        assert!(
+            !mma_auto((i4, bf16), (8, 28672, 4096), 132, 4900.0) && mma_auto((i4, bf16), (8, 25344, 4096), 132, 4900.0)
+        );
         assert!(auto(2, 6144, 4096, 4900.0) && !auto(2, 14336, 4096, 4900.0));
         // Fewer steps at a shorter K (session 57 r7-r9): 7 at K = 2048, 10 at 3072.
         assert!(auto(8, 8 * 132 * 7, 2048, 4900.0) && !auto(8, 8 * 132 * 8, 2048, 4900.0));
@@ -2488,6 +2516,8 @@ mod tests {
             (3, 4096, 14),
             (8, 4096, 1),
             (5, 2048, 4),
+            // 24 row steps a CTA, the most the default takes at 2-8 rows since session 58.
+            (4, 4096, 24),
         ];
         let int4 = mma_shapes.into_iter().flat_map(|s| {
             [Epilogue::Store, Epilogue::Add, Epilogue::Norm].map(|e| ((WoFormat::Int4G128, XDtype::F16), s, e))
@@ -2516,6 +2546,9 @@ mod tests {
                 ((8, 4096, 14), Epilogue::Norm),
                 ((2, 4096, 4), Epilogue::Add),
                 ((4, 4096, 1), Epilogue::Store),
+                ((8, 4096, 24), Epilogue::Add),
+                // 56 at 8 rows: MXFP4's and NVFP4's default with BF16 x (session 58).
+                ((8, 4096, 56), Epilogue::Norm),
             ]
             .map(|(s, e)| (fx, s, e))
         });
