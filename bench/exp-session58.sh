@@ -12,6 +12,13 @@
 #            against ROOFLINE_RING_MMA_MAX_STEPS=14 (the default before), INT4, MXFP4 and NVFP4, twice each, into $out/bf.txt
 #   bf2      BF16 x past 24 steps (8 rows; 28, 42 and 56 steps): the default (the bulk ring there) against
 #            ROOFLINE_RING_MMA_MAX_STEPS=56, INT4, MXFP4 and NVFP4, twice each, into $out/bf2.txt
+#   lm       the LM head (8x and 16x128256x4096: 122 row steps a CTA, past the default's 56): the default (the bulk ring)
+#            against ROOFLINE_RING_MMA_MAX_STEPS=128 (the tensor-core ring), FP16 then BF16 x, INT4, MXFP4 and NVFP4,
+#            twice each, into $out/lm.txt
+#   lm2      the LM head at 9, 12 and 16 rows, FP16 x, INT4 and NF4: the default against ROOFLINE_RING_MMA_MAX_STEPS=128,
+#            twice each, into $out/lm2.txt
+#   mb       model-bench Llama-3.1-8B (8 layers) at batch 16, INT4 and MXFP4, the default (the LM head on the tensor-core
+#            ring since r6) against ROOFLINE_RING_MMA_MAX_STEPS=56 (the default before), then `measure` 16x128256x4096 INT4 and 9x NVFP4 (default), into $out/mb.txt
 #   def      FP16 x, the default as committed (no variable) at 4x16896x4096, 8x21120x4096 and 8x25344x4096 (the
 #            tensor-core ring) and 8x28512x4096 (the bulk ring), INT4, MXFP4 and NVFP4, into $out/def.txt
 #   ffn      ffn_gpu alone (its determinism check reads near-zero outputs by the output's RMS since r1), into $out/t-ffn.txt
@@ -32,6 +39,25 @@ fi
 if has bf2; then
     MEAS_X=bf16 env_ab bf2 max ROOFLINE_RING_MMA_MAX_STEPS "default 56" "8x28672x4096 8x44352x4096 8x59136x4096" \
         "INT4_G128 MXFP4 NVFP4"
+fi
+if has lm; then
+    for x in fp16 bf16; do
+        MEAS_X=$x env_ab lm "max x=$x" ROOFLINE_RING_MMA_MAX_STEPS "default 128" "8x128256x4096 16x128256x4096" \
+            "INT4_G128 MXFP4 NVFP4"
+    done
+fi
+if has lm2; then
+    env_ab lm2 max ROOFLINE_RING_MMA_MAX_STEPS "default 128" "9x128256x4096 12x128256x4096 16x128256x4096" "INT4_G128 NF4"
+fi
+if has mb; then
+    for s in int4 mxfp4; do
+        for v in default 56; do
+            (export ROOFLINE_RING_MMA_MAX_STEPS=${v#default}
+                MB_TIMEOUT=200 mb mb "$s batch 16 max=$v" roofline --config llama-3.1-8b --schemes $s --batch 16 --layers 8)
+        done
+    done
+    MEAS_TIMEOUT=60 meas mb default INT4_G128 16x128256x4096 ""
+    MEAS_TIMEOUT=60 meas mb default NVFP4 9x128256x4096 ""
 fi
 if has def; then
     for s in 4x16896x4096 8x21120x4096 8x25344x4096 8x28512x4096; do

@@ -298,7 +298,11 @@ fn mma_plan(format: WoFormat, m: usize, k: usize) -> bool {
 /// 28672x4096 (28) at M = 9 / 12 / 16 26.0 / 26.2, 27.0 / 25.9, 27.4 / 26.2 (session 51's kernel: 27.3 at M = 16),
 /// 16x57344x4096 (56) 50.6 / 50.1, but the LM head's 128256 rows (122) 99-101 / 104 at M = 16 and 95.7 / 101 at M = 9.
 /// In Llama-3.1-8B's decode step gate_up (28 steps) took 30.8 -> 26.5 us at batch 16 and 27.9 -> 26.1 at batch 9.
-pub const MMA_AUTO_MAX_STEPS: usize = 56;
+/// Hence 56 until session 58, whose LM heads (h200-2026-11-30-session58 r5, r6; 122 steps) ran on the tensor-core ring
+/// since sessions 53-54's changes: INT4 9x128256x4096 96.3 / 91.65, 12x 98.55 / 92.95, 16x 100 / 94.0; MXFP4 and NVFP4
+/// 16x 102 / 94.9, 106 / 99.6; with BF16 x INT4 106 / 101, MXFP4 129.5 / 95.6, NVFP4 132 / 100. So up to 128 since then
+/// (NF4's plan stays off the tensor cores there: its staged scales leave no room; 57-121 steps are unmeasured).
+pub const MMA_AUTO_MAX_STEPS: usize = 128;
 
 /// [`MMA_AUTO_MAX_STEPS`], or `ROOFLINE_RING_MMA_MAX_STEPS` for experiments.
 fn mma_auto_max_steps() -> usize {
@@ -349,8 +353,9 @@ fn mma_forced() -> bool {
 /// Most row steps a CTA where [`mma_auto`] takes `m` rows of `format` weights, rows of `k` values, to the tensor-core
 /// ring: [`MMA_AUTO_MAX_STEPS`] from 9 rows, for NF4, and for MXFP4 and NVFP4 with BF16 x at K = 4096 (their bulk ring's
 /// BF16 decodes are the slowest: session 58 r4, 8x28672x4096 MXFP4 28.4 / 23.95 us, NVFP4 30.85 / 24.3; 8x44352x4096
-/// 40.2 / 34.7, 43.2 / 34.7; 8x59136x4096 52.65 / 43.35, 57.3 / 44.85; INT4 with BF16 x 23.8 / 23.95, 33.45 / 35.15,
-/// 43.75 / 46.1 keeps the 24 below); for INT4, MXFP4 and NVFP4 at 2-8 rows otherwise [`MMA_AUTO_LOW_M_MAX_STEPS`] at K =
+/// 40.2 / 34.7, 43.2 / 34.7; 8x59136x4096 52.65 / 43.35, 57.3 / 44.85; r5, 8x128256x4096 111 / 87.95, 119.5 / 91.3;
+/// INT4 with BF16 x 23.8 / 23.95, 33.45 / 35.15, 43.75 / 46.1, 88.35 / 94.05 keeps the 24 below, and so does FP16 x: r5,
+/// 8x128256x4096 INT4 83.0 / 86.15, MXFP4 84.25 / 88.6, NVFP4 89.65 / 92.1); for INT4, MXFP4 and NVFP4 at 2-8 rows otherwise [`MMA_AUTO_LOW_M_MAX_STEPS`] at K =
 /// 4096 and, at a shorter K, [`MMA_AUTO_SHORT_K_MAX_STEPS`] in proportion (its K / 256 warps a unit: 7 at K = 2048, 10 at
 /// 3072, at least 1) (`ROOFLINE_RING_MMA_MAX_STEPS` overrides both for experiments).
 fn mma_auto_steps((format, x): (WoFormat, XDtype), m: usize, k: usize) -> usize {
@@ -1977,7 +1982,9 @@ mod tests {
         // The default: fast memory, either x, up to 56 steps a CTA (28672 rows: 28 on 132 SMs), not the LM head's 122.
         let auto = |m, n, k, peak| mma_auto((i4, f16), (m, n, k), 132, peak);
         assert!(auto(16, 4096, 4096, 4900.0) && auto(9, 2048, 4096, 4900.0) && auto(12, 14336, 4096, 4900.0));
-        assert!(auto(16, 28672, 4096, 4900.0) && auto(16, 57344, 4096, 4900.0) && !auto(16, 128256, 4096, 4900.0));
+        assert!(auto(16, 28672, 4096, 4900.0) && auto(16, 57344, 4096, 4900.0) && auto(16, 128256, 4096, 4900.0));
+        // From 9 rows up to 128 steps (session 58: the LM head's 122), not past them.
+        assert!(auto(9, 128256, 4096, 4900.0) && !auto(16, 16 * 132 * 129, 4096, 4900.0));
         assert!(!auto(16, 4096, 4096, 3352.0) && auto(8, 4096, 4096, 4900.0) && auto(3, 14336, 4096, 4900.0));
         // At 2-8 rows up to 24 steps a CTA of K = 4096 (INT4, MXFP4, NVFP4; session 58), NF4 up to 56.
         assert!(!auto(8, 28672, 4096, 4900.0) && mma_auto((WoFormat::Nf4, f16), (8, 28672, 4096), 132, 4900.0));
@@ -1999,13 +2006,14 @@ mod tests {
         assert!(auto(8, 8 * 132 * 7, 2048, 4900.0) && !auto(8, 8 * 132 * 8, 2048, 4900.0));
         assert!(auto(8, 8 * 132 * 10, 3072, 4900.0) && !auto(8, 8 * 132 * 11, 3072, 4900.0));
         assert!(mma_auto((i4, bf16), (16, 4096, 4096), 132, 4900.0));
-        assert!(!mma_auto((i4, bf16), (16, 128256, 4096), 132, 4900.0));
+        assert!(mma_auto((i4, bf16), (16, 128256, 4096), 132, 4900.0));
         assert!(auto_rows((i4, f16), (16, 4096, 4096), 132, 4900.0));
         assert_eq!(Variant::best_on(i4, f16, 16, 4096, 4096, h200), Variant::XReg);
         assert_ne!(Variant::best_in_step_on(i4, f16, 16, 4096, 4096, h200), Variant::XReg);
         assert_eq!(Variant::best_on(i4, f16, 16, 14336, 4096, h200), Variant::XReg);
         assert_eq!(Variant::best_on(i4, f16, 16, 28672, 4096, h200), Variant::XReg);
-        assert_ne!(Variant::best_on(i4, f16, 16, 128256, 4096, h200), Variant::XReg);
+        assert_eq!(Variant::best_on(i4, f16, 16, 128256, 4096, h200), Variant::XReg);
+        assert_ne!(Variant::best_on(i4, f16, 8, 128256, 4096, h200), Variant::XReg);
         // Refused with a message past what it takes.
         let fp8 = plan_on(WoFormat::Fp8E4M3, 16, 4096, 4096, 132, 4900.0).unwrap_err();
         assert!(fp8.contains("1 to 3 rows of x") && fp8.contains("4-bit weights up to 16"), "{fp8}");
@@ -2549,6 +2557,8 @@ mod tests {
                 ((8, 4096, 24), Epilogue::Add),
                 // 56 at 8 rows: MXFP4's and NVFP4's default with BF16 x (session 58).
                 ((8, 4096, 56), Epilogue::Norm),
+                // The LM head at 16 rows (122 steps), the default from 9 rows since session 58.
+                ((16, 4096, 122), Epilogue::Norm),
             ]
             .map(|(s, e)| (fx, s, e))
         });
