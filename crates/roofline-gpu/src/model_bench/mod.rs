@@ -545,7 +545,7 @@ impl Gpu {
         // at batch 1; FP16 at batch 1 on fast memory, the x-in-registers engine) runs on an engine of that variant
         // where no variant was forced; one engine per variant.
         // From 2 rows of x the 4-bit formats' qkv, o_proj, gate_up and LM head take the ring on the tensor cores where
-        // it would alone (`ring::mma_auto`: 2-16 rows, up to 7-24 or 56 row steps a CTA by format, rows and K; it fuses their
+        // it would alone (`ring::mma_auto`: 2-16 rows, up to 7-24 or 128 row steps a CTA by format, rows and K; it fuses their
         // norm and residual add, not down_proj's SwiGLU on load), unless `--gemv ring=false`.
         let mma = |name: &str, n, k| {
             name != "down_proj"

@@ -1917,7 +1917,7 @@ mod tests {
 
     /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x (BF16 x since session 53; NVFP4 with
     /// FP16 x too, MXFP4 and NF4 since session 54; the three with BF16 x converted to f16 since session 55) and any
-    /// epilogue but SwiGLU on load, K up to 4096; the default on fast memory up to 56 row steps a CTA
+    /// epilogue but SwiGLU on load, K up to 4096; the default on fast memory up to 128 row steps a CTA
     /// (`Variant::best_in_step_on` leaves it to model-bench, which knows which linear is down_proj).
     #[test]
     fn four_bit_takes_the_tensor_core_ring_from_2_rows_at_small_n() {
@@ -1979,18 +1979,20 @@ mod tests {
         if std::env::var_os("ROOFLINE_RING_MMA_CHUNK").is_none() {
             assert_eq!(p.layout.slots, 7);
         }
-        // The default: fast memory, either x, up to 56 steps a CTA (28672 rows: 28 on 132 SMs), not the LM head's 122.
+        // The default: fast memory, either x, up to 128 steps a CTA (28672 rows: 28 on 132 SMs; the LM head's 122 since
+        // session 58).
         let auto = |m, n, k, peak| mma_auto((i4, f16), (m, n, k), 132, peak);
         assert!(auto(16, 4096, 4096, 4900.0) && auto(9, 2048, 4096, 4900.0) && auto(12, 14336, 4096, 4900.0));
         assert!(auto(16, 28672, 4096, 4900.0) && auto(16, 57344, 4096, 4900.0) && auto(16, 128256, 4096, 4900.0));
         // From 9 rows up to 128 steps (session 58: the LM head's 122), not past them.
         assert!(auto(9, 128256, 4096, 4900.0) && !auto(16, 16 * 132 * 129, 4096, 4900.0));
         assert!(!auto(16, 4096, 4096, 3352.0) && auto(8, 4096, 4096, 4900.0) && auto(3, 14336, 4096, 4900.0));
-        // At 2-8 rows up to 24 steps a CTA of K = 4096 (INT4, MXFP4, NVFP4; session 58), NF4 up to 56.
+        // At 2-8 rows up to 24 steps a CTA of K = 4096 (INT4, MXFP4, NVFP4; session 58), NF4 up to 128.
         assert!(!auto(8, 28672, 4096, 4900.0) && mma_auto((WoFormat::Nf4, f16), (8, 28672, 4096), 132, 4900.0));
         assert!(auto(8, 8 * 132 * 24, 4096, 4900.0) && !auto(8, 8 * 132 * 25, 4096, 4900.0));
         assert!(auto(4, 8 * 132 * 16, 4096, 4900.0) && auto(8, 21120, 4096, 4900.0));
-        // MXFP4 and NVFP4 with BF16 x up to 56 at K = 4096 (session 58 r4); INT4 with BF16 x, and K = 2048, keep theirs.
+        // MXFP4 and NVFP4 with BF16 x up to 128 at K = 4096 (session 58 r4, r5); INT4 with BF16 x, and K = 2048, keep
+        // theirs.
         for f in [WoFormat::Mxfp4, WoFormat::Nvfp4] {
             assert!(
                 mma_auto((f, bf16), (8, 59136, 4096), 132, 4900.0)
