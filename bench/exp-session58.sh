@@ -19,6 +19,8 @@
 #            twice each, into $out/lm2.txt
 #   mb       model-bench Llama-3.1-8B (8 layers) at batch 16, INT4 and MXFP4, the default (the LM head on the tensor-core
 #            ring since r6) against ROOFLINE_RING_MMA_MAX_STEPS=56 (the default before), then `measure` 16x128256x4096 INT4 and 9x NVFP4 (default), into $out/mb.txt
+#   refuse   the kernel line's reason where the ring leaves a call (`WeightOnlyGemv::ring_refusal`): ring_gpu's MXFP4
+#            scale-window test and spill_fallback_gpu (every ring build forced to spill), into $out/t-*.txt
 #   def      FP16 x, the default as committed (no variable) at 4x16896x4096, 8x21120x4096 and 8x25344x4096 (the
 #            tensor-core ring) and 8x28512x4096 (the bulk ring), INT4, MXFP4 and NVFP4, into $out/def.txt
 #   ffn      ffn_gpu alone (its determinism check reads near-zero outputs by the output's RMS since r1), into $out/t-ffn.txt
@@ -58,6 +60,10 @@ if has mb; then
     done
     MEAS_TIMEOUT=60 meas mb default INT4_G128 16x128256x4096 ""
     MEAS_TIMEOUT=60 meas mb default NVFP4 9x128256x4096 ""
+fi
+if has refuse; then
+    test_bin t-window 120 ring_gpu --ignored --nocapture mxfp4_outside_the_scale_window_leaves_the_tensor_cores
+    test_bin t-fb 200 spill_fallback_gpu --ignored --nocapture --test-threads 1
 fi
 if has def; then
     for s in 4x16896x4096 8x21120x4096 8x25344x4096 8x28512x4096; do

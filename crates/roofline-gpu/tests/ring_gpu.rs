@@ -290,6 +290,12 @@ fn mxfp4_outside_the_scale_window_leaves_the_tensor_cores() {
     let xd = s.clone_htod(&x.iter().map(|v| f16::from_f32(*v).to_bits()).collect::<Vec<u16>>()).unwrap();
     for (what, p) in [("inside", &inside), ("outside", &outside)] {
         let mut dw = gemv.upload(p).unwrap();
+        // The kernel line's words for it (`measure`): why the ring left these weights to the other kernels.
+        let why = gemv.ring_refusal(&dw, m, roofline_gpu::weight_only::Fusion::default()).unwrap();
+        match what {
+            "inside" => assert_eq!(why, None),
+            _ => assert!(why.as_deref().is_some_and(|w| w.contains("2^-17 to 2^7")), "{why:?}"),
+        }
         let mut y = s.alloc_zeros::<u16>(m * n).unwrap();
         gemv.run(&mut dw, &xd, &mut y, m).unwrap();
         let got: Vec<f64> = s.clone_dtoh(&y).unwrap().iter().map(|b| f16::from_bits(*b).to_f64()).collect();

@@ -416,6 +416,24 @@ impl WeightOnlyGemv {
         Ok((!ring.mma || w.mma_exact).then_some(ring))
     }
 
+    /// Why the ring GEMV, which [`Tuning::ring`] takes for `m` rows of x against `w` with `fusion`, leaves the call to
+    /// the other kernels ([`WeightOnlyGemv::ring_for`] is `None`), in words for a kernel line: its build spills
+    /// registers under this NVRTC, or its tensor-core build would not multiply `w`'s MXFP4 scales exactly. `None` where
+    /// the ring runs the call or does not take it.
+    pub fn ring_refusal(&self, w: &DeviceWeights, m: usize, fusion: Fusion) -> Result<Option<String>, GpuError> {
+        let Some(ep) = self.ring_epilogue(m, w.n, w.k, fusion) else { return Ok(None) };
+        Ok(match self.ring(m, w.n, w.k, ep)? {
+            None => Some("whose build spills registers under this NVRTC".into()),
+            Some(r) if r.mma && !w.mma_exact => Some(format!(
+                "whose tensor-core build multiplies MXFP4 block scales of 2^{} to 2^{} exactly, and these weights have \
+                 scales outside",
+                i32::from(*ring::MXFP4_MMA_WINDOW.start()) - 127,
+                i32::from(*ring::MXFP4_MMA_WINDOW.end()) - 127
+            )),
+            Some(_) => None,
+        })
+    }
+
     /// Whether the default wants the ring GEMV for an `m x n x k` call (no fusion) and its build spills registers
     /// under this NVRTC, so that the engine runs the call on its other kernels ([`WeightOnlyGemv::ring`]: built
     /// here on first use, once per process, and kept for the calls). `false` where the ring runs it or was not
@@ -1315,11 +1333,13 @@ impl Gpu {
                     + &if r.ahead > 0 { format!(", {} in flight", r.ahead) } else { String::new() },
                 stats.sample_words()
             ),
-            None if gemv.ring_spills(m, n, k)? => format!(
-                "{} (in place of the ring GEMV, whose build spills registers under this NVRTC)",
-                describe(gemv, format, opts.x, &plan, grid_n, sets, &stats)
-            ),
-            None => describe(gemv, format, opts.x, &plan, grid_n, sets, &stats),
+            None => match gemv.ring_refusal(&ws[0], m, Fusion::default())? {
+                Some(why) => format!(
+                    "{} (in place of the ring GEMV, {why})",
+                    describe(gemv, format, opts.x, &plan, grid_n, sets, &stats)
+                ),
+                None => describe(gemv, format, opts.x, &plan, grid_n, sets, &stats),
+            },
         };
         let kernel = with_sources(kernel);
         Ok(WeightOnlyMeasurement {
