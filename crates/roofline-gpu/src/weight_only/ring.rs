@@ -355,9 +355,10 @@ fn mma_forced() -> bool {
 /// BF16 decodes are the slowest: session 58 r4, 8x28672x4096 MXFP4 28.4 / 23.95 us, NVFP4 30.85 / 24.3; 8x44352x4096
 /// 40.2 / 34.7, 43.2 / 34.7; 8x59136x4096 52.65 / 43.35, 57.3 / 44.85; r5, 8x128256x4096 111 / 87.95, 119.5 / 91.3;
 /// INT4 with BF16 x 23.8 / 23.95, 33.45 / 35.15, 43.75 / 46.1, 88.35 / 94.05 keeps the 24 below, and so does FP16 x: r5,
-/// 8x128256x4096 INT4 83.0 / 86.15, MXFP4 84.25 / 88.6, NVFP4 89.65 / 92.1); for INT4, MXFP4 and NVFP4 at 2-8 rows otherwise [`MMA_AUTO_LOW_M_MAX_STEPS`] at K =
-/// 4096 and, at a shorter K, [`MMA_AUTO_SHORT_K_MAX_STEPS`] in proportion (its K / 256 warps a unit: 7 at K = 2048, 10 at
-/// 3072, at least 1) (`ROOFLINE_RING_MMA_MAX_STEPS` overrides both for experiments).
+/// 8x128256x4096 INT4 83.0 / 86.15, MXFP4 84.25 / 88.6, NVFP4 89.65 / 92.1); for INT4, MXFP4 and NVFP4 at 2-8 rows
+/// otherwise [`MMA_AUTO_LOW_M_MAX_STEPS`] at K = 4096 and, at a shorter K, [`MMA_AUTO_SHORT_K_MAX_STEPS`] in proportion
+/// (its K / 256 warps a unit: 7 at K = 2048, 10 at 3072, at least 1) (`ROOFLINE_RING_MMA_MAX_STEPS` overrides both for
+/// experiments).
 fn mma_auto_steps((format, x): (WoFormat, XDtype), m: usize, k: usize) -> usize {
     let bf16_scaled = x == XDtype::Bf16 && matches!(format, WoFormat::Mxfp4 | WoFormat::Nvfp4) && k >= MMA_MAX_K;
     if m >= 9 || format == WoFormat::Nf4 || bf16_scaled {
@@ -1985,7 +1986,7 @@ mod tests {
         assert!(auto(16, 4096, 4096, 4900.0) && auto(9, 2048, 4096, 4900.0) && auto(12, 14336, 4096, 4900.0));
         assert!(auto(16, 28672, 4096, 4900.0) && auto(16, 57344, 4096, 4900.0) && auto(16, 128256, 4096, 4900.0));
         // From 9 rows up to 128 steps (session 58: the LM head's 122), not past them.
-        assert!(auto(9, 128256, 4096, 4900.0) && !auto(16, 16 * 132 * 129, 4096, 4900.0));
+        assert!(auto(9, 128256, 4096, 4900.0) && !auto(16, 8 * 132 * 129, 4096, 4900.0));
         assert!(!auto(16, 4096, 4096, 3352.0) && auto(8, 4096, 4096, 4900.0) && auto(3, 14336, 4096, 4900.0));
         // At 2-8 rows up to 24 steps a CTA of K = 4096 (INT4, MXFP4, NVFP4; session 58), NF4 up to 128.
         assert!(!auto(8, 28672, 4096, 4900.0) && mma_auto((WoFormat::Nf4, f16), (8, 28672, 4096), 132, 4900.0));
