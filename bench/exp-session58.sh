@@ -21,6 +21,8 @@
 #            ring since r6) against ROOFLINE_RING_MMA_MAX_STEPS=56 (the default before), then `measure` 16x128256x4096 INT4 and 9x NVFP4 (default), into $out/mb.txt
 #   refuse   the kernel line's reason where the ring leaves a call (`WeightOnlyGemv::ring_refusal`): ring_gpu's MXFP4
 #            scale-window test and spill_fallback_gpu (every ring build forced to spill), into $out/t-*.txt
+#   shortk   K = 2048 and 3072 at 10-12 row steps a CTA (past the default's 7 and 10 there): the default (the bulk ring)
+#            against ROOFLINE_RING_MMA_MAX_STEPS=24, INT4, MXFP4 and NVFP4, twice each, into $out/shortk.txt
 #   def      FP16 x, the default as committed (no variable) at 4x16896x4096, 8x21120x4096 and 8x25344x4096 (the
 #            tensor-core ring) and 8x28512x4096 (the bulk ring), INT4, MXFP4 and NVFP4, into $out/def.txt
 #   ffn      ffn_gpu alone (its determinism check reads near-zero outputs by the output's RMS since r1), into $out/t-ffn.txt
@@ -64,6 +66,10 @@ fi
 if has refuse; then
     test_bin t-window 120 ring_gpu --ignored --nocapture mxfp4_outside_the_scale_window_leaves_the_tensor_cores
     test_bin t-fb 200 spill_fallback_gpu --ignored --nocapture --test-threads 1
+fi
+if has shortk; then
+    env_ab shortk max ROOFLINE_RING_MMA_MAX_STEPS "default 24" "8x10560x2048 8x12672x2048 8x12672x3072 4x12672x3072" \
+        "INT4_G128 MXFP4 NVFP4"
 fi
 if has def; then
     for s in 4x16896x4096 8x21120x4096 8x25344x4096 8x28512x4096; do
