@@ -72,7 +72,7 @@ fn xreg_8bit_takes_two_chunks_where_that_avoids_split_k() {
             for x in XDtype::ALL {
                 assert_eq!(Variant::best_on(f, x, 2, n, k, H200), Variant::XReg, "{f:?} {x:?} 2x{n}x{k}");
             }
-            // Three rows on the tensor-core ring where a CTA takes up to 24 row steps (NF4: 56) at K = 4096
+            // Three rows on the tensor-core ring where a CTA takes up to 24 row steps (NF4: 128) at K = 4096
             // (sessions 57, 58), else the bulk ring.
             let three = if k == 4096 && (n == 14336 || f == Nf4) { Variant::XReg } else { Variant::XMma };
             assert_eq!(Variant::best_on(f, XDtype::F16, 3, n, k, H200), three, "{f:?} 3x{n}x{k}");
