@@ -357,7 +357,7 @@ fn mma_forced() -> bool {
 /// INT4 with BF16 x 23.8 / 23.95, 33.45 / 35.15, 43.75 / 46.1, 88.35 / 94.05 keeps the 24 below, and so does FP16 x: r5,
 /// 8x128256x4096 INT4 83.0 / 86.15, MXFP4 84.25 / 88.6, NVFP4 89.65 / 92.1); for INT4, MXFP4 and NVFP4 at 2-8 rows
 /// otherwise [`MMA_AUTO_LOW_M_MAX_STEPS`] at K = 4096 and, at a shorter K, [`MMA_AUTO_SHORT_K_MAX_STEPS`] in proportion
-/// (its K / 256 warps a unit: 7 at K = 2048, 10 at 3072, at least 1) (`ROOFLINE_RING_MMA_MAX_STEPS` overrides both for
+/// (its K / 256 warps a unit: 10 at K = 2048, 15 at 3072, at least 1) (`ROOFLINE_RING_MMA_MAX_STEPS` overrides both for
 /// experiments).
 fn mma_auto_steps((format, x): (WoFormat, XDtype), m: usize, k: usize) -> usize {
     let bf16_scaled = x == XDtype::Bf16 && matches!(format, WoFormat::Mxfp4 | WoFormat::Nvfp4) && k >= MMA_MAX_K;
@@ -405,9 +405,13 @@ fn mma_auto_steps((format, x): (WoFormat, XDtype), m: usize, k: usize) -> usize 
 /// up to 24 steps (14 until then); from 27 the bulk ring is ahead for INT4 and MXFP4 (at 28 too, above).
 pub const MMA_AUTO_LOW_M_MAX_STEPS: usize = 24;
 
-/// [`MMA_AUTO_LOW_M_MAX_STEPS`]'s counterpart at K below 4096, scaled with K by [`mma_auto_steps`]: 14 (session 57 r7-r9,
-/// above: the bulk ring ahead at 14-16 steps of K = 2048 and 16 of 3072; 15-24 steps there are unmeasured).
-pub const MMA_AUTO_SHORT_K_MAX_STEPS: usize = 14;
+/// [`MMA_AUTO_LOW_M_MAX_STEPS`]'s counterpart at K below 4096, scaled with K by [`mma_auto_steps`]: 20, so 10 row steps
+/// a CTA at K = 2048 and 15 at 3072. Session 57 (r7-r9, above) found the bulk ring ahead at 14-16 steps of K = 2048 and
+/// 16 of 3072 and set 14 (7 and 10 steps); session 58 (h200-2026-11-30-session58 r9, 8 rows, the bulk ring / the
+/// tensor-core ring, us) measured between: 8x10560x2048 (10 steps) INT4 8.27 / 7.78, NVFP4 8.90 / 8.03; 8x12672x2048
+/// (12) INT4 8.48 / 8.88; 8x12672x3072 (12) INT4 11.0 / 10.2, NVFP4 11.9 / 10.7. At 14 steps of K = 3072 the two tie
+/// (above), so 15 sits at the crossing.
+pub const MMA_AUTO_SHORT_K_MAX_STEPS: usize = 20;
 
 /// Whether the ring GEMV takes `m x k` on the tensor cores ([`mma_plan`]) for `x` activations with `epilogue` and
 /// `input`: INT4 with FP16 x (f16 products) or BF16 x (bf16 products, the codes decoded to exact bf16 pairs), NF4,
@@ -1999,15 +2003,15 @@ mod tests {
                 mma_auto((f, bf16), (8, 59136, 4096), 132, 4900.0)
                     && !mma_auto((f, f16), (8, 28672, 4096), 132, 4900.0)
             );
-            assert!(!mma_auto((f, bf16), (8, 8 * 132 * 8, 2048), 132, 4900.0));
+            assert!(!mma_auto((f, bf16), (8, 8 * 132 * 11, 2048), 132, 4900.0));
         }
         assert!(
             !mma_auto((i4, bf16), (8, 28672, 4096), 132, 4900.0) && mma_auto((i4, bf16), (8, 25344, 4096), 132, 4900.0)
         );
         assert!(auto(2, 6144, 4096, 4900.0) && !auto(2, 14336, 4096, 4900.0));
-        // Fewer steps at a shorter K (session 57 r7-r9): 7 at K = 2048, 10 at 3072.
-        assert!(auto(8, 8 * 132 * 7, 2048, 4900.0) && !auto(8, 8 * 132 * 8, 2048, 4900.0));
-        assert!(auto(8, 8 * 132 * 10, 3072, 4900.0) && !auto(8, 8 * 132 * 11, 3072, 4900.0));
+        // Fewer steps at a shorter K (session 58 r9): 10 at K = 2048, 15 at 3072.
+        assert!(auto(8, 8 * 132 * 10, 2048, 4900.0) && !auto(8, 8 * 132 * 11, 2048, 4900.0));
+        assert!(auto(8, 8 * 132 * 15, 3072, 4900.0) && !auto(8, 8 * 132 * 16, 3072, 4900.0));
         assert!(mma_auto((i4, bf16), (16, 4096, 4096), 132, 4900.0));
         assert!(mma_auto((i4, bf16), (16, 128256, 4096), 132, 4900.0));
         assert!(auto_rows((i4, f16), (16, 4096, 4096), 132, 4900.0));
@@ -2529,6 +2533,9 @@ mod tests {
             (5, 2048, 4),
             // 24 row steps a CTA, the most the default takes at 2-8 rows since session 58.
             (4, 4096, 24),
+            // The most at a shorter K since session 59 (`MMA_AUTO_SHORT_K_MAX_STEPS`): 10 at K = 2048, 15 at 3072.
+            (8, 2048, 10),
+            (8, 3072, 15),
         ];
         let int4 = mma_shapes.into_iter().flat_map(|s| {
             [Epilogue::Store, Epilogue::Add, Epilogue::Norm].map(|e| ((WoFormat::Int4G128, XDtype::F16), s, e))
