@@ -103,6 +103,13 @@ fn ring_gemv_matches_the_reference() {
         (4096, 4096, Epilogue::Add, x, 1.0, 8),
         (1000, 1024, Epilogue::Norm, x, 50.0, 5),
         (28672, 4096, Epilogue::Store, x, 1.0, 6),
+        // K past 4096 in K splits, a CTA each of a row block's cluster, which adds their sums at the end (session 59):
+        // Llama-3.1-8B's down_proj (4 splits of 3584), K = 8192 with the norm (2 of 4096; the sums of squares of x
+        // added across the splits), K = 16384 (4 of 4096) at unequal shares, and 2-8 rows.
+        (4096, 14336, Epilogue::Add, x, 1.0, 16),
+        (1000, 8192, Epilogue::Norm, x, 50.0, 12),
+        (2056, 16384, Epilogue::Store, x, 1.0, 9),
+        (4096, 14336, Epilogue::Norm, x, 1.0, 4),
     ];
     // FP16 weights up to 3e4 (f16's largest is 65504; the weights below are uniform in [-ws, ws) / sqrt(K)) against a
     // small x: the products' f16x2 sums must stay in range.
@@ -167,13 +174,20 @@ fn ring_gemv_matches_the_reference() {
     let only_m: Option<Vec<usize>> = std::env::var("ROOFLINE_TEST_M").ok().filter(|v| !v.is_empty()).map(|v| {
         v.split(',').map(|t| t.trim().parse().expect("ROOFLINE_TEST_M: rows of x, comma-separated")).collect()
     });
+    // `ROOFLINE_TEST_K=14336,8192`: only the cases of those K.
+    let only_k: Option<Vec<usize>> = std::env::var("ROOFLINE_TEST_K").ok().filter(|v| !v.is_empty()).map(|v| {
+        v.split(',').map(|t| t.trim().parse().expect("ROOFLINE_TEST_K: values of K, comma-separated")).collect()
+    });
     for (f, xt, m, n, k, ep, input, xs, ws) in runs.chain(mma).chain(large) {
-        if only_m.as_ref().is_some_and(|l| !l.contains(&m)) {
+        if only_m.as_ref().is_some_and(|l| !l.contains(&m)) || only_k.as_ref().is_some_and(|l| !l.contains(&k)) {
             continue;
         }
         wanted += usize::from(m > 1);
-        // More rows of x than a build's registers hold (long K, many warps a CTA) are refused before NVRTC.
-        if let Some(why) = unsupported(f, m, n, k, sms).filter(|w| m > 1 && w.contains("registers")) {
+        // More rows of x than a build's registers hold (long K, many warps a CTA) are refused before NVRTC; so are K
+        // splits the default does not take (4 of them, but with ROOFLINE_RING_MMA_SPLIT=1; INT4 at 8-15 rows of K =
+        // 8192).
+        let split_off = |w: &String| k > 4096 && m > 3 && w.contains("rows of x");
+        if let Some(why) = unsupported(f, m, n, k, sms).filter(|w| m > 1 && w.contains("registers") || split_off(w)) {
             println!("ring GEMV {f:?} {m}x{n}x{k}: not built ({why})");
             continue;
         }
@@ -247,7 +261,7 @@ fn ring_gemv_matches_the_reference() {
     }
     // Every format took the rows' cases at the shapes that leave their registers room: at least 4 a format and x type,
     // or all that `ROOFLINE_TEST_M` lets through where that is fewer (e.g. 2 a format at 12 rows).
-    if only_m.as_ref().is_none_or(|l| l.iter().any(|m| *m > 1)) {
+    if only_m.as_ref().is_none_or(|l| l.iter().any(|m| *m > 1)) && only_k.is_none() {
         let bar = (formats.len() * xts.len() * 4).min(wanted);
         assert!(multi >= bar, "{multi} builds for several rows of x, of {wanted} cases ({bar} wanted)");
     }

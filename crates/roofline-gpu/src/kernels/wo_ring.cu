@@ -134,6 +134,24 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #if RW_MMA && (FD % 256 != 0 || FD / 256 > 31)
 #error "RW_MMA needs K a multiple of 256, at most 31 slices of 256"
 #endif
+// RW_SPLITS s > 1 (the tensor-core row step past K = 4096; host: ring.rs `mma_splits`): K in s splits of FD values (a
+// multiple of 256, at most 4096: x's A fragments of 16 warps), each taken by one CTA of a cluster of s along x: the
+// CTA of cluster rank p takes split p of its cluster's row block (the grid's clusters share the rows as the CTAs do
+// without splits). Each CTA streams its split of the rows (a bulk copy a row of the slot, FD codes from split p's
+// first), stages its split's scale columns and loads its split of x; its epilogue warp adds the chunks' sums into the
+// CTA's table of its rows (`csum`, after the sums' buffers) instead of storing y. At the end each epilogue warp signals
+// every CTA of the cluster (`cdone`, a remote mbarrier arrive), then takes a 1 / s share of the row block's outputs,
+// adds the s tables' entries in split order through distributed shared memory (the same bits every run), applies the
+// epilogue (NORM: the splits' sums of squares of x added so) and stores y; no CTA leaves while another may read its
+// table (`cfree`). (Session 59's first version went through a global workspace and a last-CTA count a chunk: a fence
+// and an atomic round trip a chunk held the epilogue warp, 16x4096x14336 20.3 us against the bulk ring's 17.8.)
+#ifndef RW_SPLITS
+#define RW_SPLITS 1
+#endif
+#if RW_SPLITS < 1 || (RW_SPLITS > 1 && !RW_MMA)
+#error "RW_SPLITS (K splits across CTAs) takes the tensor-core row step (RW_MMA)"
+#endif
+#define RW_WROW (ROWB * RW_SPLITS)  // bytes of a whole weight row in global memory
 #define RW_WARPS (RW_MMA ? FD / 256 : KSL * RW_GROUPS)  // consumer warps
 // RW_MMA_CH: units (row steps) whose row sums the tensor-core row step keeps in one of its two buffers, [x row][warp]
 // [CH x 8 rows] floats (host: ring.rs MMA_CHUNK), added up and stored by the epilogue warp once every consumer warp
@@ -315,6 +333,100 @@ __device__ __forceinline__ void consumers_sync_rw() { asm volatile("bar.sync 1, 
 // slots, the scale tables, the row sums). Every thread of the CTA calls it; the producer warp (RW_PRODUCER) returns
 // once it has issued its copies, the consumers once they have written y. Used by wo_ring (contiguous steps) and
 // attn_qkv.cu (the q, k and v rows of one KV head, RW_M = 1).
+#if RW_SPLITS > 1
+// A remote mbarrier arrive (release, cluster scope) on the barrier at shared address `a` in CTA `rank` of the cluster.
+__device__ __forceinline__ void mbar_arrive_rank(u32 a, u32 rank) {
+    u32 ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(ra) : "memory");
+}
+
+// Waits for phase parity `par` of the CTA's own barrier at `a`, acquiring what the cluster's arrivals released.
+__device__ __forceinline__ void mbar_wait_cluster(u32 a, u32 par) {
+    u32 done = 0u;
+    while (!done) {
+        asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+                     : "=r"(done)
+                     : "r"(a), "r"(par)
+                     : "memory");
+    }
+}
+
+// The float4 at shared::cta address `a` in CTA `rank` of the cluster (its loads issued in program order, each not
+// waited for until its value is used).
+__device__ __forceinline__ float4 ld_dsmem4(u32 a, u32 rank) {
+    u32 ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(a), "r"(rank));
+    float4 v;
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(ra)
+                 : "memory");
+    return v;
+}
+
+// The K splits' end (the epilogue warp of each CTA of the cluster, RW_SPLITS): every split's table of the row block's
+// sums (`csum`, [x row][RW_ROWS], `rows` of them) in; this CTA's 1 / RW_SPLITS share of the outputs added over the
+// tables in split order through distributed shared memory (NORM: the splits' sums of squares `css` so, the rows'
+// factors into `ninv`), scaled, stored to y (y + with ADD); then no CTA leaves while another may still read its table.
+template <typename StepOf>
+__device__ __forceinline__ void split_sums_store(const float* csum, const float* css, float* ninv, u16* y, int n,
+                                                 int rows, int kp, StepOf step_of, float eps, float gscale, u32 cdone,
+                                                 u32 cfree) {
+    const int lane = threadIdx.x & 31;
+    asm volatile("fence.acq_rel.cluster;" ::: "memory");  // this warp's table entries before the signals
+    __syncwarp();
+    asm volatile("barrier.cluster.wait.aligned;" ::: "memory");  // every CTA's barriers initialized
+    if (lane < RW_SPLITS) mbar_arrive_rank(cdone, (u32)lane);
+    mbar_wait_cluster(cdone, 0u);
+#if NORM
+    if (lane < RW_M) {
+        float tot = 0.0f;
+        for (int q = 0; q < RW_SPLITS; ++q) tot += ld_dsmem(css + lane, (u32)q);
+        ninv[lane] = rsqrtf(tot / (float)(FD * RW_SPLITS) + eps);
+    }
+    __syncwarp();
+#endif
+    // In 4-row groups (a float4 of a table; `rows` is a multiple of 8), SPLIT_UNROLL a lane at once: every split's
+    // loads of them issued before the first is added (loads one after another, each waiting for the one before, cost
+    // 16x4096x14336 ~16 us).
+    constexpr int SPLIT_UNROLL = 1;  // 16 registers of loads in flight
+    const int groups = rows / 4, total = RW_M * groups, share = (total + RW_SPLITS - 1) / RW_SPLITS;
+    const int i0 = kp * share, i1 = min(total, i0 + share);
+    const u32 cs = smem_addr(csum);
+    for (int base = i0; base < i1; base += 32 * SPLIT_UNROLL) {
+        float4 t[SPLIT_UNROLL][RW_SPLITS];
+#pragma unroll
+        for (int u = 0; u < SPLIT_UNROLL; ++u) {
+            const int i = min(base + 32 * u + lane, i1 - 1), r = i / groups, g4 = i - r * groups;
+#pragma unroll
+            for (int q = 0; q < RW_SPLITS; ++q) t[u][q] = ld_dsmem4(cs + (u32)(r * RW_ROWS + 4 * g4) * 4u, (u32)q);
+        }
+#pragma unroll
+        for (int u = 0; u < SPLIT_UNROLL; ++u) {
+            const int i = base + 32 * u + lane, r = i / groups, g4 = i - r * groups;
+            if (i >= i1) continue;
+            float4 v = t[u][0];
+#pragma unroll
+            for (int q = 1; q < RW_SPLITS; ++q) v.x += t[u][q].x, v.y += t[u][q].y, v.z += t[u][q].z, v.w += t[u][q].w;
+#if NORM
+            const float f = ninv[r] * (gscale * RW_MMA_UP);
+#else
+            const float f = gscale * RW_MMA_UP;
+#endif
+            const float vv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int row = 4 * g4 + e;
+                const size_t at = (size_t)r * n + (size_t)step_of(row / R) * R + row % R;
+                y[at] = f2out((ADD ? io2f(y[at]) : 0.0f) + vv[e] * f);
+            }
+        }
+    }
+    __syncwarp();
+    if (lane < RW_SPLITS) mbar_arrive_rank(cfree, (u32)lane);
+    mbar_wait_cluster(cfree, 0u);
+}
+#endif
+
 template <typename StepOf>
 __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w, const u8* __restrict__ w_s,
                                           const u8* __restrict__ w_z, const u16* x, u16* y, int n, int ns,
@@ -331,9 +443,16 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #if RW_MMA_XF16
     __shared__ float xdn[16][RW_WARPS];  // each warp's factors taking x's powers of two back (RW_MMA_XF16)
 #endif
+#if RW_SPLITS > 1
+    // K splits: every CTA of the cluster has added its table (cdone), and has read the others' (cfree); this split's sums
+    // of squares of x rows (NORM).
+    __shared__ __align__(8) unsigned long long cdone, cfree;
+    __shared__ float css[16];
+#endif
 #endif
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int rows = ns * R;
+    const int kp = RW_SPLITS > 1 ? (int)(blockIdx.x % RW_SPLITS) : 0;  // the CTA's K split (RW_SPLITS): its cluster rank
     // After the ring: the staged tables (scales, zero points) of the CTA's rows, or with RW_SSTREAM each slot's
     // scales (RW_SCOLS entries of RS_SB bytes, then as many of RS_ZB bytes of zero points); then the row sums.
     u8* ms = smem + RW_STEPS * RW_SLOT;
@@ -346,6 +465,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     const size_t sums_at = (size_t)(mz + RS_COLS * RW_ROWS * RS_ZB / R - smem);
     float* psum = (float*)(smem + (RW_MMA ? (sums_at + 15) / 16 * 16 : sums_at));
 #endif
+#if RW_SPLITS > 1
+    float* csum = psum + 2 * RW_M * RW_MMA_RS;  // K splits: the CTA's sums of all its rows (ring.rs `mma_layout`)
+#endif
     const u32 full_s = smem_addr(full), empty_s = smem_addr(empty);
 
     if (threadIdx.x == 0) {
@@ -356,6 +478,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #if RW_MMA
         for (int b = 0; b < 2; ++b) mbar_init(smem_addr(&sfull[b]), RW_WARPS), mbar_init(smem_addr(&sempty[b]), 1);
 #endif
+#if RW_SPLITS > 1
+        mbar_init(smem_addr(&cdone), RW_SPLITS), mbar_init(smem_addr(&cfree), RW_SPLITS);
+#endif
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     }
@@ -363,10 +488,11 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     // The scales first (no kernel writes them), ahead of the weights in the DRAM queue.
     for (int t = threadIdx.x; warp < RW_WARPS && t < RS_COLS * ns; t += RW_NC) {
         const int c = t / ns, j = t % ns;  // scale column c, row step j: RS_SB bytes of scales, RS_ZB of zeros
+        const size_t gc = (size_t)kp * RS_COLS + c;  // the column in the whole tables (its K split's, RW_SPLITS)
         cp_async<RS_SB>(smem_addr(ms + ((size_t)c * rows + j * R) * (RS_SB / R)),
-                        w_s + ((size_t)c * n + (size_t)step_of(j) * R) * (RS_SB / R), true);
+                        w_s + (gc * n + (size_t)step_of(j) * R) * (RS_SB / R), true);
 #if RS_ZB > 0
-        cp_async<RS_ZB>(smem_addr(mz + (size_t)c * (rows / 2) + j * R / 2), w_z + (size_t)c * (n / 2) + step_of(j) * R / 2,
+        cp_async<RS_ZB>(smem_addr(mz + (size_t)c * (rows / 2) + j * R / 2), w_z + gc * (n / 2) + step_of(j) * R / 2,
                         true);
 #endif
     }
@@ -384,6 +510,11 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #endif
     const u8* nf4t = nf4_pair_table(smem + RW_NF4_OFF);  // NF4's pair table, filled before x is ready
     __syncthreads();
+#if RW_SPLITS > 1
+    // Every thread of the cluster once: the barriers initialized (the epilogue warp waits on it before it signals the
+    // other CTAs).
+    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#endif
     if (RW_PRODUCER && warp == RW_WARPS) {
         // ---- Producer: every row step of the CTA (K part by K part), in order, as ring slots free up ----
         // Unit u: K part u % RW_KH of row step u / RW_KH. Lane 0 waits for the slot, arms its barrier with the
@@ -401,20 +532,21 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 mbar_expect_tx(fb, RW_UNIT + RW_SSTREAM * RW_SCB);
 #if RW_SSTREAM
                 // The unit's scale columns of the step: one run of the step-major tables, then INT4's zero points.
-                const size_t e0 = step * RS_COLS + (size_t)(u % RW_KH) * RW_SCOLS;
+                const size_t e0 = (step * RW_SPLITS + kp) * RS_COLS + (size_t)(u % RW_KH) * RW_SCOLS;
                 bulk_copy(smem_addr(ms + slot * RW_SCB), w_s + e0 * RS_SB, RW_SCOLS * RS_SB, fb);
 #if RS_ZB > 0
                 bulk_copy(smem_addr(ms + slot * RW_SCB + RW_SCOLS * RS_SB), w_z + e0 * RS_ZB, RW_SCOLS * RS_ZB, fb);
 #endif
 #endif
-                if (RW_KH == 1 && RW_MMA_PAD == 0) {
+                if (RW_KH == 1 && RW_MMA_PAD == 0 && RW_SPLITS == 1) {
                     bulk_copy(smem_addr(smem + slot * RW_STAGE), (const u8*)w + step * RW_STAGE, RW_STAGE, fb);
                 }
             }
-            if (RW_KH > 1 || RW_MMA_PAD > 0) {
+            if (RW_KH > 1 || RW_MMA_PAD > 0 || RW_SPLITS > 1) {
                 __syncwarp();
                 if (lane < R) {
-                    const u8* src = (const u8*)w + step * RW_STAGE + (size_t)lane * ROWB + (u % RW_KH) * RW_PART_ROW;
+                    const u8* src = (const u8*)w + (step * R + lane) * RW_WROW + (size_t)kp * ROWB +
+                                    (u % RW_KH) * RW_PART_ROW;
                     bulk_copy(smem_addr(smem + slot * RW_SLOT + lane * RW_ROWP), src, RW_PART_ROW, fb);
                 }
             }
@@ -437,7 +569,11 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 if (lane < RW_M) {
                     float tot = 0.0f;
                     for (int w = 0; w < RW_WARPS; ++w) tot += nss[lane][w];
+#if RW_SPLITS > 1
+                    css[lane] = tot;  // the split's share, added across the cluster at the end
+#else
                     ninv[lane] = rsqrtf(tot / (float)FD + eps);
+#endif
                 }
                 __syncwarp();
             }
@@ -467,6 +603,15 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             }
             __syncwarp();
             if (lane == 0) mbar_arrive(smem_addr(&sempty[b]), 1);
+#if RW_SPLITS > 1
+            // K splits: the chunk's sums into the CTA's table of its rows ([x row][RW_ROWS]).
+#pragma unroll
+            for (int q = 0; q < NQ; ++q) {
+                const int i = lane + 32 * q, r = i / (CR / 4), rr = i % (CR / 4) * 4;
+                if (i < RW_M * (CR / 4) && rr < crows) *(float4*)(csum + r * RW_ROWS + c * CR + rr) = v[q];
+            }
+            continue;
+#endif
 #pragma unroll
             for (int q = 0; q < NQ; ++q) {
                 const int i = lane + 32 * q, r = i / (CR / 4), rr = i % (CR / 4) * 4;
@@ -486,6 +631,14 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 }
             }
         }
+#if RW_SPLITS > 1
+#if NORM
+        split_sums_store(csum, css, ninv, y, n, rows, kp, step_of, eps, gscale, smem_addr(&cdone), smem_addr(&cfree));
+#else
+        split_sums_store(csum, css, nullptr, y, n, rows, kp, step_of, eps, gscale, smem_addr(&cdone),
+                         smem_addr(&cfree));
+#endif
+#endif
         return;
     }
 #endif
@@ -518,8 +671,10 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             const u32 fx = 0x3c003c00u ^ (u32)(k0 + g);
             const uint4 v0 = make_uint4(fx, fx ^ 1u, fx ^ 2u, fx ^ 3u), v1 = make_uint4(fx ^ 4u, fx ^ 5u, fx ^ 6u, fx ^ 7u);
 #else
-            const uint4 v0 = g < RW_M ? *(const uint4*)(x + (size_t)g * FD + k0) : make_uint4(0u, 0u, 0u, 0u);
-            const uint4 v1 = g + 8 < m8 ? *(const uint4*)(x + (size_t)(g + 8) * FD + k0) : v0;
+            // (x's rows are RW_SPLITS FD values long, the CTA's split kp FD values on.)
+            const u16* xs = x + (size_t)kp * FD + k0;
+            const uint4 v0 = g < RW_M ? *(const uint4*)(xs + (size_t)g * FD * RW_SPLITS) : make_uint4(0u, 0u, 0u, 0u);
+            const uint4 v1 = g + 8 < m8 ? *(const uint4*)(xs + (size_t)(g + 8) * FD * RW_SPLITS) : v0;
 #endif
 #if RW_MMA_NEIGHBOURS
             // NF4 / MXFP4 / NVFP4: nf4t_pairs / e2m1_dev_pairs give the codes in order, (0, 1), (2, 3) for block 2w,
@@ -1002,13 +1157,17 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
     pdl_trigger();
     extern __shared__ __align__(128) u8 smem[];
     const int steps = n / R;
-#if RW_INTERLEAVE
+#if RW_INTERLEAVE && RW_SPLITS > 1
+#error "RW_INTERLEAVE takes no K splits"
+#elif RW_INTERLEAVE
     // Row steps c, c + G, ...: at any time the CTAs stream neighbouring steps, as a grid-stride read does.
     const int c = blockIdx.x, g = gridDim.x;
     ring_gemv(smem, w, w_s, w_z, x, y, n, (steps - c + g - 1) / g, [c, g](int j) { return c + j * g; }, eps, gscale);
 #else
-    const int s0 = (int)(((long long)blockIdx.x * steps) / gridDim.x);
-    const int ns = (int)(((long long)(blockIdx.x + 1) * steps) / gridDim.x) - s0;
+    // Row block b of the grid's (each taken by the RW_SPLITS CTAs of a cluster, one a K split).
+    const int b = (int)(blockIdx.x / RW_SPLITS), blocks = (int)(gridDim.x / RW_SPLITS);
+    const int s0 = (int)(((long long)b * steps) / blocks);
+    const int ns = (int)(((long long)(b + 1) * steps) / blocks) - s0;
     ring_gemv(smem, w, w_s, w_z, x, y, n, ns, [s0](int j) { return s0 + j; }, eps, gscale);
 #endif
 }

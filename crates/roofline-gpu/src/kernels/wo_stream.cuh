@@ -48,7 +48,9 @@
 #define RS_COL(c) (c)
 #endif
 #define KSL (FD / (32 * LV))  // K slices of 32 lanes x one chunk (1024 4-bit values, 512 8- or 16-bit ones)
-#if FD % 1024 != 0 || KSL > 31
+// (The ring GEMV's tensor-core row step in K splits, RW_SPLITS > 1 in wo_ring.cu, takes each CTA's share of K in slices
+// of 256 values: FD a multiple of 256 there.)
+#if !(defined(RW_SPLITS) && RW_SPLITS > 1 && FD % 256 == 0) && FD % 1024 != 0 || KSL > 31
 #error "FD must be a multiple of 1024, at most 31 K slices (one row group and a producer warp in 1024 threads)"
 #endif
 // K parts of a row step in shared memory (the ring GEMV's RW_KH, wo_ring.cu): its rows RW_KH times shorter

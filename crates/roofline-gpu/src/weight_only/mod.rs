@@ -1329,6 +1329,11 @@ impl Gpu {
                 r.threads,
                 r.slots,
                 if r.parts > 1 { format!(" x {} values (K in {} parts)", k / r.parts, r.parts) } else { String::new() }
+                    + &if r.splits > 1 {
+                        format!(" ({} values of K a CTA: clusters of {} K splits)", k / r.splits, r.splits)
+                    } else {
+                        String::new()
+                    }
                     + if r.streamed_scales { ", scales streamed beside them" } else { "" }
                     + &if r.ahead > 0 { format!(", {} in flight", r.ahead) } else { String::new() },
                 stats.sample_words()

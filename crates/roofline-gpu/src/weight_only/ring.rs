@@ -32,7 +32,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr
 use super::ffn::{stream_options, STREAM_SOURCE};
 use super::nvrtc::{compile_cubin_cached, load_checked, XDtype, WEIGHT_ONLY_XREG_SOURCE};
 use super::pack::{self, xreg_tables, PackedWeights, WoFormat};
-use super::{launch_ex, nvrtc_available, LaunchPlan, Tuning, Variant};
+use super::{launch_cluster_ex, nvrtc_available, LaunchPlan, Tuning, Variant};
 use crate::{Gpu, GpuError};
 
 /// The kernel (appended to the x-in-registers source and the streaming helpers).
@@ -250,9 +250,11 @@ const MMA_PAD: usize = 32;
 /// steps staged (or, `streamed`, each slot's beside it), two buffers of the row sums of [`mma_chunk`] steps per warp,
 /// as many slots of whole row steps (rows padded by [`mma_pad`]) as fit beside them (up to `per`, at least 2 where it
 /// has 2), and NF4's wide pair table. `None`: fewer fit.
-fn mma_layout(format: WoFormat, m: usize, k: usize, per: usize, streamed: bool) -> Option<Layout> {
-    // The sums, and 16 bytes to align them (the epilogue warp reads them in 16-byte loads).
-    let sums = 2 * m * (k / MMA_SLICE) * mma_chunk(per) * STEP_ROWS * 4 + 16;
+fn mma_layout(format: WoFormat, (m, k): (usize, usize), per: usize, streamed: bool, splits: usize) -> Option<Layout> {
+    // The sums, and 16 bytes to align them (the epilogue warp reads them in 16-byte loads); in K splits then the CTA's
+    // sums of all its rows, which the cluster adds at the end.
+    let split_sums = if splits > 1 { m * per * STEP_ROWS * 4 } else { 0 };
+    let sums = 2 * m * (k / MMA_SLICE) * mma_chunk(per) * STEP_ROWS * 4 + 16 + split_sums;
     // The scales staged for the CTA's rows, or streamed beside each slot.
     let staged = if streamed { 0 } else { table_bytes_per_row(format, k) * per * STEP_ROWS };
     let tables = staged + sums;
@@ -286,7 +288,50 @@ const MMA_MAX_K: usize = 4096;
 /// ([`mma_takes`]).
 fn mma_plan(format: WoFormat, m: usize, k: usize) -> bool {
     let forced = mma_forced();
-    format.bits() == 4 && k % MMA_SLICE == 0 && k <= MMA_MAX_K && (m >= MMA_MIN_M || forced && m >= 1) && m <= MMA_MAX_M
+    format.bits() == 4
+        && k % MMA_SLICE == 0
+        && (k <= MMA_MAX_K || mma_split_k(format, m, k))
+        && (m >= MMA_MIN_M || forced && m >= 1)
+        && m <= MMA_MAX_M
+}
+
+/// K splits the tensor-core row step takes `k` in (`RW_SPLITS` in wo_ring.cu: each split's CTA streams the rows' codes
+/// of its share of K, FD = k / splits values, against x's A fragments of that share): 1 up to [`MMA_MAX_K`], past it the
+/// fewest splits of whole [`MMA_SLICE`]s of at most [`MMA_MAX_K`] values (Llama-3's down_proj K = 14336: 4 of 3584;
+/// 8192: 2 of 4096; 28672: 7), `None` where none divide K so (K = 11008: 43 slices, a prime).
+pub fn mma_splits(k: usize) -> Option<usize> {
+    if k % MMA_SLICE != 0 || k == 0 {
+        return None;
+    }
+    [1, 2, 4].into_iter().find(|s| k % s == 0 && (k / s) % MMA_SLICE == 0 && k / s <= MMA_MAX_K)
+}
+
+/// Row blocks (clusters of `splits` CTAs, [`mma_splits`]) that one wave of `wave` CTAs holds: a cluster's CTAs share a
+/// GPC, whose SMs (16 or 18 on a 132-SM Hopper) take whole clusters of 2 but only 4 of 4 (`wave` 132: 66 and 32).
+fn split_blocks(wave: u32, splits: usize) -> u32 {
+    match splits {
+        1 => wave,
+        2 => wave / 2,
+        s => (wave / 16 * (16 / s as u32)).max(1),
+    }
+}
+
+/// Whether the ring plans `m` rows of x against `k`-value rows of `format` past [`MMA_MAX_K`] on the tensor cores in K
+/// splits ([`mma_splits`]; where the default takes them: [`split_auto`]): in 2 (K up to 8192), but not INT4 at 8-15 rows
+/// in splits of 4096 (those builds spill 12-20 bytes at 96 registers, NVRTC 12.9 and 13.0; 2-7 and 16 rows spill
+/// nothing, nor the other formats). H200, session 59 (h200-2026-11-30-session59 r3), `measure`, us, the bulk ring (the
+/// default before) / the tensor-core ring in 2 splits: INT4 16x8192x8192 18.95 / 18.55, 16x28672x8192 63.1 / 49.9;
+/// NVFP4 20.0 / 18.95, 63.4 / 52.0. In 4 splits (K =
+/// 14336, 16384) it lost: 16x4096x14336 INT4 17.9 / 30.2, NVFP4 18.5 / 32.1 (clusters of 4 CTAs a row block: a GPC of
+/// the H200 holds fewer of them than the grid's 32, so part of the grid waits for a second wave), so only with
+/// `ROOFLINE_RING_MMA_SPLIT=1` (experiments: any splits); `ROOFLINE_RING_MMA_SPLIT=0`: none.
+fn mma_split_k(format: WoFormat, m: usize, k: usize) -> bool {
+    let Some(splits) = mma_splits(k).filter(|_| k > MMA_MAX_K) else { return false };
+    match std::env::var("ROOFLINE_RING_MMA_SPLIT").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => splits == 2 && !(format == WoFormat::Int4G128 && (8..=15).contains(&m) && k / splits == MMA_MAX_K),
+    }
 }
 
 /// Most row steps a CTA takes where the ring runs [`MMA_MIN_M`] and more rows of x on the tensor cores by default
@@ -335,8 +380,26 @@ pub fn mma_auto(
 ) -> bool {
     peak_gb_s >= FAST_MEMORY_GB_S
         && (MMA_MIN_M..=MMA_MAX_M).contains(&m)
-        && plan_on(format, m, n, k, sm_count, peak_gb_s)
-            .is_ok_and(|p| p.mma && p.per <= mma_auto_steps((format, x), m, k))
+        && plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| {
+            p.mma && p.per <= mma_auto_steps((format, x), m, k) && (p.splits == 1 || split_auto((format, x), m, p.per))
+        })
+}
+
+/// Most row steps a CTA where the default ([`mma_auto`]) takes K splits ([`mma_splits`]): each CTA keeps the sums of
+/// all its rows (`csum`, 4 bytes a row and row of x), which take ring slots as the steps grow (session 59 r4:
+/// INT4 16x57344x8192, 109 steps, 103 us on the bulk ring against 112; 16x28672x8192, 55 steps, 63.1 / 49.9).
+pub const MMA_SPLIT_MAX_STEPS: usize = 56;
+
+/// Whether the default takes `m` rows of `x` against `format` weights in K splits ([`mma_split_k`]) for a CTA of `per`
+/// row steps: from 9 rows (INT4 at 16, with FP16 x) up to [`MMA_SPLIT_MAX_STEPS`]. H200, session 59
+/// (h200-2026-11-30-session59 r3, r4), `measure`, us, the bulk ring / 2 K splits: NF4 16x8192x8192 23.8 / 20.2,
+/// 12x 24.35 / 18.2; NVFP4 12x 19.4 / 18.7, 16x10240x8192 23.1 / 23.1, 16x5120x5120 12.0 / 11.6, BF16 x 16x8192x8192
+/// 23.55 / 19.9; MXFP4 16x8192x8192 19.15 / 18.7; INT4 16x8192x8192 18.95 / 18.55, 16x10240x8192 22.0 / 21.25,
+/// 16x5120x5120 11.4 / 11.2, but 4x8192x8192 15.2 / 15.85, 9x13824x5120 18.9 / 21.7 and with BF16 x 16x8192x8192
+/// 19.6 / 19.85.
+fn split_auto((format, x): (WoFormat, XDtype), m: usize, per: usize) -> bool {
+    let int4 = format == WoFormat::Int4G128;
+    m >= 9 && per <= MMA_SPLIT_MAX_STEPS && !(int4 && (m < 16 || x == XDtype::Bf16))
 }
 
 /// Whether the ring plans `m x n x k` of `format` weights on the tensor cores (`RW_MMA`) on `sm_count` SMs of `peak_gb_s`
@@ -1216,6 +1279,16 @@ struct Plan {
     layout: Layout,
     /// Whether the tensor cores take the row steps ([`mma_plan`]).
     mma: bool,
+    /// K splits, each its own CTA of a row block ([`mma_splits`]; 1 but on the tensor cores past K = 4096): `ctas` is
+    /// the row blocks times the splits.
+    splits: usize,
+}
+
+impl Plan {
+    /// Values of K one CTA takes (the kernel's FD): K over the splits.
+    fn fd(&self, k: usize) -> usize {
+        k / self.splits
+    }
 }
 
 /// Registers a thread of the ring GEMV takes for `m` rows of x of `format` weights, at most (ptxas for sm_90, CUDA
@@ -1263,10 +1336,21 @@ fn plan_with(
             format.format()
         ));
     }
-    let (ctas, per) = grid(n, sm_count * ctas_per_sm() as u32);
-    let mma = mma_ok
-        && mma_plan(format, batch, k)
-        && (batch >= MMA_ALWAYS_M || per <= mma_m2_max_steps(format) || mma_forced());
+    let mma_k = mma_ok && mma_plan(format, batch, k);
+    // K splits (past K = 4096 on the tensor cores): each row block's rows taken by as many CTAs, the grid's row blocks
+    // as many times fewer.
+    let wave = sm_count * ctas_per_sm() as u32;
+    let split_grid = |s: usize| {
+        let (blocks, per) = grid(n, split_blocks(wave, s).max(1));
+        (blocks * s as u32, per)
+    };
+    let splits = if mma_k { mma_splits(k).unwrap_or(1) } else { 1 };
+    let (ctas, per) = split_grid(splits);
+    let mma = mma_k && (batch >= MMA_ALWAYS_M || per <= mma_m2_max_steps(format) || mma_forced());
+    // Off the tensor cores K stays whole.
+    let (splits, (ctas, per)) = if mma { (splits, (ctas, per)) } else { (1, split_grid(1)) };
+    // The values of K a CTA takes.
+    let fd = k / splits;
     // Builds for more rows of x keep the M = 1 build's tables (`streams_scales`), which INT4 always stages and NF4,
     // MXFP4 and NVFP4 stream at some shapes (NVFP4 at 28672 rows and more of 4096 on fast memory, the others at the LM
     // heads'); the tensor-core row step reads MXFP4's and NVFP4's either way (since session 54), NF4's staged only
@@ -1293,7 +1377,7 @@ fn plan_with(
     }
     let (groups, parts) =
         if mma { (1, 1) } else { (row_groups(format, n, k, sm_count), k_parts(format, n, k, sm_count)) };
-    let threads = cta_threads(format, k, groups, mma);
+    let threads = cta_threads(format, fd, groups, mma);
     if batch > 1 && !mma && rows_registers(format, batch) > register_room(threads) {
         return Err(format!(
             "{batch} rows of x of {} weights need about {} registers a thread, and the ring's {threads} threads a CTA \
@@ -1309,7 +1393,7 @@ fn plan_with(
     let one = layout((format, 1), k, per, groups, parts, fast);
     let layout = match batch {
         // The tensor-core row step reads staged scale tables.
-        _ if mma => mma_layout(format, batch, k, per, mma_streamed),
+        _ if mma => mma_layout(format, (batch, fd), per, mma_streamed, splits),
         1 => one,
         _ => one.and_then(|l| layout_for((format, batch), k, per, groups, parts, l.streamed_scales)),
     };
@@ -1321,7 +1405,7 @@ fn plan_with(
             SMEM_BUDGET / 1024
         )
     })?;
-    Ok(Plan { ctas, per, groups, parts, layout, mma })
+    Ok(Plan { ctas, per, groups, parts, layout, mma, splits })
 }
 
 /// A ring GEMV compiled for one shape: its plan, its units in flight and NVRTC's CUBIN and log.
@@ -1340,9 +1424,14 @@ impl RingBuild {
     pub fn describe(&self) -> String {
         let p = &self.plan;
         format!(
-            "{} CTAs of {} row steps, {} row groups, {} K parts, {} slots, {} units in flight (0: all), scales {}, {} \
-             rows of x{}",
+            "{} CTAs{} of {} row steps, {} row groups, {} K parts, {} slots, {} units in flight (0: all), scales {}, \
+             {} rows of x{}",
             p.ctas,
+            if p.splits > 1 {
+                format!(" ({} row blocks of {} K splits)", p.ctas / p.splits as u32, p.splits)
+            } else {
+                String::new()
+            },
             p.per,
             p.groups,
             p.parts,
@@ -1384,13 +1473,13 @@ pub fn compile_ring(
         )));
     }
     nvrtc_available()?;
-    let Plan { per, groups, parts, layout, mma, .. } = plan;
-    let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, k, parts), peak_gb_s);
-    let (cubin, log) = compile_cubin_cached(
-        &source(),
-        "wo_ring.cu",
-        &options(arch, (format, x), (m, k), per, layout, (parts, groups, ahead, mma), (epilogue, input)),
-    )?;
+    let Plan { per, groups, parts, layout, mma, splits, .. } = plan;
+    // A CTA's share of K (all of it but in K splits).
+    let fd = plan.fd(k);
+    let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, fd, parts), peak_gb_s);
+    let mut opts = options(arch, (format, x), (m, fd), per, layout, (parts, groups, ahead, mma), (epilogue, input));
+    opts.push(format!("-DRW_SPLITS={splits}"));
+    let (cubin, log) = compile_cubin_cached(&source(), "wo_ring.cu", &opts)?;
     Ok(RingBuild { plan, rows: m, ahead, cubin, log })
 }
 
@@ -1438,6 +1527,8 @@ pub struct RingGemv {
     pub streamed_scales: bool,
     /// Whether the tensor cores take the row steps ([`mma_takes`]).
     pub mma: bool,
+    /// K splits, each a CTA of a row block's cluster ([`mma_splits`]; 1 unless past K = 4096 on the tensor cores).
+    pub splits: usize,
     smem_bytes: u32,
     /// Registers per thread (from the driver; a build that spills is refused).
     pub registers: u32,
@@ -1470,7 +1561,7 @@ impl RingGemv {
         (epilogue, input): (Epilogue, Input),
     ) -> Result<RingGemv, GpuError> {
         let peak = peak_memory_gb_s(ctx);
-        let RingBuild { plan: Plan { ctas, per: _, groups, parts, layout, mma }, ahead, cubin, log, .. } =
+        let RingBuild { plan: Plan { ctas, per: _, groups, parts, layout, mma, splits }, ahead, cubin, log, .. } =
             compile_ring(arch, sm_count, peak, (format, x), (m, n, k), (epilogue, input))?;
         let smem = alone_smem(ctx, layout.smem)? as u32;
         let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
@@ -1479,7 +1570,7 @@ impl RingGemv {
             use cudarc::driver::sys::CUfunction_attribute as A;
             function.set_attribute(A::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
         }
-        let threads = cta_threads(format, k, groups, mma) as u32;
+        let threads = cta_threads(format, k / splits, groups, mma) as u32;
         Ok(RingGemv {
             ctx: ctx.clone(),
             stream: stream.clone(),
@@ -1498,6 +1589,7 @@ impl RingGemv {
             ahead,
             streamed_scales: layout.streamed_scales,
             mma,
+            splits,
             smem_bytes: smem,
             registers,
         })
@@ -1652,15 +1744,17 @@ impl RingGemv {
         // of k values (2k with SwiGLU on load, the SILU_X build's reads) and y m rows of n; the grid
         // is `grid(n)`'s, whose largest share of rows is the RW_ROWS the kernel was compiled with, and the
         // dynamic shared memory is `layout`'s for it (attribute set in `new`). PDL: before its
-        // `griddepcontrol.wait` the kernel reads only its weights and their tables, which no kernel writes.
+        // `griddepcontrol.wait` the kernel reads only its weights and their tables, which no kernel writes. K splits:
+        // clusters of `splits` CTAs along x (the kernel's RW_SPLITS; `ctas` a multiple of it, `plan_with`).
         unsafe {
-            launch_ex(
+            launch_cluster_ex(
                 stream,
                 &self.function,
                 (self.ctas, 1, 1),
                 (self.threads, 1, 1),
                 self.smem_bytes,
                 pdl,
+                (self.splits as u32, 1),
                 &mut params,
             )
         }
@@ -1888,7 +1982,7 @@ mod tests {
         }
         let (i4, ep) = (WoFormat::Int4G128, (Epilogue::Store, Input::X));
         let (narrow, wide) =
-            (mma_layout(i4, 16, 4096, 4, false).unwrap(), mma_layout(i4, 16, 4096, 14, false).unwrap());
+            (mma_layout(i4, (16, 4096), 4, false, 1).unwrap(), mma_layout(i4, (16, 4096), 14, false, 1).unwrap());
         assert!(
             options(90, (i4, XDtype::F16), (16, 4096), 14, wide, (1, 1, 2, true), ep).contains(&"-DRW_MMA_CH=4".into())
         );
@@ -1913,7 +2007,7 @@ mod tests {
         }
         let ep = (Epilogue::Store, Input::X);
         let build = |f, m, mma| {
-            let l = mma_layout(f, m, 4096, 14, false).unwrap();
+            let l = mma_layout(f, (m, 4096), 14, false, 1).unwrap();
             options(90, (f, bf16), (m, 4096), 14, l, (1, 1, 2, mma), ep)
         };
         assert!(build(WoFormat::Nf4, 16, true).contains(&"-DRW_MMA_XF16=1".to_string()));
@@ -1942,7 +2036,39 @@ mod tests {
         assert!(!plan_on(WoFormat::Nf4, 2, 57344, 4096, 132, 4900.0).unwrap().mma);
         assert!(plan_on(i4, 3, 28672, 4096, 132, 4900.0).unwrap().mma);
         assert!(mma_plan(i4, 9, 4096) && mma_plan(i4, 16, 1024) && !mma_plan(i4, 17, 4096));
-        assert!(!mma_plan(i4, 16, 5120) && !mma_plan(WoFormat::Fp8E4M3, 16, 4096));
+        assert!(!mma_plan(WoFormat::Fp8E4M3, 16, 4096));
+        // Past K = 4096 in 2 K splits (session 59), not in 4 (but with ROOFLINE_RING_MMA_SPLIT=1), nor INT4 at 8-15 rows
+        // in splits of 4096 (their builds spill).
+        assert_eq!(
+            [4096, 5120, 8192, 14336, 16384, 11008, 28672].map(mma_splits),
+            [Some(1), Some(2), Some(2), Some(4), Some(4), None, None]
+        );
+        assert!(mma_plan(i4, 16, 5120) && mma_plan(i4, 16, 8192) && mma_plan(i4, 9, 5120) && mma_plan(i4, 7, 8192));
+        assert!(!mma_plan(i4, 16, 14336) && !mma_plan(i4, 8, 8192) && !mma_plan(i4, 15, 8192));
+        assert!(mma_plan(WoFormat::Nvfp4, 12, 8192) && mma_plan(WoFormat::Nf4, 9, 8192));
+        // A row block of 2 K splits a cluster: 66 of them on 132 SMs, each CTA half of K.
+        let p = plan_on(i4, 16, 28672, 8192, 132, 4900.0).unwrap();
+        assert!(p.mma && (p.splits, p.ctas, p.per, p.fd(8192)) == (2, 132, 55, 4096), "{p:?}");
+        assert_eq!((split_blocks(132, 2), split_blocks(132, 4)), (66, 32));
+        // The default's K splits (session 59 r3, r4): from 9 rows up to 56 steps a CTA, INT4 at 16 rows with FP16 x.
+        let nv = WoFormat::Nvfp4;
+        let split = |(f, x), (m, n, k)| mma_auto((f, x), (m, n, k), 132, 4900.0);
+        assert!(split((WoFormat::Nf4, f16), (12, 8192, 8192)) && split((nv, bf16), (16, 8192, 8192)));
+        assert!(
+            split((i4, f16), (16, 28672, 8192))
+                && split((i4, f16), (16, 5120, 5120))
+                && split((nv, f16), (9, 8192, 8192))
+        );
+        assert!(
+            !split((i4, f16), (16, 57344, 8192))
+                && !split((i4, f16), (4, 8192, 8192))
+                && !split((nv, f16), (8, 8192, 8192))
+        );
+        assert!(
+            !split((i4, bf16), (16, 8192, 8192))
+                && !split((i4, f16), (9, 13824, 5120))
+                && !split((nv, f16), (16, 4096, 14336))
+        );
         // NF4 (session 54) with FP16 x, its wide pair table after the ring and the tables; with BF16 x converted to
         // f16 (session 55).
         let nf = WoFormat::Nf4;
@@ -2063,7 +2189,7 @@ mod tests {
         assert!(unsupported(WoFormat::Int4G128, 0, 4096, 4096, 132).unwrap().contains("rows of x"));
         // Two rows of x need more registers than a CTA of 29 warps leaves (Llama-3-70B's down_proj: 64 a thread)
         // or of 25 (K = 8192 in 3 row groups); FP8's fit at 4096 x 4096, not its three at 4096 x 14336.
-        for (n, k) in [(8192, 28672), (1024, 8192)] {
+        for (n, k) in [(8192, 28672), (1024, 12288)] {
             assert!(unsupported(WoFormat::Int4G128, 2, n, k, 132).unwrap().contains("registers"), "{n}x{k}");
         }
         assert!(unsupported(WoFormat::Fp8E4M3, 2, 4096, 4096, 132).is_none());
@@ -2536,6 +2662,15 @@ mod tests {
             // The most at a shorter K since session 59 (`MMA_AUTO_SHORT_K_MAX_STEPS`): 10 at K = 2048, 15 at 3072.
             (8, 2048, 10),
             (8, 3072, 15),
+            // K past 4096 in 2 K splits, a cluster of two CTAs a row block (session 59; a CTA takes twice the steps
+            // named, its grid of 66 row blocks): K = 8192 at 16 and 2-7 rows (INT4 at 8-15 rows stays off: its builds
+            // spill), 5120, 6144 and 7168 (splits of 2560, 3072 and 3584).
+            (16, 8192, 14),
+            (16, 8192, 28),
+            (7, 8192, 4),
+            (12, 5120, 14),
+            (9, 6144, 8),
+            (16, 7168, 28),
         ];
         let int4 = mma_shapes.into_iter().flat_map(|s| {
             [Epilogue::Store, Epilogue::Add, Epilogue::Norm].map(|e| ((WoFormat::Int4G128, XDtype::F16), s, e))
@@ -2570,10 +2705,16 @@ mod tests {
                 // The LM head at 16 rows (122 steps), the default from 9 rows since session 58 (not NF4's: its plan
                 // leaves the tensor cores there, its staged scales leave no room).
                 ((16, 4096, 122), Epilogue::Norm),
+                // 2 K splits (session 59): 12 rows of K = 8192 (Llama-3-70B's gate_up at batch 12: 56 steps a CTA) and
+                // 9 of 5120.
+                ((12, 8192, 28), Epilogue::Norm),
+                ((9, 5120, 14), Epilogue::Add),
             ]
             .map(|(s, e)| (fx, s, e))
             .into_iter()
             .filter(|((f, _), (_, _, per), _)| *f != WoFormat::Nf4 || *per <= 56)
+            // (INT4 at 8-15 rows of K = 8192 stays off the tensor cores, `mma_split_k`.)
+            .filter(|((f, _), (m, k, _), _)| !(*f == WoFormat::Int4G128 && (8..=15).contains(m) && *k == 8192))
         });
         jobs.extend(int4.chain(others).map(|(fx, shape, ep)| Build::Mma(fx, shape, ep)));
         // Each build's compile error, spills or loads before the dependency wait, if any.
