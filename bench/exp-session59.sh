@@ -15,6 +15,8 @@
 #            default before), twice each: 16x8192x8192 MXFP4 and NF4, 12x8192x8192 NVFP4 and NF4, 4x8192x8192 INT4,
 #            16x10240x8192 INT4 and NVFP4 (Llama-3-70B's qkv), 16x57344x8192 INT4 (its gate_up), 16x5120x5120 INT4 and
 #            NVFP4, 9x13824x5120 INT4, and BF16 x 16x8192x8192 INT4 and NVFP4, into $out/ab3.txt
+#   mb       model-bench Llama-3.1-70B (4 layers) at batch 16, NF4 and INT4: the default (qkv and o_proj in 2 K splits
+#            on the tensor cores since r5) against ROOFLINE_RING_MMA_SPLIT=0, into $out/mb.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session59.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session59 "${1:-split}"
@@ -43,4 +45,12 @@ if has ab3; then
     env_ab ab3 split ROOFLINE_RING_MMA_SPLIT "$v" "4x8192x8192 16x57344x8192 9x13824x5120" "INT4_G128"
     env_ab ab3 split ROOFLINE_RING_MMA_SPLIT "$v" "16x10240x8192 16x5120x5120" "INT4_G128 NVFP4"
     MEAS_X=bf16 env_ab ab3 split ROOFLINE_RING_MMA_SPLIT "$v" "16x8192x8192" "INT4_G128 NVFP4"
+fi
+if has mb; then
+    for s in nf4 int4; do
+        for v in default 0; do
+            (export ROOFLINE_RING_MMA_SPLIT=${v#default}
+                MB_TIMEOUT=140 mb mb "$s batch 16 split=$v" roofline --config llama-3.1-70b --schemes $s --batch 16 --layers 4)
+        done
+    done
 fi
