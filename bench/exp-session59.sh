@@ -17,6 +17,12 @@
 #            NVFP4, 9x13824x5120 INT4, and BF16 x 16x8192x8192 INT4 and NVFP4, into $out/ab3.txt
 #   mb       model-bench Llama-3.1-70B (4 layers) at batch 16, NF4 and INT4: the default (qkv and o_proj in 2 K splits
 #            on the tensor cores since r5) against ROOFLINE_RING_MMA_SPLIT=0, into $out/mb.txt
+#   ab4      4 K splits (`ROOFLINE_RING_MMA_SPLIT=1`) with the grid bounded by the clusters of 4 the device holds at once
+#            (`RingGemv::build` asks the driver, since r6) against the default (the bulk ring) at 16x and 9x4096x14336, INT4,
+#            NVFP4, NF4 and MXFP4, twice each, into $out/ab4.txt
+#   nf4      the ring test at K = 14336 for NF4 (its default's 4 K splits since r7) at 4, 9 and 16 rows, then model-bench
+#            Llama-3.1-8B (8 layers) NF4 at batch 16, the default against ROOFLINE_RING_MMA_SPLIT=0, into $out/t-nf4.txt and
+#            $out/mb8.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session59.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session59 "${1:-split}"
@@ -52,5 +58,17 @@ if has mb; then
             (export ROOFLINE_RING_MMA_SPLIT=${v#default}
                 MB_TIMEOUT=140 mb mb "$s batch 16 split=$v" roofline --config llama-3.1-70b --schemes $s --batch 16 --layers 4)
         done
+    done
+fi
+if has ab4; then
+    # 4 K splits with the grid bounded by the clusters the device holds at once (since r6).
+    env_ab ab4 split ROOFLINE_RING_MMA_SPLIT "default 1" "16x4096x14336 9x4096x14336" "INT4_G128 NVFP4 NF4 MXFP4"
+fi
+if has nf4; then
+    ROOFLINE_TEST_FORMATS=NF4 ROOFLINE_TEST_M=4,9,16 ROOFLINE_TEST_K=14336 test_bin t-nf4 120 ring_gpu --ignored --nocapture \
+        ring_gemv_matches_the_reference
+    for v in default 0; do
+        (export ROOFLINE_RING_MMA_SPLIT=${v#default}
+            MB_TIMEOUT=150 mb mb8 "nf4 batch 16 split=$v" roofline --config llama-3.1-8b --schemes nf4 --batch 16 --layers 8)
     done
 fi

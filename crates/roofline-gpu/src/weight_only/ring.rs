@@ -32,7 +32,7 @@ use cudarc::driver::{CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr
 use super::ffn::{stream_options, STREAM_SOURCE};
 use super::nvrtc::{compile_cubin_cached, load_checked, XDtype, WEIGHT_ONLY_XREG_SOURCE};
 use super::pack::{self, xreg_tables, PackedWeights, WoFormat};
-use super::{launch_cluster_ex, nvrtc_available, LaunchPlan, Tuning, Variant};
+use super::{launch_cluster_ex, max_active_clusters, nvrtc_available, LaunchPlan, Tuning, Variant};
 use crate::{Gpu, GpuError};
 
 /// The kernel (appended to the x-in-registers source and the streaming helpers).
@@ -306,14 +306,11 @@ pub fn mma_splits(k: usize) -> Option<usize> {
     [1, 2, 4].into_iter().find(|s| k % s == 0 && (k / s) % MMA_SLICE == 0 && k / s <= MMA_MAX_K)
 }
 
-/// Row blocks (clusters of `splits` CTAs, [`mma_splits`]) that one wave of `wave` CTAs holds: a cluster's CTAs share a
-/// GPC, whose SMs (16 or 18 on a 132-SM Hopper) take whole clusters of 2 but only 4 of 4 (`wave` 132: 66 and 32).
+/// Row blocks (clusters of `splits` CTAs, [`mma_splits`]) of a wave of `wave` CTAs: `wave / splits`. A cluster's CTAs
+/// share a GPC, so a device may hold fewer clusters at once; `RingGemv::build` asks the driver and plans no more
+/// (session 59: 32 clusters of 4 on the H200 ran in two waves, 16x4096x14336 INT4 30.2 us against the bulk ring's 17.9).
 fn split_blocks(wave: u32, splits: usize) -> u32 {
-    match splits {
-        1 => wave,
-        2 => wave / 2,
-        s => (wave / 16 * (16 / s as u32)).max(1),
-    }
+    (wave / splits.max(1) as u32).max(1)
 }
 
 /// Whether the ring plans `m` rows of x against `k`-value rows of `format` past [`MMA_MAX_K`] on the tensor cores in K
@@ -321,16 +318,22 @@ fn split_blocks(wave: u32, splits: usize) -> u32 {
 /// in splits of 4096 (those builds spill 12-20 bytes at 96 registers, NVRTC 12.9 and 13.0; 2-7 and 16 rows spill
 /// nothing, nor the other formats). H200, session 59 (h200-2026-11-30-session59 r3), `measure`, us, the bulk ring (the
 /// default before) / the tensor-core ring in 2 splits: INT4 16x8192x8192 18.95 / 18.55, 16x28672x8192 63.1 / 49.9;
-/// NVFP4 20.0 / 18.95, 63.4 / 52.0. In 4 splits (K =
+/// NVFP4 20.0 / 18.95, 63.4 / 52.0. In 4 splits only NF4 (r6, the grid bounded by the clusters of 4 the device holds
+/// at once, 29 on the H200: 16x4096x14336 20.4 / 18.3, 9x 19.4 / 16.9; INT4 17.85 / 17.9, 16.9 / 16.9; NVFP4 18.4 /
+/// 19.1, 17.6 / 17.9; MXFP4 18.2 / 18.7, 17.1 / 17.8). Before that bound (r3; K =
 /// 14336, 16384) it lost: 16x4096x14336 INT4 17.9 / 30.2, NVFP4 18.5 / 32.1 (clusters of 4 CTAs a row block: a GPC of
-/// the H200 holds fewer of them than the grid's 32, so part of the grid waits for a second wave), so only with
-/// `ROOFLINE_RING_MMA_SPLIT=1` (experiments: any splits); `ROOFLINE_RING_MMA_SPLIT=0`: none.
+/// the H200 holds fewer of them than the grid's 32, so part of the grid waited for a second wave). The other formats
+/// take 4 splits only with `ROOFLINE_RING_MMA_SPLIT=1` (experiments: any splits); `ROOFLINE_RING_MMA_SPLIT=0`: none.
 fn mma_split_k(format: WoFormat, m: usize, k: usize) -> bool {
-    let Some(splits) = mma_splits(k).filter(|_| k > MMA_MAX_K) else { return false };
+    // (From 3 rows: at 2 the CUDA-core ring's two-row build keeps K whole.)
+    let Some(splits) = mma_splits(k).filter(|_| k > MMA_MAX_K && m >= MMA_ALWAYS_M) else { return false };
     match std::env::var("ROOFLINE_RING_MMA_SPLIT").as_deref() {
         Ok("1") => true,
         Ok("0") => false,
-        _ => splits == 2 && !(format == WoFormat::Int4G128 && (8..=15).contains(&m) && k / splits == MMA_MAX_K),
+        _ => {
+            (splits == 2 || format == WoFormat::Nf4)
+                && !(format == WoFormat::Int4G128 && (8..=15).contains(&m) && k / splits == MMA_MAX_K)
+        }
     }
 }
 
@@ -1211,7 +1214,7 @@ fn nf4_table_offset(used: usize) -> usize {
 /// more rows of x keep ([`plan_on`]).
 pub fn streams_scales(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
     // The CUDA-core build's, also where `ROOFLINE_RING_MMA=1` plans one row on the tensor cores (whose plan asks this).
-    plan_with(format, (1, n, k), (sm_count, peak_gb_s), false).is_ok_and(|p| p.layout.streamed_scales)
+    plan_with(format, (1, n, k), (sm_count, peak_gb_s), false, None).is_ok_and(|p| p.layout.streamed_scales)
 }
 
 /// The ring kernel's `gscale` for packed weights `p`: NVFP4's tensor scale (1 for the other quantized formats and
@@ -1320,15 +1323,17 @@ fn plan(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32) -> Re
 /// [`plan`] on a device of `peak_gb_s` memory bandwidth ([`peak_memory_gb_s`]; its ring's layout per
 /// [`layout`]).
 fn plan_on(format: WoFormat, batch: usize, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> Result<Plan, String> {
-    plan_with(format, (batch, n, k), (sm_count, peak_gb_s), true)
+    plan_with(format, (batch, n, k), (sm_count, peak_gb_s), true, None)
 }
 
-/// [`plan_on`], on the tensor cores only where `mma_ok` and [`mma_plan`] take the call.
+/// [`plan_on`], on the tensor cores only where `mma_ok` and [`mma_plan`] take the call; in K splits at most `clusters`
+/// row blocks where given (the clusters of that many CTAs the device holds at once: `RingGemv::build` asks the driver).
 fn plan_with(
     format: WoFormat,
     (batch, n, k): (usize, usize, usize),
     (sm_count, peak_gb_s): (u32, f64),
     mma_ok: bool,
+    clusters: Option<u32>,
 ) -> Result<Plan, String> {
     if !takes(format) {
         return Err(format!(
@@ -1341,7 +1346,8 @@ fn plan_with(
     // as many times fewer.
     let wave = sm_count * ctas_per_sm() as u32;
     let split_grid = |s: usize| {
-        let (blocks, per) = grid(n, split_blocks(wave, s).max(1));
+        let most = if s > 1 { clusters.unwrap_or(u32::MAX) } else { u32::MAX };
+        let (blocks, per) = grid(n, split_blocks(wave, s).min(most).max(1));
         (blocks * s as u32, per)
     };
     let splits = if mma_k { mma_splits(k).unwrap_or(1) } else { 1 };
@@ -1455,7 +1461,19 @@ pub fn compile_ring(
     (m, n, k): (usize, usize, usize),
     (epilogue, input): (Epilogue, Input),
 ) -> Result<RingBuild, GpuError> {
-    let plan = plan_on(format, m, n, k, sm_count, peak_gb_s).map_err(GpuError::Unsupported)?;
+    compile_ring_with(arch, (sm_count, peak_gb_s), (format, x), (m, n, k), (epilogue, input), None)
+}
+
+/// [`compile_ring`] with K splits in at most `clusters` row blocks where given ([`plan_with`]).
+fn compile_ring_with(
+    arch: u32,
+    (sm_count, peak_gb_s): (u32, f64),
+    (format, x): (WoFormat, XDtype),
+    (m, n, k): (usize, usize, usize),
+    (epilogue, input): (Epilogue, Input),
+    clusters: Option<u32>,
+) -> Result<RingBuild, GpuError> {
+    let plan = plan_with(format, (m, n, k), (sm_count, peak_gb_s), true, clusters).map_err(GpuError::Unsupported)?;
     if plan.mma && !mma_takes((format, x), m, k, (epilogue, input)) {
         return Err(GpuError::Unsupported(format!(
             "the ring GEMV takes {m} rows of {} weights on the tensor cores with FP16 or BF16 x, without SwiGLU on \
@@ -1561,10 +1579,24 @@ impl RingGemv {
         (epilogue, input): (Epilogue, Input),
     ) -> Result<RingGemv, GpuError> {
         let peak = peak_memory_gb_s(ctx);
-        let RingBuild { plan: Plan { ctas, per: _, groups, parts, layout, mma, splits }, ahead, cubin, log, .. } =
-            compile_ring(arch, sm_count, peak, (format, x), (m, n, k), (epilogue, input))?;
-        let smem = alone_smem(ctx, layout.smem)? as u32;
-        let (function, registers) = load_checked(ctx, cubin, &log, "wo_ring", "the ring GEMV", smem)?;
+        let compile =
+            |clusters| compile_ring_with(arch, (sm_count, peak), (format, x), (m, n, k), (epilogue, input), clusters);
+        let load = |b: RingBuild| -> Result<_, GpuError> {
+            let smem = alone_smem(ctx, b.plan.layout.smem)? as u32;
+            let (function, registers) = load_checked(ctx, b.cubin, &b.log, "wo_ring", "the ring GEMV", smem)?;
+            Ok((b.plan, b.ahead, smem, function, registers))
+        };
+        let (mut plan, mut ahead, mut smem, mut function, mut registers) = load(compile(None)?)?;
+        if plan.splits > 1 {
+            // K splits: no more row blocks than the device holds clusters of them at once (their CTAs share a GPC), else
+            // part of the grid would wait for a second wave.
+            let threads = cta_threads(format, k / plan.splits, 1, true) as u32;
+            let most = max_active_clusters(stream, &function, (threads, 1, 1), smem, (plan.splits as u32, 1))?;
+            if most < plan.ctas / plan.splits as u32 {
+                (plan, ahead, smem, function, registers) = load(compile(Some(most.max(1)))?)?;
+            }
+        }
+        let Plan { ctas, groups, parts, layout, mma, splits, .. } = plan;
         if ctas_per_sm() > 1 {
             // Two CTAs of up to half the budget each: the largest shared-memory carveout, so both fit an SM.
             use cudarc::driver::sys::CUfunction_attribute as A;
@@ -2044,12 +2076,17 @@ mod tests {
             [Some(1), Some(2), Some(2), Some(4), Some(4), None, None]
         );
         assert!(mma_plan(i4, 16, 5120) && mma_plan(i4, 16, 8192) && mma_plan(i4, 9, 5120) && mma_plan(i4, 7, 8192));
+        assert!(!mma_plan(i4, 2, 8192) && !mma_plan(WoFormat::Nf4, 2, 14336));
         assert!(!mma_plan(i4, 16, 14336) && !mma_plan(i4, 8, 8192) && !mma_plan(i4, 15, 8192));
+        assert!(mma_plan(WoFormat::Nf4, 16, 14336) && !mma_plan(WoFormat::Nvfp4, 16, 14336));
         assert!(mma_plan(WoFormat::Nvfp4, 12, 8192) && mma_plan(WoFormat::Nf4, 9, 8192));
         // A row block of 2 K splits a cluster: 66 of them on 132 SMs, each CTA half of K.
         let p = plan_on(i4, 16, 28672, 8192, 132, 4900.0).unwrap();
         assert!(p.mma && (p.splits, p.ctas, p.per, p.fd(8192)) == (2, 132, 55, 4096), "{p:?}");
-        assert_eq!((split_blocks(132, 2), split_blocks(132, 4)), (66, 32));
+        assert_eq!((split_blocks(132, 2), split_blocks(132, 4)), (66, 33));
+        // The clusters the device holds at once bound the row blocks (`RingGemv::build`).
+        let p = plan_with(i4, (16, 28672, 8192), (132, 4900.0), true, Some(60)).unwrap();
+        assert!((p.splits, p.ctas, p.per) == (2, 120, 60), "{p:?}");
         // The default's K splits (session 59 r3, r4): from 9 rows up to 56 steps a CTA, INT4 at 16 rows with FP16 x.
         let nv = WoFormat::Nvfp4;
         let split = |(f, x), (m, n, k)| mma_auto((f, x), (m, n, k), 132, 4900.0);
@@ -2069,6 +2106,7 @@ mod tests {
                 && !split((i4, f16), (9, 13824, 5120))
                 && !split((nv, f16), (16, 4096, 14336))
         );
+        assert!(split((WoFormat::Nf4, f16), (16, 4096, 14336)) && split((WoFormat::Nf4, bf16), (9, 4096, 14336)));
         // NF4 (session 54) with FP16 x, its wide pair table after the ring and the tables; with BF16 x converted to
         // f16 (session 55).
         let nf = WoFormat::Nf4;
@@ -2716,7 +2754,13 @@ mod tests {
             // (INT4 at 8-15 rows of K = 8192 stays off the tensor cores, `mma_split_k`.)
             .filter(|((f, _), (m, k, _), _)| !(*f == WoFormat::Int4G128 && (8..=15).contains(m) && *k == 8192))
         });
-        jobs.extend(int4.chain(others).map(|(fx, shape, ep)| Build::Mma(fx, shape, ep)));
+        // NF4 in 4 K splits (session 59: its default at K = 14336 from 9 rows; 4 row steps named, 16 a CTA).
+        let nf4_splits = [
+            ((WoFormat::Nf4, XDtype::F16), (16, 14336, 4), Epilogue::Add),
+            ((WoFormat::Nf4, XDtype::Bf16), (9, 14336, 4), Epilogue::Norm),
+            ((WoFormat::Nf4, XDtype::F16), (12, 16384, 2), Epilogue::Store),
+        ];
+        jobs.extend(int4.chain(others).chain(nf4_splits).map(|(fx, shape, ep)| Build::Mma(fx, shape, ep)));
         // Each build's compile error, spills or loads before the dependency wait, if any.
         let found: Vec<String> = super::super::nvrtc::par_map(&jobs, |job| {
             let (what, cubin, log) = match job {
