@@ -5,7 +5,8 @@
 //! `ROOFLINE_TEST_FORMATS=INT4_G128,...` run a part) for each epilogue (RMSNorm in front, plain
 //! store, residual add), with one row of x and with two and three (each weight decoded once for all; `ROOFLINE_TEST_M=2,3`
 //! runs those alone), and INT4, NF4, MXFP4 and NVFP4 (either x type; BF16 x also far past f16's range) with 2 to 16
-//! on the tensor cores (from 3 rows always at K up to 4096, at 2 where a CTA takes few row steps), and SwiGLU on load, at Llama-3.1-8B's qkv
+//! on the tensor cores (from 3 rows always at K up to 4096, at 2 where a CTA takes few row steps; past it in K splits, a
+//! cluster's CTAs each taking a share of K, where the default takes them), and SwiGLU on load, at Llama-3.1-8B's qkv
 //! and o_proj shapes and at shapes whose CTAs take unequal shares (one to several row steps, K of one and
 //! several 1024-value slices), with an x of large values (the kernel's power-of-two scaling of x keeps the
 //! f16x2 sums in range), and twice in a row (same bits). Shapes whose staged scale tables leave the ring few
