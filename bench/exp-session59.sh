@@ -23,6 +23,9 @@
 #   nf4      the ring test at K = 14336 for NF4 (its default's 4 K splits since r7) at 4, 9 and 16 rows, then model-bench
 #            Llama-3.1-8B (8 layers) NF4 at batch 16, the default against ROOFLINE_RING_MMA_SPLIT=0, into $out/t-nf4.txt and
 #            $out/mb8.txt
+#   final    after the review's mend (the cluster's end in one loop, no unroll dimension): the ring test at 16 rows of
+#            K = 8192 and 14336 (the default's splits), then `measure` NF4 16x4096x14336 and 12x8192x8192 and INT4
+#            16x28672x8192, into $out/t-final.txt and $out/final.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session59.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session59 "${1:-split}"
@@ -71,4 +74,11 @@ if has nf4; then
         (export ROOFLINE_RING_MMA_SPLIT=${v#default}
             MB_TIMEOUT=150 mb mb8 "nf4 batch 16 split=$v" roofline --config llama-3.1-8b --schemes nf4 --batch 16 --layers 8)
     done
+fi
+if has final; then
+    ROOFLINE_TEST_M=16 ROOFLINE_TEST_K=8192,14336 test_bin t-final 200 ring_gpu --ignored --nocapture \
+        ring_gemv_matches_the_reference
+    meas final default NF4 16x4096x14336 ""
+    meas final default NF4 12x8192x8192 ""
+    meas final default INT4_G128 16x28672x8192 ""
 fi

@@ -385,40 +385,31 @@ __device__ __forceinline__ void split_sums_store(const float* csum, const float*
     }
     __syncwarp();
 #endif
-    // In 4-row groups (a float4 of a table; `rows` is a multiple of 8), SPLIT_UNROLL a lane at once: every split's
-    // loads of them issued before the first is added (loads one after another, each waiting for the one before, cost
-    // 16x4096x14336 ~16 us).
-    constexpr int SPLIT_UNROLL = 1;  // 16 registers of loads in flight
+    // In 4-row groups (a float4 of a table; `rows` is a multiple of 8), every split's loads of a group issued before the
+    // first is added (loads one after another, each waiting for the one before, cost 16x4096x14336 ~16 us; session 59
+    // r2).
     const int groups = rows / 4, total = RW_M * groups, share = (total + RW_SPLITS - 1) / RW_SPLITS;
-    const int i0 = kp * share, i1 = min(total, i0 + share);
+    const int i1 = min(total, (kp + 1) * share);
     const u32 cs = smem_addr(csum);
-    for (int base = i0; base < i1; base += 32 * SPLIT_UNROLL) {
-        float4 t[SPLIT_UNROLL][RW_SPLITS];
+    for (int i = kp * share + lane; i < i1; i += 32) {
+        const int r = i / groups, g4 = i - r * groups;
+        float4 t[RW_SPLITS];
 #pragma unroll
-        for (int u = 0; u < SPLIT_UNROLL; ++u) {
-            const int i = min(base + 32 * u + lane, i1 - 1), r = i / groups, g4 = i - r * groups;
+        for (int q = 0; q < RW_SPLITS; ++q) t[q] = ld_dsmem4(cs + (u32)(r * RW_ROWS + 4 * g4) * 4u, (u32)q);
+        float4 v = t[0];
 #pragma unroll
-            for (int q = 0; q < RW_SPLITS; ++q) t[u][q] = ld_dsmem4(cs + (u32)(r * RW_ROWS + 4 * g4) * 4u, (u32)q);
-        }
-#pragma unroll
-        for (int u = 0; u < SPLIT_UNROLL; ++u) {
-            const int i = base + 32 * u + lane, r = i / groups, g4 = i - r * groups;
-            if (i >= i1) continue;
-            float4 v = t[u][0];
-#pragma unroll
-            for (int q = 1; q < RW_SPLITS; ++q) v.x += t[u][q].x, v.y += t[u][q].y, v.z += t[u][q].z, v.w += t[u][q].w;
+        for (int q = 1; q < RW_SPLITS; ++q) v.x += t[q].x, v.y += t[q].y, v.z += t[q].z, v.w += t[q].w;
 #if NORM
-            const float f = ninv[r] * (gscale * RW_MMA_UP);
+        const float f = ninv[r] * (gscale * RW_MMA_UP);
 #else
-            const float f = gscale * RW_MMA_UP;
+        const float f = gscale * RW_MMA_UP;
 #endif
-            const float vv[4] = {v.x, v.y, v.z, v.w};
+        const float vv[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int row = 4 * g4 + e;
-                const size_t at = (size_t)r * n + (size_t)step_of(row / R) * R + row % R;
-                y[at] = f2out((ADD ? io2f(y[at]) : 0.0f) + vv[e] * f);
-            }
+        for (int e = 0; e < 4; ++e) {
+            const int row = 4 * g4 + e;
+            const size_t at = (size_t)r * n + (size_t)step_of(row / R) * R + row % R;
+            y[at] = f2out((ADD ? io2f(y[at]) : 0.0f) + vv[e] * f);
         }
     }
     __syncwarp();

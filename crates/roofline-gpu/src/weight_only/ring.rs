@@ -246,10 +246,11 @@ fn mma_pad() -> usize {
 /// 16x4096x4096 7.4 / 6.97.
 const MMA_PAD: usize = 32;
 
-/// The ring for the tensor-core row step ([`mma_plan`]) of `m` rows of x: the scale tables of the CTA's `per` row
-/// steps staged (or, `streamed`, each slot's beside it), two buffers of the row sums of [`mma_chunk`] steps per warp,
-/// as many slots of whole row steps (rows padded by [`mma_pad`]) as fit beside them (up to `per`, at least 2 where it
-/// has 2), and NF4's wide pair table. `None`: fewer fit.
+/// The ring for the tensor-core row step ([`mma_plan`]) of `m` rows of x against `k` values a CTA: the scale tables of
+/// the CTA's `per` row steps staged (or, `streamed`, each slot's beside it), two buffers of the row sums of
+/// [`mma_chunk`] steps per warp (in `splits` K splits then the sums of all the CTA's rows), as many slots of whole row
+/// steps (rows padded by [`mma_pad`]) as fit beside them (up to `per`, at least 2 where it has 2), and NF4's wide pair
+/// table. `None`: fewer fit.
 fn mma_layout(format: WoFormat, (m, k): (usize, usize), per: usize, streamed: bool, splits: usize) -> Option<Layout> {
     // The sums, and 16 bytes to align them (the epilogue warp reads them in 16-byte loads); in K splits then the CTA's
     // sums of all its rows, which the cluster adds at the end.
@@ -1292,6 +1293,11 @@ impl Plan {
     fn fd(&self, k: usize) -> usize {
         k / self.splits
     }
+
+    /// Threads a CTA of `format` weights, rows of `k` values ([`cta_threads`] for its share of K).
+    fn threads(&self, format: WoFormat, k: usize) -> u32 {
+        cta_threads(format, self.fd(k), self.groups, self.mma) as u32
+    }
 }
 
 /// Registers a thread of the ring GEMV takes for `m` rows of x of `format` weights, at most (ptxas for sm_90, CUDA
@@ -1590,19 +1596,19 @@ impl RingGemv {
         if plan.splits > 1 {
             // K splits: no more row blocks than the device holds clusters of them at once (their CTAs share a GPC), else
             // part of the grid would wait for a second wave.
-            let threads = cta_threads(format, k / plan.splits, 1, true) as u32;
-            let most = max_active_clusters(stream, &function, (threads, 1, 1), smem, (plan.splits as u32, 1))?;
+            let block = (plan.threads(format, k), 1, 1);
+            let most = max_active_clusters(stream, &function, block, smem, (plan.splits as u32, 1))?;
             if most < plan.ctas / plan.splits as u32 {
                 (plan, ahead, smem, function, registers) = load(compile(Some(most.max(1)))?)?;
             }
         }
-        let Plan { ctas, groups, parts, layout, mma, splits, .. } = plan;
+        let threads = plan.threads(format, k);
+        let Plan { ctas, parts, layout, mma, splits, .. } = plan;
         if ctas_per_sm() > 1 {
             // Two CTAs of up to half the budget each: the largest shared-memory carveout, so both fit an SM.
             use cudarc::driver::sys::CUfunction_attribute as A;
             function.set_attribute(A::CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, 100)?;
         }
-        let threads = cta_threads(format, k / splits, groups, mma) as u32;
         Ok(RingGemv {
             ctx: ctx.clone(),
             stream: stream.clone(),
