@@ -325,6 +325,8 @@ fn split_blocks(wave: u32, splits: usize) -> u32 {
 /// 14336, 16384) it lost: 16x4096x14336 INT4 17.9 / 30.2, NVFP4 18.5 / 32.1 (clusters of 4 CTAs a row block: a GPC of
 /// the H200 holds fewer of them than the grid's 32, so part of the grid waited for a second wave). The other formats
 /// take 4 splits only with `ROOFLINE_RING_MMA_SPLIT=1` (experiments: any splits); `ROOFLINE_RING_MMA_SPLIT=0`: none.
+/// NF4 in 4 splits of 4096 (K = 16384) stays off: at 9-15 rows its builds spill 4-8 bytes (FP16 x under NVRTC 12.9,
+/// BF16 x with the norm under 13.0).
 fn mma_split_k(format: WoFormat, m: usize, k: usize) -> bool {
     // (From 3 rows: at 2 the CUDA-core ring's two-row build keeps K whole.)
     let Some(splits) = mma_splits(k).filter(|_| k > MMA_MAX_K && m >= MMA_ALWAYS_M) else { return false };
@@ -332,7 +334,7 @@ fn mma_split_k(format: WoFormat, m: usize, k: usize) -> bool {
         Ok("1") => true,
         Ok("0") => false,
         _ => {
-            (splits == 2 || format == WoFormat::Nf4)
+            (splits == 2 || format == WoFormat::Nf4 && k / splits < MMA_MAX_K)
                 && !(format == WoFormat::Int4G128 && (8..=15).contains(&m) && k / splits == MMA_MAX_K)
         }
     }
@@ -2085,6 +2087,7 @@ mod tests {
         assert!(!mma_plan(i4, 2, 8192) && !mma_plan(WoFormat::Nf4, 2, 14336));
         assert!(!mma_plan(i4, 16, 14336) && !mma_plan(i4, 8, 8192) && !mma_plan(i4, 15, 8192));
         assert!(mma_plan(WoFormat::Nf4, 16, 14336) && !mma_plan(WoFormat::Nvfp4, 16, 14336));
+        assert!(!mma_plan(WoFormat::Nf4, 12, 16384) && mma_plan(WoFormat::Nf4, 12, 8192));
         assert!(mma_plan(WoFormat::Nvfp4, 12, 8192) && mma_plan(WoFormat::Nf4, 9, 8192));
         // A row block of 2 K splits a cluster: 66 of them on 132 SMs, each CTA half of K.
         let p = plan_on(i4, 16, 28672, 8192, 132, 4900.0).unwrap();
@@ -2760,11 +2763,12 @@ mod tests {
             // (INT4 at 8-15 rows of K = 8192 stays off the tensor cores, `mma_split_k`.)
             .filter(|((f, _), (m, k, _), _)| !(*f == WoFormat::Int4G128 && (8..=15).contains(m) && *k == 8192))
         });
-        // NF4 in 4 K splits (session 59: its default at K = 14336 from 9 rows; 4 row steps named, 16 a CTA).
+        // NF4 in 4 K splits (session 59: its default at K = 14336 from 9 rows; 4 row steps named, 16 a CTA; not at K =
+        // 16384, whose splits of 4096 spill at 9-15 rows).
         let nf4_splits = [
             ((WoFormat::Nf4, XDtype::F16), (16, 14336, 4), Epilogue::Add),
             ((WoFormat::Nf4, XDtype::Bf16), (9, 14336, 4), Epilogue::Norm),
-            ((WoFormat::Nf4, XDtype::F16), (12, 16384, 2), Epilogue::Store),
+            ((WoFormat::Nf4, XDtype::F16), (12, 14336, 2), Epilogue::Store),
         ];
         jobs.extend(int4.chain(others).chain(nf4_splits).map(|(fx, shape, ep)| Build::Mma(fx, shape, ep)));
         // Each build's compile error, spills or loads before the dependency wait, if any.
