@@ -298,10 +298,11 @@ fn mma_plan(format: WoFormat, m: usize, k: usize) -> bool {
 
 /// K splits the tensor-core row step takes `k` in (`RW_SPLITS` in wo_ring.cu: each split's CTA streams the rows' codes
 /// of its share of K, FD = k / splits values, against x's A fragments of that share): 1 up to [`MMA_MAX_K`], past it the
-/// fewest splits of whole [`MMA_SLICE`]s of at most [`MMA_MAX_K`] values (Llama-3's down_proj K = 14336: 4 of 3584;
-/// 8192: 2 of 4096; 28672: 7), `None` where none divide K so (K = 11008: 43 slices, a prime).
+/// fewer of 2 or 4 splits of whole [`MMA_SLICE`]s of at most [`MMA_MAX_K`] values (Llama-3's down_proj K = 14336: 4
+/// of 3584; 8192: 2 of 4096), `None` where neither divides K so (K = 11008: 43 slices, a prime; 28672: 112 slices,
+/// whose 2 or 4 splits would be longer than 4096).
 pub fn mma_splits(k: usize) -> Option<usize> {
-    if k % MMA_SLICE != 0 || k == 0 {
+    if k == 0 {
         return None;
     }
     [1, 2, 4].into_iter().find(|s| k % s == 0 && (k / s) % MMA_SLICE == 0 && k / s <= MMA_MAX_K)
@@ -1355,7 +1356,7 @@ fn plan_with(
     let wave = sm_count * ctas_per_sm() as u32;
     let split_grid = |s: usize| {
         let most = if s > 1 { clusters.unwrap_or(u32::MAX) } else { u32::MAX };
-        let (blocks, per) = grid(n, split_blocks(wave, s).min(most).max(1));
+        let (blocks, per) = grid(n, split_blocks(wave, s).min(most));
         (blocks * s as u32, per)
     };
     let splits = if mma_k { mma_splits(k).unwrap_or(1) } else { 1 };
