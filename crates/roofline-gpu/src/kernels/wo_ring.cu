@@ -1011,6 +1011,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     consumers_sync_rw();
     float out_scale[RW_M];
     u32 xh[RW_M][4][4];
+    float xsum[RW_M];  // RW_SUBN: the lane's sum of x, each row's (`pack_x_subn`)
 #pragma unroll
     for (int r = 0; r < RW_M; ++r) {
         float inv;
@@ -1020,10 +1021,11 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             for (int s = 0; s < KSL; ++s) t += red[r][s];  // the first row group's K slices
             inv = rsqrtf(t / (float)FD + eps);
             out_scale[r] = gscale;
-#if FMT == 2 || FMT == 3
+#if FMT == 2 || FMT == 3 || (FMT == 4 && RW_SUBN)
             // Normalized x is at most sqrt(FD) in magnitude; FP8's 448 (INT8's 127) times that would leave f16's
             // range in 8 products: x goes down by 2^-ceil(log2(FD) / 2) (into [-1, 1]), the sums back up. (FP16
-            // weights are small: so scaled, their products would go subnormal; see below.)
+            // weights are small: so scaled, their products would go subnormal; see below. RW_SUBN's x goes up by
+            // 2^15 below, so it needs x within [-1, 1] too.)
             const float down = ldexpf(1.0f, -((33 - __clz(FD - 1)) / 2));
             inv *= down;
             out_scale[r] /= down;
@@ -1057,6 +1059,10 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         // BF16 weights: x stays in FP32, its bits in xh ([e / 4][e % 4] = x[e] inv; wo_stream.cuh's row_step_m).
 #pragma unroll
         for (int e = 0; e < LV; ++e) xh[r][e >> 2][e & 3] = __float_as_uint(xr[r][e] * inv);
+#elif FMT == 4 && RW_SUBN
+        // x in [-1, 1] up by 2^15 for the subnormal codes (their 2^-24 on the sums: 2^-9 back on the output).
+        xsum[r] = pack_x_subn<LV>(xr[r], inv * 32768.0f, xh[r]);
+        out_scale[r] *= 512.0f;
 #else
         pack_x<LV>(xr[r], inv, xh[r]);  // (its sum of x unused: the zero points are folded into the decode)
 #endif
@@ -1087,10 +1093,11 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         const int sc = (int)col - part * RW_SCOLS;  // the lane's column within the K part
         row_step_m<RW_M, true>(smem + slot * RW_UNIT + pbase, ms + slot * RW_SCB + sc * RS_SB,
                                ms + slot * RW_SCB + RW_SCOLS * RS_SB + sc * RS_ZB, rw_full(full_s, u), rw_parity(u),
-                               xh, sum, nf4t);
+                               xh, sum, nf4t, xsum);
 #else
         row_step_m<RW_M>(smem + slot * RW_UNIT + pbase, ms + (col * rows + j * R) * (RS_SB / R),
-                         mz + col * (rows / 2) + j * R / 2, rw_full(full_s, u), rw_parity(u), xh, sum, nf4t);
+                         mz + col * (rows / 2) + j * R / 2, rw_full(full_s, u), rw_parity(u), xh, sum, nf4t,
+                         xsum);
 #endif
         __syncwarp();
         if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);

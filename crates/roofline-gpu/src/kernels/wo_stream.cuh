@@ -75,6 +75,67 @@
 #ifndef EXP_RING_HALFDECODE
 #define EXP_RING_HALFDECODE 0
 #endif
+// RW_SUBN 1 (INT4, the ring GEMV's CUDA-core row step; ring.rs sets it): the codes as f16 subnormals, 4 ALU
+// instructions and 4 multiply-adds a word instead of 13 (`dot8subn`, x packed by `pack_x_subn`); the zero point
+// comes off each chunk's sum in FP32 as z times the lane's sum of x. 0: `dot8hz`'s q - z pairs.
+#ifndef RW_SUBN
+#define RW_SUBN 0
+#endif
+// RW_SUBN's words of a chunk in one pair of f16x2 accumulators before they are widened to FP32. 4 (one pair a chunk)
+// ran 2-3% faster still (session 60, 1x14336x4096 9.07 us) but its longer f16 chains of uncentred sums failed the
+// 1e-3 check (rel. error 0.9-1.0e-3); at 2 the errors are 6.5-7.2e-4 (dot8hz's 4.7-5.5e-4).
+#define SUBN_WORDS 2
+
+#if FMT == 4
+// The 8 INT4 codes of word v (nibble i = code i) against x packed by `pack_x_subn`, as f16 subnormals, no
+// offsets and no subtractions: f16 bits 0-9 are a subnormal's mantissa, linear in them (value = bits 2^-24), so
+// v's bytes 0 and 2 masked as they stand are the f16 pair (q0 + 16 q1, q4 + 16 q5) 2^-24, and their low nibbles
+// (q0, q4) 2^-24; bytes 1 and 3 come down by one byte permute. The byte b = q0 + 16 q1 times x1 / 16, plus the
+// nibble q0 times (x0 - x1 / 16), is x0 q0 + x1 q1: a[0] = (x0 - x1 / 16, x4 - x5 / 16), a[1] = (x1, x5) / 16,
+// a[2] = (x2 - x3 / 16, x6 - x7 / 16), a[3] = (x3, x7) / 16, each times the caller's 2^15 / max|x| (products of
+// 2^-24-scaled codes stay normal for all but the smallest x; those land in f16's subnormals, off by 2^-25 at
+// most). Sums q (not q - z): the caller takes z sum(x) off in FP32. FP16 subnormals run at full rate (no FTZ).
+__device__ __forceinline__ void dot8subn(u32 v, const u32 a[4], u32& acc_e, u32& acc_o) {
+    const u32 bh = prmt(v, 0u, 0x4341u);  // bytes 1 and 3 in the halves' low bytes
+    acc_e = hfma2(v & 0x000f000fu, a[0], hfma2(v & 0x00ff00ffu, a[1], acc_e));
+    acc_o = hfma2(bh & 0x000f000fu, a[2], hfma2(bh, a[3], acc_o));
+}
+
+// x's chunk (NV values) packed for `dot8subn`: each value times `up` (the caller's 2^15 / its largest |x|, a power
+// of two), a[wd][k] as above for word wd's values 8 wd + k. Returns sum(x) up 2^-24, the zero points' term in
+// the units of dot8subn's sums.
+template <int NV>
+__device__ __forceinline__ float pack_x_subn(const float xr[NV], float up, u32 xh[4][4]) {
+#pragma unroll
+    for (int wd = 0; wd < 4; ++wd) {
+        if (8 * wd >= NV) {
+#pragma unroll
+            for (int k = 0; k < 4; ++k) xh[wd][k] = 0u;
+            continue;
+        }
+        const float* v = xr + 8 * wd;
+        const float s = up * 0.0625f;
+        xh[wd][0] = f2x2h(fmaf(v[0], up, -v[1] * s), fmaf(v[4], up, -v[5] * s));
+        xh[wd][1] = f2x2h(v[1] * s, v[5] * s);
+        xh[wd][2] = f2x2h(fmaf(v[2], up, -v[3] * s), fmaf(v[6], up, -v[7] * s));
+        xh[wd][3] = f2x2h(v[3] * s, v[7] * s);
+    }
+    // Summed as rounded to f16 (what the products see: x0 = a[0] + a[1], x1 = 16 a[1]), so that x's rounding cancels
+    // in sum(x (q - z)) as it does in dot8hz's products of q - z.
+    float xsum = 0.0f;
+#pragma unroll
+    for (int wd = 0; wd < 4; ++wd) {
+#pragma unroll
+        for (int k = 0; k < 4; k += 2) {
+            float c0, c1, d0, d1;
+            h2x2f(xh[wd][k], c0, c1);
+            h2x2f(xh[wd][k + 1], d0, d1);
+            xsum += (c0 + c1) + 17.0f * (d0 + d1);
+        }
+    }
+    return xsum * 0x1p-24f;
+}
+#endif
 
 #if FMT == 5 && !defined(NF4_T0)
 #error "NF4 needs its f16 byte tables NF4_T0..NF4_T7 (mma::nf4_f16_tables)"
@@ -151,7 +212,8 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[LV
 // f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting on the stage's `full` mbarrier
 // (shared address `fb`, phase parity `par`), or after it with SCALES_IN_STAGE (the scales come with the stage: the
 // ring GEMV's RW_SSTREAM). Sets `out[m]` to weight row (lane >> 2) & 7's dot product with x row m, summed over the
-// warp (in the lanes with lane & 3 == 0). `nf4t`: with NF4_PAIRS, NF4's pair table (`nf4_pair_table`).
+// warp (in the lanes with lane & 3 == 0). `nf4t`: with NF4_PAIRS, NF4's pair table (`nf4_pair_table`). `xsum`:
+// with RW_SUBN (INT4), the MR rows' `pack_x_subn` sums of the lane's x (`xh` packed by it).
 // FP8 / INT8 (no block scales: `sc`, `zc` and `nf4t` unread; the row scales come after the sums): the lane's 16
 // codes of each row, 4 words through `dot4b` against x's pairs as `pack_x` lays them out.
 // Each word is decoded once for all MR rows of x: the decode helpers (dot8hz, dot8f4, dot4b, ...) are pure
@@ -159,7 +221,8 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[LV
 // MR sets of products (session 50: INT4 at M = 2 costs 1.21x its M = 1 time, not 2x).
 template <int MR, bool SCALES_IN_STAGE = false>
 __device__ __forceinline__ void row_step_m(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
-                                           const u32 (&xh)[MR][4][4], float (&out)[MR], const u8* nf4t = nullptr) {
+                                           const u32 (&xh)[MR][4][4], float (&out)[MR], const u8* nf4t = nullptr,
+                                           const float* xsum = nullptr) {
     // 8-bit codes have no block scales: their stage is waited for first, as a stage carrying its scales is.
     if ((SCALES_IN_STAGE || FMT <= 3) && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
 #if FMT >= 4
@@ -241,6 +304,24 @@ __device__ __forceinline__ void row_step_m(const u8* sp, const u8* sc, const u8*
         // (H200, session 39: 10.86-10.95 -> 10.64-10.65 us, 9.99-10.01 -> 9.77-9.92), its decode alone 8.32 ->
         // 8.14-8.19; rel. error at 14336x4096 4.8e-4 -> 5.2e-4. (The f16x2 add gained nothing measurable for NF4
         // and MXFP4, which keep hsum4.)
+#if RW_SUBN
+        // The sums of q against x (dot8subn) widened every SUBN_WORDS words (f16 chains of 2 SUBN_WORDS products: q is
+        // not centred as q - z is, so its sums run larger and round more), less the row's zero point times the
+        // lane's sum of x (`xsum`).
+        const float zf = __uint_as_float(0x4b000000u | ((zw >> (4 * u)) & 15u)) - 8388608.0f;  // z, exact
+#pragma unroll
+        for (int m = 0; m < MR; ++m) {
+            float t = -zf * xsum[m];
+#pragma unroll
+            for (int w0 = 0; w0 < 4 - 2 * EXP_RING_HALFDECODE; w0 += SUBN_WORDS) {
+                u32 ae = 0u, ao = 0u;
+#pragma unroll
+                for (int wd = w0; wd < w0 + SUBN_WORDS; ++wd) dot8subn(word(q, wd), xh[m][wd], ae, ao);
+                t += hsum4(ae, ao);
+            }
+            acc[m][u] = meta[u][0].scale * t;
+        }
+#else
         const u32 zhi = int4_zero_hi(meta[u][0].zero);
 #pragma unroll
         for (int m = 0; m < MR; ++m) {
@@ -251,6 +332,7 @@ __device__ __forceinline__ void row_step_m(const u8* sp, const u8* sc, const u8*
             }
             acc[m][u] = meta[u][0].scale * hsum_pairs(ae, ao);
         }
+#endif
 #elif FMT == 5
 #pragma unroll
         for (int m = 0; m < MR; ++m) {

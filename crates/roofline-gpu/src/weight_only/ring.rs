@@ -228,6 +228,14 @@ fn mma_chunk(per: usize) -> usize {
         .unwrap_or(if (MMA_CHUNK_WIDE_FROM..=MMA_CHUNK_WIDE_TO).contains(&per) { MMA_CHUNK_WIDE } else { MMA_CHUNK })
 }
 
+/// Whether INT4's CUDA-core row steps (1 to 3 rows of x) take its codes as f16 subnormals (`RW_SUBN` in
+/// wo_stream.cuh, `dot8subn`: 8 instructions a word of 8 codes instead of 13, the zero point off each chunk's sum
+/// in FP32; session 60, H200: 1x14336x4096 9.72 -> 9.30 us, 1x4096x14336 10.5 -> 9.88, 1x128256x4096 67.0 -> 65.0):
+/// yes, unless `ROOFLINE_RING_SUBN=0` (the q - z decode, `dot8hz`, for A/B runs).
+fn int4_subnormal() -> bool {
+    !std::env::var("ROOFLINE_RING_SUBN").is_ok_and(|v| v == "0")
+}
+
 /// Bytes of padding after each row of a tensor-core ring slot (`RW_MMA_PAD` in wo_ring.cu: the slot's rows off one
 /// another's shared-memory banks, copied row by row): [`MMA_PAD`], or `ROOFLINE_RING_MMA_PAD` (0 to 128, a multiple
 /// of 16) for experiments.
@@ -1834,6 +1842,9 @@ fn options(
     opts.push(format!("-DADD={}", u32::from(epilogue == Epilogue::Add)));
     opts.push(format!("-DSILU_X={}", u32::from(input == Input::SwiGlu)));
     opts.push(format!("-DRW_SSTREAM={}", u32::from(layout.streamed_scales)));
+    if format == WoFormat::Int4G128 && !mma && int4_subnormal() {
+        opts.push("-DRW_SUBN=1".into());
+    }
     if format == WoFormat::Nf4 {
         opts.push("-DNF4_PAIRS=1".into());
         if let Some(at) = layout.nf4_wide_at {
@@ -2053,6 +2064,23 @@ mod tests {
         };
         assert!(build(WoFormat::Nf4, 16, true).contains(&"-DRW_MMA_XF16=1".to_string()));
         assert!(!build(WoFormat::Nf4, 1, false).iter().any(|o| o.starts_with("-DRW_MMA_XF16")));
+    }
+
+    /// INT4's CUDA-core row steps take the subnormal decode (session 60); its tensor-core row step and the other
+    /// formats do not.
+    #[test]
+    fn int4_cuda_core_row_steps_take_the_subnormal_decode() {
+        if std::env::var_os("ROOFLINE_RING_SUBN").is_some() {
+            return;
+        }
+        let ep = (Epilogue::Store, Input::X);
+        let subn = |f, m, mma| {
+            let l = mma_layout(f, (m, 4096), 14, false, 1).unwrap();
+            options(90, (f, XDtype::F16), (m, 4096), 14, l, (1, 1, 2, mma), ep).contains(&"-DRW_SUBN=1".to_string())
+        };
+        assert!(subn(WoFormat::Int4G128, 1, false) && subn(WoFormat::Int4G128, 2, false));
+        assert!(!subn(WoFormat::Int4G128, 16, true));
+        assert!(!subn(WoFormat::Nf4, 1, false) && !subn(WoFormat::Mxfp4, 1, false));
     }
 
     /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x (BF16 x since session 53; NVFP4 with

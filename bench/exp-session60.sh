@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Session 60 probes (H200 through the device tool). Parts (comma-separated):
+#   t1       ring_gpu's reference test for INT4 at 1-3 rows of x (the CUDA-core ring's row step; $T1_M: other rows) with
+#            ROOFLINE_NVRTC_EXTRA=-DRW_SUBN=0, 1 and 2 (the codes as f16 subnormals, wo_stream.cuh `dot8subn`, widened
+#            every 2 words, or 4 with 2), into $out/t-subn{0,1,2}.txt, the errors side by side (0, 1, 2)
+#   ab       `measure` INT4 at issue 11's M = 1 shapes and more, the build's default against -DRW_SUBN=1 and 2, twice each,
+#            into $out/ab.txt
+#   t2       ring_gpu's reference test for INT4 at 1 and 2 rows with the engine's default (RW_SUBN=1 from ring.rs since
+#            r3), into $out/t-default.txt
+#   tune     the ring's units in flight (ROOFLINE_RING_AHEAD: default 2, 3, 0 = all) and row groups (ROOFLINE_RING_GROUPS:
+#            default 3, 2, 4) for INT4 at M = 1 with the subnormal decode, twice each, into $out/tune.txt
+#   table    issue 11's table (`compare --weight-only`, every format) into $out/table.txt
+#   mb1      model-bench Llama-3.1-8B (8 layers) INT4 at batch 1 and 2, ROOFLINE_RING_SUBN=0 against the default,
+#            into $out/mb1.txt
+# $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session60.
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session60 "${1:-t1}"
+if has t1; then
+    for v in 0 1 2; do
+        ROOFLINE_NVRTC_EXTRA=-DRW_SUBN=$v ROOFLINE_TEST_FORMATS=INT4_G128 ROOFLINE_TEST_M=${T1_M:-1,2,3} test_bin t-subn$v 400 \
+            ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+        grep -E "rel. error" "$out/t-subn$v.txt" | grep -v "tensor cores" | sed -E 's/.*Int4G128 x ([A-Za-z0-9]+) ([0-9x]+) row ([0-9]+) ([A-Za-z]+) .*rel. error ([0-9.e-]+) \(of W x ([0-9.e-]+)\)/\1 \2 r\3 \4 \5 \6/' \
+            | sort -u >"$out/err-subn$v.txt"
+    done
+    paste "$out/err-subn0.txt" "$out/err-subn1.txt" "$out/err-subn2.txt" | awk '{print $1, $2, $3, $4, $5, $11, $17}' | head -60
+fi
+if has ab; then
+    env_ab ab subn ROOFLINE_NVRTC_EXTRA "default -DRW_SUBN=1 -DRW_SUBN=2" \
+        "1x14336x4096 1x4096x14336 1x4096x4096 1x128256x4096 1x28672x4096 2x14336x4096" "INT4_G128"
+fi
+if has t2; then
+    ROOFLINE_TEST_FORMATS=INT4_G128 ROOFLINE_TEST_M=1,2 test_bin t-default 400 ring_gpu --ignored --nocapture \
+        ring_gemv_matches_the_reference
+fi
+if has tune; then
+    env_ab tune ahead ROOFLINE_RING_AHEAD "default 3 0" "1x14336x4096 1x4096x14336 1x28672x4096 1x128256x4096" "INT4_G128"
+    env_ab tune groups ROOFLINE_RING_GROUPS "default 2 4" "1x14336x4096 1x28672x4096 1x128256x4096" "INT4_G128"
+fi
+if has table; then
+    issue_table table
+fi
+if has mb1; then
+    for b in 1 2; do
+        for v in 0 default; do
+            (export ROOFLINE_RING_SUBN=${v#default}; MB_TIMEOUT=200 mb mb1 "subn=$v batch $b" roofline --config llama-3.1-8b \
+                --schemes int4 --batch $b --layers 8)
+        done
+    done
+fi
