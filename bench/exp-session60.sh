@@ -12,6 +12,10 @@
 #   table    issue 11's table (`compare --weight-only`, every format) into $out/table.txt
 #   mb1      model-bench Llama-3.1-8B (8 layers) INT4 at batch 1 and 2, ROOFLINE_RING_SUBN=0 against the default,
 #            into $out/mb1.txt
+#   ffn      ffn_gpu's reference test (every format; INT4's phase A on the subnormal decode since r4) with
+#            ROOFLINE_RING_SUBN=0 and the default, into $out/t-ffn{0,1}.txt
+#   tune2    ROOFLINE_RING_AHEAD default / 3 for INT4 at M = 1 where a CTA takes 20-56 row steps of K = 4096, twice each,
+#            into $out/tune2.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session60.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session60 "${1:-t1}"
@@ -46,4 +50,13 @@ if has mb1; then
                 --schemes int4 --batch $b --layers 8)
         done
     done
+fi
+if has ffn; then
+    for v in 0 1; do
+        ROOFLINE_RING_SUBN=$v test_bin t-ffn$v 300 ffn_gpu --ignored --nocapture fused_ffn_matches_the_reference
+        grep -E "Int4G128" "$out/t-ffn$v.txt"
+    done
+fi
+if has tune2; then
+    env_ab tune2 ahead ROOFLINE_RING_AHEAD "default 3" "1x20480x4096 1x24576x4096 1x36864x4096 1x57344x4096" "INT4_G128"
 fi

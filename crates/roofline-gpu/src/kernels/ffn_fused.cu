@@ -266,17 +266,28 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
         const float up = e2m1_norm_up();
         const float a_fix = E2M1_UP / up;
         inv *= up;
+#elif FMT == 4 && RW_SUBN
+        // INT4's codes as f16 subnormals (wo_stream.cuh `dot8subn`): the normalized x (|x| <= sqrt(FD)) down into
+        // [-1, 1] and up by 2^15, the sums back by the rest (their 2^-24 and the 2^15: 2^9).
+        const float down = ldexpf(1.0f, -((33 - __clz(FD - 1)) / 2));
+        const float a_fix = 512.0f / down;
+        inv *= down * 32768.0f;
 #else
         const float a_fix = 1.0f;
 #endif
         u32 xh[4][4];  // word wd, pair k: (x[8 wd + k], x[8 wd + k + 4])
+#if FMT == 4 && RW_SUBN
+        const float xsum = pack_x_subn<EPC>(xr, inv, xh);  // the zero points' term (row_step takes it off)
+#else
         pack_x(xr, inv, xh);  // (its sum of x: no zero-point term here, row_step folds the zero points in)
+        const float xsum = 0.0f;
+#endif
 
         for (int st = rg; st < steps_a; st += RGS) {
             const int slot = st % NST;
             const float sum = row_step(smem + slot * STAGE + cbase * 16, ma_s + (col * 2 * fs + st * R) * (RS_SB / R),
                                        ma_z + (col * 2 * fs + st * R) * RS_ZB / R, full_s + 8 * slot,
-                                       (u32)((st / NST) & 1), xh, nf4t);
+                                       (u32)((st / NST) & 1), xh, nf4t, &xsum);
             __syncwarp();
             if (lane == 0) mbar_arrive(empty_s + 8 * slot, RGS);  // the group's KSL warps: NACT arrivals
             if ((lane & 3) == 0) psum[ks * 2 * fs + st * R + ((lane >> 2) & 7)] = sum;

@@ -75,7 +75,7 @@
 #ifndef EXP_RING_HALFDECODE
 #define EXP_RING_HALFDECODE 0
 #endif
-// RW_SUBN 1 (INT4, the ring GEMV's CUDA-core row step; ring.rs sets it): the codes as f16 subnormals, 4 ALU
+// RW_SUBN 1 (INT4, the ring GEMV's CUDA-core row step and the fused FFN's phase A; ring.rs and ffn.rs set it): the codes as f16 subnormals, 4 ALU
 // instructions and 4 multiply-adds a word instead of 13 (`dot8subn`, x packed by `pack_x_subn`); the zero point
 // comes off each chunk's sum in FP32 as z times the lane's sum of x. 0: `dot8hz`'s q - z pairs.
 #ifndef RW_SUBN
@@ -371,14 +371,15 @@ __device__ __forceinline__ void row_step_m(const u8* sp, const u8* sc, const u8*
 // row_step_m for one row of x (`xh`; the fused FFN, and the ring GEMV at RW_M = 1): returns the row sums.
 template <bool SCALES_IN_STAGE = false>
 __device__ __forceinline__ float row_step(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
-                                          const u32 xh[4][4], const u8* nf4t = nullptr) {
+                                          const u32 xh[4][4], const u8* nf4t = nullptr,
+                                          const float* xsum = nullptr) {
     u32 x1[1][4][4];
 #pragma unroll
     for (int wd = 0; wd < 4; ++wd)
 #pragma unroll
         for (int k = 0; k < 4; ++k) x1[0][wd][k] = xh[wd][k];
     float out[1];
-    row_step_m<1, SCALES_IN_STAGE>(sp, sc, zc, fb, par, x1, out, nf4t);
+    row_step_m<1, SCALES_IN_STAGE>(sp, sc, zc, fb, par, x1, out, nf4t, xsum);
     return out[0];
 }
 

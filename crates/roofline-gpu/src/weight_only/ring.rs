@@ -232,7 +232,7 @@ fn mma_chunk(per: usize) -> usize {
 /// wo_stream.cuh, `dot8subn`: 8 instructions a word of 8 codes instead of 13, the zero point off each chunk's sum
 /// in FP32; session 60, H200: 1x14336x4096 9.72 -> 9.30 us, 1x4096x14336 10.5 -> 9.88, 1x128256x4096 67.0 -> 65.0):
 /// yes, unless `ROOFLINE_RING_SUBN=0` (the q - z decode, `dot8hz`, for A/B runs).
-fn int4_subnormal() -> bool {
+pub(crate) fn int4_subnormal() -> bool {
     !std::env::var("ROOFLINE_RING_SUBN").is_ok_and(|v| v == "0")
 }
 
