@@ -16,6 +16,10 @@
 #            ROOFLINE_RING_SUBN=0 and the default, into $out/t-ffn{0,1}.txt
 #   tune2    ROOFLINE_RING_AHEAD default / 3 for INT4 at M = 1 where a CTA takes 20-56 row steps of K = 4096, twice each,
 #            into $out/tune2.txt
+#   a3       since r5 INT4's subnormal decode keeps 3 units in flight from more units than slots up to 7 fills (16 KB
+#            copies): ring_gpu's INT4 test at 1 and 2 rows, then `measure` the default against ROOFLINE_RING_AHEAD=2 at
+#            1x and 2x14336x4096 and 28672x4096, twice each, then model-bench Llama-3.1-8B INT4 at batch 2, into
+#            $out/t-a3.txt, $out/a3.txt and $out/mb2.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session60.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session60 "${1:-t1}"
@@ -59,4 +63,13 @@ if has ffn; then
 fi
 if has tune2; then
     env_ab tune2 ahead ROOFLINE_RING_AHEAD "default 3" "1x20480x4096 1x24576x4096 1x36864x4096 1x57344x4096" "INT4_G128"
+fi
+if has a3; then
+    ROOFLINE_TEST_FORMATS=INT4_G128 ROOFLINE_TEST_M=1,2 test_bin t-a3 400 ring_gpu --ignored --nocapture \
+        ring_gemv_matches_the_reference
+    env_ab a3 ahead ROOFLINE_RING_AHEAD "default 2" "1x14336x4096 1x28672x4096 2x14336x4096 2x28672x4096" "INT4_G128"
+    for v in 2 default; do
+        (export ROOFLINE_RING_AHEAD=${v#default}; MB_TIMEOUT=200 mb mb2 "ahead=$v batch 2" roofline --config llama-3.1-8b \
+            --schemes int4 --batch 2 --layers 8)
+    done
 fi

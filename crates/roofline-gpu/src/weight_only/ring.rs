@@ -1086,13 +1086,39 @@ pub const AHEAD_MIN_COPY: usize = 3584;
 /// one in flight is slower everywhere. FP16, session 44 (K in 2 parts of 4 KB copies): 1x14336x4096 (28 in 6)
 /// 27.4 / 27.0, 1x28672x4096 53.2 / 52.5, 1x128256x4096 235 / 234; 1x6144x4096 13.1 / 12.5, 1x4096x8192 17.2 /
 /// 16.4; but with K = 7168's 2 KB copies 1x7168x7168 24.2 / 29.0-29.3.
-fn units_in_flight(format: WoFormat, units: usize, slots: usize, copy: usize, peak_gb_s: f64) -> usize {
+/// INT4 on the CUDA-core row steps with the subnormal decode (`subnormal`, [`int4_subnormal`]) decodes a unit in
+/// fewer instructions, so a third unit in flight pays where a CTA streams more units than its ring has slots, up to
+/// [`AHEAD3_MAX_FILLS`] times as many, in whole row steps of K >= 4096 ([`AHEAD3_MIN_COPY`]; session 60, H200, us,
+/// 2 / 3: 1x20480x4096 12.1 / 11.8, 1x24576x4096 14.6 / 14.1, 1x28672x4096 16.5 / 16.0, 1x36864x4096 20.3 / 19.5,
+/// 1x57344x4096 (all in flight before) 29.6 / 29.2, 1x14336x4096 9.27 / 9.23; but 1x4096x14336's 3.5 KB copies
+/// 9.87 / 10.55 and the LM head, 122 units in 9 slots, 64.8 (all) / 65.3).
+fn units_in_flight(
+    format: WoFormat,
+    units: usize,
+    slots: usize,
+    copy: usize,
+    peak_gb_s: f64,
+    subnormal: bool,
+) -> usize {
     let short = format.bits() == 16 || units <= 4 * slots;
-    std::env::var("ROOFLINE_RING_AHEAD")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(if peak_gb_s >= FAST_MEMORY_GB_S && copy >= AHEAD_MIN_COPY && short { 2 } else { 0 })
+    let fast = peak_gb_s >= FAST_MEMORY_GB_S;
+    let three = subnormal && fast && copy >= AHEAD3_MIN_COPY && units > slots && units <= AHEAD3_MAX_FILLS * slots;
+    std::env::var("ROOFLINE_RING_AHEAD").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(if three {
+        3
+    } else if fast && copy >= AHEAD_MIN_COPY && short {
+        2
+    } else {
+        0
+    })
 }
+
+/// Fewest bytes of a bulk copy for which INT4's subnormal decode keeps three units in flight ([`units_in_flight`]):
+/// a whole row step of K = 4096.
+pub const AHEAD3_MIN_COPY: usize = 16384;
+
+/// Most times a CTA's units fill its ring for which INT4's subnormal decode keeps three units in flight
+/// ([`units_in_flight`]; measured ahead at 6.2, behind at 13.6).
+pub const AHEAD3_MAX_FILLS: usize = 7;
 
 /// Bytes of one of the ring's bulk copies for rows of `k` `format` values in `parts` K parts: a whole row step (8
 /// rows) in one part, else one row's part.
@@ -1511,7 +1537,8 @@ fn compile_ring_with(
     let Plan { per, groups, parts, layout, mma, splits, .. } = plan;
     // A CTA's share of K (all of it but in K splits).
     let fd = plan.fd(k);
-    let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, fd, parts), peak_gb_s);
+    let subnormal = format == WoFormat::Int4G128 && !mma && int4_subnormal();
+    let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, fd, parts), peak_gb_s, subnormal);
     let mut opts = options(arch, (format, x), (m, fd), per, layout, (parts, groups, ahead, mma), (epilogue, input));
     opts.push(format!("-DRW_SPLITS={splits}"));
     let (cubin, log) = compile_cubin_cached(&source(), "wo_ring.cu", &opts)?;
@@ -2525,8 +2552,11 @@ mod tests {
         assert_eq!((in_step(f, h200), in_step(f, h100)), (Some(true), None));
         // Any grid on fast memory (1x1024x4096: one row step a CTA); 2 in flight at any stream length there.
         assert!(auto_on(f, 1024, 4096, 132, h200) && auto_on(f, 128256, 4096, 132, h200));
-        assert_eq!((units_in_flight(f, 244, 6, 4096, h200), units_in_flight(f, 28, 6, 4096, h100)), (2, 0));
-        assert_eq!(units_in_flight(f, 49, 12, 2048, h200), 0);
+        assert_eq!(
+            (units_in_flight(f, 244, 6, 4096, h200, false), units_in_flight(f, 28, 6, 4096, h100, false)),
+            (2, 0)
+        );
+        assert_eq!(units_in_flight(f, 49, 12, 2048, h200, false), 0);
     }
 
     #[test]
@@ -2545,7 +2575,7 @@ mod tests {
             assert!(auto_on(b, n, k, 132, h200) && !auto_on(b, n, k, 132, h100), "{n}x{k}");
         }
         assert!(unsupported(b, 1, 4096, 16384, 132).unwrap().contains("15360"));
-        assert_eq!(units_in_flight(b, 28, 6, 4096, h200), units_in_flight(h, 28, 6, 4096, h200));
+        assert_eq!(units_in_flight(b, 28, 6, 4096, h200, false), units_in_flight(h, 28, 6, 4096, h200, false));
         // No range guard: the products are FP32 (weights near f16's largest would need one for FP16).
         use crate::weight_only::quantize_pack;
         let (n, k) = (16, 4096);
@@ -2570,13 +2600,13 @@ mod tests {
         assert_eq!(p.layout.smem, 6 * 32768 + 8 * 112 * 4);
         assert!(!p.layout.streamed_scales && p.layout.nf4_wide_at.is_none());
         assert_eq!((copy_bytes(fp8, 4096, 1), copy_bytes(i4, 4096, 1)), (32768, 16384));
-        assert_eq!(units_in_flight(fp8, 14, 6, copy_bytes(fp8, 4096, 1), 4900.0), 2);
+        assert_eq!(units_in_flight(fp8, 14, 6, copy_bytes(fp8, 4096, 1), 4900.0, false), 2);
         // down_proj 1x4096x14336: the long-K plan, one row group of 28 warps, rows of 14 KB in 4 parts of 3.5 KB
         // (7 slots; 2 in flight).
         let p = plan(i8, 1, 4096, 14336, 132).unwrap();
         assert_eq!((p.groups, p.parts, p.layout.slots), (1, 4, 7));
         assert_eq!((copy_bytes(i8, 14336, 4), slot_bytes(i8, 14336, 4)), (3584, 28672));
-        assert_eq!(units_in_flight(i8, 16, 7, 3584, 4900.0), 2);
+        assert_eq!(units_in_flight(i8, 16, 7, 3584, 4900.0, false), 2);
         // The 8-bit parts: copies of 2-3.5 KB, the fewest (4-bit: parts of 4096-7168 values, the most).
         let parts: Vec<_> = [8192, 12288, 14336, 4096, 9216].map(|k| long_k_parts_for(fp8, k)).to_vec();
         assert_eq!(parts, [Some(4), Some(4), Some(4), Some(2), Some(3)]);
@@ -2597,23 +2627,28 @@ mod tests {
         let i4 = WoFormat::Int4G128;
         assert_eq!((copy_bytes(i4, 4096, 1), copy_bytes(i4, 14336, 2), copy_bytes(i4, 8192, 2)), (16384, 3584, 2048));
         // H200 (4.9 TB/s peak): 1x14336x4096 (14 units, 9 slots), 1x28672x4096 (28, 9), 1x4096x14336 (8, 6).
-        assert_eq!(units_in_flight(i4, 14, 9, 16384, 4915.0), 2);
-        assert_eq!(units_in_flight(i4, 28, 9, 16384, 4915.0), 2);
-        assert_eq!(units_in_flight(i4, 36, 9, 16384, 4915.0), 2);
-        assert_eq!(units_in_flight(i4, 8, 6, 3584, 4915.0), 2);
+        assert_eq!(units_in_flight(i4, 14, 9, 16384, 4915.0, false), 2);
+        assert_eq!(units_in_flight(i4, 28, 9, 16384, 4915.0, false), 2);
+        assert_eq!(units_in_flight(i4, 36, 9, 16384, 4915.0, false), 2);
+        assert_eq!(units_in_flight(i4, 8, 6, 3584, 4915.0, false), 2);
         // Not the LM head (122 units in 9 slots), nor 2 KB copies (1x8192x8192, 1x28672x8192).
-        assert_eq!(units_in_flight(i4, 37, 9, 16384, 4915.0), 0);
-        assert_eq!(units_in_flight(i4, 122, 9, 16384, 4915.0), 0);
-        assert_eq!(units_in_flight(i4, 16, 12, 2048, 4915.0), 0);
-        assert_eq!(units_in_flight(i4, 56, 12, 2048, 4915.0), 0);
+        assert_eq!(units_in_flight(i4, 37, 9, 16384, 4915.0, false), 0);
+        assert_eq!(units_in_flight(i4, 122, 9, 16384, 4915.0, false), 0);
+        assert_eq!(units_in_flight(i4, 16, 12, 2048, 4915.0, false), 0);
+        assert_eq!(units_in_flight(i4, 56, 12, 2048, 4915.0, false), 0);
         // The H100 SXM's HBM3 (2619 MHz, 5120 bits) and the H200's HBM3e (3201 MHz, 6144 bits), as the driver gives them.
         assert!((peak_gb_s(2_619_000, 5120) - 3352.3).abs() < 0.1);
         assert!((peak_gb_s(3_201_000, 6144) - 4916.7).abs() < 0.1);
         assert!(peak_gb_s(2_619_000, 5120) < FAST_MEMORY_GB_S && peak_gb_s(3_201_000, 6144) >= FAST_MEMORY_GB_S);
         assert_eq!((peak_gb_s(0, 6144), peak_gb_s(3_201_000, 0)), (0.0, 0.0));
         // H100 (3.35 TB/s) and a driver that does not say: unchanged.
-        assert_eq!(units_in_flight(i4, 14, 9, 16384, 3352.0), 0);
-        assert_eq!(units_in_flight(i4, 14, 9, 16384, 0.0), 0);
+        assert_eq!(units_in_flight(i4, 14, 9, 16384, 3352.0, false), 0);
+        assert_eq!(units_in_flight(i4, 14, 9, 16384, 0.0, false), 0);
+        // INT4's subnormal decode (session 60): three from more units than slots to 7 fills of 16 KB copies.
+        let three = |units, slots, copy, peak| units_in_flight(i4, units, slots, copy, peak, true);
+        assert_eq!((three(14, 9, 16384, 4915.0), three(28, 9, 16384, 4915.0), three(56, 9, 16384, 4915.0)), (3, 3, 3));
+        assert_eq!((three(4, 6, 16384, 4915.0), three(8, 6, 3584, 4915.0), three(122, 9, 16384, 4915.0)), (2, 2, 0));
+        assert_eq!(three(28, 9, 16384, 3352.0), 0);
     }
 
     /// One build of the spill test: a CUDA-core ring build (its description and NVRTC options), or a tensor-core
@@ -2703,7 +2738,8 @@ mod tests {
                 ];
                 for ((lay, parts, g, m), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
                     // Units in flight as an H200 (4.9 TB/s) takes them: limited at the short shapes, not the long.
-                    let ahead = units_in_flight(f, per * parts, lay.slots, copy_bytes(f, k, parts), 4900.0);
+                    let subn = f == WoFormat::Int4G128 && int4_subnormal();
+                    let ahead = units_in_flight(f, per * parts, lay.slots, copy_bytes(f, k, parts), 4900.0, subn);
                     // BF16 weights with BF16 x (FP16 x differs only in its loads and stores), and 8-bit weights at
                     // M = 2 (the ring's default there is for BF16 x).
                     let x = if f == WoFormat::Bf16 || (m > 1 && f.bits() == 8) { XDtype::Bf16 } else { XDtype::F16 };
