@@ -1086,8 +1086,8 @@ pub const AHEAD_MIN_COPY: usize = 3584;
 /// one in flight is slower everywhere. FP16, session 44 (K in 2 parts of 4 KB copies): 1x14336x4096 (28 in 6)
 /// 27.4 / 27.0, 1x28672x4096 53.2 / 52.5, 1x128256x4096 235 / 234; 1x6144x4096 13.1 / 12.5, 1x4096x8192 17.2 /
 /// 16.4; but with K = 7168's 2 KB copies 1x7168x7168 24.2 / 29.0-29.3.
-/// INT4 on the CUDA-core row steps with the subnormal decode (`subnormal`, [`int4_subnormal`]) decodes a unit in
-/// fewer instructions, so a third unit in flight pays where a CTA streams more units than its ring has slots, up to
+/// INT4 on the CUDA-core row steps with the subnormal decode and one row of x (`subnormal`, [`int4_subnormal`])
+/// decodes a unit in fewer instructions, so a third unit in flight pays where a CTA streams more units than its ring has slots, up to
 /// [`AHEAD3_MAX_FILLS`] times as many, in whole row steps of K >= 4096 ([`AHEAD3_MIN_COPY`]; session 60, H200, us,
 /// 2 / 3: 1x20480x4096 12.1 / 11.8, 1x24576x4096 14.6 / 14.1, 1x28672x4096 16.5 / 16.0, 1x36864x4096 20.3 / 19.5,
 /// 1x57344x4096 (all in flight before) 29.6 / 29.2, 1x14336x4096 9.27 / 9.23; but 1x4096x14336's 3.5 KB copies
@@ -1537,7 +1537,8 @@ fn compile_ring_with(
     let Plan { per, groups, parts, layout, mma, splits, .. } = plan;
     // A CTA's share of K (all of it but in K splits).
     let fd = plan.fd(k);
-    let subnormal = format == WoFormat::Int4G128 && !mma && int4_subnormal();
+    // One row of x: at two, 3 in flight lost (2x14336x4096 12.05 -> 12.8 us, 2x28672x4096 20.35 -> 20.8).
+    let subnormal = format == WoFormat::Int4G128 && !mma && m == 1 && int4_subnormal();
     let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, fd, parts), peak_gb_s, subnormal);
     let mut opts = options(arch, (format, x), (m, fd), per, layout, (parts, groups, ahead, mma), (epilogue, input));
     opts.push(format!("-DRW_SPLITS={splits}"));
@@ -2738,7 +2739,7 @@ mod tests {
                 ];
                 for ((lay, parts, g, m), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
                     // Units in flight as an H200 (4.9 TB/s) takes them: limited at the short shapes, not the long.
-                    let subn = f == WoFormat::Int4G128 && int4_subnormal();
+                    let subn = f == WoFormat::Int4G128 && m == 1 && int4_subnormal();
                     let ahead = units_in_flight(f, per * parts, lay.slots, copy_bytes(f, k, parts), 4900.0, subn);
                     // BF16 weights with BF16 x (FP16 x differs only in its loads and stores), and 8-bit weights at
                     // M = 2 (the ring's default there is for BF16 x).
