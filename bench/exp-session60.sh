@@ -20,6 +20,10 @@
 #            copies): ring_gpu's INT4 test at 1 and 2 rows, then `measure` the default against ROOFLINE_RING_AHEAD=2 at
 #            1x and 2x14336x4096 and 28672x4096, twice each, then model-bench Llama-3.1-8B INT4 at batch 2, into
 #            $out/t-a3.txt, $out/a3.txt and $out/mb2.txt
+#   kp       INT4 at 1x4096x14336 (K in parts) with the subnormal decode: ROOFLINE_RING_KH (default 2, 1, 7),
+#            ROOFLINE_RING_AHEAD (default 2, 3, 4, 0) and ROOFLINE_RING_GROUPS (default 1, 2), twice each, into $out/kp.txt
+#   final    the committed build's checks: ring_gpu's INT4 test at 1 and 2 rows, ffn_gpu's test, weight_only_gpu's every-M
+#            test (INT4), then issue 11's table, into $out/final-*.txt and $out/final-table.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session60.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session60 "${1:-t1}"
@@ -72,4 +76,17 @@ if has a3; then
         (export ROOFLINE_RING_AHEAD=${v#default}; MB_TIMEOUT=200 mb mb2 "ahead=$v batch 2" roofline --config llama-3.1-8b \
             --schemes int4 --batch 2 --layers 8)
     done
+fi
+if has kp; then
+    env_ab kp kh ROOFLINE_RING_KH "default 1 7" "1x4096x14336" "INT4_G128"
+    env_ab kp ahead ROOFLINE_RING_AHEAD "default 3 4 0" "1x4096x14336 1x8192x8192" "INT4_G128"
+    env_ab kp groups ROOFLINE_RING_GROUPS "default 2" "1x4096x14336" "INT4_G128"
+fi
+if has final; then
+    ROOFLINE_TEST_FORMATS=INT4_G128 ROOFLINE_TEST_M=1,2 test_bin final-ring 400 ring_gpu --ignored --nocapture \
+        ring_gemv_matches_the_reference
+    test_bin final-ffn 300 ffn_gpu --ignored --nocapture fused_ffn_matches_the_reference
+    ROOFLINE_TEST_FORMATS=INT4_G128 test_bin final-everym 250 weight_only_gpu --ignored --nocapture \
+        every_m_and_tiny_odd_shapes_through_the_raw_api
+    issue_table final-table
 fi
