@@ -24,6 +24,9 @@
 #            ROOFLINE_RING_AHEAD (default 2, 3, 4, 0) and ROOFLINE_RING_GROUPS (default 1, 2), twice each, into $out/kp.txt
 #   final    the committed build's checks: ring_gpu's INT4 test at 1 and 2 rows, ffn_gpu's test, weight_only_gpu's every-M
 #            test (INT4), then issue 11's table, into $out/final-*.txt and $out/final-table.txt
+#   mbt      after attn_qkv took the subnormal decode too: model_bench_gpu's tests (the fused qkv + attention among
+#            them), then model-bench Llama-3.1-8B INT4 (8 layers) batch 1 with --qkv fused, ROOFLINE_RING_SUBN=0 against
+#            the default, into $out/t-mb.txt and $out/mbq.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session60.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session60 "${1:-t1}"
@@ -89,4 +92,11 @@ if has final; then
     ROOFLINE_TEST_FORMATS=INT4_G128 test_bin final-everym 250 weight_only_gpu --ignored --nocapture \
         every_m_and_tiny_odd_shapes_through_the_raw_api
     issue_table final-table
+fi
+if has mbt; then
+    test_bin t-mb 330 model_bench_gpu --ignored
+    for v in 0 default; do
+        (export ROOFLINE_RING_SUBN=${v#default}; MB_TIMEOUT=150 mb mbq "subn=$v batch 1 qkv fused" roofline \
+            --config llama-3.1-8b --schemes int4 --batch 1 --layers 8 --qkv fused)
+    done
 fi

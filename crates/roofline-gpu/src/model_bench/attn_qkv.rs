@@ -372,6 +372,10 @@ fn options(arch: u32, s: &QkvShape, steps: usize, slots: usize, groups: usize, m
     opts.push(format!("-DRW_GROUPS={groups}"));
     opts.push("-DNORM=1".into());
     opts.push("-DADD=0".into());
+    if s.format == WoFormat::Int4G128 && ring::int4_subnormal() {
+        // The ring's row steps take INT4's codes as f16 subnormals, as the ring GEMV's do.
+        opts.push("-DRW_SUBN=1".into());
+    }
     opts.push(format!("-DAQ_STEPS={steps}"));
     opts.push(format!("-DHD={HEAD_DIM}"));
     opts.push(format!("-DGQA={}", s.gqa()));
