@@ -75,15 +75,16 @@
 #ifndef EXP_RING_HALFDECODE
 #define EXP_RING_HALFDECODE 0
 #endif
-// RW_SUBN 1 (INT4, the ring GEMV's CUDA-core row step and the fused FFN's phase A; ring.rs and ffn.rs set it): the codes as f16 subnormals, 4 ALU
-// instructions and 4 multiply-adds a word instead of 13 (`dot8subn`, x packed by `pack_x_subn`); the zero point
-// comes off each chunk's sum in FP32 as z times the lane's sum of x. 0: `dot8hz`'s q - z pairs.
+// RW_SUBN 1 (INT4: the ring GEMV's CUDA-core row step, the fused FFN's phase A and attn_qkv's ring; ring.rs,
+// ffn.rs and attn_qkv.rs set it): the codes as f16 subnormals, 4 ALU instructions and 4 multiply-adds a word
+// instead of 13 (`dot8subn`, x packed by `pack_x_subn`); the zero point comes off each chunk's sum in FP32 as z
+// times the lane's sum of x. 0: `dot8hz`'s q - z pairs (the x-in-registers kernel's and the FFN's phase B always).
 #ifndef RW_SUBN
 #define RW_SUBN 0
 #endif
 // RW_SUBN's words of a chunk in one pair of f16x2 accumulators before they are widened to FP32. 4 (one pair a chunk)
-// ran 2-3% faster still (session 60, 1x14336x4096 9.07 us) but its longer f16 chains of uncentred sums failed the
-// 1e-3 check (rel. error 0.9-1.0e-3); at 2 the errors are 6.5-7.2e-4 (dot8hz's 4.7-5.5e-4).
+// ran 2-3% faster still (session 60, 1x14336x4096 9.07 us against 9.30) but its longer f16 chains of uncentred sums
+// failed the 1e-3 check (up to 1.01e-3); at 2 the ring test's errors are 6.5-7.2e-4 (dot8hz's 4.7-5.5e-4).
 #define SUBN_WORDS 2
 
 #if FMT == 4

@@ -228,10 +228,11 @@ fn mma_chunk(per: usize) -> usize {
         .unwrap_or(if (MMA_CHUNK_WIDE_FROM..=MMA_CHUNK_WIDE_TO).contains(&per) { MMA_CHUNK_WIDE } else { MMA_CHUNK })
 }
 
-/// Whether INT4's CUDA-core row steps (1 to 3 rows of x) take its codes as f16 subnormals (`RW_SUBN` in
-/// wo_stream.cuh, `dot8subn`: 8 instructions a word of 8 codes instead of 13, the zero point off each chunk's sum
-/// in FP32; session 60, H200: 1x14336x4096 9.72 -> 9.30 us, 1x4096x14336 10.5 -> 9.88, 1x128256x4096 67.0 -> 65.0):
-/// yes, unless `ROOFLINE_RING_SUBN=0` (the q - z decode, `dot8hz`, for A/B runs).
+/// Whether INT4's CUDA-core row steps (the ring GEMV's at 1 to 3 rows of x, the fused FFN's phase A, attn_qkv's
+/// ring) take its codes as f16 subnormals (`RW_SUBN` in wo_stream.cuh, `dot8subn`: 8 instructions a word of 8 codes
+/// instead of 13, the zero point off each chunk's sum in FP32; session 60, H200: 1x14336x4096 9.72 -> 9.30 us,
+/// 1x4096x14336 10.5 -> 9.88, 1x128256x4096 67.0 -> 65.0): yes, unless `ROOFLINE_RING_SUBN=0` (the q - z decode,
+/// `dot8hz`, for A/B runs).
 pub(crate) fn int4_subnormal() -> bool {
     !std::env::var("ROOFLINE_RING_SUBN").is_ok_and(|v| v == "0")
 }
