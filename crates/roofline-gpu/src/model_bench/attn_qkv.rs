@@ -372,7 +372,7 @@ fn options(arch: u32, s: &QkvShape, steps: usize, slots: usize, groups: usize, m
     opts.push(format!("-DRW_GROUPS={groups}"));
     opts.push("-DNORM=1".into());
     opts.push("-DADD=0".into());
-    if s.format == WoFormat::Int4G128 && ring::int4_subnormal() {
+    if ring::int4_subnormal(s.format) {
         // The ring's row steps take INT4's codes as f16 subnormals, as the ring GEMV's do.
         opts.push("-DRW_SUBN=1".into());
     }

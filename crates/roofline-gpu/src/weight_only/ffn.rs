@@ -458,7 +458,7 @@ fn ffn_options(
         opts.push("-DNF4_PAIRS=1".into());
     }
     opts.push(format!("-DFF={intermediate}"));
-    if format == WoFormat::Int4G128 && super::ring::int4_subnormal() {
+    if super::ring::int4_subnormal(format) {
         // Phase A's row steps take INT4's codes as f16 subnormals, as the ring GEMV's do.
         opts.push("-DRW_SUBN=1".into());
     }

@@ -228,13 +228,13 @@ fn mma_chunk(per: usize) -> usize {
         .unwrap_or(if (MMA_CHUNK_WIDE_FROM..=MMA_CHUNK_WIDE_TO).contains(&per) { MMA_CHUNK_WIDE } else { MMA_CHUNK })
 }
 
-/// Whether INT4's CUDA-core row steps (the ring GEMV's at 1 to 3 rows of x, the fused FFN's phase A, attn_qkv's
+/// Whether `format`'s CUDA-core row steps (the ring GEMV's at 1 to 3 rows of x, the fused FFN's phase A, attn_qkv's
 /// ring) take its codes as f16 subnormals (`RW_SUBN` in wo_stream.cuh, `dot8subn`: 8 instructions a word of 8 codes
 /// instead of 13, the zero point off each chunk's sum in FP32; session 60, H200: 1x14336x4096 9.72 -> 9.30 us,
-/// 1x4096x14336 10.5 -> 9.88, 1x128256x4096 67.0 -> 65.0): yes, unless `ROOFLINE_RING_SUBN=0` (the q - z decode,
+/// 1x4096x14336 10.5 -> 9.88, 1x128256x4096 67.0 -> 65.0): INT4, unless `ROOFLINE_RING_SUBN=0` (the q - z decode,
 /// `dot8hz`, for A/B runs).
-pub(crate) fn int4_subnormal() -> bool {
-    !std::env::var("ROOFLINE_RING_SUBN").is_ok_and(|v| v == "0")
+pub(crate) fn int4_subnormal(format: WoFormat) -> bool {
+    format == WoFormat::Int4G128 && !std::env::var("ROOFLINE_RING_SUBN").is_ok_and(|v| v == "0")
 }
 
 /// Bytes of padding after each row of a tensor-core ring slot (`RW_MMA_PAD` in wo_ring.cu: the slot's rows off one
@@ -1088,9 +1088,9 @@ pub const AHEAD_MIN_COPY: usize = 3584;
 /// 27.4 / 27.0, 1x28672x4096 53.2 / 52.5, 1x128256x4096 235 / 234; 1x6144x4096 13.1 / 12.5, 1x4096x8192 17.2 /
 /// 16.4; but with K = 7168's 2 KB copies 1x7168x7168 24.2 / 29.0-29.3.
 /// INT4 on the CUDA-core row steps with the subnormal decode and one row of x (`subnormal`, [`int4_subnormal`])
-/// decodes a unit in fewer instructions, so a third unit in flight pays where a CTA streams more units than its ring has slots, up to
-/// [`AHEAD3_MAX_FILLS`] times as many, in whole row steps of K >= 4096 ([`AHEAD3_MIN_COPY`]; session 60, H200, us,
-/// 2 / 3: 1x20480x4096 12.1 / 11.8, 1x24576x4096 14.6 / 14.1, 1x28672x4096 16.5 / 16.0, 1x36864x4096 20.3 / 19.5,
+/// decodes a unit in fewer instructions, so a third unit in flight pays where a CTA streams more units than its
+/// ring has slots, up to [`AHEAD3_MAX_FILLS`] times as many, in whole row steps of K >= 4096
+/// ([`AHEAD3_MIN_COPY`]; session 60, H200, us, 2 / 3: 1x20480x4096 12.1 / 11.8, 1x24576x4096 14.6 / 14.1, 1x28672x4096 16.5 / 16.0, 1x36864x4096 20.3 / 19.5,
 /// 1x57344x4096 (all in flight before) 29.6 / 29.2, 1x14336x4096 9.27 / 9.23; but 1x4096x14336's 3.5 KB copies
 /// 9.87 / 10.55 and the LM head, 122 units in 9 slots, 64.8 (all) / 65.3).
 fn units_in_flight(
@@ -1539,7 +1539,7 @@ fn compile_ring_with(
     // A CTA's share of K (all of it but in K splits).
     let fd = plan.fd(k);
     // One row of x: at two, 3 in flight lost (2x14336x4096 12.05 -> 12.8 us, 2x28672x4096 20.35 -> 20.8).
-    let subnormal = format == WoFormat::Int4G128 && !mma && m == 1 && int4_subnormal();
+    let subnormal = !mma && m == 1 && int4_subnormal(format);
     let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, fd, parts), peak_gb_s, subnormal);
     let mut opts = options(arch, (format, x), (m, fd), per, layout, (parts, groups, ahead, mma), (epilogue, input));
     opts.push(format!("-DRW_SPLITS={splits}"));
@@ -1871,7 +1871,7 @@ fn options(
     opts.push(format!("-DADD={}", u32::from(epilogue == Epilogue::Add)));
     opts.push(format!("-DSILU_X={}", u32::from(input == Input::SwiGlu)));
     opts.push(format!("-DRW_SSTREAM={}", u32::from(layout.streamed_scales)));
-    if format == WoFormat::Int4G128 && !mma && int4_subnormal() {
+    if !mma && int4_subnormal(format) {
         opts.push("-DRW_SUBN=1".into());
     }
     if format == WoFormat::Nf4 {
@@ -2740,7 +2740,7 @@ mod tests {
                 ];
                 for ((lay, parts, g, m), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
                     // Units in flight as an H200 (4.9 TB/s) takes them: limited at the short shapes, not the long.
-                    let subn = f == WoFormat::Int4G128 && m == 1 && int4_subnormal();
+                    let subn = m == 1 && int4_subnormal(f);
                     let ahead = units_in_flight(f, per * parts, lay.slots, copy_bytes(f, k, parts), 4900.0, subn);
                     // BF16 weights with BF16 x (FP16 x differs only in its loads and stores), and 8-bit weights at
                     // M = 2 (the ring's default there is for BF16 x).
