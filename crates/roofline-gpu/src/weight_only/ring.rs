@@ -1113,12 +1113,12 @@ fn units_in_flight(
     })
 }
 
-/// Fewest bytes of a bulk copy for which INT4's subnormal decode keeps three units in flight ([`units_in_flight`]):
+/// Fewest bytes of a bulk copy for which INT4's subnormal decode keeps three units in flight (`units_in_flight`):
 /// a whole row step of K = 4096.
 pub const AHEAD3_MIN_COPY: usize = 16384;
 
 /// Most times a CTA's units fill its ring for which INT4's subnormal decode keeps three units in flight
-/// ([`units_in_flight`]; measured ahead at 6.2, behind at 13.6).
+/// (`units_in_flight`; measured ahead at 6.2, behind at 13.6).
 pub const AHEAD3_MAX_FILLS: usize = 7;
 
 /// Bytes of one of the ring's bulk copies for rows of `k` `format` values in `parts` K parts: a whole row step (8
