@@ -85,7 +85,15 @@
 // RW_SUBN's words of a chunk in one pair of f16x2 accumulators before they are widened to FP32. 4 (one pair a chunk)
 // ran 2-3% faster still (session 60, 1x14336x4096 9.07 us against 9.30) but its longer f16 chains of uncentred sums
 // failed the 1e-3 check (up to 1.01e-3); at 2 the ring test's errors are 6.5-7.2e-4 (dot8hz's 4.7-5.5e-4).
+#ifndef SUBN_WORDS
 #define SUBN_WORDS 2
+#endif
+// SUBN_MMA 1 (RW_SUBN's row step, sm_80+; the ring, the fused FFN and attn_qkv run it on sm_90 only): each row's f16x2
+// sums are widened and added by the tensor cores instead of by conversions, adds and a butterfly (`row_step_subn`);
+// 0: session 60's (A/B: ROOFLINE_NVRTC_EXTRA=-DSUBN_MMA=0).
+#ifndef SUBN_MMA
+#define SUBN_MMA 1
+#endif
 
 #if FMT == 4
 // The 8 INT4 codes of word v (nibble i = code i) against x packed by `pack_x_subn`, as f16 subnormals, no
@@ -104,7 +112,7 @@ __device__ __forceinline__ void dot8subn(u32 v, const u32 a[4], u32& acc_e, u32&
 
 // x's chunk (NV values) packed for `dot8subn`: each value times `up` (the caller's 2^15 / its largest |x|, a power
 // of two), a[wd][k] as above for word wd's values 8 wd + k. Returns sum(x) up 2^-24, the zero points' term in
-// the units of dot8subn's sums.
+// the units of dot8subn's sums: with SUBN_MMA the sum over the lane's quad (all 32 lanes must call it together).
 template <int NV>
 __device__ __forceinline__ float pack_x_subn(const float xr[NV], float up, u32 xh[4][4]) {
 #pragma unroll
@@ -134,6 +142,12 @@ __device__ __forceinline__ float pack_x_subn(const float xr[NV], float up, u32 x
             xsum += (c0 + c1) + 17.0f * (d0 + d1);
         }
     }
+#if SUBN_MMA
+    // row_step_subn takes the zero points off the sums of a lane quad (the 128 values of one INT4 group): the quad's
+    // sum of x (the same bits in its four lanes: the adds are commutative).
+    xsum += __shfl_xor_sync(FULL, xsum, 1);
+    xsum += __shfl_xor_sync(FULL, xsum, 2);
+#endif
     return xsum * 0x1p-24f;
 }
 #endif
@@ -208,6 +222,82 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[LV
     return chunk_sum_sq(xr);
 }
 
+#if FMT == 4 && RW_SUBN && SUBN_MMA
+// d += A B on the tensor cores: mma.sync m16n8k16, A (row-major 16 x 16) and B (column-major 16 x 8) in f16, C and D
+// in FP32, each lane's fragments as the PTX ISA lays them out (lane = 4 g + t: a0 rows g, a1 rows g + 8, columns 2t
+// and 2t + 1; a2, a3 the same 8 columns on; b0 rows 2t, 2t + 1 of column g, b1 8 rows on; d0, d1 row g, columns 2t
+// and 2t + 1; d2, d3 row g + 8).
+__device__ __forceinline__ void mma_f16_f32(float (&d)[4], u32 a0, u32 a1, u32 a2, u32 a3, u32 b0, u32 b1) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// row_step_m for INT4's subnormal codes (RW_SUBN) with SUBN_MMA: the same products (`dot8subn`), but the f16x2
+// sums are widened, added over the lane quad (lanes 4 g .. 4 g + 3: the 128 values of INT4 group g of the warp's K
+// slice, one scale and zero point a row) and gathered by the tensor cores. Rows i and i + 4 of the step take one
+// MMA a SUBN_WORDS words: A = their four accumulators (a0, a2: row i's; a1, a3: row i + 4's) and B ones in columns 2i
+// and 2i + 1 only (held by lanes 8i .. 8i + 7), all into one D; so D row g, column 2t is row t's quad sum and D row
+// g + 8 row t + 4's (FP32 adds). Each lane then applies its quad's zero point and scale to 2 rows, not 8 (the
+// sums' four conversions and four adds a row and SUBN_WORDS words, and 8 scales unpacked, were about a third of
+// the step's instructions: session 61), and the warp's sum is 3 exchanges (a lane's two rows to one, then lane
+// bits 3 and 2) and one gather. `xsum[m]`: pack_x_subn's quad sums.
+template <int MR, bool SCALES_IN_STAGE>
+__device__ __forceinline__ void row_step_subn(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
+                                              const u32 (&xh)[MR][4][4], float (&out)[MR], const float* xsum) {
+    const int lane = threadIdx.x & 31, t = lane & 3;
+    if (SCALES_IN_STAGE && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
+    // Rows t and t + 4: their scales (f16, 8 rows a column) and zero points (nibbles of one word).
+    const float s0 = h2f(((const u16*)sc)[t]), s1 = h2f(((const u16*)sc)[t + 4]);
+    const u32 zw = *(const u32*)zc;
+    const float z0 = __uint_as_float(0x4b000000u | ((zw >> (4 * t)) & 15u)) - 8388608.0f;  // exact
+    const float z1 = __uint_as_float(0x4b000000u | ((zw >> (4 * t + 16)) & 15u)) - 8388608.0f;
+    if (!SCALES_IN_STAGE && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
+    if (EXP_FFN_LOADONLY) {
+#pragma unroll
+        for (int m = 0; m < MR; ++m) out[m] = 0.0f;
+        return;
+    }
+    float d[MR][4];
+#pragma unroll
+    for (int m = 0; m < MR; ++m) d[m][0] = d[m][1] = d[m][2] = d[m][3] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const u32 b = (lane >> 3) == i ? 0x3c003c00u : 0u;  // f16 (1, 1) in columns 2i, 2i + 1
+        const uint4 q0 = *(const uint4*)(sp + i * (ROWB / RW_KH));
+        const uint4 q1 = *(const uint4*)(sp + (i + 4) * (ROWB / RW_KH));
+#pragma unroll
+        for (int m = 0; m < MR; ++m) {
+#pragma unroll
+            for (int w0 = 0; w0 < 4 - 2 * EXP_RING_HALFDECODE; w0 += SUBN_WORDS) {
+                u32 e0 = 0u, o0 = 0u, e1 = 0u, o1 = 0u;
+#pragma unroll
+                for (int wd = w0; wd < w0 + SUBN_WORDS; ++wd) {
+                    dot8subn(word(q0, wd), xh[m][wd], e0, o0);
+                    dot8subn(word(q1, wd), xh[m][wd], e1, o1);
+                }
+                mma_f16_f32(d[m], e0, e1, o0, o1, b, b);
+            }
+        }
+    }
+    const bool hi = (lane & 16) != 0;
+    const int g = (lane >> 2) & 7;
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+        // Rows t and t + 4 of the quad's group, less z sum(x), scaled.
+        const float v0 = s0 * fmaf(-z0, xsum[m], d[m][0]);
+        const float v1 = s1 * fmaf(-z1, xsum[m], d[m][2]);
+        // Lane bit 4 picks row t (0) or t + 4 (1); then the other groups' lanes of that row are added.
+        float v = (hi ? v1 : v0) + __shfl_xor_sync(FULL, hi ? v0 : v1, 16);
+        v += __shfl_xor_sync(FULL, v, 8);
+        v += __shfl_xor_sync(FULL, v, 4);
+        // Lane l's row is g = (l >> 2) & 7, as butterfly_rows leaves it: held by the lanes of t = g & 3 and bit 4 = g >> 2.
+        out[m] = __shfl_sync(FULL, v, ((g >> 2) << 4) | (g & 3));
+    }
+}
+#endif
+
 // One row step (8 rows of FD codes at `sp`, the lane's chunk at cbase; rows ROWB / RW_KH bytes apart) against
 // the lane's chunk of MR rows of x (`xh[m]`, as `pack_x` lays them out; the ring GEMV's RW_M): the rows' scales (8
 // f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting on the stage's `full` mbarrier
@@ -224,6 +314,9 @@ template <int MR, bool SCALES_IN_STAGE = false>
 __device__ __forceinline__ void row_step_m(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
                                            const u32 (&xh)[MR][4][4], float (&out)[MR], const u8* nf4t = nullptr,
                                            const float* xsum = nullptr) {
+#if FMT == 4 && RW_SUBN && SUBN_MMA
+    row_step_subn<MR, SCALES_IN_STAGE>(sp, sc, zc, fb, par, xh, out, xsum);
+#else
     // 8-bit codes have no block scales: their stage is waited for first, as a stage carrying its scales is.
     if ((SCALES_IN_STAGE || FMT <= 3) && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
 #if FMT >= 4
@@ -367,6 +460,7 @@ __device__ __forceinline__ void row_step_m(const u8* sp, const u8* sc, const u8*
     // R = 8).
 #pragma unroll
     for (int m = 0; m < MR; ++m) out[m] = butterfly_rows(acc[m]);
+#endif
 }
 
 // row_step_m for one row of x (`xh`; the fused FFN, and the ring GEMV at RW_M = 1): returns the row sums.

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Session 61 probes (H200 through the device tool). Parts (comma-separated):
+#   t1     ring_gpu's reference test for INT4 at 1-3 rows of x with ROOFLINE_NVRTC_EXTRA empty (the build's default since
+#          session 61: the subnormal decode's sums widened and added by the tensor cores, wo_stream.cuh `row_step_subn`,
+#          every 2 words), -DSUBN_MMA=0 (session 60's conversions and butterfly), -DSUBN_WORDS=1 and -DSUBN_WORDS=4, into
+#          $out/t-{mma,old,w1,w4}.txt, the errors side by side (mma, old, w1, w4)
+#   ab     `measure` INT4 at issue 11's M = 1 shapes and more, the default against -DSUBN_MMA=0 and -DSUBN_WORDS=1, twice
+#          each, into $out/ab.txt (BF16 x at 1x14336x4096 too)
+#   ffn    ffn_gpu's reference test (every format; INT4's phase A on the subnormal decode) into $out/t-ffn.txt
+#   mbt    model_bench_gpu's tests (attn_qkv's ring among them) into $out/t-mb.txt
+#   mb1    model-bench Llama-3.1-8B (8 layers) INT4 at batch 1 and 2, -DSUBN_MMA=0 against the default, into $out/mb1.txt
+#   tune   with the tensor-core sums: the ring's units in flight (ROOFLINE_RING_AHEAD) and row groups (ROOFLINE_RING_GROUPS)
+#          re-swept for INT4 at 1-2 rows, and ROOFLINE_RING_MMA_MAX_STEPS=0 (2-3 rows on the CUDA-core ring instead of the
+#          tensor-core one) where the default takes the tensor cores, twice each, into $out/tune.txt
+#   table  issue 11's table (`compare --weight-only`, every format) into $out/table.txt
+# $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session61.
+. "$(dirname "$0")/probe-lib.sh"
+probe_start exp-session61 "${1:-t1}"
+if has t1; then
+    for v in mma: old:-DSUBN_MMA=0 w1:-DSUBN_WORDS=1 w4:-DSUBN_WORDS=4; do
+        ROOFLINE_NVRTC_EXTRA=${v#*:} ROOFLINE_TEST_FORMATS=INT4_G128 ROOFLINE_TEST_M=${T1_M:-1,2,3} test_bin "t-${v%%:*}" 400 \
+            ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+        grep -E "rel. error" "$out/t-${v%%:*}.txt" | grep -v "tensor cores" | sed -E 's/.*Int4G128 x ([A-Za-z0-9]+) ([0-9x]+) row ([0-9]+) ([A-Za-z]+) .*rel. error ([0-9.e-]+) \(of W x ([0-9.e-]+)\)/\1 \2 r\3 \4 \5 \6/' \
+            | sort -u >"$out/err-${v%%:*}.txt"
+    done
+    paste "$out/err-mma.txt" "$out/err-old.txt" "$out/err-w1.txt" "$out/err-w4.txt" \
+        | awk '{print $1, $2, $3, $4, $5, $11, $17, $23}' | head -80
+fi
+if has ab; then
+    env_ab ab extra ROOFLINE_NVRTC_EXTRA "default -DSUBN_MMA=0 -DSUBN_WORDS=1" \
+        "1x14336x4096 1x4096x14336 1x4096x4096 1x128256x4096 1x28672x4096 2x14336x4096" "INT4_G128"
+    MEAS_X=bf16 env_ab ab extra ROOFLINE_NVRTC_EXTRA "default -DSUBN_MMA=0" "1x14336x4096" "INT4_G128"
+fi
+if has ffn; then
+    test_bin t-ffn 300 ffn_gpu --ignored --nocapture fused_ffn_matches_the_reference
+    grep -E "Int4G128" "$out/t-ffn.txt"
+fi
+if has mbt; then
+    test_bin t-mb 330 model_bench_gpu --ignored
+fi
+if has mb1; then
+    for b in 1 2; do
+        for v in -DSUBN_MMA=0 default; do
+            (export ROOFLINE_NVRTC_EXTRA=${v#default}; MB_TIMEOUT=200 mb mb1 "extra=$v batch $b" roofline \
+                --config llama-3.1-8b --schemes int4 --batch $b --layers 8)
+        done
+    done
+fi
+if has tune; then
+    env_ab tune ahead ROOFLINE_RING_AHEAD "default 2 4 0" "1x14336x4096 1x4096x14336" "INT4_G128"
+    env_ab tune ahead ROOFLINE_RING_AHEAD "default 3" "2x14336x4096 2x28672x4096" "INT4_G128"
+    env_ab tune groups ROOFLINE_RING_GROUPS "default 2 4" "1x14336x4096 2x14336x4096" "INT4_G128"
+    env_ab tune mmasteps ROOFLINE_RING_MMA_MAX_STEPS "default 0" "2x4096x4096 2x6144x4096 3x4096x4096 3x14336x4096" \
+        "INT4_G128"
+fi
+if has table; then
+    issue_table table
+fi
