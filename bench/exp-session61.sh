@@ -12,6 +12,11 @@
 #   tune   with the tensor-core sums: the ring's units in flight (ROOFLINE_RING_AHEAD) and row groups (ROOFLINE_RING_GROUPS)
 #          re-swept for INT4 at 1-2 rows, and ROOFLINE_RING_MMA_MAX_STEPS=0 (2-3 rows on the CUDA-core ring instead of the
 #          tensor-core one) where the default takes the tensor cores, twice each, into $out/tune.txt
+#   nv     (r3, an attempt since reverted: its patch is bench/results/h200-2026-11-30-session61/r3/nv-mma-attempt.patch; on
+#          later builds -DNV_MMA changes nothing) NVFP4's CUDA-core row step on the tensor-core sums too (`row_step_nv`, each
+#          segment's f16 sums times its E4M3 scale in f16 first): ring_gpu's NVFP4 cases at 1-2 rows
+#          with the default and -DNV_MMA=0 (errors side by side), then `measure` NVFP4 at issue 11's M = 1 shapes and more,
+#          the default against -DNV_MMA=0, twice each (BF16 x at 1x14336x4096 too), into $out/t-nv{1,0}.txt, $out/nv.txt
 #   table  issue 11's table (`compare --weight-only`, every format) into $out/table.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session61.
 . "$(dirname "$0")/probe-lib.sh"
@@ -52,6 +57,18 @@ if has tune; then
     env_ab tune groups ROOFLINE_RING_GROUPS "default 2 4" "1x14336x4096 2x14336x4096" "INT4_G128"
     env_ab tune mmasteps ROOFLINE_RING_MMA_MAX_STEPS "default 0" "2x4096x4096 2x6144x4096 3x4096x4096 3x14336x4096" \
         "INT4_G128"
+fi
+if has nv; then
+    for v in 1 0; do
+        ROOFLINE_NVRTC_EXTRA=-DNV_MMA=$v ROOFLINE_TEST_FORMATS=NVFP4 ROOFLINE_TEST_M=1,2 test_bin "t-nv$v" 400 \
+            ring_gpu --ignored --nocapture ring_gemv_matches_the_reference
+        grep -E "rel. error" "$out/t-nv$v.txt" | grep -v "tensor cores" | sed -E 's/.*Nvfp4 x ([A-Za-z0-9]+) ([0-9x]+) row ([0-9]+) ([A-Za-z]+) .*rel. error ([0-9.e-]+) \(of W x ([0-9.e-]+)\)/\1 \2 r\3 \4 \5 \6/' \
+            | sort -u >"$out/err-nv$v.txt"
+    done
+    paste "$out/err-nv1.txt" "$out/err-nv0.txt" | awk '{print $1, $2, $3, $4, $5, $11}' | sort -k5 -g | tail -8
+    env_ab nv extra ROOFLINE_NVRTC_EXTRA "default -DNV_MMA=0" \
+        "1x14336x4096 1x4096x14336 1x4096x4096 1x128256x4096 2x14336x4096" "NVFP4"
+    MEAS_X=bf16 env_ab nv extra ROOFLINE_NVRTC_EXTRA "default -DNV_MMA=0" "1x14336x4096" "NVFP4"
 fi
 if has table; then
     issue_table table

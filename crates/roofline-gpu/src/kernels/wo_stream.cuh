@@ -234,6 +234,22 @@ __device__ __forceinline__ void mma_f16_f32(float (&d)[4], u32 a0, u32 a1, u32 a
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// The f16 ones a lane holds in B for the MMA of rows i and i + 4 (`row_step_subn`): B's columns 2i and
+// 2i + 1 are held by lanes 8i .. 8i + 7.
+__device__ __forceinline__ u32 tc_sum_ones(int i) { return ((threadIdx.x & 31) >> 3) == i ? 0x3c003c00u : 0u; }
+
+// The warp's sum of row (lane >> 2) & 7 (butterfly_rows' layout) from each lane's rows t and t + 4 of its quad (lane =
+// 4g + t; v0, v1): one exchange leaves a lane one of the two (lane bit 4: row t + 4), two adds over lane bits 3 and
+// 2 finish the sum, and a gather brings row g to lane 4g + t (from the lanes of t = g & 3, bit 4 = g >> 2).
+__device__ __forceinline__ float tc_sum_rows(float v0, float v1) {
+    const int lane = threadIdx.x & 31, g = (lane >> 2) & 7;
+    const bool hi = (lane & 16) != 0;
+    float v = (hi ? v1 : v0) + __shfl_xor_sync(FULL, hi ? v0 : v1, 16);
+    v += __shfl_xor_sync(FULL, v, 8);
+    v += __shfl_xor_sync(FULL, v, 4);
+    return __shfl_sync(FULL, v, ((g >> 2) << 4) | (g & 3));
+}
+
 // row_step_m for INT4's subnormal codes (RW_SUBN) with SUBN_MMA: the same products (`dot8subn`), but the f16x2
 // sums are widened, added over the lane quad (lanes 4 g .. 4 g + 3: the 128 values of INT4 group g of the warp's K
 // slice, one scale and zero point a row) and gathered by the tensor cores. Rows i and i + 4 of the step take one
@@ -246,7 +262,7 @@ __device__ __forceinline__ void mma_f16_f32(float (&d)[4], u32 a0, u32 a1, u32 a
 template <int MR, bool SCALES_IN_STAGE>
 __device__ __forceinline__ void row_step_subn(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
                                               const u32 (&xh)[MR][4][4], float (&out)[MR], const float* xsum) {
-    const int lane = threadIdx.x & 31, t = lane & 3;
+    const int t = threadIdx.x & 3;
     if (SCALES_IN_STAGE && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
     // Rows t and t + 4: their scales (f16, 8 rows a column) and zero points (nibbles of one word).
     const float s0 = h2f(((const u16*)sc)[t]), s1 = h2f(((const u16*)sc)[t + 4]);
@@ -264,7 +280,7 @@ __device__ __forceinline__ void row_step_subn(const u8* sp, const u8* sc, const 
     for (int m = 0; m < MR; ++m) d[m][0] = d[m][1] = d[m][2] = d[m][3] = 0.0f;
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
-        const u32 b = (lane >> 3) == i ? 0x3c003c00u : 0u;  // f16 (1, 1) in columns 2i, 2i + 1
+        const u32 b = tc_sum_ones(i);  // f16 (1, 1) in columns 2i, 2i + 1
         const uint4 q0 = *(const uint4*)(sp + i * (ROWB / RW_KH));
         const uint4 q1 = *(const uint4*)(sp + (i + 4) * (ROWB / RW_KH));
 #pragma unroll
@@ -281,22 +297,14 @@ __device__ __forceinline__ void row_step_subn(const u8* sp, const u8* sc, const 
             }
         }
     }
-    const bool hi = (lane & 16) != 0;
-    const int g = (lane >> 2) & 7;
 #pragma unroll
     for (int m = 0; m < MR; ++m) {
-        // Rows t and t + 4 of the quad's group, less z sum(x), scaled.
-        const float v0 = s0 * fmaf(-z0, xsum[m], d[m][0]);
-        const float v1 = s1 * fmaf(-z1, xsum[m], d[m][2]);
-        // Lane bit 4 picks row t (0) or t + 4 (1); then the other groups' lanes of that row are added.
-        float v = (hi ? v1 : v0) + __shfl_xor_sync(FULL, hi ? v0 : v1, 16);
-        v += __shfl_xor_sync(FULL, v, 8);
-        v += __shfl_xor_sync(FULL, v, 4);
-        // Lane l's row is g = (l >> 2) & 7, as butterfly_rows leaves it: held by the lanes of t = g & 3 and bit 4 = g >> 2.
-        out[m] = __shfl_sync(FULL, v, ((g >> 2) << 4) | (g & 3));
+        // Rows t and t + 4 of the quad's group, less z sum(x), scaled; then the warp's sums.
+        out[m] = tc_sum_rows(s0 * fmaf(-z0, xsum[m], d[m][0]), s1 * fmaf(-z1, xsum[m], d[m][2]));
     }
 }
 #endif
+
 
 // One row step (8 rows of FD codes at `sp`, the lane's chunk at cbase; rows ROWB / RW_KH bytes apart) against
 // the lane's chunk of MR rows of x (`xh[m]`, as `pack_x` lays them out; the ring GEMV's RW_M): the rows' scales (8
