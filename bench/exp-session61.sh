@@ -17,6 +17,11 @@
 #          segment's f16 sums times its E4M3 scale in f16 first): ring_gpu's NVFP4 cases at 1-2 rows
 #          with the default and -DNV_MMA=0 (errors side by side), then `measure` NVFP4 at issue 11's M = 1 shapes and more,
 #          the default against -DNV_MMA=0, twice each (BF16 x at 1x14336x4096 too), into $out/t-nv{1,0}.txt, $out/nv.txt
+#   final  the committed build's checks: ring_gpu's INT4 cases at 1-2 rows, weight_only_gpu's every-M test (INT4, the
+#          engine's defaults), then issue 11's table, into $out/final-*.txt and $out/final-table.txt
+#   m23    2-3 rows of x where the default takes the tensor-core ring (at 2 rows up to 7 row steps a CTA, at 3 always):
+#          `measure` the default against the CUDA-core ring (ROOFLINE_RING_MMA_MAX_STEPS=0 with --gemv ring=true), twice
+#          each, into $out/m23.txt; then ring_gpu's INT4 cases at 3 rows on the CUDA-core ring, into $out/t-m3.txt
 #   table  issue 11's table (`compare --weight-only`, every format) into $out/table.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session61.
 . "$(dirname "$0")/probe-lib.sh"
@@ -69,6 +74,23 @@ if has nv; then
     env_ab nv extra ROOFLINE_NVRTC_EXTRA "default -DNV_MMA=0" \
         "1x14336x4096 1x4096x14336 1x4096x4096 1x128256x4096 2x14336x4096" "NVFP4"
     MEAS_X=bf16 env_ab nv extra ROOFLINE_NVRTC_EXTRA "default -DNV_MMA=0" "1x14336x4096" "NVFP4"
+fi
+if has final; then
+    ROOFLINE_TEST_FORMATS=INT4_G128 ROOFLINE_TEST_M=1,2 test_bin final-ring 400 ring_gpu --ignored --nocapture \
+        ring_gemv_matches_the_reference
+    ROOFLINE_TEST_FORMATS=INT4_G128 test_bin final-everym 250 weight_only_gpu --ignored --nocapture \
+        every_m_and_tiny_odd_shapes_through_the_raw_api
+    issue_table final-table
+fi
+if has m23; then
+    for sh in 2x4096x4096 2x6144x4096 2x2048x4096 3x4096x4096 3x6144x4096 3x14336x4096 3x28672x4096; do
+        for rep in 1 2; do
+            MEAS_TIMEOUT=40 meas m23 default INT4_G128 $sh ""
+            (export ROOFLINE_RING_MMA_MAX_STEPS=0; MEAS_TIMEOUT=40 meas m23 cuda-core INT4_G128 $sh ring=true)
+        done
+    done
+    ROOFLINE_RING_MMA_MAX_STEPS=0 ROOFLINE_TEST_FORMATS=INT4_G128 ROOFLINE_TEST_M=3 test_bin t-m3 300 ring_gpu --ignored \
+        --nocapture ring_gemv_matches_the_reference
 fi
 if has table; then
     issue_table table

@@ -231,8 +231,9 @@ fn mma_chunk(per: usize) -> usize {
 /// Whether `format`'s CUDA-core row steps (the ring GEMV's at 1 to 3 rows of x, the fused FFN's phase A, attn_qkv's
 /// ring) take its codes as f16 subnormals (`RW_SUBN` in wo_stream.cuh, `dot8subn`: 8 instructions a word of 8 codes
 /// instead of 13, the zero point off each chunk's sum in FP32; session 60, H200: 1x14336x4096 9.72 -> 9.30 us,
-/// 1x4096x14336 10.5 -> 9.88, 1x128256x4096 67.0 -> 65.0): INT4, unless `ROOFLINE_RING_SUBN=0` (the q - z decode,
-/// `dot8hz`, for A/B runs).
+/// 1x4096x14336 10.5 -> 9.88, 1x128256x4096 67.0 -> 65.0; since session 61 the f16 sums are added on the tensor cores,
+/// `row_step_subn`: 1x14336x4096 9.30 -> 8.90, 2x14336x4096 12.1 -> 10.9): INT4, unless `ROOFLINE_RING_SUBN=0` (the
+/// q - z decode, `dot8hz`, for A/B runs).
 pub(crate) fn int4_subnormal(format: WoFormat) -> bool {
     format == WoFormat::Int4G128 && !std::env::var("ROOFLINE_RING_SUBN").is_ok_and(|v| v == "0")
 }
@@ -2110,6 +2111,36 @@ mod tests {
         assert!(subn(WoFormat::Int4G128, 1, false) && subn(WoFormat::Int4G128, 2, false));
         assert!(!subn(WoFormat::Int4G128, 16, true));
         assert!(!subn(WoFormat::Nf4, 1, false) && !subn(WoFormat::Mxfp4, 1, false));
+    }
+
+    /// INT4's subnormal row step adds its f16 sums on the tensor cores (session 61, wo_stream.cuh `row_step_subn`): one
+    /// `mma.sync` a row pair and 2 words, 8 a row step at one row of x, 16 at two; the other formats' CUDA-core row steps
+    /// use none (NVFP4's version was slower, session 61 r3). Skipped without NVRTC or cuobjdump.
+    #[test]
+    fn int4_subnormal_row_step_sums_on_the_tensor_cores() {
+        if let Err(e) = nvrtc_available() {
+            eprintln!("SKIPPED int4_subnormal_row_step_sums_on_the_tensor_cores: {e}");
+            return;
+        }
+        if std::env::var_os("ROOFLINE_RING_SUBN").is_some() || std::env::var_os("ROOFLINE_NVRTC_EXTRA").is_some() {
+            return;
+        }
+        let hmma = |f, m| {
+            let b = compile_ring(90, 132, 4800.0, (f, XDtype::F16), (m, 14336, 4096), (Epilogue::Store, Input::X))
+                .unwrap_or_else(|e| panic!("{f:?} {m}: {e}"));
+            assert!(!b.plan.mma, "{f:?} at {m} rows: the CUDA-core ring");
+            super::super::nvrtc::disassemble(&b.cubin)
+                .unwrap_or_else(|e| panic!("{f:?} {m}: {e}"))
+                .map(|sass| sass.lines().filter(|l| l.contains("HMMA.16816.F32")).count())
+        };
+        let Some(one) = hmma(WoFormat::Int4G128, 1) else {
+            eprintln!("SKIPPED int4_subnormal_row_step_sums_on_the_tensor_cores: no cuobjdump");
+            return;
+        };
+        // ptxas may split the loop, so at least a row step's worth.
+        assert!(one >= 8, "INT4 at 1 row: {one} HMMA");
+        assert!(hmma(WoFormat::Int4G128, 2).is_some_and(|n| n >= 16));
+        assert_eq!(hmma(WoFormat::Nvfp4, 1), Some(0));
     }
 
     /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x (BF16 x since session 53; NVFP4 with
