@@ -22,6 +22,10 @@
 #   m23    2-3 rows of x where the default takes the tensor-core ring (at 2 rows up to 7 row steps a CTA, at 3 always):
 #          `measure` the default against the CUDA-core ring (ROOFLINE_RING_MMA_MAX_STEPS=0 with --gemv ring=true), twice
 #          each, into $out/m23.txt; then ring_gpu's INT4 cases at 3 rows on the CUDA-core ring, into $out/t-m3.txt
+#   m2     2 rows of x at 2-7 row steps a CTA (where the default takes the tensor-core ring): `measure` the default
+#          against the CUDA-core ring (ROOFLINE_RING_MMA_M2_STEPS=0, and --gemv ring=true), INT4, FP16 and BF16 x, twice
+#          each, into $out/m2.txt; then model-bench Llama-3.1-8B INT4 (8 layers) batch 2 with ROOFLINE_RING_MMA_M2_STEPS
+#          default / 0 (the CUDA-core ring where the default would take it: its qkv and o_proj), into $out/mb2.txt
 #   table  issue 11's table (`compare --weight-only`, every format) into $out/table.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session61.
 . "$(dirname "$0")/probe-lib.sh"
@@ -91,6 +95,20 @@ if has m23; then
     done
     ROOFLINE_RING_MMA_MAX_STEPS=0 ROOFLINE_TEST_FORMATS=INT4_G128 ROOFLINE_TEST_M=3 test_bin t-m3 300 ring_gpu --ignored \
         --nocapture ring_gemv_matches_the_reference
+fi
+if has m2; then
+    for x in "" bf16; do
+        for sh in 2x1024x4096 2x2048x4096 2x4096x4096 2x6144x4096 2x7168x4096; do
+            for rep in 1 2; do
+                MEAS_X=$x MEAS_TIMEOUT=40 meas m2 default INT4_G128 $sh ""
+                (export ROOFLINE_RING_MMA_M2_STEPS=0; MEAS_X=$x MEAS_TIMEOUT=40 meas m2 cuda-core INT4_G128 $sh ring=true)
+            done
+        done
+    done
+    for v in default 0; do
+        (export ROOFLINE_RING_MMA_M2_STEPS=${v#default}; MB_TIMEOUT=200 mb mb2 "m2steps=$v batch 2" roofline \
+            --config llama-3.1-8b --schemes int4 --batch 2 --layers 8)
+    done
 fi
 if has table; then
     issue_table table

@@ -181,8 +181,12 @@ const MMA_ALWAYS_M: usize = 3;
 /// / 5.55, NVFP4 6.21 / 5.68; 2x6144x4096 (6) 7.34 / 6.88, 7.66 / 6.94, 7.70 / 7.02, 7.87 / 7.17; 2x14336x4096 (14) 12.2
 /// / 12.3, 13.2 / 12.3, 11.9 / 12.7, 12.4 / 13.0; NF4 2x28672x4096 (28) 24.0 / 22.1 (BF16 x 23.9 / 22.3). BF16 x (r6):
 /// 2x4096x4096 INT4 6.18 / 5.68, MXFP4 6.94 / 6.25, NVFP4 7.08 / 6.21; 2x6144x4096 7.80 / 7.18, 8.98 / 7.68, 9.13 /
-/// 7.76.
+/// 7.76. `ROOFLINE_RING_MMA_M2_STEPS` overrides it for experiments (0: INT4, MXFP4 and NVFP4 take two rows on the
+/// CUDA-core ring at any row steps a CTA, [`auto_rows`]).
 fn mma_m2_max_steps(format: WoFormat) -> usize {
+    if let Some(steps) = std::env::var("ROOFLINE_RING_MMA_M2_STEPS").ok().and_then(|v| v.parse().ok()) {
+        return steps;
+    }
     if format == WoFormat::Nf4 {
         28
     } else {
@@ -876,8 +880,9 @@ pub fn auto_rows(
     };
     match format {
         WoFormat::Nf4 => true,
+        // (Past the tensor-core ring's steps: from AUTO_ROWS_MIN_STEPS by default.)
         WoFormat::Int4G128 | WoFormat::Mxfp4 | WoFormat::Nvfp4 => {
-            (per >= AUTO_ROWS_MIN_STEPS || parts >= 2) && layout.slots >= 2 * groups * parts
+            (per > mma_m2_max_steps(format) || parts >= 2) && layout.slots >= 2 * groups * parts
         }
         WoFormat::Fp8E4M3 | WoFormat::Int8 => x == XDtype::Bf16,
         _ => false,
