@@ -26,6 +26,15 @@
 #          against the CUDA-core ring (ROOFLINE_RING_MMA_M2_STEPS=0, and --gemv ring=true), INT4, FP16 and BF16 x, twice
 #          each, into $out/m2.txt; then model-bench Llama-3.1-8B INT4 (8 layers) batch 2 with ROOFLINE_RING_MMA_M2_STEPS
 #          default / 0 (the CUDA-core ring where the default would take it: its qkv and o_proj), into $out/mb2.txt
+#   loads  where the M = 1 time goes on the tensor-core sums: tune_table's ring row (the default build), its loads alone
+#          (-DEXP_FFN_LOADONLY=1) and its decode alone (-DEXP_FFN_NOLOAD=1; wrong results by design), INT4 and MXFP4 at
+#          1x14336x4096 and 1x4096x14336, with the default units in flight and 4, into $out/loads.txt
+#   tail   the last units' decode (-DEXP_RING_SKIPLAST=1 and 3: a CTA's last units released undecoded, wrong results by
+#          design) for INT4 at 1x14336x4096 and 1x4096x14336, and 3 units in flight (ROOFLINE_RING_AHEAD=3) against the
+#          default 2 for MXFP4, NVFP4 and NF4 at 1x14336x4096 and 1x28672x4096 (tune_table rows), into $out/tail.txt
+#   a3     since r9 MXFP4 and NVFP4 keep 3 units in flight at one row of x as INT4 does (`ring::three_in_flight`): `measure`
+#          the default against ROOFLINE_RING_AHEAD=2 at 1x14336x4096 to 1x36864x4096, twice each, into $out/a3.txt; then
+#          ring_gpu's MXFP4 and NVFP4 cases at one row, into $out/t-a3.txt
 #   table  issue 11's table (`compare --weight-only`, every format) into $out/table.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session61.
 . "$(dirname "$0")/probe-lib.sh"
@@ -109,6 +118,31 @@ if has m2; then
         (export ROOFLINE_RING_MMA_M2_STEPS=${v#default}; MB_TIMEOUT=200 mb mb2 "m2steps=$v batch 2" roofline \
             --config llama-3.1-8b --schemes int4 --batch 2 --layers 8)
     done
+fi
+if has loads; then
+    for s in 1x14336x4096 1x4096x14336; do
+        for f in INT4_G128 MXFP4; do
+            for a in default 4; do
+                echo "=== ahead $a" >>"$out/loads.txt"
+                ROOFLINE_RING_AHEAD=${a#default} tune_fmt loads "$f" "XReg U=0 W=0" "$s" "" "-DEXP_FFN_LOADONLY=1" \
+                    "-DEXP_FFN_NOLOAD=1"
+            done
+        done
+    done
+fi
+if has tail; then
+    tune_fmt tail INT4_G128 "XReg U=0 W=0" "1x14336x4096,1x4096x14336" "" "-DEXP_RING_SKIPLAST=1" "-DEXP_RING_SKIPLAST=3"
+    for f in MXFP4 NVFP4 NF4; do
+        for a in default 3; do
+            echo "=== ahead $a" >>"$out/tail.txt"
+            ROOFLINE_RING_AHEAD=${a#default} tune_fmt tail "$f" "XReg U=0 W=0" "1x14336x4096,1x28672x4096" ""
+        done
+    done
+fi
+if has a3; then
+    env_ab a3 ahead ROOFLINE_RING_AHEAD "default 2" "1x14336x4096 1x20480x4096 1x28672x4096 1x36864x4096" "MXFP4 NVFP4"
+    ROOFLINE_TEST_FORMATS=MXFP4,NVFP4 ROOFLINE_TEST_M=1 test_bin t-a3 300 ring_gpu --ignored --nocapture \
+        ring_gemv_matches_the_reference
 fi
 if has table; then
     issue_table table

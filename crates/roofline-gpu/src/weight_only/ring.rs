@@ -1098,18 +1098,12 @@ pub const AHEAD_MIN_COPY: usize = 3584;
 /// ring has slots, up to [`AHEAD3_MAX_FILLS`] times as many, in whole row steps of K >= 4096
 /// ([`AHEAD3_MIN_COPY`]; session 60, H200, us, 2 / 3: 1x20480x4096 12.1 / 11.8, 1x24576x4096 14.6 / 14.1, 1x28672x4096 16.5 / 16.0, 1x36864x4096 20.3 / 19.5,
 /// 1x57344x4096 (all in flight before) 29.6 / 29.2, 1x14336x4096 9.27 / 9.23; but 1x4096x14336's 3.5 KB copies
-/// 9.87 / 10.55 and the LM head, 122 units in 9 slots, 64.8 (all) / 65.3).
-fn units_in_flight(
-    format: WoFormat,
-    units: usize,
-    slots: usize,
-    copy: usize,
-    peak_gb_s: f64,
-    subnormal: bool,
-) -> usize {
+/// 9.87 / 10.55 and the LM head, 122 units in 9 slots, 64.8 (all) / 65.3). Since session 61 MXFP4 and NVFP4 there too
+/// (`cheap`, [`three_in_flight`]).
+fn units_in_flight(format: WoFormat, units: usize, slots: usize, copy: usize, peak_gb_s: f64, cheap: bool) -> usize {
     let short = format.bits() == 16 || units <= 4 * slots;
     let fast = peak_gb_s >= FAST_MEMORY_GB_S;
-    let three = subnormal && fast && copy >= AHEAD3_MIN_COPY && units > slots && units <= AHEAD3_MAX_FILLS * slots;
+    let three = cheap && fast && copy >= AHEAD3_MIN_COPY && units > slots && units <= AHEAD3_MAX_FILLS * slots;
     std::env::var("ROOFLINE_RING_AHEAD").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(if three {
         3
     } else if fast && copy >= AHEAD_MIN_COPY && short {
@@ -1119,11 +1113,19 @@ fn units_in_flight(
     })
 }
 
-/// Fewest bytes of a bulk copy for which INT4's subnormal decode keeps three units in flight (`units_in_flight`):
-/// a whole row step of K = 4096.
+/// Whether `format`'s CUDA-core row step at `m` rows of x (`mma`: the tensor-core one) decodes a unit cheaply enough for
+/// a third unit in flight (`units_in_flight`): at one row of x, INT4's subnormal decode ([`int4_subnormal`], session
+/// 60), and MXFP4's and NVFP4's E2M1 decode (session 61, H200, us, 2 / 3 in flight, tune_table: 1x28672x4096 MXFP4
+/// 17.04 / 16.54, NVFP4 17.53 / 17.22; 1x14336x4096 9.63 / 9.63, 9.92 / 9.96; NF4 10.27 / 10.43, 17.81 / 17.70 keeps 2).
+fn three_in_flight(format: WoFormat, m: usize, mma: bool) -> bool {
+    !mma && m == 1 && (int4_subnormal(format) || matches!(format, WoFormat::Mxfp4 | WoFormat::Nvfp4))
+}
+
+/// Fewest bytes of a bulk copy for which a cheap decode (`three_in_flight`) keeps three units in flight
+/// (`units_in_flight`): a whole row step of K = 4096.
 pub const AHEAD3_MIN_COPY: usize = 16384;
 
-/// Most times a CTA's units fill its ring for which INT4's subnormal decode keeps three units in flight
+/// Most times a CTA's units fill its ring for which a cheap decode (`three_in_flight`) keeps three units in flight
 /// (`units_in_flight`; measured ahead at 6.2, behind at 13.6).
 pub const AHEAD3_MAX_FILLS: usize = 7;
 
@@ -1545,8 +1547,8 @@ fn compile_ring_with(
     // A CTA's share of K (all of it but in K splits).
     let fd = plan.fd(k);
     // One row of x: at two, 3 in flight lost (2x14336x4096 12.05 -> 12.8 us, 2x28672x4096 20.35 -> 20.8).
-    let subnormal = !mma && m == 1 && int4_subnormal(format);
-    let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, fd, parts), peak_gb_s, subnormal);
+    let cheap = three_in_flight(format, m, mma);
+    let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, fd, parts), peak_gb_s, cheap);
     let mut opts = options(arch, (format, x), (m, fd), per, layout, (parts, groups, ahead, mma), (epilogue, input));
     opts.push(format!("-DRW_SPLITS={splits}"));
     let (cubin, log) = compile_cubin_cached(&source(), "wo_ring.cu", &opts)?;
@@ -2687,6 +2689,14 @@ mod tests {
         assert_eq!((three(14, 9, 16384, 4915.0), three(28, 9, 16384, 4915.0), three(56, 9, 16384, 4915.0)), (3, 3, 3));
         assert_eq!((three(4, 6, 16384, 4915.0), three(8, 6, 3584, 4915.0), three(122, 9, 16384, 4915.0)), (2, 2, 0));
         assert_eq!(three(28, 9, 16384, 3352.0), 0);
+        // Which decodes count as cheap (session 61: MXFP4 and NVFP4 too), at one row of x on the CUDA cores only.
+        if std::env::var_os("ROOFLINE_RING_SUBN").is_none() {
+            assert!([WoFormat::Int4G128, WoFormat::Mxfp4, WoFormat::Nvfp4]
+                .iter()
+                .all(|f| three_in_flight(*f, 1, false)));
+            assert!(!three_in_flight(WoFormat::Nf4, 1, false) && !three_in_flight(WoFormat::Fp8E4M3, 1, false));
+            assert!(!three_in_flight(i4, 2, false) && !three_in_flight(i4, 1, true));
+        }
     }
 
     /// One build of the spill test: a CUDA-core ring build (its description and NVRTC options), or a tensor-core
@@ -2776,8 +2786,8 @@ mod tests {
                 ];
                 for ((lay, parts, g, m), ep) in builds.into_iter().flat_map(|b| ops.map(|e| (b, e))) {
                     // Units in flight as an H200 (4.9 TB/s) takes them: limited at the short shapes, not the long.
-                    let subn = m == 1 && int4_subnormal(f);
-                    let ahead = units_in_flight(f, per * parts, lay.slots, copy_bytes(f, k, parts), 4900.0, subn);
+                    let cheap = three_in_flight(f, m, false);
+                    let ahead = units_in_flight(f, per * parts, lay.slots, copy_bytes(f, k, parts), 4900.0, cheap);
                     // BF16 weights with BF16 x (FP16 x differs only in its loads and stores), and 8-bit weights at
                     // M = 2 (the ring's default there is for BF16 x).
                     let x = if f == WoFormat::Bf16 || (m > 1 && f.bits() == 8) { XDtype::Bf16 } else { XDtype::F16 };
