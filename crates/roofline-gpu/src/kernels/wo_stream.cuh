@@ -305,7 +305,6 @@ __device__ __forceinline__ void row_step_subn(const u8* sp, const u8* sc, const 
 }
 #endif
 
-
 // One row step (8 rows of FD codes at `sp`, the lane's chunk at cbase; rows ROWB / RW_KH bytes apart) against
 // the lane's chunk of MR rows of x (`xh[m]`, as `pack_x` lays them out; the ring GEMV's RW_M): the rows' scales (8
 // f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting on the stage's `full` mbarrier

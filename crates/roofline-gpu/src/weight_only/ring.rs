@@ -181,8 +181,8 @@ const MMA_ALWAYS_M: usize = 3;
 /// / 5.55, NVFP4 6.21 / 5.68; 2x6144x4096 (6) 7.34 / 6.88, 7.66 / 6.94, 7.70 / 7.02, 7.87 / 7.17; 2x14336x4096 (14) 12.2
 /// / 12.3, 13.2 / 12.3, 11.9 / 12.7, 12.4 / 13.0; NF4 2x28672x4096 (28) 24.0 / 22.1 (BF16 x 23.9 / 22.3). BF16 x (r6):
 /// 2x4096x4096 INT4 6.18 / 5.68, MXFP4 6.94 / 6.25, NVFP4 7.08 / 6.21; 2x6144x4096 7.80 / 7.18, 8.98 / 7.68, 9.13 /
-/// 7.76. `ROOFLINE_RING_MMA_M2_STEPS` overrides it for experiments (0: INT4, MXFP4 and NVFP4 take two rows on the
-/// CUDA-core ring at any row steps a CTA, [`auto_rows`]).
+/// 7.76. `ROOFLINE_RING_MMA_M2_STEPS` overrides it for every format, for experiments (0: two rows on the CUDA-core
+/// ring at any row steps a CTA, [`auto_rows`]; session 61 r6 measured INT4 there against the tensor-core ring).
 fn mma_m2_max_steps(format: WoFormat) -> usize {
     if let Some(steps) = std::env::var("ROOFLINE_RING_MMA_M2_STEPS").ok().and_then(|v| v.parse().ok()) {
         return steps;
@@ -1093,13 +1093,13 @@ pub const AHEAD_MIN_COPY: usize = 3584;
 /// one in flight is slower everywhere. FP16, session 44 (K in 2 parts of 4 KB copies): 1x14336x4096 (28 in 6)
 /// 27.4 / 27.0, 1x28672x4096 53.2 / 52.5, 1x128256x4096 235 / 234; 1x6144x4096 13.1 / 12.5, 1x4096x8192 17.2 /
 /// 16.4; but with K = 7168's 2 KB copies 1x7168x7168 24.2 / 29.0-29.3.
-/// INT4 on the CUDA-core row steps with the subnormal decode and one row of x (`subnormal`, [`int4_subnormal`])
-/// decodes a unit in fewer instructions, so a third unit in flight pays where a CTA streams more units than its
-/// ring has slots, up to [`AHEAD3_MAX_FILLS`] times as many, in whole row steps of K >= 4096
-/// ([`AHEAD3_MIN_COPY`]; session 60, H200, us, 2 / 3: 1x20480x4096 12.1 / 11.8, 1x24576x4096 14.6 / 14.1, 1x28672x4096 16.5 / 16.0, 1x36864x4096 20.3 / 19.5,
-/// 1x57344x4096 (all in flight before) 29.6 / 29.2, 1x14336x4096 9.27 / 9.23; but 1x4096x14336's 3.5 KB copies
-/// 9.87 / 10.55 and the LM head, 122 units in 9 slots, 64.8 (all) / 65.3). Since session 61 MXFP4 and NVFP4 there too
-/// (`cheap`, [`three_in_flight`]).
+/// A decode cheap enough (`cheap`, [`three_in_flight`]: INT4 on the CUDA-core row steps with the subnormal decode and
+/// one row of x, [`int4_subnormal`]; since session 61 MXFP4 and NVFP4 there too) lets a third unit in flight pay where
+/// a CTA streams more units than its ring has slots, up to [`AHEAD3_MAX_FILLS`] times as many, in whole row steps of
+/// K >= 4096 ([`AHEAD3_MIN_COPY`]; session 60, H200, INT4, us, 2 / 3: 1x20480x4096 12.1 / 11.8, 1x24576x4096 14.6 /
+/// 14.1, 1x28672x4096 16.5 / 16.0, 1x36864x4096 20.3 / 19.5, 1x57344x4096 (all in flight before) 29.6 / 29.2,
+/// 1x14336x4096 9.27 / 9.23; but 1x4096x14336's 3.5 KB copies 9.87 / 10.55 and the LM head, 122 units in 9 slots,
+/// 64.8 (all) / 65.3).
 fn units_in_flight(format: WoFormat, units: usize, slots: usize, copy: usize, peak_gb_s: f64, cheap: bool) -> usize {
     let short = format.bits() == 16 || units <= 4 * slots;
     let fast = peak_gb_s >= FAST_MEMORY_GB_S;
