@@ -269,7 +269,7 @@ wo_ffn(const uint4* __restrict__ gu, const u8* __restrict__ gu_s, const u8* __re
 #elif FMT == 4 && RW_SUBN
         // INT4's codes as f16 subnormals (wo_stream.cuh `dot8subn`): the normalized x (|x| <= sqrt(FD)) down into
         // [-1, 1] and up by 2^15, the sums back by the rest (their 2^-24 and the 2^15: 2^9).
-        const float down = ldexpf(1.0f, -((33 - __clz(FD - 1)) / 2));
+        const float down = norm_down();
         const float a_fix = 512.0f / down;
         inv *= down * 32768.0f;
 #else

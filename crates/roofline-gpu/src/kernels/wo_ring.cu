@@ -1026,7 +1026,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             // range in 8 products: x goes down by 2^-ceil(log2(FD) / 2) (into [-1, 1]), the sums back up. (FP16
             // weights are small: so scaled, their products would go subnormal; see below. RW_SUBN's x goes up by
             // 2^15 below, so it needs x within [-1, 1] too.)
-            const float down = ldexpf(1.0f, -((33 - __clz(FD - 1)) / 2));
+            const float down = norm_down();
             inv *= down;
             out_scale[r] /= down;
 #endif

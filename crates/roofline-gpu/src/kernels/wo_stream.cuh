@@ -167,10 +167,14 @@ __device__ __forceinline__ float pack_x_subn(const float xr[NV], float up, u32 x
 #define NF4_WIDE 0
 #endif
 
+// What normalized x (rms 1, so |x| <= sqrt(FD)) is multiplied by to lie within [-1, 1]: 2^-ceil(log2(FD) / 2), exact
+// (the ring's FP8 / INT8 and INT4 subnormal builds with the fused norm, the fused FFN's INT4 subnormal phase A).
+__device__ __forceinline__ float norm_down() { return ldexpf(1.0f, -((33 - __clz(FD - 1)) / 2)); }
+
 // What normalized x (rms 1, so |x| <= sqrt(FD)) is multiplied by for the E2M1 decode's 2^-14
 // (wo_common.cuh E2M1_UP): 2^14 / 2^ceil(log2(FD) / 2), so it stays within f16 (at most 2^14, exact); the
 // rest of 2^14, E2M1_UP / this, goes onto the sums (host test: ring.rs `e2m1_norm_factor_keeps_x_in_f16_for_every_k`).
-__device__ __forceinline__ float e2m1_norm_up() { return ldexpf(1.0f, 14 - (33 - __clz(FD - 1)) / 2); }
+__device__ __forceinline__ float e2m1_norm_up() { return 16384.0f * norm_down(); }
 
 // With NF4_PAIRS, NF4's pair table filled: NF4_WIDE at `dyn` (64 KB of the caller's dynamic shared memory,
 // 16-byte aligned), else in 32 KB of static shared memory; nullptr without. Every thread of the CTA calls it;
