@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds what the device runs into .gpu/ (ignored by git; pass it in the device tool's `carry`): the release
 # CLI (.gpu/roofline) and the GPU test binaries (weight_only_gpu, ring_gpu, ffn_gpu, model_bench_gpu, spill_fallback_gpu,
-# server_api, and gpu_lib: roofline-gpu's unit tests, the read stream's among them), all from the working
+# server_api, and gpu_lib: roofline-gpu's unit tests, the read stream's among them; ring_trace, the ring GEMV's
+# timeline from inside the kernel), all from the working
 # tree as it is now. The kernels are compiled into the binaries, so a
 # kernel edit needs this again before a device run: the script prints the CUDA sources' hash the binaries
 # carry (`roofline --version`, and every weight-only measurement's kernel line, say it too).
@@ -32,6 +33,9 @@ copy_tests() {
         done
 }
 copy_tests roofline-gpu "--tests"
+# The ring GEMV's in-kernel timeline (examples/ring_trace.rs).
+cargo build --release --locked -p roofline-gpu --example ring_trace
+cp target/release/examples/ring_trace .gpu/ring_trace
 copy_tests roofline-server "--test api"
 ls -la .gpu
 .gpu/roofline --version

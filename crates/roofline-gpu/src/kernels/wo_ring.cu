@@ -101,6 +101,35 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #ifndef EXP_RING_SKIPLAST
 #define EXP_RING_SKIPLAST 0
 #endif
+// EXP_RING_TRACE 1 (profiling, wrong results by design; the CUDA-core row steps at one row of x, host: the ring_trace
+// example): y holds a timeline instead of the product, each CTA's RT_WORDS = (n / 2) / gridDim.x 32-bit words of it
+// (`rt_*`): the globaltimer (ns, low 32 bits) at its start and end (words 0, 3), then the SM's clock (%clock, raw: one
+// counter for all the CTA's warps, which start apart) at x packed (consumer warp 0; word 1), at the end (after the
+// consumers' last sync; 2), at the barriers initialized (4), at the scale tables' copies issued (thread 0; 5), at the
+// CTA's barrier passed (the producer's lane 0; 6), at thread 0's share of the scales landed (7) and at the CTA's start
+// (thread 0; 8), then for each unit u < (RT_WORDS - 9) / 3 at its copies issued (the producer), at its `full` barrier
+// passed and at its decode done (the first warp of its consumer class; 9 + 3u, 10 + 3u, 11 + 3u).
+#ifndef EXP_RING_TRACE
+#define EXP_RING_TRACE 0
+#endif
+// RW_EARLY 1 (an experiment): the producer warp initializes the barriers and issues its first copies without waiting
+// for the other warps to issue the scale tables' copies (the CUDA-core row steps, one CTA; session 62's trace: the
+// first copies went out 0.67 us after a CTA's start at 1x14336x4096, 2.05 us at the LM head's 122 row steps).
+#ifndef RW_EARLY
+#define RW_EARLY 0
+#endif
+#if EXP_RING_TRACE
+__device__ __forceinline__ u32 rt_gtime() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return (u32)t;
+}
+__device__ __forceinline__ u32 rt_clock() {
+    u32 c;
+    asm volatile("mov.u32 %0, %%clock;" : "=r"(c));
+    return c;
+}
+#endif
 // EXP_MMA_NOX 1 (probe, wrong results): the tensor-core row step's x fragments made up instead of loaded, what x's
 // prologue loads cost (session 53: 16x14336x4096 15.3 -> 14.2 us).
 #ifndef EXP_MMA_NOX
@@ -302,6 +331,10 @@ __device__ __forceinline__ void bf2_to_h2_times(u32& v, u32 up2) {
 #if RW_SSTREAM && !RW_PRODUCER
 #error "streamed scales (RW_SSTREAM) need the producer warp"
 #endif
+#define RW_EARLY_ON (RW_EARLY && RW_PRODUCER && !RW_MMA && RW_SPLITS == 1)
+#if EXP_RING_TRACE && (RW_MMA || RW_M != 1 || !RW_PRODUCER || RW_SPLITS > 1)
+#error "EXP_RING_TRACE traces the CUDA-core row steps at one row of x, filled by the producer warp"
+#endif
 
 // The lane's chunk of x = silu(gate) * up (LV values from cbase x LV) from the gate_up row [2 FD] at
 // `x`, as floats; returns their sum of squares (load_chunk's contract).
@@ -460,8 +493,15 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     float* csum = psum + 2 * RW_M * RW_MMA_RS;  // K splits: the CTA's sums of all its rows (ring.rs `mma_layout`)
 #endif
     const u32 full_s = smem_addr(full), empty_s = smem_addr(empty);
+#if EXP_RING_TRACE
+    const int rt_words = (n / 2) / (int)gridDim.x, rt_units = (rt_words - 9) / 3;
+    u32* const rt = (u32*)y + (size_t)blockIdx.x * rt_words;  // this CTA's words of the timeline
+    if (threadIdx.x == 0) rt[0] = rt_gtime(), rt[8] = rt_clock();
+#endif
 
-    if (threadIdx.x == 0) {
+    // RW_EARLY: the producer warp initializes the barriers and starts its copies at once; the others stage the scales
+    // and meet it at named barrier 2 (it arrives, they wait), where without it every thread meets at __syncthreads.
+    if (threadIdx.x == (RW_EARLY_ON ? RW_WARPS * 32 : 0)) {
         for (int i = 0; i < RW_STEPS * RW_FB; ++i) mbar_init(full_s + 8 * i, 1);  // the producer's expect_tx
         for (int i = 0; i < RW_STEPS; ++i) {
             mbar_init(empty_s + 8 * i, RW_KSP);  // the warps of the slot's row group and K part
@@ -474,6 +514,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #endif
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#if EXP_RING_TRACE
+        rt[4] = rt_clock();
+#endif
     }
 #if !RW_SSTREAM && RS_COLS > 0
     // The scales first (no kernel writes them), ahead of the weights in the DRAM queue.
@@ -489,6 +532,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     }
     asm volatile("cp.async.commit_group;" ::: "memory");
 #endif
+#if EXP_RING_TRACE
+    if (threadIdx.x == 0) rt[5] = rt_clock();
+#endif
 #if !RW_PRODUCER
     // No producer warp: thread 0 (which initialized the barriers) fills the first slots, behind its scales.
     if (threadIdx.x == 0) {
@@ -500,7 +546,19 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     }
 #endif
     const u8* nf4t = nf4_pair_table(smem + RW_NF4_OFF);  // NF4's pair table, filled before x is ready
+#if RW_EARLY_ON
+    if (warp == RW_WARPS) {
+        __syncwarp();  // (lane 0 initialized the barriers)
+        asm volatile("bar.arrive 2, %0;" ::"n"(RW_THREADS) : "memory");
+    } else {
+        asm volatile("bar.sync 2, %0;" ::"n"(RW_THREADS) : "memory");
+    }
+#else
     __syncthreads();
+#endif
+#if EXP_RING_TRACE
+    if (threadIdx.x == RW_WARPS * 32) rt[6] = rt_clock();
+#endif
 #if RW_SPLITS > 1
     // Every thread of the cluster once: the barriers initialized (the epilogue warp waits on it before it signals the
     // other CTAs).
@@ -532,6 +590,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                 if (RW_KH == 1 && RW_MMA_PAD == 0 && RW_SPLITS == 1) {
                     bulk_copy(smem_addr(smem + slot * RW_STAGE), (const u8*)w + step * RW_STAGE, RW_STAGE, fb);
                 }
+#if EXP_RING_TRACE
+                if (u < rt_units) rt[9 + 3 * u] = rt_clock();
+#endif
             }
             if (RW_KH > 1 || RW_MMA_PAD > 0 || RW_SPLITS > 1) {
                 __syncwarp();
@@ -1008,6 +1069,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #if !RW_SSTREAM && RS_COLS > 0
     asm volatile("cp.async.wait_all;" ::: "memory");  // this thread's share of the scales landed
 #endif
+#if EXP_RING_TRACE
+    if (threadIdx.x == 0) rt[7] = rt_clock();
+#endif
     consumers_sync_rw();
     float out_scale[RW_M];
     u32 xh[RW_M][4][4];
@@ -1068,6 +1132,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #endif
     }
 
+#if EXP_RING_TRACE
+    if (threadIdx.x == 0) rt[1] = rt_clock();
+#endif
     const int part = ks / RW_KSP;                           // the K part holding the lane's chunk
     const int pbase = (cbase - part * RW_KSP * 32) * LCB;   // the chunk's offset in a row of the part
     for (int j = rg; j < ns; j += RW_GROUPS) {
@@ -1088,6 +1155,11 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
             continue;
         }
 #endif
+#if EXP_RING_TRACE
+        const bool rt_first = ks % RW_KSP == 0 && lane == 0 && u < rt_units;  // the first warp of the unit's class
+        mbar_wait(rw_full(full_s, u), rw_parity(u));
+        if (rt_first) rt[10 + 3 * u] = rt_clock();
+#endif
 #if RW_SSTREAM
         // The slot's scales come with it: read once it is full.
         const int sc = (int)col - part * RW_SCOLS;  // the lane's column within the K part
@@ -1100,6 +1172,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                          xsum);
 #endif
         __syncwarp();
+#if EXP_RING_TRACE
+        if (rt_first) rt[11 + 3 * u] = rt_clock();
+#endif
         if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);
 #if !RW_PRODUCER
         // The group's first warp refills the slot with step j + RW_STEPS once all its warps released it.
@@ -1116,6 +1191,10 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         }
     }
     consumers_sync_rw();
+#if EXP_RING_TRACE
+    if (threadIdx.x == 0) rt[2] = rt_clock(), rt[3] = rt_gtime();
+    return;  // y holds the timeline
+#endif
 #pragma unroll
     for (int u = 0; u < (RW_ROWS + RW_NC - 1) / RW_NC; ++u) {
         const int i = threadIdx.x + u * RW_NC;

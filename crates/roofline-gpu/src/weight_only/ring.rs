@@ -1513,10 +1513,11 @@ pub fn compile_ring(
     (m, n, k): (usize, usize, usize),
     (epilogue, input): (Epilogue, Input),
 ) -> Result<RingBuild, GpuError> {
-    compile_ring_with(arch, (sm_count, peak_gb_s), (format, x), (m, n, k), (epilogue, input), None)
+    compile_ring_with(arch, (sm_count, peak_gb_s), (format, x), (m, n, k), (epilogue, input), None, &[])
 }
 
-/// [`compile_ring`] with K splits in at most `clusters` row blocks where given ([`plan_with`]).
+/// [`compile_ring`] with K splits in at most `clusters` row blocks where given ([`plan_with`]), and NVRTC options
+/// `defines` after the others (experiment switches such as `-DEXP_RING_TRACE=1`).
 fn compile_ring_with(
     arch: u32,
     (sm_count, peak_gb_s): (u32, f64),
@@ -1524,6 +1525,7 @@ fn compile_ring_with(
     (m, n, k): (usize, usize, usize),
     (epilogue, input): (Epilogue, Input),
     clusters: Option<u32>,
+    defines: &[&str],
 ) -> Result<RingBuild, GpuError> {
     let plan = plan_with(format, (m, n, k), (sm_count, peak_gb_s), true, clusters).map_err(GpuError::Unsupported)?;
     if plan.mma && !mma_takes((format, x), m, k, (epilogue, input)) {
@@ -1551,6 +1553,7 @@ fn compile_ring_with(
     let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, fd, parts), peak_gb_s, cheap);
     let mut opts = options(arch, (format, x), (m, fd), per, layout, (parts, groups, ahead, mma), (epilogue, input));
     opts.push(format!("-DRW_SPLITS={splits}"));
+    opts.extend(defines.iter().map(|d| d.to_string()));
     let (cubin, log) = compile_cubin_cached(&source(), "wo_ring.cu", &opts)?;
     Ok(RingBuild { plan, rows: m, ahead, cubin, log })
 }
@@ -1633,8 +1636,9 @@ impl RingGemv {
         (epilogue, input): (Epilogue, Input),
     ) -> Result<RingGemv, GpuError> {
         let peak = peak_memory_gb_s(ctx);
-        let compile =
-            |clusters| compile_ring_with(arch, (sm_count, peak), (format, x), (m, n, k), (epilogue, input), clusters);
+        let compile = |clusters| {
+            compile_ring_with(arch, (sm_count, peak), (format, x), (m, n, k), (epilogue, input), clusters, &[])
+        };
         let load = |b: RingBuild| -> Result<_, GpuError> {
             let smem = alone_smem(ctx, b.plan.layout.smem)? as u32;
             let (function, registers) = load_checked(ctx, b.cubin, &b.log, "wo_ring", "the ring GEMV", smem)?;
@@ -2148,6 +2152,36 @@ mod tests {
         assert!(one >= 8, "INT4 at 1 row: {one} HMMA");
         assert!(hmma(WoFormat::Int4G128, 2).is_some_and(|n| n >= 16));
         assert_eq!(hmma(WoFormat::Nvfp4, 1), Some(0));
+    }
+
+    /// The ring's experiment switches still build, without spills (session 62): `EXP_RING_TRACE` (the timeline the
+    /// `ring_trace` example prints, from the CTAs' clocks: the globaltimer and %clock reads are in the SASS where
+    /// cuobjdump runs) and `RW_EARLY` (the producer's copies before the scale tables'), for the 4-bit formats' CUDA-core
+    /// ring at one row of x. Skipped without NVRTC.
+    #[test]
+    fn ring_probe_builds_compile() {
+        if let Err(e) = nvrtc_available() {
+            eprintln!("SKIPPED ring_probe_builds_compile: {e}");
+            return;
+        }
+        if std::env::var_os("ROOFLINE_NVRTC_EXTRA").is_some() {
+            return;
+        }
+        for f in [WoFormat::Int4G128, WoFormat::Nf4, WoFormat::Mxfp4, WoFormat::Nvfp4] {
+            for defines in [["-DEXP_RING_TRACE=1"], ["-DRW_EARLY=1"]] {
+                let store = (Epilogue::Store, Input::X);
+                let b = compile_ring_with(90, (132, 4800.0), (f, XDtype::F16), (1, 14336, 4096), store, None, &defines)
+                    .unwrap_or_else(|e| panic!("{f:?} {defines:?}: {e}"));
+                assert!(!b.plan.mma, "{f:?}: the CUDA-core ring");
+                let (_, spill, _) = super::super::nvrtc::parse_ptxas(&b.log);
+                assert_eq!(spill.unwrap_or(0), 0, "{f:?} {defines:?} spills: {}", b.log);
+                if defines[0].contains("TRACE") {
+                    if let Ok(Some(sass)) = super::super::nvrtc::disassemble(&b.cubin) {
+                        assert!(sass.contains("GLOBALTIMER") && sass.contains("CLOCK"), "{f:?}: no timer reads");
+                    }
+                }
+            }
+        }
     }
 
     /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x (BF16 x since session 53; NVFP4 with
