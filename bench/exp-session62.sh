@@ -64,7 +64,8 @@ if has trace; then
         "INT4_G128 28672 4096" "INT4_G128 128256 4096" "MXFP4 14336 4096" "NF4 14336 4096"; do
         set -- $v
         echo "=== $v" | tee -a "$out/trace.txt"
-        ROOFLINE_NVRTC_EXTRA=${4:-} timeout 60 .gpu/ring_trace "$1" "$2" "$3" 2>&1 | tee -a "$out/trace.txt"
+        ROOFLINE_NVRTC_EXTRA=${4:-} timeout 60 .gpu/ring_trace "$1" "$2" "$3" 40 \
+            --json "$out/trace-$1-$2x$3${4:+-loads}.json" 2>&1 | tee -a "$out/trace.txt"
     done
 fi
 if has early; then

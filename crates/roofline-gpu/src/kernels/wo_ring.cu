@@ -107,8 +107,9 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 // counter for all the CTA's warps, which start apart) at x packed (consumer warp 0; word 1), at the end (after the
 // consumers' last sync; 2), at the barriers initialized (4), at the scale tables' copies issued (thread 0; 5), at the
 // CTA's barrier passed (the producer's lane 0; 6), at thread 0's share of the scales landed (7) and at the CTA's start
-// (thread 0; 8), then for each unit u < (RT_WORDS - 9) / 3 at its copies issued (the producer), at its `full` barrier
-// passed and at its decode done (the first warp of its consumer class; 9 + 3u, 10 + 3u, 11 + 3u).
+// (thread 0; 8), its SM (%smid; 9), then for each unit u < (RT_WORDS - 10) / 3 the clock at its copies issued (the
+// producer), at its `full` barrier passed and at its decode done (the first warp of its consumer class; 10 + 3u, 11 +
+// 3u, 12 + 3u). Host: weight_only/trace.rs parses it.
 #ifndef EXP_RING_TRACE
 #define EXP_RING_TRACE 0
 #endif
@@ -123,6 +124,11 @@ __device__ __forceinline__ u32 rt_gtime() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return (u32)t;
+}
+__device__ __forceinline__ u32 rt_smid() {
+    u32 s;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(s));
+    return s;
 }
 __device__ __forceinline__ u32 rt_clock() {
     u32 c;
@@ -494,9 +500,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #endif
     const u32 full_s = smem_addr(full), empty_s = smem_addr(empty);
 #if EXP_RING_TRACE
-    const int rt_words = (n / 2) / (int)gridDim.x, rt_units = (rt_words - 9) / 3;
+    const int rt_words = (n / 2) / (int)gridDim.x, rt_units = (rt_words - 10) / 3;
     u32* const rt = (u32*)y + (size_t)blockIdx.x * rt_words;  // this CTA's words of the timeline
-    if (threadIdx.x == 0) rt[0] = rt_gtime(), rt[8] = rt_clock();
+    if (threadIdx.x == 0) rt[0] = rt_gtime(), rt[8] = rt_clock(), rt[9] = rt_smid();
 #endif
 
     // RW_EARLY: the producer warp initializes the barriers and starts its copies at once; the others stage the scales
@@ -591,7 +597,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
                     bulk_copy(smem_addr(smem + slot * RW_STAGE), (const u8*)w + step * RW_STAGE, RW_STAGE, fb);
                 }
 #if EXP_RING_TRACE
-                if (u < rt_units) rt[9 + 3 * u] = rt_clock();
+                if (u < rt_units) rt[10 + 3 * u] = rt_clock();
 #endif
             }
             if (RW_KH > 1 || RW_MMA_PAD > 0 || RW_SPLITS > 1) {
@@ -1158,7 +1164,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #if EXP_RING_TRACE
         const bool rt_first = ks % RW_KSP == 0 && lane == 0 && u < rt_units;  // the first warp of the unit's class
         mbar_wait(rw_full(full_s, u), rw_parity(u));
-        if (rt_first) rt[10 + 3 * u] = rt_clock();
+        if (rt_first) rt[11 + 3 * u] = rt_clock();
 #endif
 #if RW_SSTREAM
         // The slot's scales come with it: read once it is full.
@@ -1173,7 +1179,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #endif
         __syncwarp();
 #if EXP_RING_TRACE
-        if (rt_first) rt[11 + 3 * u] = rt_clock();
+        if (rt_first) rt[12 + 3 * u] = rt_clock();
 #endif
         if (lane == 0) mbar_arrive(empty_s + 8 * slot, 1);
 #if !RW_PRODUCER

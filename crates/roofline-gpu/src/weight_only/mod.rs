@@ -44,6 +44,7 @@ pub mod pack;
 mod plan;
 pub mod ring;
 mod spec;
+pub mod trace;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,312 @@
+//! The ring GEMV's timeline from inside the kernel (`wo_ring.cu`'s `EXP_RING_TRACE`, a probe build whose y holds
+//! it instead of the product): each CTA's words parsed into times, and the summary `examples/ring_trace.rs` prints.
+//!
+//! Each CTA writes `(n / 2) / ctas` 32-bit words (two f16 outputs a word) from word `c x words` of y: the
+//! globaltimer's low 32 bits (ns) at its start ([`GT_START`]) and end ([`GT_END`]), its SM ([`SMID`]), and the SM's
+//! clock (raw: one counter for all the CTA's warps) at its start ([`START`]), its barriers initialized ([`INIT`]),
+//! its scale tables' copies issued ([`SCALES_ISSUED`]), the CTA's barrier passed by the producer ([`SYNCED`]), its
+//! scales landed ([`SCALES_LANDED`]), x packed ([`X_PACKED`]) and its end ([`END`]); then for each unit u, from word
+//! [`UNITS`] + 3u: its copies issued, its `full` barrier passed and its decode done.
+
+use serde::Serialize;
+
+/// Word of a CTA's timeline: the globaltimer (ns, low 32 bits) at its start.
+pub const GT_START: usize = 0;
+/// Word: the clock at x packed (consumer warp 0).
+pub const X_PACKED: usize = 1;
+/// Word: the clock at the CTA's end (after the consumers' last sync).
+pub const END: usize = 2;
+/// Word: the globaltimer at the CTA's end.
+pub const GT_END: usize = 3;
+/// Word: the clock at the barriers initialized.
+pub const INIT: usize = 4;
+/// Word: the clock at thread 0's scale-table copies issued.
+pub const SCALES_ISSUED: usize = 5;
+/// Word: the clock at the CTA's barrier passed (the producer's lane 0).
+pub const SYNCED: usize = 6;
+/// Word: the clock at thread 0's share of the scales landed.
+pub const SCALES_LANDED: usize = 7;
+/// Word: the clock at the CTA's start (thread 0), which the others are taken from.
+pub const START: usize = 8;
+/// Word: the SM the CTA ran on (`%smid`).
+pub const SMID: usize = 9;
+/// Word of unit 0's first time; unit u's three (copies issued, barrier passed, decode done) follow from
+/// `UNITS + 3 u`.
+pub const UNITS: usize = 10;
+
+/// Units a CTA's timeline of `words` words holds (0 where it holds none).
+pub fn traced_units(words: usize) -> usize {
+    words.saturating_sub(UNITS) / 3
+}
+
+/// One unit of a CTA, us from the CTA's start.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct UnitTimes {
+    /// Its copies issued by the producer.
+    pub issued: f64,
+    /// Its `full` barrier passed (its bytes landed) by the first warp of its consumer class.
+    pub landed: f64,
+    /// Its decode done by that warp.
+    pub decoded: f64,
+}
+
+/// One CTA's timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CtaTimes {
+    /// The CTA (block index).
+    pub cta: usize,
+    /// The SM it ran on.
+    pub sm: u32,
+    /// Its start, us after the first CTA's (globaltimer).
+    pub start: f64,
+    /// Its end, us after the first CTA's start (globaltimer).
+    pub end: f64,
+    /// Us from its start (its clock): barriers initialized, scale copies issued, the CTA's barrier passed by the
+    /// producer, scales landed, x packed, its end.
+    pub init: f64,
+    /// See [`CtaTimes::init`].
+    pub scales_issued: f64,
+    /// See [`CtaTimes::init`].
+    pub synced: f64,
+    /// See [`CtaTimes::init`].
+    pub scales_landed: f64,
+    /// See [`CtaTimes::init`].
+    pub x_packed: f64,
+    /// See [`CtaTimes::init`].
+    pub done: f64,
+    /// Its traced units in order (its first `traced_units` units).
+    pub units: Vec<UnitTimes>,
+    /// Units it streamed in all (more than `units` holds where its timeline ran out of words).
+    pub unit_count: usize,
+}
+
+/// Every CTA's timeline of one launch.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Timeline {
+    /// The clock the CTAs ran at, MHz: the median CTA's cycles from start to end over its globaltimer ns.
+    pub mhz: f64,
+    /// The CTAs, by block index.
+    pub ctas: Vec<CtaTimes>,
+}
+
+/// The median of `v` (0 for none).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+impl Timeline {
+    /// Parses y's bits (`y`, f16 words as the kernel left them) of a launch of `ctas` CTAs, CTA c having streamed
+    /// `unit_count(c)` units; `fallback_mhz` is the clock taken where no CTA's globaltimer moved.
+    pub fn parse(
+        y: &[u16],
+        ctas: usize,
+        unit_count: impl Fn(usize) -> usize,
+        fallback_mhz: f64,
+    ) -> Result<Timeline, String> {
+        if ctas == 0 {
+            return Err("no CTAs".into());
+        }
+        let words = y.len() / 2 / ctas;
+        if words < UNITS + 3 {
+            return Err(format!(
+                "{} outputs over {ctas} CTAs leave {words} words a CTA for its timeline ({} needed)",
+                y.len(),
+                UNITS + 3
+            ));
+        }
+        let word = |c: usize, i: usize| -> u32 {
+            let at = 2 * (c * words + i);
+            u32::from(y[at]) | (u32::from(y[at + 1]) << 16)
+        };
+        let cycles = |c: usize, i: usize| f64::from(word(c, i).wrapping_sub(word(c, START)));
+        let mhz = median(
+            (0..ctas)
+                .filter(|&c| word(c, GT_END) != word(c, GT_START))
+                .map(|c| 1e3 * cycles(c, END) / f64::from(word(c, GT_END).wrapping_sub(word(c, GT_START))))
+                .collect(),
+        );
+        let mhz = if mhz > 0.0 { mhz } else { fallback_mhz };
+        if mhz <= 0.0 {
+            return Err("no clock: neither the CTAs' globaltimer nor a fallback".into());
+        }
+        // The first CTA's start, as the globaltimer's low 32 bits allow (every CTA starts within far less than 4 s of it).
+        let t0 =
+            (0..ctas).map(|c| word(c, GT_START)).min_by_key(|t| t.wrapping_sub(word(0, GT_START)) as i32).unwrap_or(0);
+        let gt = |c: usize, i: usize| f64::from(word(c, i).wrapping_sub(t0)) / 1e3;
+        let traced = traced_units(words);
+        let ctas = (0..ctas)
+            .map(|c| {
+                let us = |i: usize| cycles(c, i) / mhz;
+                let unit_count = unit_count(c);
+                CtaTimes {
+                    cta: c,
+                    sm: word(c, SMID),
+                    start: gt(c, GT_START),
+                    end: gt(c, GT_END),
+                    init: us(INIT),
+                    scales_issued: us(SCALES_ISSUED),
+                    synced: us(SYNCED),
+                    scales_landed: us(SCALES_LANDED),
+                    x_packed: us(X_PACKED),
+                    done: us(END),
+                    units: (0..unit_count.min(traced))
+                        .map(|u| UnitTimes {
+                            issued: us(UNITS + 3 * u),
+                            landed: us(UNITS + 3 * u + 1),
+                            decoded: us(UNITS + 3 * u + 2),
+                        })
+                        .collect(),
+                    unit_count,
+                }
+            })
+            .collect();
+        Ok(Timeline { mhz, ctas })
+    }
+
+    /// The summary `ring_trace` prints: the CTAs' ends, the prologue's medians, per unit the median CTA's times, the
+    /// tail (a CTA's end less its last unit's landing) and the CTAs that end last.
+    pub fn summary(&self, last: usize) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let ends: Vec<f64> = self.ctas.iter().map(|c| c.end).collect();
+        let fold = |f: fn(f64, f64) -> f64, init: f64| ends.iter().copied().fold(init, f);
+        let _ = writeln!(s, "clock: {:.0} MHz (the CTAs' cycles over their globaltimer ns)", self.mhz);
+        let _ = writeln!(
+            s,
+            "CTAs start within {:.2} us and end {:.2} (first) / {:.2} (median) / {:.2} (last) us after the first start",
+            self.ctas.iter().map(|c| c.start).fold(0.0, f64::max),
+            fold(f64::min, f64::MAX),
+            median(ends.clone()),
+            fold(f64::max, 0.0)
+        );
+        let med = |f: fn(&CtaTimes) -> f64| median(self.ctas.iter().map(f).collect());
+        let _ = writeln!(
+            s,
+            "median us after a CTA's start: barriers initialized {:.2}, scale copies issued {:.2}, the CTA's barrier \
+             passed {:.2}, scales landed {:.2}, x packed {:.2}, done {:.2}",
+            med(|c| c.init),
+            med(|c| c.scales_issued),
+            med(|c| c.synced),
+            med(|c| c.scales_landed),
+            med(|c| c.x_packed),
+            med(|c| c.done)
+        );
+        let _ = writeln!(s, "unit  CTAs  issued  landed  decoded  landed-issued  decoded-landed   [median us]");
+        let most = self.ctas.iter().map(|c| c.units.len()).max().unwrap_or(0);
+        for u in 0..most {
+            let of: Vec<&UnitTimes> = self.ctas.iter().filter_map(|c| c.units.get(u)).collect();
+            let m = |f: fn(&UnitTimes) -> f64| median(of.iter().map(|t| f(t)).collect());
+            let _ = writeln!(
+                s,
+                "{u:4} {:5} {:7.2} {:7.2} {:8.2} {:14.2} {:15.2}",
+                of.len(),
+                m(|t| t.issued),
+                m(|t| t.landed),
+                m(|t| t.decoded),
+                m(|t| t.landed - t.issued),
+                m(|t| t.decoded - t.landed)
+            );
+        }
+        // The tail of each CTA whose units were all traced.
+        let whole: Vec<&CtaTimes> =
+            self.ctas.iter().filter(|c| c.unit_count > 0 && c.units.len() == c.unit_count).collect();
+        let tails: Vec<f64> = whole.iter().filter_map(|c| c.units.last().map(|u| c.done - u.landed)).collect();
+        let _ = writeln!(
+            s,
+            "last unit ({} CTAs): landed {:.2}, decoded {:.2} (median us); end - last landing: median {:.2}, max {:.2}",
+            whole.len(),
+            median(whole.iter().filter_map(|c| c.units.last().map(|u| u.landed)).collect()),
+            median(whole.iter().filter_map(|c| c.units.last().map(|u| u.decoded)).collect()),
+            median(tails.clone()),
+            tails.iter().copied().fold(0.0, f64::max)
+        );
+        let mut order: Vec<&CtaTimes> = self.ctas.iter().collect();
+        order.sort_by(|a, b| b.end.total_cmp(&a.end));
+        for c in order.into_iter().take(last) {
+            let (landed, decoded) = c.units.last().map_or((f64::NAN, f64::NAN), |u| (u.landed, u.decoded));
+            let _ = writeln!(
+                s,
+                "CTA {:3} (SM {:3}) ends {:.2} us: started {:.2}, x {:.2}, last traced unit landed {landed:.2} decoded \
+                 {decoded:.2}, done {:.2} (us from its start)",
+                c.cta, c.sm, c.end, c.start, c.x_packed, c.done
+            );
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// y's bits for CTAs whose timelines are `ctas[c]` (word index, value) pairs, `words` words each (pairs past them
+    /// left out, as the kernel leaves out units past its words).
+    fn y_of(ctas: &[Vec<(usize, u32)>], words: usize) -> Vec<u16> {
+        let mut y = vec![0u16; 2 * words * ctas.len()];
+        for (c, ws) in ctas.iter().enumerate() {
+            for &(i, v) in ws.iter().filter(|(i, _)| *i < words) {
+                y[2 * (c * words + i)] = (v & 0xffff) as u16;
+                y[2 * (c * words + i) + 1] = (v >> 16) as u16;
+            }
+        }
+        y
+    }
+
+    /// A CTA at 2000 MHz starting at globaltimer `gt0` and clock `clk0` (both may wrap), ending 8 us later, with two
+    /// units.
+    fn cta(gt0: u32, clk0: u32, sm: u32) -> Vec<(usize, u32)> {
+        let at = |us: f64| clk0.wrapping_add((us * 2000.0) as u32);
+        vec![
+            (GT_START, gt0),
+            (GT_END, gt0.wrapping_add(8000)),
+            (START, clk0),
+            (END, at(8.0)),
+            (SMID, sm),
+            (INIT, at(0.25)),
+            (SCALES_ISSUED, at(0.5)),
+            (SYNCED, at(0.6)),
+            (SCALES_LANDED, at(1.5)),
+            (X_PACKED, at(1.8)),
+            (UNITS, at(0.7)),
+            (UNITS + 1, at(2.0)),
+            (UNITS + 2, at(2.5)),
+            (UNITS + 3, at(0.8)),
+            (UNITS + 4, at(7.5)),
+            (UNITS + 5, at(7.9)),
+        ]
+    }
+
+    #[test]
+    fn timelines_parse_into_us_from_the_clock_the_ctas_ran_at() {
+        // The second CTA's clock and globaltimer wrap during its run.
+        let y = y_of(&[cta(1_000_000, 5, 3), cta(1_000_500, u32::MAX - 1000, 7)], 16);
+        let t = Timeline::parse(&y, 2, |_| 2, 0.0).unwrap();
+        assert!((t.mhz - 2000.0).abs() < 1.0, "{}", t.mhz);
+        let (a, b) = (&t.ctas[0], &t.ctas[1]);
+        assert_eq!((a.sm, b.sm), (3, 7));
+        assert!((b.start - 0.5).abs() < 1e-9 && (b.end - 8.5).abs() < 1e-9, "{b:?}");
+        for c in [a, b] {
+            assert!((c.done - 8.0).abs() < 1e-3 && (c.x_packed - 1.8).abs() < 1e-3 && (c.init - 0.25).abs() < 1e-3);
+            assert_eq!(c.units.len(), 2);
+            assert!((c.units[1].landed - 7.5).abs() < 1e-3 && (c.units[1].decoded - 7.9).abs() < 1e-3);
+        }
+        let s = t.summary(1);
+        assert!(s.contains("end 8.00 (first) / 8.50 (median) / 8.50 (last)"), "{s}");
+        assert!(s.contains("end - last landing: median 0.50, max 0.50"), "{s}");
+        assert!(s.contains("CTA   1 (SM   7) ends 8.50 us"), "{s}");
+    }
+
+    #[test]
+    fn a_timeline_needs_room_and_a_clock() {
+        assert!(Timeline::parse(&[0u16; 20], 1, |_| 1, 1980.0).unwrap_err().contains("words a CTA"));
+        // No globaltimer movement and no fallback: no clock.
+        assert!(Timeline::parse(&[0u16; 26], 1, |_| 1, 0.0).unwrap_err().contains("no clock"));
+        // Units past the words are counted, not traced.
+        let t = Timeline::parse(&y_of(&[cta(0, 0, 0)], 13), 1, |_| 5, 0.0).unwrap();
+        assert_eq!((t.ctas[0].units.len(), t.ctas[0].unit_count, traced_units(13)), (1, 5, 1));
+    }
+}
