@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README.md): formatting, lints, then every test of the workspace.
+# The project's test command (README.md): formatting, lints, the API docs, then every test of the workspace.
 # GPU tests are #[ignore]d here; run them on a GPU machine with `cargo test --workspace -- --ignored`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +13,8 @@ if [ -d "$TOOLS" ]; then
 fi
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The API docs build without broken or private intra-doc links (public items only, as docs.rs would build them).
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 cargo test --workspace --locked
 # The spill tests again under NVRTC 13.0 (the CUDA 13 toolkit's: the GPU machine's and many users'), which allocates
 # registers otherwise than 12.9 (scripts/fetch-cuda-tools.sh). Each would print "SKIPPED <its name>" and pass were

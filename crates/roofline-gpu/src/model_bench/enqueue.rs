@@ -34,7 +34,7 @@ impl<'a> Engines<'a> {
     }
 }
 
-/// A launch of a dense fused step's layer that an ablation graph leaves out ([`OpTime::in_step_us`]).
+/// A launch of a dense fused step's layer that an ablation graph leaves out ([`OpTime::in_step_us`](super::OpTime::in_step_us)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum StepOp {
     /// The qkv GEMV.
@@ -131,7 +131,7 @@ impl<'a> Enqueue<'a> {
         Ok(())
     }
 
-    /// The fused step's layers with `skip` left out of every layer (an ablation for [`OpTime::in_step_us`];
+    /// The fused step's layers with `skip` left out of every layer (an ablation for [`OpTime::in_step_us`](super::OpTime::in_step_us);
     /// `None`: the step itself).
     pub(super) fn layers_without(
         &self,

@@ -418,7 +418,7 @@ impl WeightOnlyGemv {
     }
 
     /// Why the ring GEMV, which [`Tuning::ring`] takes for `m` rows of x against `w` with `fusion`, leaves the call to
-    /// the other kernels ([`WeightOnlyGemv::ring_for`] is `None`), in words for a kernel line: its build spills
+    /// the other kernels (`WeightOnlyGemv::ring_for` is `None`), in words for a kernel line: its build spills
     /// registers under this NVRTC, or its tensor-core build would not multiply `w`'s MXFP4 scales exactly. `None` where
     /// the ring runs the call or does not take it.
     pub fn ring_refusal(&self, w: &DeviceWeights, m: usize, fusion: Fusion) -> Result<Option<String>, GpuError> {
@@ -436,7 +436,7 @@ impl WeightOnlyGemv {
     }
 
     /// Whether the default wants the ring GEMV for an `m x n x k` call (no fusion) and its build spills registers
-    /// under this NVRTC, so that the engine runs the call on its other kernels ([`WeightOnlyGemv::ring`]: built
+    /// under this NVRTC, so that the engine runs the call on its other kernels (`WeightOnlyGemv::ring`: built
     /// here on first use, once per process, and kept for the calls). `false` where the ring runs it or was not
     /// wanted.
     pub fn ring_spills(&self, m: usize, n: usize, k: usize) -> Result<bool, GpuError> {

@@ -272,7 +272,7 @@ pub struct Tuning {
     /// tiles (contiguous in memory) in units of 16 KB into one ring shared by the warps, each warp taking
     /// `unroll` tiles of every unit, their sums added at each row tile's end (`XR`, entry `wo_mma_xr`; the M = 1
     /// ring GEMV's streaming) instead of a ring of `stages` slots of 2 KB per warp. x is staged in M rows.
-    /// Taken where x and the ring fit (K / 64 a multiple of 16; [`LaunchPlan::producer_plan`]); asking for it
+    /// Taken where x and the ring fit (K / 64 a multiple of 16; `LaunchPlan::producer_plan`); asking for it
     /// asks for bulk rings and x in shared memory unless those are set. Default: off.
     pub producer: Option<bool>,
 }

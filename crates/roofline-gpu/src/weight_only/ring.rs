@@ -161,12 +161,12 @@ const STEP_ROWS: usize = 8;
 /// (At M = 4 every 4-bit build spills: 128 registers a thread for 416 threads.)
 pub const MAX_M: usize = 3;
 
-/// Most rows of x the ring GEMV multiplies on the tensor cores (`RW_MMA` in wo_ring.cu, [`mma_plan`]): x the
+/// Most rows of x the ring GEMV multiplies on the tensor cores (`RW_MMA` in wo_ring.cu, `mma_plan`): x the
 /// A operand of mma.sync.m16n8k16, 16 rows.
 pub const MMA_MAX_M: usize = 16;
 
-/// Fewest rows of x the ring plans on the tensor cores: two where a CTA takes few row steps ([`mma_m2_max_steps`]),
-/// three and more always ([`plan_on`]). Until session 57 it was 9: at 8 rows and fewer every lane's x rows g + 8 are
+/// Fewest rows of x the ring plans on the tensor cores: two where a CTA takes few row steps (`mma_m2_max_steps`),
+/// three and more always (`plan_on`). Until session 57 it was 9: at 8 rows and fewer every lane's x rows g + 8 are
 /// past M, and ptxas, knowing so, kept one copy of row g's A fragments and spilled (96 registers, 4-92 bytes); a bound
 /// it cannot fold keeps the copies as at 9-15 rows (wo_ring.cu `m8`), and the builds spill nothing.
 pub const MMA_MIN_M: usize = 2;
@@ -311,8 +311,8 @@ fn mma_plan(format: WoFormat, m: usize, k: usize) -> bool {
 }
 
 /// K splits the tensor-core row step takes `k` in (`RW_SPLITS` in wo_ring.cu: each split's CTA streams the rows' codes
-/// of its share of K, FD = k / splits values, against x's A fragments of that share): 1 up to [`MMA_MAX_K`], past it the
-/// fewer of 2 or 4 splits of whole [`MMA_SLICE`]s of at most [`MMA_MAX_K`] values (Llama-3's down_proj K = 14336: 4
+/// of its share of K, FD = k / splits values, against x's A fragments of that share): 1 up to `MMA_MAX_K`, past it the
+/// fewer of 2 or 4 splits of whole `MMA_SLICE`s of at most `MMA_MAX_K` values (Llama-3's down_proj K = 14336: 4
 /// of 3584; 8192: 2 of 4096), `None` where neither divides K so (K = 11008: 43 slices, a prime; 28672: 112 slices,
 /// whose 2 or 4 splits would be longer than 4096).
 pub fn mma_splits(k: usize) -> Option<usize> {
@@ -376,7 +376,7 @@ fn mma_auto_max_steps() -> usize {
 }
 
 /// Whether the engine takes `m` rows of `x` against `n x k` `format` weights to the ring on the tensor cores by default
-/// on `sm_count` SMs of `peak_gb_s` memory: [`mma_plan`] on fast memory ([`FAST_MEMORY_GB_S`], measured on the H200
+/// on `sm_count` SMs of `peak_gb_s` memory: `mma_plan` on fast memory ([`FAST_MEMORY_GB_S`], measured on the H200
 /// only), up to [`MMA_AUTO_MAX_STEPS`] row steps a CTA, FP16 or BF16 x alike ([`mma_takes`]): `Variant::best_on` for
 /// GEMVs alone, and model-bench for its qkv, o_proj and gate_up (not down_proj's SwiGLU on load: [`mma_takes`]). BF16 x
 /// (session 53, h200-2026-11-30-session53 r2, us, the bulk ring / the tensor-core ring, FP16 x's beside): 16x1024x4096
@@ -388,8 +388,8 @@ fn mma_auto_max_steps() -> usize {
 /// 9x 27.45 / 24.8, 16x57344x4096 53.6 / 48.05. MXFP4 (session 54 r1, before the padding): 16x14336x4096 17.0 / 14.8,
 /// 9x 15.6 / 14.2, 16x4096x4096 9.12 / 7.37, 16x28672x4096 27.95 / 25.7, 12x10240x4096 13.5 / 11.5. NF4 (r2, before the
 /// padding; r4 with it): 16x14336x4096 19.2 / 18.5 (16.2), 9x 18.0 / 16.5 (14.4), 16x4096x4096 10.0 / 7.8 (6.95),
-/// 16x28672x4096 34.4 / 32.9 (28.4), 12x10240x4096 16.7 / 14.2; NF4's scales are staged only ([`plan_on`]). NF4,
-/// MXFP4 and NVFP4 with BF16 x converted to f16 ([`mma_xf16`]; session 55, h200-2026-11-30-session55 r1 / r5, the bulk
+/// 16x28672x4096 34.4 / 32.9 (28.4), 12x10240x4096 16.7 / 14.2; NF4's scales are staged only (`plan_on`). NF4,
+/// MXFP4 and NVFP4 with BF16 x converted to f16 (`mma_xf16`; session 55, h200-2026-11-30-session55 r1 / r5, the bulk
 /// ring / the tensor-core ring): NF4 16x14336x4096 21.0 / 17.4, 9x 19.1 / 15.45, 16x4096x4096 13.1 / 8.05,
 /// 16x1024x4096 9.59 / 5.86; MXFP4 19.9 / 15.7, 18.8 / 15.7, 10.0 / 8.18, 6.54 / 5.44; NVFP4 20.7 / 16.35, 19.6 / 15.7,
 /// 10.3 / 8.29, 6.67 / 5.45 (r2: 16x28672x4096 35.9 / 29.7, 34.0 / 26.4, 35.1 / 26.85).
@@ -424,7 +424,7 @@ fn split_auto((format, x): (WoFormat, XDtype), m: usize, per: usize) -> bool {
 }
 
 /// Whether the ring plans `m x n x k` of `format` weights on the tensor cores (`RW_MMA`) on `sm_count` SMs of `peak_gb_s`
-/// memory: from [`MMA_MIN_M`] rows of 4-bit weights at K up to 4096 ([`plan_on`]), whatever the default takes.
+/// memory: from [`MMA_MIN_M`] rows of 4-bit weights at K up to 4096 (`plan_on`), whatever the default takes.
 pub fn plans_mma(format: WoFormat, (m, n, k): (usize, usize, usize), sm_count: u32, peak_gb_s: f64) -> bool {
     plan_on(format, m, n, k, sm_count, peak_gb_s).is_ok_and(|p| p.mma)
 }
@@ -475,7 +475,7 @@ fn mma_auto_steps((format, x): (WoFormat, XDtype), m: usize, k: usize) -> usize 
 /// (8 steps) 7.19 / 6.56, MXFP4 7.35 / 6.72, NVFP4 7.65 / 6.76; 8x14784x2048 (14) 9.52 / 10.1, 9.71 / 10.4, 10.2 / 10.5;
 /// 8x16384x2048 (16) 9.74 / 11.0, 9.92 / 11.4, 10.5 / 11.5; 8x8448x3072 (8) 8.79 / 7.74, 8.96 / 7.99, 9.38 / 7.89;
 /// 8x14784x3072 (14) 11.9 / 11.7, 12.3 / 12.3, 12.9 / 12.3; 8x16384x3072 (16) 12.5 / 12.8, 12.6 / 13.6, 13.4 / 13.6;
-/// 8x20480x4096 (20) 17.6 / 17.1, 18.2 / 18.1, 19.0 / 18.4 ([`mma_auto_steps`] scales
+/// 8x20480x4096 (20) 17.6 / 17.1, 18.2 / 18.1, 19.0 / 18.4 (`mma_auto_steps` scales
 /// [`MMA_AUTO_SHORT_K_MAX_STEPS`] with K).
 ///
 /// BF16 x (r3, r6): 4x4096x4096 6.57 / 5.77, 8.95 / 6.40, 7.40 / 6.35, 7.43 / 6.34; 8x 7.43 / 6.35, 9.84 / 6.71, 8.16 /
@@ -489,7 +489,7 @@ fn mma_auto_steps((format, x): (WoFormat, XDtype), m: usize, k: usize) -> usize 
 /// up to 24 steps (14 until then); from 27 the bulk ring is ahead for INT4 and MXFP4 (at 28 too, above).
 pub const MMA_AUTO_LOW_M_MAX_STEPS: usize = 24;
 
-/// [`MMA_AUTO_LOW_M_MAX_STEPS`]'s counterpart at K below 4096, scaled with K by [`mma_auto_steps`]: 20, so 10 row steps
+/// [`MMA_AUTO_LOW_M_MAX_STEPS`]'s counterpart at K below 4096, scaled with K by `mma_auto_steps`: 20, so 10 row steps
 /// a CTA at K = 2048 and 15 at 3072. Session 57 (r7-r9, above) found the bulk ring ahead at 14-16 steps of K = 2048 and
 /// 16 of 3072 and set 14 (7 and 10 steps); session 58 (h200-2026-11-30-session58 r9, 8 rows, the bulk ring / the
 /// tensor-core ring, us) measured between: 8x10560x2048 (10 steps) INT4 8.27 / 7.78, NVFP4 8.90 / 8.03; 8x12672x2048
@@ -497,9 +497,9 @@ pub const MMA_AUTO_LOW_M_MAX_STEPS: usize = 24;
 /// (above), so 15 sits at the crossing.
 pub const MMA_AUTO_SHORT_K_MAX_STEPS: usize = 20;
 
-/// Whether the ring GEMV takes `m x k` on the tensor cores ([`mma_plan`]) for `x` activations with `epilogue` and
+/// Whether the ring GEMV takes `m x k` on the tensor cores (`mma_plan`) for `x` activations with `epilogue` and
 /// `input`: INT4 with FP16 x (f16 products) or BF16 x (bf16 products, the codes decoded to exact bf16 pairs), NF4,
-/// MXFP4 and NVFP4 with FP16 x or BF16 x (converted to f16, [`mma_xf16`]); any epilogue (the norm's factor applied to
+/// MXFP4 and NVFP4 with FP16 x or BF16 x (converted to f16, `mma_xf16`); any epilogue (the norm's factor applied to
 /// the row sums), not SwiGLU on load.
 pub fn mma_takes((format, _x): (WoFormat, XDtype), m: usize, k: usize, (_, input): (Epilogue, Input)) -> bool {
     // Every x type since session 55 (BF16 x converted to f16 where the decoded pairs are f16, `mma_xf16`).
@@ -837,10 +837,10 @@ pub const AUTO_ROWS_MIN_STEPS: usize = 8;
 
 /// Whether the engine runs an `m x n x k` call of `format` weights and `x` activations on the ring kernel by
 /// default on a device of `peak_gb_s` memory bandwidth: at M = 1 [`auto_on`]; from M = 2 on the tensor cores where
-/// [`mma_auto`] takes it (since session 57 from 2 rows: at 2 where a CTA takes few row steps, [`mma_m2_max_steps`]), and
+/// [`mma_auto`] takes it (since session 57 from 2 rows: at 2 where a CTA takes few row steps, `mma_m2_max_steps`), and
 /// otherwise at M = 2 ([`AUTO_MAX_M_FAST`]) on the CUDA cores only
 /// on fast memory ([`FAST_MEMORY_GB_S`], the H200, where it was measured), where [`auto_on`] takes the shape at
-/// M = 1 and the build for two rows has registers and a ring ([`plan_on`]), and then:
+/// M = 1 and the build for two rows has registers and a ring (`plan_on`), and then:
 /// - NF4 everywhere (its tensor-core decode is the slowest);
 /// - INT4, MXFP4 and NVFP4 where a CTA takes at least [`AUTO_ROWS_MIN_STEPS`] row steps or streams them in K
 ///   parts, and the ring keeps two slots a consumer class (the row sums of the second row of x take room from
@@ -1258,7 +1258,7 @@ fn nf4_table_offset(used: usize) -> usize {
 /// Whether the ring GEMV's builds for `n x k` `format` weights on `sm_count` SMs of `peak_gb_s` memory bandwidth
 /// (`ring::peak_memory_gb_s`) stream the scales with the weights, and so read the step-major tables
 /// (`pack::ring_step_tables`) instead of the transposed ones: the M = 1 build's choice, which the builds for
-/// more rows of x keep ([`plan_on`]).
+/// more rows of x keep (`plan_on`).
 pub fn streams_scales(format: WoFormat, n: usize, k: usize, sm_count: u32, peak_gb_s: f64) -> bool {
     // The CUDA-core build's, also where `ROOFLINE_RING_MMA=1` plans one row on the tensor cores (whose plan asks this).
     plan_with(format, (1, n, k), (sm_count, peak_gb_s), false, None).is_ok_and(|p| p.layout.streamed_scales)
@@ -1304,7 +1304,7 @@ pub fn unsupported(format: WoFormat, batch: usize, n: usize, k: usize, sm_count:
 }
 
 /// [`unsupported`] on a device of `peak_gb_s` memory bandwidth: more rows of x than one keep the M = 1 build's
-/// staged or streamed scales ([`plan_on`]), which on fast memory may leave them a ring where the other would not.
+/// staged or streamed scales (`plan_on`), which on fast memory may leave them a ring where the other would not.
 pub fn unsupported_on(
     format: WoFormat,
     (batch, n, k): (usize, usize, usize),
@@ -1503,7 +1503,7 @@ impl RingBuild {
 }
 
 /// Compiles the ring GEMV that [`RingGemv::new`] would build for `m x n x k` on a GPU of `arch` (e.g. 90) with
-/// `sm_count` SMs and `peak_gb_s` of memory bandwidth ([`peak_memory_gb_s`]; [`FAST_MEMORY_GB_S`] and up take
+/// `sm_count` SMs and `peak_gb_s` of memory bandwidth (`peak_memory_gb_s`; [`FAST_MEMORY_GB_S`] and up take
 /// the fast-memory defaults), without a GPU: what `examples/kernel_build.rs --ring` dumps for `cuobjdump`.
 pub fn compile_ring(
     arch: u32,
