@@ -42,11 +42,7 @@ fn run() -> Result<(), String> {
     if args.len() < 5 {
         return Err("usage: kernel_build FORMAT X M N K [ARCH] [SMS] [--gemv SPEC] [--fused] [--ring] [--add]".into());
     }
-    let format =
-        WoFormat::ALL.into_iter().find(|f| f.format().name().eq_ignore_ascii_case(&args[0])).ok_or_else(|| {
-            let names: Vec<&str> = WoFormat::ALL.iter().map(|f| f.format().name()).collect();
-            format!("{}: not a weight-only format (one of {})", args[0], names.join(", "))
-        })?;
+    let format: WoFormat = args[0].parse()?;
     let x = XDtype::ALL
         .into_iter()
         .find(|x| x.name().eq_ignore_ascii_case(&args[1]))

@@ -41,11 +41,7 @@ fn run() -> Result<(), String> {
     if args.len() < 3 {
         return Err("usage: ring_trace FORMAT N K [LAUNCHES] [--json PATH]".into());
     }
-    let format =
-        WoFormat::ALL.into_iter().find(|f| f.format().name().eq_ignore_ascii_case(&args[0])).ok_or_else(|| {
-            let names: Vec<&str> = WoFormat::ALL.iter().map(|f| f.format().name()).collect();
-            format!("{}: not a weight-only format (one of {})", args[0], names.join(", "))
-        })?;
+    let format: WoFormat = args[0].parse()?;
     let num = |i: usize, what: &str, default: usize| -> Result<usize, String> {
         args.get(i).map_or(Ok(default), |s| s.parse().map_err(|e| format!("{what} {s}: {e}")))
     };

@@ -54,6 +54,18 @@ pub enum WoFormat {
     Nvfp4,
 }
 
+impl std::str::FromStr for WoFormat {
+    type Err = String;
+
+    /// A weight-only format by its catalog name in any case (`INT4_G128`, `nvfp4`, ...); the error lists the names.
+    fn from_str(name: &str) -> Result<WoFormat, String> {
+        WoFormat::ALL.into_iter().find(|f| f.format().name().eq_ignore_ascii_case(name)).ok_or_else(|| {
+            let names: Vec<&str> = WoFormat::ALL.iter().map(|f| f.format().name()).collect();
+            format!("{name}: not a weight-only format (one of {})", names.join(", "))
+        })
+    }
+}
+
 impl WoFormat {
     /// Every supported format.
     pub const ALL: [WoFormat; 8] = [
@@ -628,6 +640,16 @@ fn quantize_pack_inner(
 mod tests {
     use super::*;
     use crate::random_f32;
+
+    #[test]
+    fn weight_only_formats_parse_by_catalog_name() {
+        for f in WoFormat::ALL {
+            assert_eq!(f.format().name().parse::<WoFormat>(), Ok(f));
+            assert_eq!(f.format().name().to_lowercase().parse::<WoFormat>(), Ok(f));
+        }
+        let e = "INT3".parse::<WoFormat>().unwrap_err();
+        assert!(e.starts_with("INT3: not a weight-only format (one of FP16, BF16,") && e.contains("NVFP4"), "{e}");
+    }
 
     #[test]
     fn lop3_tables_are_the_functions_the_kernels_mean() {
