@@ -57,6 +57,9 @@ fn run() -> Result<(), String> {
         .map_err(|e| format!("{format:?} 1x{n}x{k}: {e}"))?;
     let ctas = pf.ctas as usize;
     let words = (n / 2) / ctas;
+    if traced_units(words) == 0 {
+        return Err(format!("1x{n}x{k} over {ctas} CTAs leaves {words} words of y a CTA for its timeline: 13 needed"));
+    }
     println!(
         "{format:?} 1x{n}x{k} on {}: {ctas} CTAs, {} slots, {} K parts, {} registers; {words} words a CTA, {} units \
          traced",

@@ -501,7 +501,8 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     const u32 full_s = smem_addr(full), empty_s = smem_addr(empty);
 #if EXP_RING_TRACE
     const int rt_words = (n / 2) / (int)gridDim.x, rt_units = (rt_words - 10) / 3;
-    u32* const rt = (u32*)y + (size_t)blockIdx.x * rt_words;  // this CTA's words of the timeline
+    __shared__ u32 rt_none[10];  // where a CTA's words of y cannot hold the timeline's first 10, they go here
+    u32* const rt = rt_words >= 10 ? (u32*)y + (size_t)blockIdx.x * rt_words : rt_none;  // the CTA's timeline
     if (threadIdx.x == 0) rt[0] = rt_gtime(), rt[8] = rt_clock(), rt[9] = rt_smid();
 #endif
 
