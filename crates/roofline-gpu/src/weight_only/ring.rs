@@ -2173,8 +2173,8 @@ mod tests {
                 let b = compile_ring_with(90, (132, 4800.0), (f, XDtype::F16), (1, 14336, 4096), store, None, &defines)
                     .unwrap_or_else(|e| panic!("{f:?} {defines:?}: {e}"));
                 assert!(!b.plan.mma, "{f:?}: the CUDA-core ring");
-                let (_, spill, _) = super::super::nvrtc::parse_ptxas(&b.log);
-                assert_eq!(spill.unwrap_or(0), 0, "{f:?} {defines:?} spills: {}", b.log);
+                let (_, spill, _) = parse_ptxas(&b.log);
+                assert_eq!(spill, Some(0), "{f:?} {defines:?} spills: {}", b.log);
                 if defines[0].contains("TRACE") {
                     if let Ok(Some(sass)) = super::super::nvrtc::disassemble(&b.cubin) {
                         assert!(sass.contains("GLOBALTIMER") && sass.contains("CLOCK"), "{f:?}: no timer reads");
