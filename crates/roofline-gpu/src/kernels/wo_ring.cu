@@ -507,7 +507,8 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #endif
 
     // RW_EARLY: the producer warp initializes the barriers and starts its copies at once; the others stage the scales
-    // and meet it at named barrier 2 (it arrives, they wait), where without it every thread meets at __syncthreads.
+    // and meet it at named barrier 3 (it arrives, they wait; 1 is the consumers', 2 the cluster attention's), where
+    // without it every thread meets at __syncthreads.
     if (threadIdx.x == (RW_EARLY_ON ? RW_WARPS * 32 : 0)) {
         for (int i = 0; i < RW_STEPS * RW_FB; ++i) mbar_init(full_s + 8 * i, 1);  // the producer's expect_tx
         for (int i = 0; i < RW_STEPS; ++i) {
@@ -556,9 +557,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #if RW_EARLY_ON
     if (warp == RW_WARPS) {
         __syncwarp();  // (lane 0 initialized the barriers)
-        asm volatile("bar.arrive 2, %0;" ::"n"(RW_THREADS) : "memory");
+        asm volatile("bar.arrive 3, %0;" ::"n"(RW_THREADS) : "memory");
     } else {
-        asm volatile("bar.sync 2, %0;" ::"n"(RW_THREADS) : "memory");
+        asm volatile("bar.sync 3, %0;" ::"n"(RW_THREADS) : "memory");
     }
 #else
     __syncthreads();
