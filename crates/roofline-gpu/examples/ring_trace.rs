@@ -7,7 +7,9 @@
 //!
 //! `cargo run --release -p roofline-gpu --example ring_trace -- FORMAT N K [LAUNCHES] [--json PATH]` on a GPU
 //! machine, e.g. `ring_trace INT4_G128 14336 4096` (FORMAT a weight-only catalog name; LAUNCHES back-to-back launches
-//! before the traced one, default 40; `--json PATH` writes every CTA's timeline there too). Each CTA's timeline takes
+//! before the traced one, default 40; `--json PATH` writes every CTA's timeline there too; `--repeat R` traces R
+//! launches, each the last of 3 back-to-back, and prints how the CTAs' lateness repeats over them: by block index,
+//! by SM, by the CTA's start and by its unit count (`trace::Spread`), the JSON then holding every launch). Each CTA's timeline takes
 //! (N / 2) / CTAs 32-bit words of y: at least 13 are needed (one unit), and units past (words - 10) / 3 are not
 //! traced. Times are the SM's clock counts in us at the clock the CTAs ran at (their cycles over their globaltimer
 //! ns, the median CTA's); starts and ends are the globaltimer's. The engine's own plan and environment apply
@@ -16,7 +18,7 @@
 
 use roofline_gpu::weight_only::nvrtc::XDtype;
 use roofline_gpu::weight_only::ring::{Epilogue, Input, RingGemv};
-use roofline_gpu::weight_only::trace::{traced_units, Timeline};
+use roofline_gpu::weight_only::trace::{traced_units, Spread, Timeline};
 use roofline_gpu::weight_only::{quantize_pack, to_bits, WoFormat};
 use roofline_gpu::{random_f32, Gpu};
 
@@ -27,19 +29,34 @@ fn main() {
     }
 }
 
+/// Takes `--NAME VALUE` out of `args` (None where absent).
+fn take_opt(args: &mut Vec<String>, name: &str) -> Result<Option<String>, String> {
+    match args.iter().position(|a| a == name) {
+        Some(i) if i + 1 < args.len() => {
+            let value = args.remove(i + 1);
+            args.remove(i);
+            Ok(Some(value))
+        }
+        Some(_) => Err(format!("{name} needs a value")),
+        None => Ok(None),
+    }
+}
+
 fn run() -> Result<(), String> {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
-    let json = match args.iter().position(|a| a == "--json") {
-        Some(i) if i + 1 < args.len() => {
-            let path = args.remove(i + 1);
-            args.remove(i);
-            Some(path)
-        }
-        Some(_) => return Err("--json needs a file to write".into()),
-        None => None,
+    let json = take_opt(&mut args, "--json")?;
+    let repeat = match take_opt(&mut args, "--repeat")? {
+        Some(r) => r.parse::<usize>().map_err(|e| format!("--repeat {r}: {e}")).and_then(|r| {
+            if r == 0 {
+                Err("--repeat 0: at least 1 launch is traced".to_string())
+            } else {
+                Ok(r)
+            }
+        })?,
+        None => 1,
     };
     if args.len() < 3 {
-        return Err("usage: ring_trace FORMAT N K [LAUNCHES] [--json PATH]".into());
+        return Err("usage: ring_trace FORMAT N K [LAUNCHES] [--repeat R] [--json PATH]".into());
     }
     let format: WoFormat = args[0].parse()?;
     let num = |i: usize, what: &str, default: usize| -> Result<usize, String> {
@@ -83,17 +100,32 @@ fn run() -> Result<(), String> {
     let x: Vec<u16> = random_f32(k, 7).iter().map(|v| to(*v)).collect();
     let xd = s.clone_htod(&x).map_err(|e| e.to_string())?;
     let mut y = s.alloc_zeros::<u16>(n).map_err(|e| e.to_string())?;
-    for i in 0..=launches {
-        pf.run(&s, &dws[i % sets], &xd, &mut y, 1e-5, false).map_err(|e| e.to_string())?;
-    }
-    let raw = s.clone_dtoh(&y).map_err(|e| e.to_string())?;
     // Each CTA's units: its contiguous share of the row steps (wo_ring), in K parts.
     let steps = n / 8;
     let units_of = |c: usize| ((c + 1) * steps / ctas - c * steps / ctas) * pf.parts;
-    let timeline = Timeline::parse(&raw, ctas, units_of, gpu.clock_mhz)?;
-    print!("{}", timeline.summary(4));
+    let mut launch = 0;
+    let mut timelines = Vec::with_capacity(repeat);
+    for r in 0..repeat {
+        let before = if r == 0 { launches } else { 2 };
+        for _ in 0..=before {
+            pf.run(&s, &dws[launch % sets], &xd, &mut y, 1e-5, false).map_err(|e| e.to_string())?;
+            launch += 1;
+        }
+        let raw = s.clone_dtoh(&y).map_err(|e| e.to_string())?;
+        timelines.push(Timeline::parse(&raw, ctas, units_of, gpu.clock_mhz)?);
+    }
+    let last = timelines.last().ok_or("no launch traced")?;
+    print!("{}", last.summary(4));
+    let spread = if repeat > 1 { Some(Spread::of(&timelines)?) } else { None };
+    if let Some(sp) = &spread {
+        print!("{}", sp.summary(8));
+    }
     if let Some(path) = json {
-        let text = serde_json::to_string_pretty(&timeline).map_err(|e| e.to_string())?;
+        let text = match &spread {
+            Some(sp) => serde_json::to_string_pretty(&serde_json::json!({ "launches": timelines, "spread": sp })),
+            None => serde_json::to_string_pretty(last),
+        }
+        .map_err(|e| e.to_string())?;
         std::fs::write(&path, text).map_err(|e| format!("{path}: {e}"))?;
         println!("timeline written to {path}");
     }

@@ -235,6 +235,151 @@ impl Timeline {
     }
 }
 
+/// How the CTAs' lateness (a CTA's end less its launch's median end) repeats over launches of one plan: whether the
+/// CTAs that end last are the same ones (by block index or by SM) each launch, or the ones with more units.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Spread {
+    /// Launches compared.
+    pub launches: usize,
+    /// Per launch, the last CTA's end less the first's, us.
+    pub widths: Vec<f64>,
+    /// The mean over consecutive launches of the Pearson correlation of their CTAs' lateness, by block index (1: the
+    /// same CTAs are late each launch; 0: no relation).
+    pub by_cta: f64,
+    /// The same, by SM (a SM's CTAs' mean lateness in each launch; SMs in both launches).
+    pub by_sm: f64,
+    /// The Pearson correlation of lateness with a CTA's start (over every launch's CTAs).
+    pub with_start: f64,
+    /// Per count of units a CTA streamed: (units, CTAs over all launches, their mean lateness in us).
+    pub by_units: Vec<(usize, usize, f64)>,
+    /// The SMs by mean lateness over all launches, latest first: (SM, CTAs it ran, mean lateness in us).
+    pub sms: Vec<(u32, usize, f64)>,
+}
+
+/// Pearson's correlation of the pairs `(x, y)` (NaN for fewer than 2 or no variance).
+fn pearson(pairs: &[(f64, f64)]) -> f64 {
+    let n = pairs.len() as f64;
+    if pairs.len() < 2 {
+        return f64::NAN;
+    }
+    let (mx, my) = (pairs.iter().map(|p| p.0).sum::<f64>() / n, pairs.iter().map(|p| p.1).sum::<f64>() / n);
+    let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
+    for &(x, y) in pairs {
+        sxy += (x - mx) * (y - my);
+        sxx += (x - mx) * (x - mx);
+        syy += (y - my) * (y - my);
+    }
+    if sxx == 0.0 || syy == 0.0 {
+        f64::NAN
+    } else {
+        sxy / (sxx * syy).sqrt()
+    }
+}
+
+/// The mean of the finite values of `v` (NaN for none).
+fn finite_mean(v: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = v.filter(|x| x.is_finite()).fold((0.0, 0usize), |(s, n), x| (s + x, n + 1));
+    if n == 0 {
+        f64::NAN
+    } else {
+        sum / n as f64
+    }
+}
+
+impl Spread {
+    /// Compares `launches` (timelines of one plan, each with the same CTAs): at least two are needed.
+    pub fn of(launches: &[Timeline]) -> Result<Spread, String> {
+        if launches.len() < 2 {
+            return Err(format!("{} launches: 2 or more needed to compare", launches.len()));
+        }
+        let ctas = launches[0].ctas.len();
+        if launches.iter().any(|t| t.ctas.len() != ctas) {
+            return Err("the launches' CTA counts differ".into());
+        }
+        // Each launch's lateness by CTA, and by SM (the mean of its CTAs').
+        let late: Vec<Vec<f64>> = launches
+            .iter()
+            .map(|t| {
+                let mid = median(t.ctas.iter().map(|c| c.end).collect());
+                t.ctas.iter().map(|c| c.end - mid).collect()
+            })
+            .collect();
+        let sm_late = |l: usize| -> std::collections::BTreeMap<u32, (f64, usize)> {
+            let mut m = std::collections::BTreeMap::new();
+            for (c, x) in launches[l].ctas.iter().zip(&late[l]) {
+                let e = m.entry(c.sm).or_insert((0.0, 0));
+                e.0 += x;
+                e.1 += 1;
+            }
+            m
+        };
+        let sms_each: Vec<_> = (0..launches.len()).map(sm_late).collect();
+        let by_cta = finite_mean(
+            late.windows(2).map(|w| pearson(&w[0].iter().copied().zip(w[1].iter().copied()).collect::<Vec<_>>())),
+        );
+        let by_sm = finite_mean(sms_each.windows(2).map(|w| {
+            let pairs: Vec<(f64, f64)> =
+                w[0].iter().filter_map(|(sm, a)| w[1].get(sm).map(|b| (a.0 / a.1 as f64, b.0 / b.1 as f64))).collect();
+            pearson(&pairs)
+        }));
+        let all = || launches.iter().zip(&late).flat_map(|(t, l)| t.ctas.iter().zip(l.iter().copied()));
+        let with_start = pearson(&all().map(|(c, x)| (c.start, x)).collect::<Vec<_>>());
+        let mut units = std::collections::BTreeMap::<usize, (usize, f64)>::new();
+        let mut sms = std::collections::BTreeMap::<u32, (usize, f64)>::new();
+        for (c, x) in all() {
+            let u = units.entry(c.unit_count).or_insert((0, 0.0));
+            u.0 += 1;
+            u.1 += x;
+            let s = sms.entry(c.sm).or_insert((0, 0.0));
+            s.0 += 1;
+            s.1 += x;
+        }
+        let mut sms: Vec<(u32, usize, f64)> = sms.into_iter().map(|(sm, (n, x))| (sm, n, x / n as f64)).collect();
+        sms.sort_by(|a, b| b.2.total_cmp(&a.2));
+        Ok(Spread {
+            launches: launches.len(),
+            widths: launches
+                .iter()
+                .map(|t| {
+                    let ends = t.ctas.iter().map(|c| c.end);
+                    ends.clone().fold(f64::MIN, f64::max) - ends.fold(f64::MAX, f64::min)
+                })
+                .collect(),
+            by_cta,
+            by_sm,
+            with_start,
+            by_units: units.into_iter().map(|(u, (n, x))| (u, n, x / n as f64)).collect(),
+            sms,
+        })
+    }
+
+    /// The summary `ring_trace --repeat` prints: the widths, the correlations, lateness by units and the `last`
+    /// latest and earliest SMs.
+    pub fn summary(&self, last: usize) -> String {
+        use std::fmt::Write;
+        let mut s = String::new();
+        let w = crate::timing::stats(self.widths.clone());
+        let _ = writeln!(
+            s,
+            "{} launches: last CTA's end less the first's {:.2} (median) / {:.2} (min) / {:.2} (max) us",
+            self.launches, w.median_us, w.min_us, w.max_us
+        );
+        let _ = writeln!(
+            s,
+            "lateness (end less the launch's median end) between consecutive launches: correlation by CTA {:.2}, by SM              {:.2}; with the CTA's start {:.2}",
+            self.by_cta, self.by_sm, self.with_start
+        );
+        for (u, n, x) in &self.by_units {
+            let _ = writeln!(s, "  CTAs of {u:3} units: {n:5} over the launches, mean lateness {x:+.3} us");
+        }
+        let row = |(sm, n, x): &(u32, usize, f64)| format!("SM {sm:3} {x:+.3} us ({n})");
+        let _ = writeln!(s, "latest SMs: {}", self.sms.iter().take(last).map(row).collect::<Vec<_>>().join(", "));
+        let _ =
+            writeln!(s, "earliest SMs: {}", self.sms.iter().rev().take(last).map(row).collect::<Vec<_>>().join(", "));
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +439,40 @@ mod tests {
         assert!(s.contains("end 8.00 (first) / 8.25 (median) / 8.50 (last)"), "{s}");
         assert!(s.contains("end - last landing: median 0.50, max 0.50"), "{s}");
         assert!(s.contains("CTA   1 (SM   7) ends 8.50 us"), "{s}");
+    }
+
+    /// A launch whose CTA c ran on SM `sm(c)` with `units(c)` units and ended at `end(c)` us.
+    fn launch(ends: &[f64], sm: impl Fn(usize) -> u32, units: impl Fn(usize) -> usize) -> Timeline {
+        let mut y = Vec::new();
+        for (c, e) in ends.iter().enumerate() {
+            let mut w = cta(0, 0, sm(c));
+            w.retain(|(i, _)| *i != GT_END);
+            w.push((GT_END, (e * 1e3) as u32));
+            y.push(w);
+        }
+        let y = y_of(&y, 16);
+        Timeline::parse(&y, ends.len(), units, 2000.0).unwrap()
+    }
+
+    #[test]
+    fn the_spread_tells_lasting_lateness_from_chance() {
+        // CTA 3 is late both times, on the same SM; CTAs with 3 units end later than those with 2.
+        let a = launch(&[8.0, 8.1, 8.2, 9.0], |c| c as u32 * 2, |c| 2 + c / 2);
+        let b = launch(&[8.1, 8.0, 8.3, 8.9], |c| c as u32 * 2, |c| 2 + c / 2);
+        let s = Spread::of(&[a.clone(), b.clone()]).unwrap();
+        assert_eq!(s.launches, 2);
+        assert!((s.widths[0] - 1.0).abs() < 1e-6 && (s.widths[1] - 0.9).abs() < 1e-6, "{:?}", s.widths);
+        assert!(s.by_cta > 0.9 && s.by_sm > 0.9, "{s:?}");
+        assert_eq!(s.sms[0].0, 6);
+        assert_eq!(s.by_units.iter().map(|u| (u.0, u.1)).collect::<Vec<_>>(), vec![(2, 4), (3, 4)]);
+        assert!(s.by_units[1].2 > s.by_units[0].2);
+        // The late CTA moves to another SM in the second launch: by CTA still 1, by SM no longer.
+        let c = launch(&[8.1, 8.0, 8.3, 8.9], |c| (3 - c) as u32 * 2, |_| 2);
+        let t = Spread::of(&[a.clone(), c]).unwrap();
+        assert!(t.by_cta > 0.9 && t.by_sm < 0.0, "{t:?}");
+        let text = s.summary(2);
+        assert!(text.contains("latest SMs: SM   6"), "{text}");
+        assert!(Spread::of(&[a]).unwrap_err().contains("2 or more"));
     }
 
     #[test]
