@@ -303,7 +303,8 @@ const MMA_MAX_K: usize = 4096;
 /// ([`mma_takes`]).
 fn mma_plan(format: WoFormat, m: usize, k: usize) -> bool {
     let forced = mma_forced();
-    format.bits() == 4
+    !mma_off()
+        && format.bits() == 4
         && k % MMA_SLICE == 0
         && (k <= MMA_MAX_K || mma_split_k(format, m, k))
         && (m >= MMA_MIN_M || forced && m >= 1)
@@ -432,6 +433,16 @@ pub fn plans_mma(format: WoFormat, (m, n, k): (usize, usize, usize), sm_count: u
 /// `ROOFLINE_RING_MMA=1` (experiments): the ring plans every row count its tensor-core row step takes there.
 fn mma_forced() -> bool {
     std::env::var("ROOFLINE_RING_MMA").is_ok_and(|v| v == "1")
+}
+
+/// `ROOFLINE_RING_MMA=0` (experiments): the ring plans no row count on the tensor cores, so 1 to [`MAX_M`] rows run
+/// its CUDA-core row step (the default never plans 3 rows there; with `--gemv variant=xreg,ring=true` they run it), and
+/// the default ([`mma_auto`]) takes the tensor-core ring nowhere. Session 61 asked whether INT4's 3-row CUDA-core build
+/// with its tensor-core sums beats the tensor-core ring (3x14336x4096 12.4 us); session 63 built it (`kernel_build
+/// INT4_G128 FP16 3 14336 4096 --ring`): it spills at 128 registers (28 bytes under NVRTC 12.9, 36 under 13.0), so it
+/// stays off; NF4, MXFP4 and NVFP4 build clean there (122-127 registers).
+fn mma_off() -> bool {
+    std::env::var("ROOFLINE_RING_MMA").is_ok_and(|v| v == "0")
 }
 
 /// Most row steps a CTA where [`mma_auto`] takes `m` rows of `format` weights, rows of `k` values, to the tensor-core
