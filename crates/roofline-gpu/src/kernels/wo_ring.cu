@@ -29,10 +29,10 @@
 // deadlocks when both phases have completed by then (bench/RESULTS.md).
 // Without the producer warp (RW_PRODUCER 0) a group's first warp refills its slots: a multiple of C.
 //
-// Layouts (host: weight_only/ring.rs): w [N][FD] codes row-major; INT4: w_s [FD/128][N] f16 scales and
+// Layouts (host: weight_only/ring/plan.rs, mod.rs): w [N][FD] codes row-major; INT4: w_s [FD/128][N] f16 scales and
 // w_z [FD/128][N/2] zero points, NF4: w_s [FD/64][N] f16, MXFP4: w_s [FD/32][N] E8M0 bytes, NVFP4: w_s [FD/32][N][2] E4M3 bytes and
 // the FP32 tensor scale `gscale` (1 for the others; pack::xreg_tables), FP8 / INT8: w_s [N] FP32 row scales (applied
-// to the row sums; w_z unread), FP16: no tables (w_s, w_z unread; `gscale` a power of two x is scaled down by, ring.rs
+// to the row sums; w_z unread), FP16: no tables (w_s, w_z unread; `gscale` a power of two x is scaled down by, ring/plan.rs
 // `kernel_scale`), BF16: no tables (`gscale` 1); with RW_SSTREAM (4-bit only) the same entries step-major,
 // w_s [N/8][RS_COLS][RS_SB bytes: the step's 8 rows] and w_z [N/8][RS_COLS][4] (pack::ring_step_tables). CTA c takes
 // row steps [c S / G, (c + 1) S / G), S = N / 8, G = gridDim.x.
@@ -52,7 +52,7 @@
 #endif
 #define RW_CLASSES (RW_GROUPS * RW_KH)  // consumer classes (a row group's warps of one K part)
 // Fewer slots than consumer classes (16-bit rows past K = 12288, whose row step is more than the ring holds: one row
-// group in K parts, ring.rs `least_slots`) are RW_MIXED's (so need the producer warp, below): a `full` barrier per
+// group in K parts, ring/plan.rs `least_slots`) are RW_MIXED's (so need the producer warp, below): a `full` barrier per
 // slot and class, the producer filling units in order, each once the unit RW_STEPS before it was released, which
 // waits for no later unit.
 #define RW_MIXED (RW_STEPS % RW_CLASSES != 0)  // a slot serves several classes: a `full` barrier per class
@@ -64,7 +64,7 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #define NORM 0
 #endif
 // NF4_WIDE: where NF4's 64 KB pair table sits in the dynamic shared memory (after the ring and the tables;
-// host: ring.rs `layout`).
+// host: ring/plan.rs `layout`).
 #ifndef RW_NF4_OFF
 #define RW_NF4_OFF 0
 #endif
@@ -75,7 +75,7 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 // scales (and INT4's zero points) of its K part's columns for its 8 rows, one run of the step-major tables
 // (pack::ring_step_tables) that the producer copies with one bulk copy (INT4: two) on the slot's `full`
 // mbarrier with its weights; the consumers read them once the slot is full (row_step's SCALES_IN_STAGE). The
-// scales then come in the order of the weights and as early (host: ring.rs `wants_streamed_scales`). Session
+// scales then come in the order of the weights and as early (host: ring/plan.rs `wants_streamed_scales`). Session
 // 33's first streamed layout copied each column's 16-byte entry from the transposed tables (a DRAM page
 // apart) and cost more than its bytes; requested two steps ahead by the consumers they queued behind the
 // ring's weights.
@@ -85,7 +85,7 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 // RW_AHEAD n > 0: the producer issues unit u only once unit u - n has landed, so at most n units are in flight
 // however deep the ring (the ring still buffers what has landed and is not yet consumed): bulk copies issued
 // together land together, so a ring filled at once has its first slot land about with its last and the decode
-// waits for all of them; n in flight land in order and the decode runs under the stream (host: ring.rs
+// waits for all of them; n in flight land in order and the decode runs under the stream (host: ring/plan.rs
 // `units_in_flight`, short shapes on fast memory). 0, or RW_STEPS and more: only the ring's depth bounds them.
 #ifndef RW_AHEAD
 #define RW_AHEAD 0
@@ -151,7 +151,7 @@ __device__ __forceinline__ u32 rt_clock() {
 #error "SwiGLU on load (SILU_X) takes no fused norm"
 #endif
 // RW_MMA 1 (INT4 g128, NF4, MXFP4 and NVFP4 weights with FP16 or BF16 x, RW_MMA_XF16; 9 to 16 rows of x, a store, a
-// residual add or a fused RMSNorm (its factor on the row sums); host: ring.rs `mma_plan`): the tensor cores take the
+// residual add or a fused RMSNorm (its factor on the row sums); host: ring/plan.rs `mma_plan`): the tensor cores take the
 // row steps. Every unit (a row step, RW_KH 1, RW_GROUPS 1) is consumed by FD / 256 warps, warp ks taking K values [256
 // ks, 256 ks + 256) of its 8 rows in the ring's own layout: lane (g, t) reads 8 words of row g, decodes each to q - z
 // in f16 (dot8hz's decode without its products: 9 instructions a word of 8 codes; with BF16 x in bf16,
@@ -169,7 +169,7 @@ __device__ __forceinline__ u32 rt_clock() {
 #if RW_MMA && (FD % 256 != 0 || FD / 256 > 31)
 #error "RW_MMA needs K a multiple of 256, at most 31 slices of 256"
 #endif
-// RW_SPLITS s > 1 (the tensor-core row step past K = 4096; host: ring.rs `mma_splits`): K in s splits of FD values (a
+// RW_SPLITS s > 1 (the tensor-core row step past K = 4096; host: ring/plan.rs `mma_splits`): K in s splits of FD values (a
 // multiple of 256, at most 4096: x's A fragments of 16 warps), each taken by one CTA of a cluster of s along x: the
 // CTA of cluster rank p takes split p of its cluster's row block (the grid's clusters share the rows as the CTAs do
 // without splits). Each CTA streams its split of the rows (a bulk copy a row of the slot, FD codes from split p's
@@ -189,7 +189,7 @@ __device__ __forceinline__ u32 rt_clock() {
 #define RW_WROW (ROWB * RW_SPLITS)  // bytes of a whole weight row in global memory
 #define RW_WARPS (RW_MMA ? FD / 256 : KSL * RW_GROUPS)  // consumer warps
 // RW_MMA_CH: units (row steps) whose row sums the tensor-core row step keeps in one of its two buffers, [x row][warp]
-// [CH x 8 rows] floats (host: ring.rs MMA_CHUNK), added up and stored by the epilogue warp once every consumer warp
+// [CH x 8 rows] floats (host: ring/plan.rs MMA_CHUNK), added up and stored by the epilogue warp once every consumer warp
 // has arrived on the buffer's `sfull` barrier, while the warps go on into the other buffer (a buffer is written again
 // only once the epilogue warp has arrived on its `sempty`).
 #ifndef RW_MMA_CH
@@ -197,13 +197,13 @@ __device__ __forceinline__ u32 rt_clock() {
 #endif
 #define RW_MMA_RS (RW_WARPS * RW_MMA_CH * R)  // floats of one x row's sums
 #define RW_NC (RW_WARPS * 32)
-// RW_M: rows of x (and of y) a call multiplies, 1 to RW_MAX_M (ring.rs `MAX_M`): each decoded weight goes into RW_M
+// RW_M: rows of x (and of y) a call multiplies, 1 to RW_MAX_M (ring/plan.rs `MAX_M`): each decoded weight goes into RW_M
 // products (wo_stream.cuh's row_step_m), so M = 2 costs far less than two calls (session 50); x row r at x + r
 // RW_XK (the gate_up rows with SILU_X), y row r at y + r n; the row sums (psum) are RW_M times the M = 1 build's.
 #ifndef RW_M
 #define RW_M 1
 #endif
-#define RW_MAX_M (RW_MMA ? 16 : 3)  // ring.rs MAX_M (at 4 the 4-bit builds spill), MMA_MAX_M on the tensor cores
+#define RW_MAX_M (RW_MMA ? 16 : 3)  // ring/plan.rs MAX_M (at 4 the 4-bit builds spill), MMA_MAX_M on the tensor cores
 #if RW_M < 1 || RW_M > RW_MAX_M
 #error "RW_M (rows of x) must be 1 to RW_MAX_M"
 #endif
@@ -222,7 +222,7 @@ __device__ __forceinline__ u32 rt_clock() {
 #if RW_MMA && (FMT < 4 || SILU_X || RW_KH != 1 || RW_GROUPS != 1 || (RW_SSTREAM && FMT <= 5) || !RW_PRODUCER)
 #error "RW_MMA takes 4-bit weights (no SwiGLU on load), whole row steps in one row group, INT4's / NF4's scales staged"
 #endif
-// RW_MMA_XF16 1 (the tensor-core row step with BF16 x; host: ring.rs `mma_xf16`): x's A fragments are converted to f16
+// RW_MMA_XF16 1 (the tensor-core row step with BF16 x; host: ring/plan.rs `mma_xf16`): x's A fragments are converted to f16
 // once, after the prologue's loads, each warp's rows times the power of two 2^(141 - E) that puts their largest |x| in
 // the warp's K slice (E: that value's exponent field) into [2^14, 2^15); the products are then the FP16-x build's, and
 // the epilogue warp takes each warp's factor back from its row sums as it adds them (`xdn`; `xf16_up`,
@@ -251,7 +251,7 @@ __device__ __forceinline__ u32 rt_clock() {
 // MXFP4 on the tensor cores: block scale 2^(e - 127) goes into the decoded pairs as the f16 2^(e - 127 + RW_MX_SHIFT),
 // its exponent field min(max(e - RW_MX_BIAS, 0), 30) (0: the f16 zero, for the blocks of zero codes whatever their
 // scale; one DPX instruction). The products E2M1 x 2^-14 x 2^(e - 127 + 8) are exact in f16 for scales 2^-17 to 2^7
-// (ring.rs `mxfp4_mma_window`; the host refuses weights with a block of nonzero codes outside it).
+// (ring/plan.rs `mxfp4_mma_window`; the host refuses weights with a block of nonzero codes outside it).
 #define RW_MX_SHIFT 8
 #define RW_MX_BIAS (127 - 15 - RW_MX_SHIFT)
 // The tensor-core row step's factor on its sums: the E2M1 decode (e2m1_dev_pairs) gives the values times 2^-14,
@@ -313,7 +313,7 @@ __device__ __forceinline__ void bf2_to_h2_times(u32& v, u32 up2) {
 #define RW_KSP (RW_MMA ? RW_WARPS : KSL / RW_KH)  // K-slice warps a K part serves
 #define RW_PART_ROW (ROWB / RW_KH)  // bytes of one row in one K part
 #define RW_UNIT (RW_STAGE / RW_KH)    // bytes of a ring slot: one K part of a row step
-// RW_MMA_PAD: bytes after each row of a slot on the tensor cores (host: ring.rs `mma_pad`, 32), copied row by row.
+// RW_MMA_PAD: bytes after each row of a slot on the tensor cores (host: ring/plan.rs `mma_pad`, 32), copied row by row.
 // Without them the 8 rows of a slot start on the same bank (ROWB a multiple of 128 bytes), so a warp's 8-byte code
 // loads (rows g = 0..7, 32 bytes each) fall 8 to a bank, 8 wavefronts where 32 bytes of padding leave 2 (session 54:
 // NF4, whose pair-table lookups share the shared-memory pipe, 16x14336x4096 18.5 -> 16.2 us; INT4 14.55 -> 14.0).
@@ -490,13 +490,13 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
     float* psum = (float*)(ms + RW_STEPS * RW_SCB);
 #else
     u8* mz = ms + RS_COLS * RW_ROWS * (RS_SB / R);
-    // (16-byte aligned for the tensor-core row step's epilogue warp, which reads it in 16-byte loads: ring.rs
+    // (16-byte aligned for the tensor-core row step's epilogue warp, which reads it in 16-byte loads: ring/plan.rs
     // `mma_layout` gives the 16 bytes more.)
     const size_t sums_at = (size_t)(mz + RS_COLS * RW_ROWS * RS_ZB / R - smem);
     float* psum = (float*)(smem + (RW_MMA ? (sums_at + 15) / 16 * 16 : sums_at));
 #endif
 #if RW_SPLITS > 1
-    float* csum = psum + 2 * RW_M * RW_MMA_RS;  // K splits: the CTA's sums of all its rows (ring.rs `mma_layout`)
+    float* csum = psum + 2 * RW_M * RW_MMA_RS;  // K splits: the CTA's sums of all its rows (ring/plan.rs `mma_layout`)
 #endif
     const u32 full_s = smem_addr(full), empty_s = smem_addr(empty);
 #if EXP_RING_TRACE
@@ -1121,7 +1121,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         }
 #endif
 #if FMT == 0
-        // FP16: x down by the host's power of two `gscale` (ring.rs `kernel_scale`: 2^t with 4 max|w| sqrt(FD) 2^-t
+        // FP16: x down by the host's power of two `gscale` (ring/plan.rs `kernel_scale`: 2^t with 4 max|w| sqrt(FD) 2^-t
         // within half of f16's range, so the f16x2 sums of four products stay in range whatever x; 1 for weights
         // of the usual size, which keeps their products clear of f16's subnormals), the sums back up (out_scale
         // holds gscale).
@@ -1232,7 +1232,7 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #ifndef RW_INTERLEAVE
 #define RW_INTERLEAVE 0
 #endif
-// RW_MINB: CTAs per SM the registers must allow (ring.rs `ctas_per_sm`, an experiment; 1 by default).
+// RW_MINB: CTAs per SM the registers must allow (ring/plan.rs `ctas_per_sm`, an experiment; 1 by default).
 #ifndef RW_MINB
 #define RW_MINB 1
 #endif

@@ -75,7 +75,7 @@
 #ifndef EXP_RING_HALFDECODE
 #define EXP_RING_HALFDECODE 0
 #endif
-// RW_SUBN 1 (INT4: the ring GEMV's CUDA-core row step, the fused FFN's phase A and attn_qkv's ring; ring.rs,
+// RW_SUBN 1 (INT4: the ring GEMV's CUDA-core row step, the fused FFN's phase A and attn_qkv's ring; ring/plan.rs,
 // ffn.rs and attn_qkv.rs set it): the codes as f16 subnormals, 4 ALU instructions and 4 multiply-adds a word
 // instead of 13 (`dot8subn`, x packed by `pack_x_subn`); the zero point comes off each chunk's sum in FP32 as z
 // times the lane's sum of x. 0: `dot8hz`'s q - z pairs (the x-in-registers kernel's and the FFN's phase B always).
@@ -173,7 +173,7 @@ __device__ __forceinline__ float norm_down() { return ldexpf(1.0f, -((33 - __clz
 
 // What normalized x (rms 1, so |x| <= sqrt(FD)) is multiplied by for the E2M1 decode's 2^-14
 // (wo_common.cuh E2M1_UP): 2^14 / 2^ceil(log2(FD) / 2), so it stays within f16 (at most 2^14, exact); the
-// rest of 2^14, E2M1_UP / this, goes onto the sums (host test: ring.rs `e2m1_norm_factor_keeps_x_in_f16_for_every_k`).
+// rest of 2^14, E2M1_UP / this, goes onto the sums (host test: ring/tests.rs `e2m1_norm_factor_keeps_x_in_f16_for_every_k`).
 __device__ __forceinline__ float e2m1_norm_up() { return 16384.0f * norm_down(); }
 
 // With NF4_PAIRS, NF4's pair table filled: NF4_WIDE at `dyn` (64 KB of the caller's dynamic shared memory,
