@@ -5,19 +5,27 @@
 //! each unit's `full` barrier passed and when its decode was done, and when the CTA ended: per unit the median over
 //! CTAs, then the tail (the end less the last unit's landing) and the CTAs that end last, with their SMs.
 //!
-//! `cargo run --release -p roofline-gpu --example ring_trace -- FORMAT N K [LAUNCHES] [--json PATH]` on a GPU
-//! machine, e.g. `ring_trace INT4_G128 14336 4096` (FORMAT a weight-only catalog name; LAUNCHES back-to-back launches
-//! before the traced one, default 40; `--json PATH` writes every CTA's timeline there too; `--repeat R` traces R
-//! launches, each the last of 3 back-to-back, and prints how the CTAs' lateness repeats over them: by block index,
-//! by SM, by the CTA's start and by its unit count (`trace::Spread`), the JSON then holding every launch). Each CTA's timeline takes
-//! (N / 2) / CTAs 32-bit words of y: at least 13 are needed (one unit), and units past (words - 10) / 3 are not
-//! traced. Times are the SM's clock counts in us at the clock the CTAs ran at (their cycles over their globaltimer
-//! ns, the median CTA's); starts and ends are the globaltimer's. The engine's own plan and environment apply
-//! (`ROOFLINE_RING_AHEAD`, `ROOFLINE_RING_GROUPS`, `ROOFLINE_NVRTC_EXTRA` with more defines, e.g.
-//! `-DEXP_FFN_LOADONLY=1` for the loads alone, ...).
+//! `cargo run --release -p roofline-gpu --example ring_trace -- FORMAT N K [LAUNCHES] [--repeat R [--balance]]
+//! [--json PATH]` on a GPU machine, e.g. `ring_trace INT4_G128 14336 4096`:
+//!
+//! - FORMAT: a weight-only catalog name; LAUNCHES: back-to-back launches before the traced one (default 40).
+//! - `--repeat R`: traces R launches, each the last of 3 back-to-back, and prints how the CTAs' lateness repeats over
+//!   them: by block index, by SM, by the CTA's start and by its unit count (`trace::Spread`).
+//! - `--balance` (with `--repeat`): also the CTAs' shares of the row steps that would end them together, each CTA's in
+//!   proportion to its streaming rate, at most one step more than the largest share now (`Spread::balanced`), as a
+//!   `ROOFLINE_RING_SPLIT=` line. That variable (`ring::split_override`) runs the CUDA-core ring with those shares,
+//!   here and in `measure`; set to an even split over every SM it also starts from a grid of all of them.
+//! - `--json PATH`: writes every CTA's timeline there (with `--repeat`, every launch's CTAs, the last one's with
+//!   their units).
+//!
+//! Each CTA's timeline takes (N / 2) / CTAs 32-bit words of y: at least 13 are needed (one unit), and units past
+//! (words - 10) / 3 are not traced. Times are the SM's clock counts in us at the clock the CTAs ran at (their cycles
+//! over their globaltimer ns, the median CTA's); starts and ends are the globaltimer's. The engine's own plan and
+//! environment apply (`ROOFLINE_RING_AHEAD`, `ROOFLINE_RING_GROUPS`, `ROOFLINE_RING_SPLIT`, `ROOFLINE_NVRTC_EXTRA`
+//! with more defines, e.g. `-DEXP_FFN_LOADONLY=1` for the loads alone, ...).
 
 use roofline_gpu::weight_only::nvrtc::XDtype;
-use roofline_gpu::weight_only::ring::{Epilogue, Input, RingGemv};
+use roofline_gpu::weight_only::ring::{split_override, Epilogue, Input, RingGemv};
 use roofline_gpu::weight_only::trace::{traced_units, Spread, Timeline};
 use roofline_gpu::weight_only::{quantize_pack, to_bits, WoFormat};
 use roofline_gpu::{random_f32, Gpu};
@@ -55,8 +63,18 @@ fn run() -> Result<(), String> {
         })?,
         None => 1,
     };
+    let balance = match args.iter().position(|a| a == "--balance") {
+        Some(i) => {
+            args.remove(i);
+            true
+        }
+        None => false,
+    };
+    if balance && repeat < 2 {
+        return Err("--balance needs --repeat 2 or more".into());
+    }
     if args.len() < 3 {
-        return Err("usage: ring_trace FORMAT N K [LAUNCHES] [--repeat R] [--json PATH]".into());
+        return Err("usage: ring_trace FORMAT N K [LAUNCHES] [--repeat R [--balance]] [--json PATH]".into());
     }
     let format: WoFormat = args[0].parse()?;
     let num = |i: usize, what: &str, default: usize| -> Result<usize, String> {
@@ -100,9 +118,13 @@ fn run() -> Result<(), String> {
     let x: Vec<u16> = random_f32(k, 7).iter().map(|v| to(*v)).collect();
     let xd = s.clone_htod(&x).map_err(|e| e.to_string())?;
     let mut y = s.alloc_zeros::<u16>(n).map_err(|e| e.to_string())?;
-    // Each CTA's units: its contiguous share of the row steps (wo_ring), in K parts.
+    // Each CTA's units: its contiguous share of the row steps (wo_ring: even, or ROOFLINE_RING_SPLIT's), in K parts.
     let steps = n / 8;
-    let units_of = |c: usize| ((c + 1) * steps / ctas - c * steps / ctas) * pf.parts;
+    let shares: Vec<usize> = match split_override(steps)? {
+        Some(s) if s.len() == ctas => s,
+        _ => (0..ctas).map(|c| (c + 1) * steps / ctas - c * steps / ctas).collect(),
+    };
+    let units_of = |c: usize| shares[c] * pf.parts;
     let mut launch = 0;
     let mut timelines = Vec::with_capacity(repeat);
     for r in 0..repeat {
@@ -120,9 +142,27 @@ fn run() -> Result<(), String> {
     if let Some(sp) = &spread {
         print!("{}", sp.summary(8));
     }
+    if balance {
+        let cap = shares.iter().copied().max().unwrap_or(1) + 1;
+        let b = Spread::balanced(&timelines, steps, cap)?;
+        let list: Vec<String> = b.iter().map(usize::to_string).collect();
+        println!("balanced shares (at most {cap} steps a CTA):");
+        println!("ROOFLINE_RING_SPLIT={}", list.join(","));
+    }
     if let Some(path) = json {
         let text = match &spread {
-            Some(sp) => serde_json::to_string_pretty(&serde_json::json!({ "launches": timelines, "spread": sp })),
+            Some(sp) => {
+                // Every launch's CTAs without their units (the LM head's would take tens of MB), the last one's whole.
+                let bare: Vec<Timeline> = timelines
+                    .iter()
+                    .map(|t| {
+                        let mut t = t.clone();
+                        t.ctas.iter_mut().for_each(|c| c.units.clear());
+                        t
+                    })
+                    .collect();
+                serde_json::to_string_pretty(&serde_json::json!({ "launches": bare, "last": last, "spread": sp }))
+            }
             None => serde_json::to_string_pretty(last),
         }
         .map_err(|e| e.to_string())?;

@@ -1236,6 +1236,9 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
 #ifndef RW_MINB
 #define RW_MINB 1
 #endif
+#ifdef RW_SPLIT_TABLE
+__constant__ int rw_split_table[] = {RW_SPLIT_TABLE};  // the CTAs' first row steps, then the last's end
+#endif
 extern "C" __global__ void __launch_bounds__(RW_THREADS, RW_MINB)
 wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __restrict__ w_z, const u16* x, u16* y,
         int n, float eps, float gscale) {
@@ -1248,6 +1251,12 @@ wo_ring(const uint4* __restrict__ w, const u8* __restrict__ w_s, const u8* __res
     // Row steps c, c + G, ...: at any time the CTAs stream neighbouring steps, as a grid-stride read does.
     const int c = blockIdx.x, g = gridDim.x;
     ring_gemv(smem, w, w_s, w_z, x, y, n, (steps - c + g - 1) / g, [c, g](int j) { return c + j * g; }, eps, gscale);
+#elif defined(RW_SPLIT_TABLE) && RW_SPLITS == 1
+    // RW_SPLIT_TABLE (an experiment; host: ring/plan.rs `split_override`, ROOFLINE_RING_SPLIT): CTA c takes row steps
+    // [t[c], t[c + 1]) of the table's gridDim.x + 1 prefix sums instead of an even share, so that CTAs that stream
+    // slower can be given fewer.
+    const int s0 = rw_split_table[blockIdx.x], ns = rw_split_table[blockIdx.x + 1] - s0;
+    ring_gemv(smem, w, w_s, w_z, x, y, n, ns, [s0](int j) { return s0 + j; }, eps, gscale);
 #else
     // Row block b of the grid's (each taken by the RW_SPLITS CTAs of a cluster, one a K split).
     const int b = (int)(blockIdx.x / RW_SPLITS), blocks = (int)(gridDim.x / RW_SPLITS);

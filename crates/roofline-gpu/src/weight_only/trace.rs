@@ -353,6 +353,77 @@ impl Spread {
         })
     }
 
+    /// Shares of `steps` row steps for the CTAs of `launches` (by block index) that would end them together: each
+    /// CTA's share in proportion to its streaming rate (units a us: its traced units' landings, first to last, in its
+    /// own clock, the mean over the launches), at least 1 and at most `cap` a CTA (`ROOFLINE_RING_SPLIT`'s form, which
+    /// `ring_trace --balance` prints). An error where a CTA has fewer than 2 traced units, or the CTAs cannot hold
+    /// `steps` at `cap` each.
+    pub fn balanced(launches: &[Timeline], steps: usize, cap: usize) -> Result<Vec<usize>, String> {
+        let ctas = launches.first().map_or(0, |t| t.ctas.len());
+        if ctas == 0 || launches.iter().any(|t| t.ctas.len() != ctas) {
+            return Err("no launches, or their CTA counts differ".into());
+        }
+        if ctas * cap < steps || ctas > steps {
+            return Err(format!("{ctas} CTAs cannot take {steps} row steps, 1 to {cap} each"));
+        }
+        // Each CTA's rate: units over the time from its first unit's landing to its last traced one's.
+        let mut rate = Vec::with_capacity(ctas);
+        for c in 0..ctas {
+            let per_launch: Vec<f64> = launches
+                .iter()
+                .filter_map(|t| {
+                    let u = &t.ctas[c].units;
+                    let (first, last) = (u.first()?, u.last()?);
+                    (u.len() >= 2 && last.landed > first.landed)
+                        .then(|| (u.len() - 1) as f64 / (last.landed - first.landed))
+                })
+                .collect();
+            if per_launch.is_empty() {
+                return Err(format!("CTA {c}: fewer than 2 traced units, no rate"));
+            }
+            rate.push(per_launch.iter().sum::<f64>() / per_launch.len() as f64);
+        }
+        // Water-filling: shares in proportion to the rates, those past `cap` held at it and the rest shared again.
+        let mut capped = vec![false; ctas];
+        let ideal = loop {
+            let left = steps - cap * capped.iter().filter(|&&c| c).count();
+            let sum: f64 = (0..ctas).filter(|&c| !capped[c]).map(|c| rate[c]).sum();
+            let ideal: Vec<f64> =
+                (0..ctas).map(|c| if capped[c] { cap as f64 } else { left as f64 * rate[c] / sum }).collect();
+            let over: Vec<usize> = (0..ctas).filter(|&c| !capped[c] && ideal[c] > cap as f64).collect();
+            if over.is_empty() {
+                break ideal;
+            }
+            for c in over {
+                capped[c] = true;
+            }
+        };
+        // Whole steps: at least 1 each, the floors, then the largest remainders below the cap.
+        let mut shares: Vec<usize> = ideal.iter().map(|&x| (x.floor() as usize).clamp(1, cap)).collect();
+        let mut order: Vec<usize> = (0..ctas).collect();
+        order.sort_by(|&a, &b| (ideal[b] - ideal[b].floor()).total_cmp(&(ideal[a] - ideal[a].floor())));
+        let mut total: usize = shares.iter().sum();
+        while total != steps {
+            let before = total;
+            for &c in &order {
+                if total < steps && shares[c] < cap {
+                    shares[c] += 1;
+                    total += 1;
+                } else if total > steps && shares[c] > 1 && ideal[c] < shares[c] as f64 {
+                    shares[c] -= 1;
+                    total -= 1;
+                }
+            }
+            if total == before {
+                // (The floors' minimum of 1 left more than `steps`: take from the largest shares.)
+                let c = (0..ctas).max_by_key(|&c| shares[c]).unwrap_or(0);
+                shares[c] -= 1;
+                total -= 1;
+            }
+        }
+        Ok(shares)
+    }
+
     /// The summary `ring_trace --repeat` prints: the widths, the correlations, lateness by units and the `last`
     /// latest and earliest SMs.
     pub fn summary(&self, last: usize) -> String {
@@ -472,7 +543,29 @@ mod tests {
         assert!(t.by_cta > 0.9 && t.by_sm < 0.0, "{t:?}");
         let text = s.summary(2);
         assert!(text.contains("latest SMs: SM   6"), "{text}");
+        // The test CTAs' two units land 5.5 us apart, all at one rate: an even split, the remainder to the first.
+        assert_eq!(Spread::balanced(&[a.clone(), b.clone()], 9, 3).unwrap(), vec![3, 2, 2, 2]);
+        assert!(Spread::balanced(std::slice::from_ref(&a), 13, 3).unwrap_err().contains("cannot take"));
         assert!(Spread::of(&[a]).unwrap_err().contains("2 or more"));
+    }
+
+    #[test]
+    fn balanced_shares_follow_the_ctas_rates() {
+        // CTA 1 streams twice as fast as CTA 0 (its units land 1 us apart against 2).
+        let mut t = launch(&[8.0, 8.0], |c| c as u32, |_| 3);
+        for (c, gap) in [(0, 2.0), (1, 1.0)] {
+            t.ctas[c].units = (0..3)
+                .map(|u| UnitTimes { issued: 0.0, landed: 1.0 + gap * u as f64, decoded: 1.5 + gap * u as f64 })
+                .collect();
+        }
+        assert_eq!(Spread::balanced(&[t.clone()], 30, 30).unwrap(), vec![10, 20]);
+        // At most 15 each: the fast CTA held at its cap.
+        assert_eq!(Spread::balanced(&[t.clone()], 30, 15).unwrap(), vec![15, 15]);
+        // At most 18: the slow one takes the rest.
+        assert_eq!(Spread::balanced(&[t.clone()], 30, 18).unwrap(), vec![12, 18]);
+        assert_eq!(Spread::balanced(&[t.clone()], 2, 30).unwrap(), vec![1, 1]);
+        t.ctas[0].units.truncate(1);
+        assert!(Spread::balanced(&[t], 30, 30).unwrap_err().contains("CTA 0"));
     }
 
     #[test]

@@ -143,6 +143,9 @@ fn compile_ring_with(
     let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, fd, parts), peak_gb_s, cheap);
     let mut opts = options(arch, (format, x), (m, fd), per, layout, (parts, groups, ahead, mma), (epilogue, input));
     opts.push(format!("-DRW_SPLITS={splits}"));
+    if let Some(shares) = split_override(n / STEP_ROWS).map_err(GpuError::Unsupported)?.filter(|_| !mma) {
+        opts.push(split_defines(&shares));
+    }
     opts.extend(defines.iter().map(|d| d.to_string()));
     let (cubin, log) = compile_cubin_cached(&source(), "wo_ring.cu", &opts)?;
     Ok(RingBuild { plan, rows: m, ahead, cubin, log })

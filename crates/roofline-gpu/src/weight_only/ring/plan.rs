@@ -927,6 +927,39 @@ pub fn grid(n: usize, sm_count: u32) -> (u32, usize) {
     (steps.div_ceil(per) as u32, per)
 }
 
+/// `ROOFLINE_RING_SPLIT` (experiments; the CUDA-core ring, K whole): the row steps each CTA takes, comma-separated in
+/// block order, for the calls of as many row steps in all (`steps`, N / 8; other calls keep [`grid`]'s even split),
+/// e.g. the shares `ring_trace --repeat R --balance` suggests (`trace::Spread::balanced`): the CTAs that stream slower
+/// given fewer. The kernel takes them as a table of prefix sums (`RW_SPLIT_TABLE`, [`split_defines`]). `Ok(None)`
+/// where unset or for another call's steps; an error where it is not a list of whole numbers from 1.
+pub fn split_override(steps: usize) -> Result<Option<Vec<usize>>, String> {
+    let Ok(v) = std::env::var("ROOFLINE_RING_SPLIT") else { return Ok(None) };
+    let shares = parse_split(&v)?;
+    Ok((shares.iter().sum::<usize>() == steps).then_some(shares))
+}
+
+/// The row steps a CTA of `v` (`ROOFLINE_RING_SPLIT`'s form: whole numbers from 1, comma-separated).
+pub(super) fn parse_split(v: &str) -> Result<Vec<usize>, String> {
+    v.split(',')
+        .map(|s| match s.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => Err(format!("ROOFLINE_RING_SPLIT: {s:?} is not a count of row steps (a whole number from 1)")),
+        })
+        .collect()
+}
+
+/// The kernel's defines for the CTAs' `shares` of the row steps (`RW_SPLIT_TABLE`: the prefix sums, one more entry
+/// than CTAs).
+pub(super) fn split_defines(shares: &[usize]) -> String {
+    let mut at = 0;
+    let mut table = vec!["0".to_string()];
+    for s in shares {
+        at += s;
+        table.push(at.to_string());
+    }
+    format!("-DRW_SPLIT_TABLE={}", table.join(","))
+}
+
 /// NF4's table of code pairs in the ring GEMV's dynamic shared memory (`nf4_pair_fill<true>`): rows of 256
 /// bytes, the upper half of each unused, so that a lookup's byte offset is one byte permute (lane x 4 and
 /// the byte of codes) and the table's base folds into the load.
@@ -1401,6 +1434,17 @@ pub(super) fn plan_with(
     let mma = mma_k && (batch >= MMA_ALWAYS_M || per <= mma_m2_max_steps(format) || mma_forced());
     // Off the tensor cores K stays whole.
     let (splits, (ctas, per)) = if mma { (splits, (ctas, per)) } else { (1, split_grid(1)) };
+    // The CTAs' shares where `ROOFLINE_RING_SPLIT` gives them (the CUDA-core ring only).
+    let (ctas, per) = match split_override(n / STEP_ROWS)?.filter(|_| !mma) {
+        Some(shares) if shares.len() > wave as usize => {
+            return Err(format!(
+                "ROOFLINE_RING_SPLIT: {} CTAs, more than the {wave} the ring holds at once",
+                shares.len()
+            ))
+        }
+        Some(shares) => (shares.len() as u32, shares.iter().copied().max().unwrap_or(per)),
+        None => (ctas, per),
+    };
     // The values of K a CTA takes.
     let fd = k / splits;
     // Builds for more rows of x keep the M = 1 build's tables (`streams_scales`), which INT4 always stages and NF4,

@@ -247,6 +247,34 @@ fn ring_probe_builds_compile() {
             }
         }
     }
+    // Session 63: the CTAs' shares from a table (`RW_SPLIT_TABLE`, `ROOFLINE_RING_SPLIT`), read from constant memory.
+    let table = split_defines(&[14; 128]);
+    let store = (Epilogue::Store, Input::X);
+    let b = compile_ring_with(
+        90,
+        (132, 4800.0),
+        (WoFormat::Int4G128, XDtype::F16),
+        (1, 14336, 4096),
+        store,
+        None,
+        &[table.as_str()],
+    )
+    .unwrap_or_else(|e| panic!("INT4 with a split table: {e}"));
+    assert_eq!(parse_ptxas(&b.log).1, Some(0), "INT4 with a split table spills: {}", b.log);
+    if let Ok(Some(sass)) = super::super::nvrtc::disassemble(&b.cubin) {
+        assert!(sass.contains("c[0x3]"), "INT4 with a split table: no constant-bank read of the table");
+    }
+}
+
+/// `ROOFLINE_RING_SPLIT`'s shares (session 63): whole numbers from 1, comma-separated, into the kernel's table of prefix
+/// sums.
+#[test]
+fn split_shares_parse_into_the_kernels_table() {
+    assert_eq!(parse_split("14, 13,15").unwrap(), vec![14, 13, 15]);
+    for bad in ["", "14,,13", "14,0", "14,x", "-1"] {
+        assert!(parse_split(bad).unwrap_err().contains("ROOFLINE_RING_SPLIT"), "{bad:?}");
+    }
+    assert_eq!(split_defines(&[14, 13, 15]), "-DRW_SPLIT_TABLE=0,14,27,42");
 }
 
 /// 9 to 16 rows of x on the tensor cores (session 51): INT4 g128 with FP16 x (BF16 x since session 53; NVFP4 with
