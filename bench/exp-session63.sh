@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 63 probes (H200 through the device tool). Parts (comma-separated):
 #   spread .gpu/ring_trace --repeat 20 (examples/ring_trace.rs: 20 traced launches, each the last of 3 back-to-back,
-#          and how the CTAs' lateness repeats over them: by block index, by SM, by start, by units a CTA: trace::Spread)
+#          and how the CTAs' lateness repeats over them: by block index, by SM, by start, by units a CTA, by GPC:
+#          trace::Spread, --gpcs: sm_map.rs)
 #          for INT4 at 1x14336x4096 and the LM head 1x128256x4096 (both also their loads alone, -DEXP_FFN_LOADONLY=1),
 #          1x4096x14336, 1x28672x4096 and 1x4096x4096, and MXFP4 and NF4 at 1x14336x4096, into $out/spread.txt (JSON per
 #          shape beside it)
@@ -23,7 +24,7 @@ if has spread; then
         "INT4_G128 128256 4096 -DEXP_FFN_LOADONLY=1" "MXFP4 14336 4096" "NF4 14336 4096"; do
         set -- $v
         echo "=== $v" | tee -a "$out/spread.txt"
-        ROOFLINE_NVRTC_EXTRA=${4:-} timeout 90 .gpu/ring_trace "$1" "$2" "$3" 40 --repeat ${SPREAD_REPEAT:-20} \
+        ROOFLINE_NVRTC_EXTRA=${4:-} timeout 90 .gpu/ring_trace "$1" "$2" "$3" 40 --repeat ${SPREAD_REPEAT:-20} --gpcs \
             --json "$out/spread-$1-$2x$3${4:+-loads}.json" 2>&1 | grep -v "^ *[0-9]" | tee -a "$out/spread.txt"
     done
 fi

@@ -15,6 +15,8 @@
 //!   proportion to its streaming rate, at most one step more than the largest share now (`Spread::balanced`), as a
 //!   `ROOFLINE_RING_SPLIT=` line. That variable (`ring::split_override`) runs the CUDA-core ring with those shares,
 //!   here and in `measure`; set to an even split over every SM it also starts from a grid of all of them.
+//! - `--gpcs` (with `--repeat`): maps the SMs to their GPCs first (`sm_map::map_gpcs`: thread-block clusters never
+//!   leave a GPC) and prints the CTAs' mean lateness by GPC.
 //! - `--json PATH`: writes every CTA's timeline there (with `--repeat`, every launch's CTAs, the last one's with
 //!   their units).
 //!
@@ -24,6 +26,7 @@
 //! environment apply (`ROOFLINE_RING_AHEAD`, `ROOFLINE_RING_GROUPS`, `ROOFLINE_RING_SPLIT`, `ROOFLINE_NVRTC_EXTRA`
 //! with more defines, e.g. `-DEXP_FFN_LOADONLY=1` for the loads alone, ...).
 
+use roofline_gpu::sm_map::map_gpcs;
 use roofline_gpu::weight_only::nvrtc::XDtype;
 use roofline_gpu::weight_only::ring::{split_override, Epilogue, Input, RingGemv};
 use roofline_gpu::weight_only::trace::{traced_units, Spread, Timeline};
@@ -63,15 +66,16 @@ fn run() -> Result<(), String> {
         })?,
         None => 1,
     };
-    let balance = match args.iter().position(|a| a == "--balance") {
+    let mut flag = |name: &str| match args.iter().position(|a| a == name) {
         Some(i) => {
             args.remove(i);
             true
         }
         None => false,
     };
-    if balance && repeat < 2 {
-        return Err("--balance needs --repeat 2 or more".into());
+    let (balance, gpcs) = (flag("--balance"), flag("--gpcs"));
+    if (balance || gpcs) && repeat < 2 {
+        return Err("--balance and --gpcs need --repeat 2 or more".into());
     }
     if args.len() < 3 {
         return Err("usage: ring_trace FORMAT N K [LAUNCHES] [--repeat R [--balance]] [--json PATH]".into());
@@ -142,6 +146,18 @@ fn run() -> Result<(), String> {
     if let Some(sp) = &spread {
         print!("{}", sp.summary(8));
     }
+    let map = if gpcs { Some(map_gpcs(&gpu).map_err(|e| format!("the GPC map: {e}"))?) } else { None };
+    if let (Some(sp), Some(map)) = (&spread, &map) {
+        println!(
+            "{} GPCs (clusters of {:?} CTAs; SMs no CTA ran on: {:?}); mean lateness by GPC:",
+            map.gpcs.len(),
+            map.cluster_sizes,
+            map.unseen
+        );
+        for (i, (sms, ctas, late)) in sp.by_groups(&map.gpcs).into_iter().enumerate() {
+            println!("  GPC {i:2}: {sms:2} SMs, {ctas:5} CTAs over the launches, {late:+.3} us  {:?}", map.gpcs[i]);
+        }
+    }
     if balance {
         let cap = shares.iter().copied().max().unwrap_or(1) + 1;
         let b = Spread::balanced(&timelines, steps, cap)?;
@@ -161,7 +177,9 @@ fn run() -> Result<(), String> {
                         t
                     })
                     .collect();
-                serde_json::to_string_pretty(&serde_json::json!({ "launches": bare, "last": last, "spread": sp }))
+                serde_json::to_string_pretty(
+                    &serde_json::json!({ "launches": bare, "last": last, "spread": sp, "gpcs": map }),
+                )
             }
             None => serde_json::to_string_pretty(last),
         }

@@ -15,6 +15,7 @@ pub mod lt;
 pub mod model_bench;
 pub mod power;
 mod provenance;
+pub mod sm_map;
 pub mod stream;
 pub mod timing;
 pub mod weight_only;

@@ -424,6 +424,22 @@ impl Spread {
         Ok(shares)
     }
 
+    /// The CTAs' mean lateness by group of SMs (`groups`, e.g. the GPCs `sm_map::map_gpcs` finds): per group, its
+    /// SMs, the CTAs that ran on them over all launches and their mean lateness in us (NaN where none ran there).
+    pub fn by_groups(&self, groups: &[Vec<u32>]) -> Vec<(usize, usize, f64)> {
+        groups
+            .iter()
+            .map(|g| {
+                let (n, sum) = self
+                    .sms
+                    .iter()
+                    .filter(|(sm, _, _)| g.contains(sm))
+                    .fold((0, 0.0), |(n, sum), &(_, k, x)| (n + k, sum + x * k as f64));
+                (g.len(), n, if n == 0 { f64::NAN } else { sum / n as f64 })
+            })
+            .collect()
+    }
+
     /// The summary `ring_trace --repeat` prints: the widths, the correlations, lateness by units and the `last`
     /// latest and earliest SMs.
     pub fn summary(&self, last: usize) -> String {
@@ -543,6 +559,10 @@ mod tests {
         assert!(t.by_cta > 0.9 && t.by_sm < 0.0, "{t:?}");
         let text = s.summary(2);
         assert!(text.contains("latest SMs: SM   6"), "{text}");
+        // By group: SMs {0, 2} (CTAs 0 and 1: -0.125 us late on average) against {4, 6} (CTAs 2 and 3: +0.425).
+        let g = s.by_groups(&[vec![0, 2], vec![4, 6], vec![8]]);
+        assert_eq!((g[0].0, g[0].1, g[1].1, g[2].1), (2, 4, 4, 0));
+        assert!(g[1].2 > g[0].2 && g[2].2.is_nan(), "{g:?}");
         // The test CTAs' two units land 5.5 us apart, all at one rate: an even split, the remainder to the first.
         assert_eq!(Spread::balanced(&[a.clone(), b.clone()], 9, 3).unwrap(), vec![3, 2, 2, 2]);
         assert!(Spread::balanced(std::slice::from_ref(&a), 13, 3).unwrap_err().contains("cannot take"));
