@@ -146,7 +146,8 @@ fn run() -> Result<(), String> {
     if let Some(sp) = &spread {
         print!("{}", sp.summary(8));
     }
-    let map = if gpcs { Some(map_gpcs(&gpu).map_err(|e| format!("the GPC map: {e}"))?) } else { None };
+    // (A map that fails leaves the rest: said, not fatal.)
+    let map = if gpcs { map_gpcs(&gpu).map_err(|e| eprintln!("warning: no GPC map: {e}")).ok() } else { None };
     if let (Some(sp), Some(map)) = (&spread, &map) {
         println!(
             "{} GPCs (clusters of {:?} CTAs; SMs no CTA ran on: {:?}); mean lateness by GPC:",
