@@ -72,6 +72,8 @@ enum Command {
 enum GpuCommand {
     /// Name, compute capability, SMs, L2, memory, clock (from the CUDA driver).
     Info(cmd::gpu::InfoArgs),
+    /// Which SMs share a GPC, measured with thread-block clusters (sm_90+): the grouping CUDA does not report.
+    Gpcs(cmd::gpu::InfoArgs),
     /// NVML snapshot: clocks, power, temperature, memory, utilization, PCIe/NVLink, throttle reasons.
     Status(roofline_telemetry::cli::StatusArgs),
     /// Stream NVML status as a refreshing table (or JSON lines with --json) until Ctrl-C.
@@ -103,6 +105,7 @@ fn main() -> ExitCode {
         Command::ModelBench(args) => cmd::model_bench::run(args),
         Command::Calibrate(args) => cmd::gpu::calibrate(args),
         Command::Gpu(GpuCommand::Info(args)) => cmd::gpu::info(args),
+        Command::Gpu(GpuCommand::Gpcs(args)) => cmd::gpu::gpcs(args),
         Command::Gpu(GpuCommand::Status(args)) => cmd::telemetry::status(args),
         Command::Gpu(GpuCommand::Watch(args)) => cmd::telemetry::watch(args),
         Command::Plot(args) => cmd::plot::plot(args),

@@ -360,9 +360,14 @@ fn sweep_writes_csv_and_json_and_gpu_commands_fail_cleanly_without_gpu() {
     if std::path::Path::new("/usr/lib/x86_64-linux-gnu/libcuda.so.1").exists() {
         return; // a GPU machine: the GPU commands would run
     }
-    for args in
-        [&["compare"][..], &["measure"], &["calibrate"], &["gpu", "info"], &["sweep", "--measure", "--out-dir", "/tmp"]]
-    {
+    for args in [
+        &["compare"][..],
+        &["measure"],
+        &["calibrate"],
+        &["gpu", "info"],
+        &["gpu", "gpcs"],
+        &["sweep", "--measure", "--out-dir", "/tmp"],
+    ] {
         roofline().args(args).assert().failure().stderr(predicate::str::contains("no NVIDIA GPU/driver found"));
     }
     roofline()

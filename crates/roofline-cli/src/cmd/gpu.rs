@@ -112,6 +112,32 @@ pub fn info(args: InfoArgs) -> Result<()> {
     Ok(())
 }
 
+/// Runs `roofline gpu gpcs`: the GPCs' SMs (`roofline_gpu::sm_map`), a row a GPC.
+pub fn gpcs(args: InfoArgs) -> Result<()> {
+    let gpu = Gpu::open(args.device)?;
+    let map = roofline_gpu::sm_map::map_gpcs(&gpu)?;
+    if args.json {
+        return print_json(&map);
+    }
+    println!(
+        "{}: {} SMs in {} GPCs (thread-block clusters of {:?} CTAs; a cluster never leaves its GPC)",
+        gpu.name,
+        gpu.sm_count,
+        map.gpcs.len(),
+        map.cluster_sizes
+    );
+    let mut t = table(&["GPC", "SMs", "SM indices (%smid)"]);
+    for (i, g) in map.gpcs.iter().enumerate() {
+        let sms: Vec<String> = g.iter().map(u32::to_string).collect();
+        t.add_row(vec![i.to_string(), g.len().to_string(), sms.join(" ")]);
+    }
+    println!("{t}");
+    if !map.unseen.is_empty() {
+        println!("SMs no CTA ran on (each listed alone): {:?}", map.unseen);
+    }
+    Ok(())
+}
+
 /// Runs `roofline calibrate`.
 pub fn calibrate(args: CalibrateArgs) -> Result<()> {
     let gpu = Gpu::open(args.device)?;
