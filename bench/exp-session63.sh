@@ -15,9 +15,16 @@
 #          the default grid and from an even split over all $SMS SMs (default 132), ring_trace again with each balanced
 #          table (did the ends even out?), into $out/balance.txt; then `measure` (checked against the reference, then
 #          timed) with the default, the even split over every SM and both balanced tables, twice, into $out/balance-meas.txt
+#   gpcs   `roofline gpu gpcs` (the SMs of each GPC, sm_map.rs) and its GPU test (gpu_lib's every_sm_falls_in_a_gpc),
+#          into $out/gpcs.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session63.
 . "$(dirname "$0")/probe-lib.sh"
 probe_start exp-session63 "${1:-spread}"
+if has gpcs; then
+    timeout 60 .gpu/roofline gpu gpcs 2>&1 | tee -a "$out/gpcs.txt"
+    timeout 120 .gpu/gpu_lib --ignored --nocapture every_sm_falls_in_a_gpc 2>&1 | grep -E "GPCs|test result|panicked" \
+        | tee -a "$out/gpcs.txt"
+fi
 if has spread; then
     for v in "INT4_G128 14336 4096" "INT4_G128 14336 4096 -DEXP_FFN_LOADONLY=1" "INT4_G128 4096 14336" \
         "INT4_G128 28672 4096" "INT4_G128 4096 4096" "INT4_G128 128256 4096" \
