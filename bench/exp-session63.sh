@@ -10,7 +10,7 @@
 #          producer warp's copies before the scale tables'), NF4 and INT4 at issue 11's M = 1 shapes and
 #          1x28672x4096, twice each, into $out/early.txt
 #   balance the CTAs' shares of the row steps from their measured rates (ROOFLINE_RING_SPLIT, ring/plan.rs
-#          `split_override`; `ring_trace --balance`, trace::Spread::balanced): per shape of BALANCE_SHAPES (FORMAT N K;
+#          `split_override`; `ring_trace --balance`, trace::balanced_shares): per shape of BALANCE_SHAPES (FORMAT N K;
 #          default INT4 at 1x14336x4096 and the LM head, MXFP4 at 1x14336x4096), ring_trace --repeat 20 --balance from
 #          the default grid and from an even split over all $SMS SMs (default 132), ring_trace again with each balanced
 #          table (did the ends even out?), into $out/balance.txt; then `measure` (checked against the reference, then

@@ -12,7 +12,7 @@
 //! - `--repeat R`: traces R launches, each the last of 3 back-to-back, and prints how the CTAs' lateness repeats over
 //!   them: by block index, by SM, by the CTA's start and by its unit count (`trace::Spread`).
 //! - `--balance` (with `--repeat`): also the CTAs' shares of the row steps that would end them together, each CTA's in
-//!   proportion to its streaming rate, at most one step more than the largest share now (`Spread::balanced`), as a
+//!   proportion to its streaming rate, at most one step more than the largest share now (`trace::balanced_shares`), as a
 //!   `ROOFLINE_RING_SPLIT=` line. That variable (`ring::split_override`) runs the CUDA-core ring with those shares,
 //!   here and in `measure`; set to an even split over every SM it also starts from a grid of all of them.
 //! - `--gpcs` (with `--repeat`): maps the SMs to their GPCs first (`sm_map::map_gpcs`: thread-block clusters never
@@ -29,7 +29,7 @@
 use roofline_gpu::sm_map::map_gpcs;
 use roofline_gpu::weight_only::nvrtc::XDtype;
 use roofline_gpu::weight_only::ring::{split_override, Epilogue, Input, RingGemv};
-use roofline_gpu::weight_only::trace::{traced_units, Spread, Timeline};
+use roofline_gpu::weight_only::trace::{balanced_shares, traced_units, Spread, Timeline};
 use roofline_gpu::weight_only::{quantize_pack, to_bits, WoFormat};
 use roofline_gpu::{random_f32, Gpu};
 
@@ -161,7 +161,7 @@ fn run() -> Result<(), String> {
     }
     if balance {
         let cap = shares.iter().copied().max().unwrap_or(1) + 1;
-        let b = Spread::balanced(&timelines, steps, cap)?;
+        let b = balanced_shares(&timelines, steps, cap)?;
         let list: Vec<String> = b.iter().map(usize::to_string).collect();
         println!("balanced shares (at most {cap} steps a CTA):");
         println!("ROOFLINE_RING_SPLIT={}", list.join(","));

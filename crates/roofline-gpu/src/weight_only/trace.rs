@@ -353,77 +353,6 @@ impl Spread {
         })
     }
 
-    /// Shares of `steps` row steps for the CTAs of `launches` (by block index) that would end them together: each
-    /// CTA's share in proportion to its streaming rate (units a us: its traced units' landings, first to last, in its
-    /// own clock, the mean over the launches), at least 1 and at most `cap` a CTA (`ROOFLINE_RING_SPLIT`'s form, which
-    /// `ring_trace --balance` prints). An error where a CTA has fewer than 2 traced units, or the CTAs cannot hold
-    /// `steps` at `cap` each.
-    pub fn balanced(launches: &[Timeline], steps: usize, cap: usize) -> Result<Vec<usize>, String> {
-        let ctas = launches.first().map_or(0, |t| t.ctas.len());
-        if ctas == 0 || launches.iter().any(|t| t.ctas.len() != ctas) {
-            return Err("no launches, or their CTA counts differ".into());
-        }
-        if ctas * cap < steps || ctas > steps {
-            return Err(format!("{ctas} CTAs cannot take {steps} row steps, 1 to {cap} each"));
-        }
-        // Each CTA's rate: units over the time from its first unit's landing to its last traced one's.
-        let mut rate = Vec::with_capacity(ctas);
-        for c in 0..ctas {
-            let per_launch: Vec<f64> = launches
-                .iter()
-                .filter_map(|t| {
-                    let u = &t.ctas[c].units;
-                    let (first, last) = (u.first()?, u.last()?);
-                    (u.len() >= 2 && last.landed > first.landed)
-                        .then(|| (u.len() - 1) as f64 / (last.landed - first.landed))
-                })
-                .collect();
-            if per_launch.is_empty() {
-                return Err(format!("CTA {c}: fewer than 2 traced units, no rate"));
-            }
-            rate.push(per_launch.iter().sum::<f64>() / per_launch.len() as f64);
-        }
-        // Water-filling: shares in proportion to the rates, those past `cap` held at it and the rest shared again.
-        let mut capped = vec![false; ctas];
-        let ideal = loop {
-            let left = steps - cap * capped.iter().filter(|&&c| c).count();
-            let sum: f64 = (0..ctas).filter(|&c| !capped[c]).map(|c| rate[c]).sum();
-            let ideal: Vec<f64> =
-                (0..ctas).map(|c| if capped[c] { cap as f64 } else { left as f64 * rate[c] / sum }).collect();
-            let over: Vec<usize> = (0..ctas).filter(|&c| !capped[c] && ideal[c] > cap as f64).collect();
-            if over.is_empty() {
-                break ideal;
-            }
-            for c in over {
-                capped[c] = true;
-            }
-        };
-        // Whole steps: at least 1 each, the floors, then the largest remainders below the cap.
-        let mut shares: Vec<usize> = ideal.iter().map(|&x| (x.floor() as usize).clamp(1, cap)).collect();
-        let mut order: Vec<usize> = (0..ctas).collect();
-        order.sort_by(|&a, &b| (ideal[b] - ideal[b].floor()).total_cmp(&(ideal[a] - ideal[a].floor())));
-        let mut total: usize = shares.iter().sum();
-        while total != steps {
-            let before = total;
-            for &c in &order {
-                if total < steps && shares[c] < cap {
-                    shares[c] += 1;
-                    total += 1;
-                } else if total > steps && shares[c] > 1 && ideal[c] < shares[c] as f64 {
-                    shares[c] -= 1;
-                    total -= 1;
-                }
-            }
-            if total == before {
-                // (The floors' minimum of 1 left more than `steps`: take from the largest shares.)
-                let c = (0..ctas).max_by_key(|&c| shares[c]).unwrap_or(0);
-                shares[c] -= 1;
-                total -= 1;
-            }
-        }
-        Ok(shares)
-    }
-
     /// The CTAs' mean lateness by group of SMs (`groups`, e.g. the GPCs `sm_map::map_gpcs` finds): per group, its
     /// SMs, the CTAs that ran on them over all launches and their mean lateness in us (NaN where none ran there).
     pub fn by_groups(&self, groups: &[Vec<u32>]) -> Vec<(usize, usize, f64)> {
@@ -465,6 +394,77 @@ impl Spread {
             writeln!(s, "earliest SMs: {}", self.sms.iter().rev().take(last).map(row).collect::<Vec<_>>().join(", "));
         s
     }
+}
+
+/// Shares of `steps` row steps for the CTAs of `launches` (by block index) that would end them together: each
+/// CTA's share in proportion to its streaming rate (units a us: its traced units' landings, first to last, in its
+/// own clock, the mean over the launches), at least 1 and at most `cap` a CTA (`ROOFLINE_RING_SPLIT`'s form, which
+/// `ring_trace --balance` prints). An error where a CTA has fewer than 2 traced units, or the CTAs cannot hold
+/// `steps` at `cap` each.
+pub fn balanced_shares(launches: &[Timeline], steps: usize, cap: usize) -> Result<Vec<usize>, String> {
+    let ctas = launches.first().map_or(0, |t| t.ctas.len());
+    if ctas == 0 || launches.iter().any(|t| t.ctas.len() != ctas) {
+        return Err("no launches, or their CTA counts differ".into());
+    }
+    if ctas * cap < steps || ctas > steps {
+        return Err(format!("{ctas} CTAs cannot take {steps} row steps, 1 to {cap} each"));
+    }
+    // Each CTA's rate: units over the time from its first unit's landing to its last traced one's.
+    let mut rate = Vec::with_capacity(ctas);
+    for c in 0..ctas {
+        let per_launch: Vec<f64> = launches
+            .iter()
+            .filter_map(|t| {
+                let u = &t.ctas[c].units;
+                let (first, last) = (u.first()?, u.last()?);
+                (u.len() >= 2 && last.landed > first.landed)
+                    .then(|| (u.len() - 1) as f64 / (last.landed - first.landed))
+            })
+            .collect();
+        if per_launch.is_empty() {
+            return Err(format!("CTA {c}: fewer than 2 traced units, no rate"));
+        }
+        rate.push(per_launch.iter().sum::<f64>() / per_launch.len() as f64);
+    }
+    // Water-filling: shares in proportion to the rates, those past `cap` held at it and the rest shared again.
+    let mut capped = vec![false; ctas];
+    let ideal = loop {
+        let left = steps - cap * capped.iter().filter(|&&c| c).count();
+        let sum: f64 = (0..ctas).filter(|&c| !capped[c]).map(|c| rate[c]).sum();
+        let ideal: Vec<f64> =
+            (0..ctas).map(|c| if capped[c] { cap as f64 } else { left as f64 * rate[c] / sum }).collect();
+        let over: Vec<usize> = (0..ctas).filter(|&c| !capped[c] && ideal[c] > cap as f64).collect();
+        if over.is_empty() {
+            break ideal;
+        }
+        for c in over {
+            capped[c] = true;
+        }
+    };
+    // Whole steps: at least 1 each, the floors, then the largest remainders below the cap.
+    let mut shares: Vec<usize> = ideal.iter().map(|&x| (x.floor() as usize).clamp(1, cap)).collect();
+    let mut order: Vec<usize> = (0..ctas).collect();
+    order.sort_by(|&a, &b| (ideal[b] - ideal[b].floor()).total_cmp(&(ideal[a] - ideal[a].floor())));
+    let mut total: usize = shares.iter().sum();
+    while total != steps {
+        let before = total;
+        for &c in &order {
+            if total < steps && shares[c] < cap {
+                shares[c] += 1;
+                total += 1;
+            } else if total > steps && shares[c] > 1 && ideal[c] < shares[c] as f64 {
+                shares[c] -= 1;
+                total -= 1;
+            }
+        }
+        if total == before {
+            // (The floors' minimum of 1 left more than `steps`: take from the largest shares.)
+            let c = (0..ctas).max_by_key(|&c| shares[c]).unwrap_or(0);
+            shares[c] -= 1;
+            total -= 1;
+        }
+    }
+    Ok(shares)
 }
 
 #[cfg(test)]
@@ -564,8 +564,8 @@ mod tests {
         assert_eq!((g[0].0, g[0].1, g[1].1, g[2].1), (2, 4, 4, 0));
         assert!(g[1].2 > g[0].2 && g[2].2.is_nan(), "{g:?}");
         // The test CTAs' two units land 5.5 us apart, all at one rate: an even split, the remainder to the first.
-        assert_eq!(Spread::balanced(&[a.clone(), b.clone()], 9, 3).unwrap(), vec![3, 2, 2, 2]);
-        assert!(Spread::balanced(std::slice::from_ref(&a), 13, 3).unwrap_err().contains("cannot take"));
+        assert_eq!(balanced_shares(&[a.clone(), b.clone()], 9, 3).unwrap(), vec![3, 2, 2, 2]);
+        assert!(balanced_shares(std::slice::from_ref(&a), 13, 3).unwrap_err().contains("cannot take"));
         assert!(Spread::of(&[a]).unwrap_err().contains("2 or more"));
     }
 
@@ -578,14 +578,14 @@ mod tests {
                 .map(|u| UnitTimes { issued: 0.0, landed: 1.0 + gap * u as f64, decoded: 1.5 + gap * u as f64 })
                 .collect();
         }
-        assert_eq!(Spread::balanced(&[t.clone()], 30, 30).unwrap(), vec![10, 20]);
+        assert_eq!(balanced_shares(&[t.clone()], 30, 30).unwrap(), vec![10, 20]);
         // At most 15 each: the fast CTA held at its cap.
-        assert_eq!(Spread::balanced(&[t.clone()], 30, 15).unwrap(), vec![15, 15]);
+        assert_eq!(balanced_shares(&[t.clone()], 30, 15).unwrap(), vec![15, 15]);
         // At most 18: the slow one takes the rest.
-        assert_eq!(Spread::balanced(&[t.clone()], 30, 18).unwrap(), vec![12, 18]);
-        assert_eq!(Spread::balanced(&[t.clone()], 2, 30).unwrap(), vec![1, 1]);
+        assert_eq!(balanced_shares(&[t.clone()], 30, 18).unwrap(), vec![12, 18]);
+        assert_eq!(balanced_shares(&[t.clone()], 2, 30).unwrap(), vec![1, 1]);
         t.ctas[0].units.truncate(1);
-        assert!(Spread::balanced(&[t], 30, 30).unwrap_err().contains("CTA 0"));
+        assert!(balanced_shares(&[t], 30, 30).unwrap_err().contains("CTA 0"));
     }
 
     #[test]

@@ -929,8 +929,8 @@ pub fn grid(n: usize, sm_count: u32) -> (u32, usize) {
 
 /// `ROOFLINE_RING_SPLIT` (experiments; the CUDA-core ring, K whole): the row steps each CTA takes, comma-separated in
 /// block order, for the calls of as many row steps in all (`steps`, N / 8; other calls keep [`grid`]'s even split),
-/// e.g. the shares `ring_trace --repeat R --balance` suggests (`trace::Spread::balanced`): the CTAs that stream slower
-/// given fewer. The kernel takes them as a table of prefix sums (`RW_SPLIT_TABLE`, [`split_defines`]). `Ok(None)`
+/// e.g. the shares `ring_trace --repeat R --balance` suggests (`trace::balanced_shares`): the CTAs that stream slower
+/// given fewer. The kernel takes them as a table of prefix sums (`RW_SPLIT_TABLE`, `split_defines`). `Ok(None)`
 /// where unset or for another call's steps; an error where it is not a list of whole numbers from 1.
 pub fn split_override(steps: usize) -> Result<Option<Vec<usize>>, String> {
     let Ok(v) = std::env::var("ROOFLINE_RING_SPLIT") else { return Ok(None) };
