@@ -1,6 +1,6 @@
 //! Which SMs share a GPC (graphics processing cluster), measured: CUDA exposes an SM's index (`%smid`) but not its
 //! GPC, while a thread-block cluster's CTAs always run on SMs of one GPC. So [`map_gpcs`] launches grids of clusters
-//! (16 CTAs where the device allows that size, then 8, 4 and 2), each CTA alone on its SM (more than half an SM's
+//! (every size from 16 CTAs where the device allows that, down to 2), each CTA alone on its SM (more than half an SM's
 //! shared memory) and holding it for a while so that the grid's clusters are resident together, records each CTA's SM,
 //! and joins the SMs that met in a cluster ([`gpc_groups`]). The ring GEMV's CTAs end up to 1 us apart at
 //! 1x14336x4096 (bench/RESULTS.md, session 62); whether the slow ones share GPCs is what this map is for
@@ -33,8 +33,11 @@ extern "C" __global__ void sm_map(unsigned* out, unsigned long long spin_ns) {
 }
 "#;
 
-/// Cluster sizes tried, largest first (16 needs the non-portable size, which Hopper allows).
-const CLUSTER_SIZES: [u32; 4] = [16, 8, 4, 2];
+/// Cluster sizes tried, largest first (past 8 needs the non-portable size, which Hopper allows). Not only powers of
+/// two: on the H200 (session 64) clusters of 16, 8, 4 and 2 always left the same TPC (SM pair) of some GPCs out of
+/// every cluster, because 18 SMs hold one cluster of 16 and a pair, and those pairs came out as GPCs of their own.
+/// Sizes such as 6, 10 or 14 tile a GPC differently, so the pairs meet the rest of their GPC.
+const CLUSTER_SIZES: [u32; 15] = [16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2];
 
 /// Launches of each cluster size.
 const LAUNCHES: usize = 6;

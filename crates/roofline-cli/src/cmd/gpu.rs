@@ -120,7 +120,7 @@ pub fn gpcs(args: InfoArgs) -> Result<()> {
         return print_json(&map);
     }
     println!(
-        "{}: {} SMs in {} GPCs (thread-block clusters of {:?} CTAs; a cluster never leaves its GPC)",
+        "{}: {} SMs in {} groups that share a GPC (thread-block clusters of {:?} CTAs; a cluster never leaves its GPC)",
         gpu.name,
         gpu.sm_count,
         map.gpcs.len(),
@@ -134,6 +134,14 @@ pub fn gpcs(args: InfoArgs) -> Result<()> {
     println!("{t}");
     if !map.unseen.is_empty() {
         println!("SMs no CTA ran on (each listed alone): {:?}", map.unseen);
+    }
+    let pairs = map.gpcs.iter().filter(|g| g.len() <= 2).count();
+    if pairs > 0 && map.gpcs.len() > pairs {
+        println!(
+            "note: {pairs} groups of 1-2 SMs never met the rest of their GPC in a cluster (the hardware placed every \
+             cluster elsewhere); each likely belongs to a larger group, which would make {} GPCs",
+            map.gpcs.len() - pairs
+        );
     }
     Ok(())
 }

@@ -1336,7 +1336,8 @@ impl Gpu {
                         String::new()
                     }
                     + if r.streamed_scales { ", scales streamed beside them" } else { "" }
-                    + &if r.ahead > 0 { format!(", {} in flight", r.ahead) } else { String::new() },
+                    + &if r.ahead > 0 { format!(", {} in flight", r.ahead) } else { String::new() }
+                    + if r.early_copies { ", first copies before the scale tables'" } else { "" },
                 stats.sample_words()
             ),
             None => match gemv.ring_refusal(&ws[0], m, Fusion::default())? {

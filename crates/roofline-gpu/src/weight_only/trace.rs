@@ -118,7 +118,9 @@ impl Timeline {
             let at = 2 * (c * words + i);
             u32::from(y[at]) | (u32::from(y[at + 1]) << 16)
         };
-        let cycles = |c: usize, i: usize| f64::from(word(c, i).wrapping_sub(word(c, START)));
+        // Signed: a warp may record its point a few cycles before thread 0 records the CTA's start (session 64's
+        // loads-alone build did, which read as 2.18 s while unsigned).
+        let cycles = |c: usize, i: usize| f64::from(word(c, i).wrapping_sub(word(c, START)) as i32);
         let mhz = median(
             (0..ctas)
                 .filter(|&c| word(c, GT_END) != word(c, GT_START))
@@ -526,6 +528,15 @@ mod tests {
         assert!(s.contains("end 8.00 (first) / 8.25 (median) / 8.50 (last)"), "{s}");
         assert!(s.contains("end - last landing: median 0.50, max 0.50"), "{s}");
         assert!(s.contains("CTA   1 (SM   7) ends 8.50 us"), "{s}");
+    }
+
+    #[test]
+    fn a_point_recorded_just_before_the_start_reads_as_a_small_negative_time() {
+        let mut w = cta(1_000_000, 5, 3);
+        w.retain(|(i, _)| *i != SYNCED);
+        w.push((SYNCED, 5u32.wrapping_sub(20)));
+        let t = Timeline::parse(&y_of(&[w], 16), 1, |_| 2, 0.0).unwrap();
+        assert!((t.ctas[0].synced + 0.01).abs() < 1e-6, "{}", t.ctas[0].synced);
     }
 
     /// A launch whose CTA c ran on SM `sm(c)` with `units(c)` units and ended at `end(c)` us.

@@ -61,6 +61,8 @@ pub struct RingBuild {
     plan: Plan,
     rows: usize,
     ahead: usize,
+    /// Whether the producer's first copies go out before the scale tables' ([`early_copies`]).
+    early: bool,
     /// The CUBIN (for `cuobjdump -sass`, or a driver to load).
     pub cubin: Vec<u8>,
     /// ptxas's log (registers, spills).
@@ -73,7 +75,7 @@ impl RingBuild {
         let p = &self.plan;
         format!(
             "{} CTAs{} of {} row steps, {} row groups, {} K parts, {} slots, {} units in flight (0: all), scales {}, \
-             {} rows of x{}",
+             {} rows of x{}{}",
             p.ctas,
             if p.splits > 1 {
                 format!(" ({} row blocks of {} K splits)", p.ctas / p.splits as u32, p.splits)
@@ -87,7 +89,8 @@ impl RingBuild {
             self.ahead,
             if p.layout.streamed_scales { "streamed" } else { "staged" },
             self.rows,
-            if p.mma { ", on the tensor cores" } else { "" }
+            if p.mma { ", on the tensor cores" } else { "" },
+            if self.early { ", first copies before the scale tables'" } else { "" }
         )
     }
 }
@@ -141,14 +144,16 @@ fn compile_ring_with(
     // One row of x: at two, 3 in flight lost (2x14336x4096 12.05 -> 12.8 us, 2x28672x4096 20.35 -> 20.8).
     let cheap = three_in_flight(format, m, mma);
     let ahead = units_in_flight(format, per * parts, layout.slots, copy_bytes(format, fd, parts), peak_gb_s, cheap);
-    let mut opts = options(arch, (format, x), (m, fd), per, layout, (parts, groups, ahead, mma), (epilogue, input));
+    let early = early_copies(format, m, &plan, (epilogue, input));
+    let mut opts =
+        options(arch, (format, x), (m, fd), per, layout, (parts, groups, ahead, mma, early), (epilogue, input));
     opts.push(format!("-DRW_SPLITS={splits}"));
     if let Some(shares) = split_override(n / STEP_ROWS).map_err(GpuError::Unsupported)?.filter(|_| !mma) {
         opts.push(split_defines(&shares));
     }
     opts.extend(defines.iter().map(|d| d.to_string()));
     let (cubin, log) = compile_cubin_cached(&source(), "wo_ring.cu", &opts)?;
-    Ok(RingBuild { plan, rows: m, ahead, cubin, log })
+    Ok(RingBuild { plan, rows: m, ahead, early, cubin, log })
 }
 
 /// One matrix on the GPU in the kernel's layout.
@@ -191,6 +196,8 @@ pub struct RingGemv {
     pub parts: usize,
     /// Units the producer keeps in flight (`ring::units_in_flight`; 0: as many as the ring has slots free).
     pub ahead: usize,
+    /// Whether the producer warp's first copies go out before the other warps issue the scale tables' ([`early_copies`]).
+    pub early_copies: bool,
     /// Whether the scales stream with the weights beside each ring slot (else staged in shared memory).
     pub streamed_scales: bool,
     /// Whether the tensor cores take the row steps ([`mma_takes`]).
@@ -235,7 +242,7 @@ impl RingGemv {
         let load = |b: RingBuild| -> Result<_, GpuError> {
             let smem = alone_smem(ctx, b.plan.layout.smem)? as u32;
             let (function, registers) = load_checked(ctx, b.cubin, &b.log, "wo_ring", "the ring GEMV", smem)?;
-            Ok((b.plan, b.ahead, smem, function, registers))
+            Ok((b.plan, (b.ahead, b.early), smem, function, registers))
         };
         let (mut plan, mut ahead, mut smem, mut function, mut registers) = load(compile(None)?)?;
         if plan.splits > 1 {
@@ -249,6 +256,7 @@ impl RingGemv {
         }
         let threads = plan.threads(format, k);
         let Plan { ctas, parts, layout, mma, splits, .. } = plan;
+        let (ahead, early_copies) = ahead;
         if ctas_per_sm() > 1 {
             // Two CTAs of up to half the budget each: the largest shared-memory carveout, so both fit an SM.
             use cudarc::driver::sys::CUfunction_attribute as A;
@@ -270,6 +278,7 @@ impl RingGemv {
             slots: layout.slots,
             parts,
             ahead,
+            early_copies,
             streamed_scales: layout.streamed_scales,
             mma,
             splits,
@@ -455,7 +464,7 @@ fn options(
     (m, k): (usize, usize),
     per: usize,
     layout: Layout,
-    (parts, groups, ahead, mma): (usize, usize, usize, bool),
+    (parts, groups, ahead, mma, early): (usize, usize, usize, bool, bool),
     (epilogue, input): (Epilogue, Input),
 ) -> Vec<String> {
     let mut opts = stream_options(arch, format, x, k);
@@ -478,6 +487,9 @@ fn options(
     opts.push(format!("-DRW_SSTREAM={}", u32::from(layout.streamed_scales)));
     if !mma && int4_subnormal(format) {
         opts.push("-DRW_SUBN=1".into());
+    }
+    if early {
+        opts.push("-DRW_EARLY=1".into());
     }
     if format == WoFormat::Nf4 {
         opts.push("-DNF4_PAIRS=1".into());

@@ -1366,6 +1366,25 @@ impl Plan {
     }
 }
 
+/// Whether the producer warp initializes the barriers and issues its first copies before the other warps issue the scale
+/// tables' (`RW_EARLY` in wo_ring.cu): INT4 g128 and NF4 at one row of x, y = W x, on the CUDA-core row steps, where a
+/// CTA streams more units than its ring holds (its stream outlasts the first fill). Session 62's trace found the first
+/// copies going out 0.5-0.7 us after a CTA's start (2.05 us at the LM head). H200, `measure`, us, default / early,
+/// sessions 62 and 64 (bench/RESULTS.md): INT4 1x14336x4096 8.91 / 8.84, 8.91 / 8.84, 8.91 / 8.81; 1x4096x14336 9.64
+/// / 9.55, 9.64 / 9.57, 9.64 / 9.53; 1x28672x4096 15.8 / 15.8 (twice); NF4 1x28672x4096 18.1 / 17.9, 18.2 / 17.9, 18.1
+/// / 17.9; 1x14336x4096 10.3 / 10.2, 10.3 / 10.3; 1x4096x14336 11.2 / 11.2, 11.3 / 11.1. Where a CTA's units fit its
+/// ring it loses (INT4 1x4096x4096, 4 units in 6 slots: 4.37 / 4.48, 4.38 / 4.48, 4.39 / 4.48), and MXFP4 and NVFP4
+/// lost at 1x14336x4096 (9.72 / 9.89, 10.08 / 10.45): off there.
+pub(super) fn early_copies(format: WoFormat, m: usize, plan: &Plan, (epilogue, input): (Epilogue, Input)) -> bool {
+    matches!(format, WoFormat::Int4G128 | WoFormat::Nf4)
+        && m == 1
+        && !plan.mma
+        && plan.splits == 1
+        && epilogue == Epilogue::Store
+        && input == Input::X
+        && plan.per * plan.parts > plan.layout.slots
+}
+
 /// Registers a thread of the ring GEMV takes for `m` rows of x of `format` weights, at most (ptxas for sm_90, CUDA
 /// 12.9 and 13.0, session 50: INT4 80 / 105 / 126 at M = 1 / 2 / 3, NF4 96 / 102 / 127, FP8 48 / 64 / 78 (64 spilled
 /// with a residual add at 2x4096x14336 on CUDA 13.0), BF16 64 / 86 / 108); a build with less room spills

@@ -142,10 +142,10 @@ fn sums_buffers_take_four_row_steps_where_a_cta_takes_8_to_42() {
     let (i4, ep) = (WoFormat::Int4G128, (Epilogue::Store, Input::X));
     let (narrow, wide) =
         (mma_layout(i4, (16, 4096), 4, false, 1).unwrap(), mma_layout(i4, (16, 4096), 14, false, 1).unwrap());
-    assert!(options(90, (i4, XDtype::F16), (16, 4096), 14, wide, (1, 1, 2, true), ep).contains(&"-DRW_MMA_CH=4".into()));
-    assert!(
-        options(90, (i4, XDtype::F16), (16, 4096), 4, narrow, (1, 1, 2, true), ep).contains(&"-DRW_MMA_CH=2".into())
-    );
+    assert!(options(90, (i4, XDtype::F16), (16, 4096), 14, wide, (1, 1, 2, true, false), ep)
+        .contains(&"-DRW_MMA_CH=4".into()));
+    assert!(options(90, (i4, XDtype::F16), (16, 4096), 4, narrow, (1, 1, 2, true, false), ep)
+        .contains(&"-DRW_MMA_CH=2".into()));
     // Both buffers of 4 steps at 16 rows and K = 4096: 64 KB beside the 14 steps' staged scales and the slots.
     let tables = table_bytes_per_row(i4, 4096) * 14 * STEP_ROWS + 2 * 16 * 16 * 4 * STEP_ROWS * 4 + 16;
     assert_eq!(wide.smem, wide.slots * (slot_bytes(i4, 4096, 1) + STEP_ROWS * mma_pad()) + tables);
@@ -166,7 +166,7 @@ fn bf16_x_is_converted_to_f16_for_the_formats_decoded_to_f16() {
     let ep = (Epilogue::Store, Input::X);
     let build = |f, m, mma| {
         let l = mma_layout(f, (m, 4096), 14, false, 1).unwrap();
-        options(90, (f, bf16), (m, 4096), 14, l, (1, 1, 2, mma), ep)
+        options(90, (f, bf16), (m, 4096), 14, l, (1, 1, 2, mma, false), ep)
     };
     assert!(build(WoFormat::Nf4, 16, true).contains(&"-DRW_MMA_XF16=1".to_string()));
     assert!(!build(WoFormat::Nf4, 1, false).iter().any(|o| o.starts_with("-DRW_MMA_XF16")));
@@ -182,7 +182,7 @@ fn int4_cuda_core_row_steps_take_the_subnormal_decode() {
     let ep = (Epilogue::Store, Input::X);
     let subn = |f, m, mma| {
         let l = mma_layout(f, (m, 4096), 14, false, 1).unwrap();
-        options(90, (f, XDtype::F16), (m, 4096), 14, l, (1, 1, 2, mma), ep).contains(&"-DRW_SUBN=1".to_string())
+        options(90, (f, XDtype::F16), (m, 4096), 14, l, (1, 1, 2, mma, false), ep).contains(&"-DRW_SUBN=1".to_string())
     };
     assert!(subn(WoFormat::Int4G128, 1, false) && subn(WoFormat::Int4G128, 2, false));
     assert!(!subn(WoFormat::Int4G128, 16, true));
@@ -493,10 +493,18 @@ fn llama_8b_qkv_and_o_fit_an_h100() {
     let four = layout((nf4, 1), 28672, 8, 1, 4, false).unwrap();
     assert!(four.streamed_scales && four.slots == 5 && layout_for((nf4, 1), 28672, 8, 1, 4, false).unwrap().slots == 4);
     assert_eq!(slot_scale_bytes(nf4, 28672, 7), 28672 / 64 * 8 * 2 / 7);
-    assert!(!options(90, (nf4, XDtype::F16), (1, 28672), 8, narrow, (7, 1, 0, false), (Epilogue::Add, Input::SwiGlu))
-        .iter()
-        .any(|o| o.starts_with("-DNF4_WIDE") || o.starts_with("-DRW_NF4_OFF") || o == "-DRW_SSTREAM=1"));
-    assert!(options(90, (nf4, XDtype::F16), (1, 28672), 8, l, (7, 1, 0, false), (Epilogue::Add, Input::SwiGlu))
+    assert!(!options(
+        90,
+        (nf4, XDtype::F16),
+        (1, 28672),
+        8,
+        narrow,
+        (7, 1, 0, false, false),
+        (Epilogue::Add, Input::SwiGlu)
+    )
+    .iter()
+    .any(|o| o.starts_with("-DNF4_WIDE") || o.starts_with("-DRW_NF4_OFF") || o == "-DRW_SSTREAM=1"));
+    assert!(options(90, (nf4, XDtype::F16), (1, 28672), 8, l, (7, 1, 0, false, false), (Epilogue::Add, Input::SwiGlu))
         .contains(&"-DRW_SSTREAM=1".into()));
     // NVFP4's 1792 bytes of scales a row there leave no ring staged; streamed 10 slots.
     assert!(layout_for((WoFormat::Nvfp4, 1), 28672, 8, 1, 7, false).is_none());
@@ -886,7 +894,13 @@ fn rows_kernel_compiles_without_spills() {
                 let what = format!(
                     "ring GEMV {f:?} {m} rows of x, k {k}, {per} steps, {parts} K parts, {g} groups, {lay:?}, {ep:?}"
                 );
-                jobs.push(Build::Cuda(what, options(90, (f, x), (m, k), per, lay, (parts, g, ahead, false), ep)));
+                // Early first copies where the engine would take them (`early_copies`).
+                let plan = Plan { ctas: 132, per, groups: g, parts, layout: lay, mma: false, splits: 1 };
+                let early = early_copies(f, m, &plan, ep);
+                jobs.push(Build::Cuda(
+                    what,
+                    options(90, (f, x), (m, k), per, lay, (parts, g, ahead, false, early), ep),
+                ));
             }
         }
     }
@@ -1007,4 +1021,36 @@ fn rows_kernel_compiles_without_spills() {
     .flatten()
     .collect();
     assert!(found.is_empty(), "builds that fail, spill or load before the wait:\n{}", found.join("\n"));
+}
+
+#[test]
+fn first_copies_go_early_where_int4_and_nf4_stream_past_their_ring() {
+    let h200 = |f: WoFormat, (m, n, k): (usize, usize, usize)| plan_on(f, m, n, k, 132, 4800.0).unwrap();
+    let plain = (Epilogue::Store, Input::X);
+    // INT4 at 1x14336x4096: 14 row steps a CTA in 6 slots; at 1x4096x14336, 4 row steps of 2 K parts.
+    for (f, shape) in [
+        (WoFormat::Int4G128, (1, 14336, 4096)),
+        (WoFormat::Int4G128, (1, 4096, 14336)),
+        (WoFormat::Nf4, (1, 28672, 4096)),
+    ] {
+        let p = h200(f, shape);
+        assert!(
+            early_copies(f, 1, &p, plain),
+            "{f:?} {shape:?}: {} x {} units, {} slots",
+            p.per,
+            p.parts,
+            p.layout.slots
+        );
+    }
+    // A CTA's 4 units fit its ring at 1x4096x4096 (measured slower early).
+    let small = h200(WoFormat::Int4G128, (1, 4096, 4096));
+    assert!(small.per * small.parts <= small.layout.slots && !early_copies(WoFormat::Int4G128, 1, &small, plain));
+    // MXFP4 and NVFP4 (measured slower), more rows of x, fused epilogues and inputs: as before.
+    for f in [WoFormat::Mxfp4, WoFormat::Nvfp4] {
+        assert!(!early_copies(f, 1, &h200(f, (1, 14336, 4096)), plain), "{f:?}");
+    }
+    let int4 = h200(WoFormat::Int4G128, (1, 14336, 4096));
+    assert!(!early_copies(WoFormat::Int4G128, 2, &int4, plain));
+    assert!(!early_copies(WoFormat::Int4G128, 1, &int4, (Epilogue::Add, Input::X)));
+    assert!(!early_copies(WoFormat::Int4G128, 1, &int4, (Epilogue::Store, Input::SwiGlu)));
 }
