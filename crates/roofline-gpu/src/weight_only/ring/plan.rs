@@ -1367,22 +1367,37 @@ impl Plan {
 }
 
 /// Whether the producer warp initializes the barriers and issues its first copies before the other warps issue the scale
-/// tables' (`RW_EARLY` in wo_ring.cu): INT4 g128 and NF4 at one row of x, y = W x, on the CUDA-core row steps, where a
-/// CTA streams more units than its ring holds (its stream outlasts the first fill). Session 62's trace found the first
+/// tables' (`RW_EARLY` in wo_ring.cu): INT4 g128 and NF4 at one row of x of their own (not SwiGLU on load), on the
+/// CUDA-core row steps: y = W x where a CTA streams more units than its ring holds (its stream outlasts the first fill),
+/// y += W x at any shape. Session 62's trace found the first
 /// copies going out 0.5-0.7 us after a CTA's start (2.05 us at the LM head). H200, `measure`, us, default / early,
 /// sessions 62 and 64 (bench/RESULTS.md): INT4 1x14336x4096 8.91 / 8.84, 8.91 / 8.84, 8.91 / 8.81; 1x4096x14336 9.64
 /// / 9.55, 9.64 / 9.57, 9.64 / 9.53; 1x28672x4096 15.8 / 15.8 (twice); NF4 1x28672x4096 18.1 / 17.9, 18.2 / 17.9, 18.1
 /// / 17.9; 1x14336x4096 10.3 / 10.2, 10.3 / 10.3; 1x4096x14336 11.2 / 11.2, 11.3 / 11.1. Where a CTA's units fit its
 /// ring it loses (INT4 1x4096x4096, 4 units in 6 slots: 4.37 / 4.48, 4.38 / 4.48, 4.39 / 4.48), and MXFP4 and NVFP4
-/// lost at 1x14336x4096 (9.72 / 9.89, 10.08 / 10.45): off there.
+/// lost at 1x14336x4096 (9.72 / 9.89, 10.08 / 10.45): off there. With the residual add (o_proj in the decode step,
+/// where the previous kernel's tail hides the prologue) at any units: model-bench Llama-3.1-8B batch 1 (8 layers, CUDA
+/// graph), none early / plain GEMVs early / every CUDA-core build early, session 64: INT4 671.2 / 671.6 / 673.3 tok/s and
+/// 670.9 / 671.6 / 674.0 (o_proj 1x4096x4096 4.54 / 4.52 / 4.37 us, 4.53 / 4.52 / 4.41), NF4 600.0 / 597.3 / 602.2 and
+/// 598.0 / 599.6 / 603.9 (o_proj 4.77 / 4.75 / 4.66, 4.74 / 4.73 / 4.70). `ROOFLINE_RING_EARLY=0` (experiments, A/B)
+/// turns it off everywhere, `=1` on for every CUDA-core build at one row of x without K splits (what the kernel's
+/// `RW_EARLY_ON` takes).
 pub(super) fn early_copies(format: WoFormat, m: usize, plan: &Plan, (epilogue, input): (Epilogue, Input)) -> bool {
-    matches!(format, WoFormat::Int4G128 | WoFormat::Nf4)
-        && m == 1
-        && !plan.mma
-        && plan.splits == 1
-        && epilogue == Epilogue::Store
-        && input == Input::X
-        && plan.per * plan.parts > plan.layout.slots
+    let takes = m == 1 && !plan.mma && plan.splits == 1;
+    match std::env::var("ROOFLINE_RING_EARLY").ok().as_deref() {
+        Some("0") => false,
+        Some("1") => takes,
+        _ => {
+            takes
+                && matches!(format, WoFormat::Int4G128 | WoFormat::Nf4)
+                && input == Input::X
+                && match epilogue {
+                    Epilogue::Store => plan.per * plan.parts > plan.layout.slots,
+                    Epilogue::Add => true,
+                    Epilogue::Norm => false,
+                }
+        }
+    }
 }
 
 /// Registers a thread of the ring GEMV takes for `m` rows of x of `format` weights, at most (ptxas for sm_90, CUDA

@@ -1045,12 +1045,16 @@ fn first_copies_go_early_where_int4_and_nf4_stream_past_their_ring() {
     // A CTA's 4 units fit its ring at 1x4096x4096 (measured slower early).
     let small = h200(WoFormat::Int4G128, (1, 4096, 4096));
     assert!(small.per * small.parts <= small.layout.slots && !early_copies(WoFormat::Int4G128, 1, &small, plain));
-    // MXFP4 and NVFP4 (measured slower), more rows of x, fused epilogues and inputs: as before.
+    // MXFP4 and NVFP4 (measured slower), more rows of x, the fused norm and SwiGLU on load: as before.
     for f in [WoFormat::Mxfp4, WoFormat::Nvfp4] {
         assert!(!early_copies(f, 1, &h200(f, (1, 14336, 4096)), plain), "{f:?}");
     }
     let int4 = h200(WoFormat::Int4G128, (1, 14336, 4096));
     assert!(!early_copies(WoFormat::Int4G128, 2, &int4, plain));
-    assert!(!early_copies(WoFormat::Int4G128, 1, &int4, (Epilogue::Add, Input::X)));
+    assert!(!early_copies(WoFormat::Int4G128, 1, &int4, (Epilogue::Norm, Input::X)));
     assert!(!early_copies(WoFormat::Int4G128, 1, &int4, (Epilogue::Store, Input::SwiGlu)));
+    assert!(!early_copies(WoFormat::Nf4, 1, &int4, (Epilogue::Add, Input::SwiGlu)));
+    // The residual add (o_proj in the decode step, measured faster early) at any units, 1x4096x4096 too.
+    assert!(early_copies(WoFormat::Int4G128, 1, &small, (Epilogue::Add, Input::X)));
+    assert!(!early_copies(WoFormat::Mxfp4, 1, &small, (Epilogue::Add, Input::X)));
 }
