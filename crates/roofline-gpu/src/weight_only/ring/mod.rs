@@ -196,7 +196,8 @@ pub struct RingGemv {
     pub parts: usize,
     /// Units the producer keeps in flight (`ring::units_in_flight`; 0: as many as the ring has slots free).
     pub ahead: usize,
-    /// Whether the producer warp's first copies go out before the other warps issue the scale tables' (`ring::early_copies`).
+    /// Whether the producer warp's first copies go out before the other warps issue the scale tables'
+    /// (`ring::early_copies`).
     pub early_copies: bool,
     /// Whether the scales stream with the weights beside each ring slot (else staged in shared memory).
     pub streamed_scales: bool,
