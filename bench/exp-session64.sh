@@ -13,6 +13,15 @@
 #   t1     after `mb` the default takes the residual add early too: ring_gpu's reference test at one row of x (INT4 and
 #          NF4, every epilogue) into $out/t1-ring.txt
 #   mb2    model-bench as `mb`, ROOFLINE_RING_EARLY=0 against the new default, twice, into $out/mb2.txt
+#   groups the ring's row groups re-measured on the current build (`ROOFLINE_RING_GROUPS`; session 43 found NF4 in 3
+#          groups 1-7% faster at large N alone but slower in the 8B step, a large-N-only rule left open): NF4 default
+#          (2) / 3 / 4 at 1x14336x4096, 1x28672x4096 and the LM head; MXFP4 and NVFP4 default (3) / 4 at 1x14336x4096
+#          and 1x28672x4096; twice each, into $out/groups.txt
+#   g4     after `groups`, NF4 at one row takes 4 row groups where a CTA takes 14-32 row steps on fast memory
+#          (`ring::one_row_groups`): ring_gpu's NF4 cases at one row of x (the 1x14336x4096 store among them) and
+#          weight_only_gpu's every-M test for NF4, then `measure` ROOFLINE_RING_GROUPS=2 against the default at
+#          1x14336x4096, 1x28672x4096 and 1x20480x4096, twice each, into $out/t-g4.txt, $out/t-g4-every-m.txt, $out/g4.txt
+#          (G4_NO_TESTS=1: the timings only)
 #   table  issue 11's table (`compare --weight-only`, every format) with the new binary into $out/table.txt
 # $HW: the profile (bench/results/h200-measured.toml on an H200). Logs: $OUT (the device's), else /tmp/exp-session64.
 . "$(dirname "$0")/probe-lib.sh"
@@ -48,6 +57,18 @@ if has mb2; then
             done
         done
     done
+fi
+if has groups; then
+    env_ab groups groups ROOFLINE_RING_GROUPS "default 3 4" "1x14336x4096 1x28672x4096 1x128256x4096" "NF4"
+    env_ab groups groups ROOFLINE_RING_GROUPS "default 4" "1x14336x4096 1x28672x4096" "MXFP4 NVFP4"
+fi
+if has g4; then
+    if [[ -z "${G4_NO_TESTS:-}" ]]; then
+        ROOFLINE_TEST_M=1 ROOFLINE_TEST_FORMATS=NF4 test_bin t-g4 300 ring_gpu --ignored --nocapture \
+            ring_gemv_matches_the_reference
+        ROOFLINE_TEST_FORMATS=NF4 test_bin t-g4-every-m 300 weight_only_gpu --ignored --nocapture every_m
+    fi
+    env_ab g4 groups ROOFLINE_RING_GROUPS "2 default" "1x14336x4096 1x28672x4096 1x20480x4096" "NF4"
 fi
 if has table; then
     issue_table table

@@ -567,6 +567,43 @@ pub(super) fn row_groups(format: WoFormat, n: usize, k: usize, sm_count: u32) ->
     want.min(31 / slices(format, k)).max(1)
 }
 
+/// Row groups of the CUDA-core ring at one row of x of `format`, rows of `k` values, a CTA taking `per` row steps in
+/// `parts` K parts, given [`row_groups`]' `groups`: NF4 in 4 where a CTA takes [`NF4_WIDE_GROUPS_STEPS`] and the
+/// layout stages or streams its scales as that of `groups` does (the tables the weights are uploaded with serve every
+/// row count: [`streams_scales`]). H200, `measure`, us, NF4 in 2 / 3 / 4 groups, session 64 r7: 1x14336x4096 (14 steps)
+/// 10.2 / 9.99 / 9.95 and 10.2 / 9.97 / 9.95, 1x28672x4096 (28) 18.0 / 17.8 / 17.5 and 17.9 / 17.8 / 17.5; the LM head
+/// 1x128256x4096 (122) 69.5 / 69.2 / 69.3 and 69.1 / 69.1 / 69.4, so not there; session 43 found 3 groups slower at
+/// small N and in the 8B decode step (o_proj, 4 steps). As the default (r9), 2 / 4 groups: 1x14336x4096 10.2 / 9.96,
+/// 10.3 / 9.94; 1x28672x4096 17.8 / 17.5 (twice); 1x20480x4096 (20 steps) 13.4 / 13.1, 13.5 / 13.1. More rows of x
+/// keep `groups` (NF4's 2-row build needs 112 registers a thread, more than 544 threads leave). Fast memory only ([`FAST_MEMORY_GB_S`]): on the H100 NF4 ran best
+/// in 2 (session 24: 1x14336x4096 13.5, 3 groups 13.9-14.0, 4 groups 13.7). MXFP4 and NVFP4 in 4 groups instead of 3
+/// tied or lost (1x14336x4096 9.71 / 9.70, 10.1 / 10.1; 1x28672x4096 16.8 / 16.9, 17.5 / 17.6). `ROOFLINE_RING_GROUPS`
+/// overrides.
+pub(super) fn one_row_groups(
+    format: WoFormat,
+    k: usize,
+    (per, parts): (usize, usize),
+    groups: usize,
+    fast: bool,
+) -> usize {
+    let wide = format == WoFormat::Nf4
+        && fast
+        && groups == 2
+        && parts == 1
+        && NF4_WIDE_GROUPS_STEPS.contains(&per)
+        && std::env::var("ROOFLINE_RING_GROUPS").ok().and_then(|v| v.parse::<usize>().ok()).is_none()
+        && 4 * slices(format, k) <= 31;
+    let streamed = |g| layout((format, 1), k, per, g, parts, fast).map(|l| l.streamed_scales);
+    if wide && streamed(4).is_some() && streamed(4) == streamed(groups) {
+        4
+    } else {
+        groups
+    }
+}
+
+/// Row steps a CTA where NF4 at one row of x takes 4 row groups (`one_row_groups`; measured at 14, 20 and 28).
+pub const NF4_WIDE_GROUPS_STEPS: std::ops::RangeInclusive<usize> = 14..=32;
+
 /// K parts a row step streams in (`RW_KH`: a ring slot holds 8 rows of `k / parts` values, filled by 8 bulk
 /// copies, and serves the warps of one row group whose K slices fall in it) for `n` rows of `k` values on
 /// `sm_count` SMs: `ROOFLINE_RING_KH` (a divisor of its K slices, [`slices`]) for tuning experiments, else for a
@@ -1505,8 +1542,10 @@ pub(super) fn plan_with(
     if n == 0 || n % STEP_ROWS != 0 {
         return Err(format!("the ring GEMV needs N a multiple of {STEP_ROWS}, not {n}"));
     }
+    let fast = peak_gb_s >= FAST_MEMORY_GB_S;
     let (groups, parts) =
         if mma { (1, 1) } else { (row_groups(format, n, k, sm_count), k_parts(format, n, k, sm_count)) };
+    let groups = if batch == 1 && !mma { one_row_groups(format, k, (per, parts), groups, fast) } else { groups };
     let threads = cta_threads(format, fd, groups, mma);
     if batch > 1 && !mma && rows_registers(format, batch) > register_room(threads) {
         return Err(format!(
@@ -1519,7 +1558,6 @@ pub(super) fn plan_with(
     }
     // More rows of x keep the M = 1 build's choice of staged or streamed scales (`streams_scales`: the tables the
     // weights are uploaded with), their larger row sums taking room from the ring.
-    let fast = peak_gb_s >= FAST_MEMORY_GB_S;
     let one = layout((format, 1), k, per, groups, parts, fast);
     let layout = match batch {
         // The tensor-core row step reads staged scale tables.

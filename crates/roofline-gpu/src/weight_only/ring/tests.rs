@@ -853,6 +853,11 @@ fn rows_kernel_compiles_without_spills() {
             // down_proj's 4 steps of K = 14336 also in 2 and 7 K parts, in one row group and in two; every
             // shape with its scales streamed and (where they fit) staged.
             let mut builds = vec![(lay, kp, g, 1)];
+            // One row of x in more row groups where fast memory takes them (`one_row_groups`: NF4 at 14-32 steps).
+            let g1 = one_row_groups(f, k, (per, kp), g, true);
+            if g1 != g {
+                builds.extend(layout((f, 1), k, per, g1, kp, true).map(|l| (l, kp, g1, 1)));
+            }
             // The engine's default for two rows of x on fast memory (`auto_rows`), each shape's own layout, where
             // the registers leave room for them (`plan_on` refuses the others).
             let threads = cta_threads(f, k, g, false);
@@ -1057,4 +1062,27 @@ fn first_copies_go_early_where_int4_and_nf4_stream_past_their_ring() {
     // The residual add (o_proj in the decode step, measured faster early) at any units, 1x4096x4096 too.
     assert!(early_copies(WoFormat::Int4G128, 1, &small, (Epilogue::Add, Input::X)));
     assert!(!early_copies(WoFormat::Mxfp4, 1, &small, (Epilogue::Add, Input::X)));
+}
+
+#[test]
+fn nf4_takes_four_row_groups_at_one_row_where_a_cta_takes_14_to_32_steps_on_fast_memory() {
+    if std::env::var("ROOFLINE_RING_GROUPS").is_ok_and(|v| !v.is_empty()) {
+        return;
+    }
+    let h200 = |f: WoFormat, (m, n, k): (usize, usize, usize)| plan_on(f, m, n, k, 132, 4800.0).unwrap();
+    let nf4 = WoFormat::Nf4;
+    // 14 and 28 steps a CTA: 4 groups (544 threads), the scales staged as in 2 groups.
+    for n in [14336, 28672] {
+        let p = h200(nf4, (1, n, 4096));
+        assert_eq!(p.groups, 4, "1x{n}x4096: {p:?}");
+        assert_eq!(p.layout.streamed_scales, streams_scales(nf4, n, 4096, 132, 4800.0));
+        assert_eq!(p.threads(nf4, 4096), 544);
+    }
+    // Small N (4 steps), the LM head (122), two rows of x, slow memory (the H100) and the other formats: as before.
+    assert_eq!(h200(nf4, (1, 4096, 4096)).groups, 2);
+    assert_eq!(h200(nf4, (1, 128256, 4096)).groups, 2);
+    assert!(h200(nf4, (2, 14336, 4096)).groups <= 2, "two rows: their own plan");
+    assert_eq!(plan_on(nf4, 1, 14336, 4096, 132, 3350.0).unwrap().groups, 2);
+    assert_eq!(h200(WoFormat::Mxfp4, (1, 14336, 4096)).groups, 3);
+    assert_eq!(one_row_groups(nf4, 4096, (14, 2), 2, true), 2, "K parts");
 }
