@@ -34,29 +34,28 @@ if has ab; then
     env_ab ab early ROOFLINE_RING_EARLY "0 default" "${AB_SHAPES:-1x14336x4096 1x4096x14336 1x4096x4096 1x28672x4096 \
 1x128256x4096}" "${AB_FORMATS:-INT4_G128 NF4}"
 fi
-if has mb; then
+# `mb_early LOG VALUES`: model-bench Llama-3.1-8B (8 layers) batch 1, INT4 and NF4, with ROOFLINE_RING_EARLY set to
+# each of VALUES ("default": empty), twice, into $out/LOG.txt.
+mb_early() {
+    local log=$1 values=$2 rep f v
     for rep in 1 2; do
         for f in int4 nf4; do
-            for v in 0 default 1; do
-                (export ROOFLINE_RING_EARLY=${v#default}; MB_TIMEOUT=120 mb mb "early=$v $f" roofline \
+            for v in $values; do
+                (export ROOFLINE_RING_EARLY=${v#default}; MB_TIMEOUT=120 mb "$log" "early=$v $f" roofline \
                     --config llama-3.1-8b --schemes $f --layers 8)
             done
         done
     done
+}
+if has mb; then
+    mb_early mb "0 default 1"
 fi
 if has t1; then
     ROOFLINE_TEST_M=1 ROOFLINE_TEST_FORMATS=INT4_G128,NF4 test_bin t1-ring 300 ring_gpu --ignored --nocapture \
         ring_gemv_matches_the_reference
 fi
 if has mb2; then
-    for rep in 1 2; do
-        for f in int4 nf4; do
-            for v in 0 default; do
-                (export ROOFLINE_RING_EARLY=${v#default}; MB_TIMEOUT=120 mb mb2 "early=$v $f" roofline \
-                    --config llama-3.1-8b --schemes $f --layers 8)
-            done
-        done
-    done
+    mb_early mb2 "0 default"
 fi
 if has groups; then
     env_ab groups groups ROOFLINE_RING_GROUPS "default 3 4" "1x14336x4096 1x28672x4096 1x128256x4096" "NF4"
