@@ -568,17 +568,17 @@ pub(super) fn row_groups(format: WoFormat, n: usize, k: usize, sm_count: u32) ->
 }
 
 /// Row groups of the CUDA-core ring at one row of x of `format`, rows of `k` values, a CTA taking `per` row steps in
-/// `parts` K parts, given [`row_groups`]' `groups`: NF4 in 4 where a CTA takes [`NF4_WIDE_GROUPS_STEPS`] and the
-/// layout stages or streams its scales as that of `groups` does (the tables the weights are uploaded with serve every
-/// row count: [`streams_scales`]). H200, `measure`, us, NF4 in 2 / 3 / 4 groups, session 64 r7: 1x14336x4096 (14 steps)
+/// `parts` K parts, given [`row_groups`]' `groups`: NF4 in 4 where a CTA takes [`NF4_WIDE_GROUPS_STEPS`] and the layout
+/// stages or streams its scales as that of `groups` does (the tables the weights are uploaded with serve every row
+/// count: [`streams_scales`]). H200, `measure`, us, NF4 in 2 / 3 / 4 groups, session 64 r7: 1x14336x4096 (14 steps)
 /// 10.2 / 9.99 / 9.95 and 10.2 / 9.97 / 9.95, 1x28672x4096 (28) 18.0 / 17.8 / 17.5 and 17.9 / 17.8 / 17.5; the LM head
 /// 1x128256x4096 (122) 69.5 / 69.2 / 69.3 and 69.1 / 69.1 / 69.4, so not there; session 43 found 3 groups slower at
 /// small N and in the 8B decode step (o_proj, 4 steps). As the default (r9), 2 / 4 groups: 1x14336x4096 10.2 / 9.96,
-/// 10.3 / 9.94; 1x28672x4096 17.8 / 17.5 (twice); 1x20480x4096 (20 steps) 13.4 / 13.1, 13.5 / 13.1. More rows of x
-/// keep `groups` (NF4's 2-row build needs 112 registers a thread, more than 544 threads leave). Fast memory only ([`FAST_MEMORY_GB_S`]): on the H100 NF4 ran best
-/// in 2 (session 24: 1x14336x4096 13.5, 3 groups 13.9-14.0, 4 groups 13.7). MXFP4 and NVFP4 in 4 groups instead of 3
-/// tied or lost (1x14336x4096 9.71 / 9.70, 10.1 / 10.1; 1x28672x4096 16.8 / 16.9, 17.5 / 17.6). `ROOFLINE_RING_GROUPS`
-/// overrides.
+/// 10.3 / 9.94; 1x28672x4096 17.8 / 17.5 (twice); 1x20480x4096 (20 steps) 13.4 / 13.1, 13.5 / 13.1. More rows of x keep
+/// `groups` (NF4's 2-row build needs 112 registers a thread, more than 544 threads leave). Fast memory only
+/// ([`FAST_MEMORY_GB_S`]): on the H100 NF4 ran best in 2 (session 24: 1x14336x4096 13.5, 3 groups 13.9-14.0, 4 groups
+/// 13.7). MXFP4 and NVFP4 in 4 groups instead of 3 tied or lost (1x14336x4096 9.71 / 9.70, 10.1 / 10.1; 1x28672x4096
+/// 16.8 / 16.9, 17.5 / 17.6). `ROOFLINE_RING_GROUPS` overrides.
 pub(super) fn one_row_groups(
     format: WoFormat,
     k: usize,
@@ -1403,22 +1403,21 @@ impl Plan {
     }
 }
 
-/// Whether the producer warp initializes the barriers and issues its first copies before the other warps issue the scale
-/// tables' (`RW_EARLY` in wo_ring.cu): INT4 g128 and NF4 at one row of x of their own (not SwiGLU on load), on the
-/// CUDA-core row steps: y = W x where a CTA streams more units than its ring holds (its stream outlasts the first fill),
-/// y += W x at any shape. Session 62's trace found the first
-/// copies going out 0.5-0.7 us after a CTA's start (2.05 us at the LM head). H200, `measure`, us, default / early,
-/// sessions 62 and 64 (bench/RESULTS.md): INT4 1x14336x4096 8.91 / 8.84, 8.91 / 8.84, 8.91 / 8.81; 1x4096x14336 9.64
-/// / 9.55, 9.64 / 9.57, 9.64 / 9.53; 1x28672x4096 15.8 / 15.8 (twice); NF4 1x28672x4096 18.1 / 17.9, 18.2 / 17.9, 18.1
-/// / 17.9; 1x14336x4096 10.3 / 10.2, 10.3 / 10.3; 1x4096x14336 11.2 / 11.2, 11.3 / 11.1. Where a CTA's units fit its
-/// ring it loses (INT4 1x4096x4096, 4 units in 6 slots: 4.37 / 4.48, 4.38 / 4.48, 4.39 / 4.48), and MXFP4 and NVFP4
-/// lost at 1x14336x4096 (9.72 / 9.89, 10.08 / 10.45): off there. With the residual add (o_proj in the decode step,
-/// where the previous kernel's tail hides the prologue) at any units: model-bench Llama-3.1-8B batch 1 (8 layers, CUDA
-/// graph), none early / plain GEMVs early / every CUDA-core build early, session 64: INT4 671.2 / 671.6 / 673.3 tok/s and
-/// 670.9 / 671.6 / 674.0 (o_proj 1x4096x4096 4.54 / 4.52 / 4.37 us, 4.53 / 4.52 / 4.41), NF4 600.0 / 597.3 / 602.2 and
-/// 598.0 / 599.6 / 603.9 (o_proj 4.77 / 4.75 / 4.66, 4.74 / 4.73 / 4.70). `ROOFLINE_RING_EARLY=0` (experiments, A/B)
-/// turns it off everywhere, `=1` on for every CUDA-core build at one row of x without K splits (what the kernel's
-/// `RW_EARLY_ON` takes).
+/// Whether the producer warp initializes the barriers and issues its first copies before the other warps issue the
+/// scale tables' (`RW_EARLY` in wo_ring.cu): INT4 g128 and NF4 at one row of x of their own (not SwiGLU on load), on
+/// the CUDA-core row steps: y = W x where a CTA streams more units than its ring holds (its stream outlasts the first
+/// fill), y += W x at any shape. Session 62's trace found the first copies going out 0.5-0.7 us after a CTA's start
+/// (2.05 us at the LM head). H200, `measure`, us, default / early, sessions 62 and 64 (bench/RESULTS.md): INT4
+/// 1x14336x4096 8.91 / 8.84, 8.91 / 8.84, 8.91 / 8.81; 1x4096x14336 9.64 / 9.55, 9.64 / 9.57, 9.64 / 9.53; 1x28672x4096
+/// 15.8 / 15.8 (twice); NF4 1x28672x4096 18.1 / 17.9, 18.2 / 17.9, 18.1 / 17.9; 1x14336x4096 10.3 / 10.2, 10.3 / 10.3;
+/// 1x4096x14336 11.2 / 11.2, 11.3 / 11.1. Where a CTA's units fit its ring it loses (INT4 1x4096x4096, 4 units in 6
+/// slots: 4.37 / 4.48, 4.38 / 4.48, 4.39 / 4.48), and MXFP4 and NVFP4 lost at 1x14336x4096 (9.72 / 9.89, 10.08 /
+/// 10.45): off there. With the residual add (o_proj in the decode step, where the previous kernel's tail hides the
+/// prologue) at any units: model-bench Llama-3.1-8B batch 1 (8 layers, CUDA graph), none early / plain GEMVs early /
+/// every CUDA-core build early, session 64: INT4 671.2 / 671.6 / 673.3 tok/s and 670.9 / 671.6 / 674.0 (o_proj
+/// 1x4096x4096 4.54 / 4.52 / 4.37 us, 4.53 / 4.52 / 4.41), NF4 600.0 / 597.3 / 602.2 and 598.0 / 599.6 / 603.9 (o_proj
+/// 4.77 / 4.75 / 4.66, 4.74 / 4.73 / 4.70). `ROOFLINE_RING_EARLY=0` (experiments, A/B) turns it off everywhere, `=1` on
+/// for every CUDA-core build at one row of x without K splits (what the kernel's `RW_EARLY_ON` takes).
 pub(super) fn early_copies(format: WoFormat, m: usize, plan: &Plan, (epilogue, input): (Epilogue, Input)) -> bool {
     let takes = m == 1 && !plan.mma && plan.splits == 1;
     match std::env::var("ROOFLINE_RING_EARLY").ok().as_deref() {
