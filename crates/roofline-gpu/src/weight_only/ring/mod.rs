@@ -243,7 +243,7 @@ impl RingGemv {
         let load = |b: RingBuild| -> Result<_, GpuError> {
             let smem = alone_smem(ctx, b.plan.layout.smem)? as u32;
             let (function, registers) = load_checked(ctx, b.cubin, &b.log, "wo_ring", "the ring GEMV", smem)?;
-            Ok((b.plan, (b.ahead, b.early), smem, function, registers))
+            Ok((b.plan, b.ahead, smem, function, registers))
         };
         let (mut plan, mut ahead, mut smem, mut function, mut registers) = load(compile(None)?)?;
         if plan.splits > 1 {
@@ -257,7 +257,6 @@ impl RingGemv {
         }
         let threads = plan.threads(format, k);
         let Plan { ctas, parts, layout, mma, splits, .. } = plan;
-        let (ahead, early_copies) = ahead;
         if ctas_per_sm() > 1 {
             // Two CTAs of up to half the budget each: the largest shared-memory carveout, so both fit an SM.
             use cudarc::driver::sys::CUfunction_attribute as A;
@@ -279,7 +278,7 @@ impl RingGemv {
             slots: layout.slots,
             parts,
             ahead,
-            early_copies,
+            early_copies: early_copies(format, m, &plan, (epilogue, input)),
             streamed_scales: layout.streamed_scales,
             mma,
             splits,

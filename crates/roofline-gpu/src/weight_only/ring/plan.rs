@@ -559,12 +559,13 @@ pub(super) fn row_groups(format: WoFormat, n: usize, k: usize, sm_count: u32) ->
     } else {
         3
     };
-    let want = std::env::var("ROOFLINE_RING_GROUPS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|g| (1..=4).contains(g))
-        .unwrap_or(default);
-    want.min(31 / slices(format, k)).max(1)
+    groups_override().unwrap_or(default).min(31 / slices(format, k)).max(1)
+}
+
+/// `ROOFLINE_RING_GROUPS` (1 to 4; experiments): the row groups [`row_groups`] and [`one_row_groups`] take instead of
+/// their own (unset, empty or out of range: none).
+pub(super) fn groups_override() -> Option<usize> {
+    std::env::var("ROOFLINE_RING_GROUPS").ok().and_then(|v| v.parse().ok()).filter(|g| (1..=4).contains(g))
 }
 
 /// Row groups of the CUDA-core ring at one row of x of `format`, rows of `k` values, a CTA taking `per` row steps in
@@ -591,7 +592,7 @@ pub(super) fn one_row_groups(
         && groups == 2
         && parts == 1
         && NF4_WIDE_GROUPS_STEPS.contains(&per)
-        && std::env::var("ROOFLINE_RING_GROUPS").ok().and_then(|v| v.parse::<usize>().ok()).is_none()
+        && groups_override().is_none()
         && 4 * slices(format, k) <= 31;
     let streamed = |g| layout((format, 1), k, per, g, parts, fast).map(|l| l.streamed_scales);
     if wide && streamed(4).is_some() && streamed(4) == streamed(groups) {

@@ -1066,7 +1066,7 @@ fn first_copies_go_early_where_int4_and_nf4_stream_past_their_ring() {
 
 #[test]
 fn nf4_takes_four_row_groups_at_one_row_where_a_cta_takes_14_to_32_steps_on_fast_memory() {
-    if std::env::var("ROOFLINE_RING_GROUPS").is_ok_and(|v| !v.is_empty()) {
+    if groups_override().is_some() {
         return;
     }
     let h200 = |f: WoFormat, (m, n, k): (usize, usize, usize)| plan_on(f, m, n, k, 132, 4800.0).unwrap();
