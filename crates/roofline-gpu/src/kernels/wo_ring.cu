@@ -113,9 +113,10 @@ constexpr int RW_PERIOD = RW_MIXED ? RW_STEPS / rw_gcd(RW_STEPS, RW_CLASSES) * R
 #ifndef EXP_RING_TRACE
 #define EXP_RING_TRACE 0
 #endif
-// RW_EARLY 1 (an experiment): the producer warp initializes the barriers and issues its first copies without waiting
-// for the other warps to issue the scale tables' copies (the CUDA-core row steps, one CTA; session 62's trace: the
-// first copies went out 0.67 us after a CTA's start at 1x14336x4096, 2.05 us at the LM head's 122 row steps).
+// RW_EARLY 1 (the default where ring/plan.rs `early_copies` takes it since session 64: INT4 and NF4 at one row of x):
+// the producer warp initializes the barriers and issues its first copies without waiting for the other warps to issue
+// the scale tables' copies (the CUDA-core row steps, one CTA; session 62's trace: the first copies went out 0.67 us
+// after a CTA's start at 1x14336x4096, 2.05 us at the LM head's 122 row steps).
 #ifndef RW_EARLY
 #define RW_EARLY 0
 #endif
