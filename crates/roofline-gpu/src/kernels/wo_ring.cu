@@ -1174,11 +1174,11 @@ __device__ __forceinline__ void ring_gemv(u8* smem, const uint4* __restrict__ w,
         const int sc = (int)col - part * RW_SCOLS;  // the lane's column within the K part
         row_step_m<RW_M, true>(smem + slot * RW_UNIT + pbase, ms + slot * RW_SCB + sc * RS_SB,
                                ms + slot * RW_SCB + RW_SCOLS * RS_SB + sc * RS_ZB, rw_full(full_s, u), rw_parity(u),
-                               xh, sum, nf4t, xsum);
+                               xh, sum, nf4t, xsum, RS_SB);
 #else
         row_step_m<RW_M>(smem + slot * RW_UNIT + pbase, ms + (col * rows + j * R) * (RS_SB / R),
                          mz + col * (rows / 2) + j * R / 2, rw_full(full_s, u), rw_parity(u), xh, sum, nf4t,
-                         xsum);
+                         xsum, rows * (RS_SB / R));
 #endif
         __syncwarp();
 #if EXP_RING_TRACE

@@ -94,6 +94,14 @@
 #ifndef SUBN_MMA
 #define SUBN_MMA 1
 #endif
+// NF4_TC 1 (NF4's CUDA-core row step, sm_80+; the ring GEMV sets it where it runs, ring/plan.rs `nf4_tensor_sums`): each
+// row's f16x2 sums are widened, added over the lane pairs of NF4's 64-value blocks and gathered by the tensor cores, as
+// RW_SUBN's `row_step_subn` does over INT4's quads (`row_step_nf4tc`); 0: hsum4, the scale a row and the butterfly.
+#ifndef NF4_TC
+#define NF4_TC 0
+#endif
+// The row steps whose sums the tensor cores add (`mma_f16_f32`, `tc_sum_rows`).
+#define TC_SUMS ((FMT == 4 && RW_SUBN && SUBN_MMA) || (FMT == 5 && NF4_TC))
 
 #if FMT == 4
 // The 8 INT4 codes of word v (nibble i = code i) against x packed by `pack_x_subn`, as f16 subnormals, no
@@ -226,7 +234,7 @@ __device__ __forceinline__ float load_chunk(const u16* x, int cbase, float xr[LV
     return chunk_sum_sq(xr);
 }
 
-#if FMT == 4 && RW_SUBN && SUBN_MMA
+#if TC_SUMS
 // d += A B on the tensor cores: mma.sync m16n8k16, A (row-major 16 x 16) and B (column-major 16 x 8) in f16, C and D
 // in FP32, each lane's fragments as the PTX ISA lays them out (lane = 4 g + t: a0 rows g, a1 rows g + 8, columns 2t
 // and 2t + 1; a2, a3 the same 8 columns on; b0 rows 2t, 2t + 1 of column g, b1 8 rows on; d0, d1 row g, columns 2t
@@ -253,6 +261,9 @@ __device__ __forceinline__ float tc_sum_rows(float v0, float v1) {
     v += __shfl_xor_sync(FULL, v, 4);
     return __shfl_sync(FULL, v, ((g >> 2) << 4) | (g & 3));
 }
+#endif
+
+#if FMT == 4 && RW_SUBN && SUBN_MMA
 
 // row_step_m for INT4's subnormal codes (RW_SUBN) with SUBN_MMA: the same products (`dot8subn`), but the f16x2
 // sums are widened, added over the lane quad (lanes 4 g .. 4 g + 3: the 128 values of INT4 group g of the warp's K
@@ -309,13 +320,71 @@ __device__ __forceinline__ void row_step_subn(const u8* sp, const u8* sc, const 
 }
 #endif
 
+#if FMT == 5 && NF4_TC
+// The f16 ones a lane holds in B for the MMA of rows i and i + 4 (`row_step_nf4tc`): column 2i sums the A columns of
+// a quad's lanes 0 and 1 (NF4 block 2g' of the quad's two), column 2i + 1 those of lanes 2 and 3; B's column c is held
+// by lanes 4c .. 4c + 3, its rows 2t, 2t + 1, 2t + 8, 2t + 9 (lane t's A columns) by lane 4c + t.
+__device__ __forceinline__ u32 tc_sum_ones_nf4(int i) {
+    const int lane = threadIdx.x & 31, c = lane >> 2;
+    return (c >> 1) == i && (c & 1) == ((lane & 3) >> 1) ? 0x3c003c00u : 0u;
+}
+
+// row_step_m for NF4 with NF4_TC: the same products (`dot8nf4_any`, four words in each pair of f16x2 accumulators, as
+// hsum4 took them), but the sums are widened, added over each 64-value block's lane pair and gathered by the tensor
+// cores: rows i and i + 4 take one MMA, A = their four accumulators (as `row_step_subn`'s) and B ones that sum lanes 0-1
+// of a quad into column 2i and lanes 2-3 into 2i + 1 (`tc_sum_ones_nf4`); so lane 4g + t holds D[g][2t], D[g][2t + 1]
+// (row t: its quad's two blocks) and D[g + 8][2t], D[g + 8][2t + 1] (row t + 4), applies those four blocks' absmax
+// scales and sums the warp as `row_step_subn` does (`tc_sum_rows`). `sc`: the lane's own scale column (8 rows of f16),
+// `cs` bytes from the next column (the quad's two columns are its lanes 0-1's and 2-3's).
+template <int MR, bool SCALES_IN_STAGE>
+__device__ __forceinline__ void row_step_nf4tc(const u8* sp, const u8* sc, int cs, u32 fb, u32 par,
+                                               const u32 (&xh)[MR][4][4], float (&out)[MR], const u8* nf4t) {
+    const int t = threadIdx.x & 3;
+    if (SCALES_IN_STAGE && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
+    // Rows t and t + 4 of the quad's first column (lanes 0-1's) and of its second.
+    const u16* c0 = (const u16*)(sc - (t >> 1) * cs);
+    const u16* c1 = (const u16*)(sc - (t >> 1) * cs + cs);
+    const float s00 = h2f(c0[t]), s01 = h2f(c1[t]), s10 = h2f(c0[t + 4]), s11 = h2f(c1[t + 4]);
+    if (!SCALES_IN_STAGE && !EXP_FFN_NOLOAD) mbar_wait(fb, par);
+    if (EXP_FFN_LOADONLY) {
+#pragma unroll
+        for (int m = 0; m < MR; ++m) out[m] = 0.0f;
+        return;
+    }
+    float d[MR][4];
+#pragma unroll
+    for (int m = 0; m < MR; ++m) d[m][0] = d[m][1] = d[m][2] = d[m][3] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const u32 b = tc_sum_ones_nf4(i);
+        const uint4 q0 = *(const uint4*)(sp + i * (ROWB / RW_KH));
+        const uint4 q1 = *(const uint4*)(sp + (i + 4) * (ROWB / RW_KH));
+#pragma unroll
+        for (int m = 0; m < MR; ++m) {
+            u32 e0 = 0u, o0 = 0u, e1 = 0u, o1 = 0u;
+#pragma unroll
+            for (int wd = 0; wd < 4; ++wd) {
+                dot8nf4_any(word(q0, wd), xh[m][wd], nf4t, e0, o0);
+                dot8nf4_any(word(q1, wd), xh[m][wd], nf4t, e1, o1);
+            }
+            mma_f16_f32(d[m], e0, e1, o0, o1, b, b);
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < MR; ++m) {
+        out[m] = tc_sum_rows(fmaf(s01, d[m][1], s00 * d[m][0]), fmaf(s11, d[m][3], s10 * d[m][2]));
+    }
+}
+#endif
+
 // One row step (8 rows of FD codes at `sp`, the lane's chunk at cbase; rows ROWB / RW_KH bytes apart) against
 // the lane's chunk of MR rows of x (`xh[m]`, as `pack_x` lays them out; the ring GEMV's RW_M): the rows' scales (8
 // f16) and zero points (4 bytes) at `sc` / `zc` in shared memory, read before waiting on the stage's `full` mbarrier
 // (shared address `fb`, phase parity `par`), or after it with SCALES_IN_STAGE (the scales come with the stage: the
 // ring GEMV's RW_SSTREAM). Sets `out[m]` to weight row (lane >> 2) & 7's dot product with x row m, summed over the
 // warp (in the lanes with lane & 3 == 0). `nf4t`: with NF4_PAIRS, NF4's pair table (`nf4_pair_table`). `xsum`:
-// with RW_SUBN (INT4), the MR rows' `pack_x_subn` sums of the lane's x (`xh` packed by it).
+// with RW_SUBN (INT4), the MR rows' `pack_x_subn` sums of the lane's x (`xh` packed by it). `cs`: with NF4_TC, the bytes
+// from one scale column to the next (`row_step_nf4tc`).
 // FP8 / INT8 (no block scales: `sc`, `zc` and `nf4t` unread; the row scales come after the sums): the lane's 16
 // codes of each row, 4 words through `dot4b` against x's pairs as `pack_x` lays them out.
 // Each word is decoded once for all MR rows of x: the decode helpers (dot8hz, dot8f4, dot4b, ...) are pure
@@ -324,9 +393,11 @@ __device__ __forceinline__ void row_step_subn(const u8* sp, const u8* sc, const 
 template <int MR, bool SCALES_IN_STAGE = false>
 __device__ __forceinline__ void row_step_m(const u8* sp, const u8* sc, const u8* zc, u32 fb, u32 par,
                                            const u32 (&xh)[MR][4][4], float (&out)[MR], const u8* nf4t = nullptr,
-                                           const float* xsum = nullptr) {
+                                           const float* xsum = nullptr, int cs = 0) {
 #if FMT == 4 && RW_SUBN && SUBN_MMA
     row_step_subn<MR, SCALES_IN_STAGE>(sp, sc, zc, fb, par, xh, out, xsum);
+#elif FMT == 5 && NF4_TC
+    row_step_nf4tc<MR, SCALES_IN_STAGE>(sp, sc, cs, fb, par, xh, out, nf4t);
 #else
     // 8-bit codes have no block scales: their stage is waited for first, as a stage carrying its scales is.
     if ((SCALES_IN_STAGE || FMT <= 3) && !EXP_FFN_NOLOAD) mbar_wait(fb, par);

@@ -491,6 +491,9 @@ fn options(
     if early {
         opts.push("-DRW_EARLY=1".into());
     }
+    if nf4_tensor_sums(format, mma, k) {
+        opts.push("-DNF4_TC=1".into());
+    }
     if format == WoFormat::Nf4 {
         opts.push("-DNF4_PAIRS=1".into());
         if let Some(at) = layout.nf4_wide_at {

@@ -217,6 +217,23 @@ pub(crate) fn int4_subnormal(format: WoFormat) -> bool {
     format == WoFormat::Int4G128 && !std::env::var("ROOFLINE_RING_SUBN").is_ok_and(|v| v == "0")
 }
 
+/// Whether NF4's CUDA-core row steps (the ring GEMV's at 1 to 3 rows of x) add their f16 sums on the tensor cores
+/// (`NF4_TC` in wo_stream.cuh, `row_step_nf4tc`: one mma.sync a row pair widens the four f16x2 accumulators, adds them
+/// over each 64-value block's lane pair and gathers the 8 rows two to a lane, as INT4's `row_step_subn` does over its
+/// quads): NF4 off the tensor-core ring (`mma`) at K up to [`NF4_TC_MAX_K`], unless `ROOFLINE_RING_NF4TC=0` (hsum4 and
+/// the butterfly, for A/B runs).
+pub(crate) fn nf4_tensor_sums(format: WoFormat, mma: bool, k: usize) -> bool {
+    format == WoFormat::Nf4
+        && !mma
+        && k <= NF4_TC_MAX_K
+        && !std::env::var("ROOFLINE_RING_NF4TC").is_ok_and(|v| v == "0")
+}
+
+/// Longest K at which NF4's CUDA-core row step sums on the tensor cores (`nf4_tensor_sums`): under NVRTC 13.0 its
+/// build at K = 28672 (7 K parts, one row group: Llama-3-70B's down_proj) spilled 8-20 bytes (session 65); 16384 and
+/// 14336 spill nothing.
+pub const NF4_TC_MAX_K: usize = 16384;
+
 /// Bytes of padding after each row of a tensor-core ring slot (`RW_MMA_PAD` in wo_ring.cu: the slot's rows off one
 /// another's shared-memory banks, copied row by row): [`MMA_PAD`], or `ROOFLINE_RING_MMA_PAD` (0 to 128, a multiple
 /// of 16) for experiments.

@@ -190,33 +190,40 @@ fn int4_cuda_core_row_steps_take_the_subnormal_decode() {
 }
 
 /// INT4's subnormal row step adds its f16 sums on the tensor cores (session 61, wo_stream.cuh `row_step_subn`): one
-/// `mma.sync` a row pair and 2 words, 8 a row step at one row of x, 16 at two; the other formats' CUDA-core row steps
-/// use none (NVFP4's version was slower, session 61 r3). Skipped without NVRTC or cuobjdump.
+/// `mma.sync` a row pair and 2 words, 8 a row step at one row of x, 16 at two; NF4's too since session 65
+/// (`row_step_nf4tc`: one a row pair, 4 a row step at one row, 8 at two, where two rows are on the CUDA cores); MXFP4's and NVFP4's CUDA-core row steps use
+/// none (NVFP4's version was slower, session 61 r3). Skipped without NVRTC or cuobjdump.
 #[test]
-fn int4_subnormal_row_step_sums_on_the_tensor_cores() {
+fn int4_and_nf4_row_steps_sum_on_the_tensor_cores() {
     if let Err(e) = nvrtc_available() {
-        eprintln!("SKIPPED int4_subnormal_row_step_sums_on_the_tensor_cores: {e}");
+        eprintln!("SKIPPED int4_and_nf4_row_steps_sum_on_the_tensor_cores: {e}");
         return;
     }
-    if std::env::var_os("ROOFLINE_RING_SUBN").is_some() || std::env::var_os("ROOFLINE_NVRTC_EXTRA").is_some() {
+    if ["ROOFLINE_RING_SUBN", "ROOFLINE_RING_NF4TC", "ROOFLINE_NVRTC_EXTRA"].iter().any(|v| std::env::var_os(v).is_some())
+    {
         return;
     }
-    let hmma = |f, m| {
-        let b = compile_ring(90, 132, 4800.0, (f, XDtype::F16), (m, 14336, 4096), (Epilogue::Store, Input::X))
+    let hmma_n = |f, m, n| {
+        let b = compile_ring(90, 132, 4800.0, (f, XDtype::F16), (m, n, 4096), (Epilogue::Store, Input::X))
             .unwrap_or_else(|e| panic!("{f:?} {m}: {e}"));
         assert!(!b.plan.mma, "{f:?} at {m} rows: the CUDA-core ring");
         super::super::nvrtc::disassemble(&b.cubin)
             .unwrap_or_else(|e| panic!("{f:?} {m}: {e}"))
             .map(|sass| sass.lines().filter(|l| l.contains("HMMA.16816.F32")).count())
     };
+    let hmma = |f, m| hmma_n(f, m, 14336);
     let Some(one) = hmma(WoFormat::Int4G128, 1) else {
-        eprintln!("SKIPPED int4_subnormal_row_step_sums_on_the_tensor_cores: no cuobjdump");
+        eprintln!("SKIPPED int4_and_nf4_row_steps_sum_on_the_tensor_cores: no cuobjdump");
         return;
     };
     // ptxas may split the loop, so at least a row step's worth.
     assert!(one >= 8, "INT4 at 1 row: {one} HMMA");
     assert!(hmma(WoFormat::Int4G128, 2).is_some_and(|n| n >= 16));
+    assert!(hmma(WoFormat::Nf4, 1).is_some_and(|n| n >= 4));
+    // NF4 at two rows takes the tensor-core ring up to 28 row steps a CTA; 57344 rows are 55.
+    assert!(hmma_n(WoFormat::Nf4, 2, 57344).is_some_and(|n| n >= 8));
     assert_eq!(hmma(WoFormat::Nvfp4, 1), Some(0));
+    assert_eq!(hmma(WoFormat::Mxfp4, 1), Some(0));
 }
 
 /// The ring's experiment switches still build, without spills (session 62): `EXP_RING_TRACE` (the timeline the
