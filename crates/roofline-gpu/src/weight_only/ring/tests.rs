@@ -199,7 +199,9 @@ fn int4_and_nf4_row_steps_sum_on_the_tensor_cores() {
         eprintln!("SKIPPED int4_and_nf4_row_steps_sum_on_the_tensor_cores: {e}");
         return;
     }
-    if ["ROOFLINE_RING_SUBN", "ROOFLINE_RING_NF4TC", "ROOFLINE_NVRTC_EXTRA"].iter().any(|v| std::env::var_os(v).is_some())
+    if ["ROOFLINE_RING_SUBN", "ROOFLINE_RING_NF4TC", "ROOFLINE_NVRTC_EXTRA"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
     {
         return;
     }
