@@ -491,7 +491,7 @@ fn options(
     if early {
         opts.push("-DRW_EARLY=1".into());
     }
-    if nf4_tensor_sums(format, mma, k) {
+    if nf4_tensor_sums(format, mma, m, k) {
         opts.push("-DNF4_TC=1".into());
     }
     if format == WoFormat::Nf4 {

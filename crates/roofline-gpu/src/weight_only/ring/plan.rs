@@ -220,19 +220,29 @@ pub(crate) fn int4_subnormal(format: WoFormat) -> bool {
 /// Whether NF4's CUDA-core row steps (the ring GEMV's at 1 to 3 rows of x) add their f16 sums on the tensor cores
 /// (`NF4_TC` in wo_stream.cuh, `row_step_nf4tc`: one mma.sync a row pair widens the four f16x2 accumulators, adds them
 /// over each 64-value block's lane pair and gathers the 8 rows two to a lane, as INT4's `row_step_subn` does over its
-/// quads): NF4 off the tensor-core ring (`mma`) at K up to [`NF4_TC_MAX_K`], unless `ROOFLINE_RING_NF4TC=0` (hsum4 and
-/// the butterfly, for A/B runs).
-pub(crate) fn nf4_tensor_sums(format: WoFormat, mma: bool, k: usize) -> bool {
-    format == WoFormat::Nf4
-        && !mma
-        && k <= NF4_TC_MAX_K
-        && !std::env::var("ROOFLINE_RING_NF4TC").is_ok_and(|v| v == "0")
+/// quads): by default NF4 at 2 or more rows of x off the tensor-core ring (`mma`) at K up to 4096, the LM head's case;
+/// `ROOFLINE_RING_NF4TC=1` at any rows and K up to [`NF4_TC_MAX_K`], `=0` never (A/B runs).
+/// H200, session 65 (h200-2026-12-01-session65 r1, us, hsum4 and the butterfly / tensor-core sums, twice each): at
+/// one row they lose, 1x14336x4096 9.87 / 10.2, 1x4096x14336 11.2 / 11.9, 1x28672x4096 17.3 / 18.0, 1x128256x4096
+/// 67.7 / 70.3, 1x4096x4096 4.82 / 5.22; at two rows 2x4096x14336 15.1 / 15.4, but 2x128256x4096 83.9 / 80.0.
+pub(crate) fn nf4_tensor_sums(format: WoFormat, mma: bool, m: usize, k: usize) -> bool {
+    if format != WoFormat::Nf4 || mma || k > NF4_TC_MAX_K {
+        return false;
+    }
+    match std::env::var("ROOFLINE_RING_NF4TC").ok().as_deref() {
+        Some("0") => false,
+        Some("1") => true,
+        _ => m >= 2 && k <= NF4_TC_DEFAULT_MAX_K,
+    }
 }
 
 /// Longest K at which NF4's CUDA-core row step sums on the tensor cores (`nf4_tensor_sums`): under NVRTC 13.0 its
 /// build at K = 28672 (7 K parts, one row group: Llama-3-70B's down_proj) spilled 8-20 bytes (session 65); 16384 and
 /// 14336 spill nothing.
 pub const NF4_TC_MAX_K: usize = 16384;
+
+/// Longest K at which [`nf4_tensor_sums`] holds by default (two rows of x at K = 14336 were 2% slower).
+const NF4_TC_DEFAULT_MAX_K: usize = 4096;
 
 /// Bytes of padding after each row of a tensor-core ring slot (`RW_MMA_PAD` in wo_ring.cu: the slot's rows off one
 /// another's shared-memory banks, copied row by row): [`MMA_PAD`], or `ROOFLINE_RING_MMA_PAD` (0 to 128, a multiple
