@@ -773,6 +773,23 @@ fn eight_bit_rows_take_twice_the_bytes_and_half_the_k() {
     assert!(!auto_on(i8, 4096, 4096, 132, 0.0) && auto_on(i4, 14336, 4096, 132, 3352.0));
 }
 
+/// NF4's tensor-core sums (`nf4_tensor_sums`, session 65) by default only at two rows and more on the CUDA-core ring at
+/// K up to 4096 (the LM head at batch 2; they lost at one row), never on the tensor-core ring, past K = 16384 (NVRTC
+/// 13.0 spilled) or for another format. Skipped where `ROOFLINE_RING_NF4TC` is set.
+#[test]
+fn nf4_tensor_sums_only_at_two_rows_and_short_k() {
+    if std::env::var_os("ROOFLINE_RING_NF4TC").is_some() {
+        return;
+    }
+    assert!(!nf4_tensor_sums(WoFormat::Nf4, false, 1, 4096));
+    assert!(nf4_tensor_sums(WoFormat::Nf4, false, 2, 4096));
+    assert!(nf4_tensor_sums(WoFormat::Nf4, false, 3, 2048));
+    assert!(!nf4_tensor_sums(WoFormat::Nf4, false, 2, 14336));
+    assert!(!nf4_tensor_sums(WoFormat::Nf4, true, 2, 4096));
+    assert!(!nf4_tensor_sums(WoFormat::Int4G128, false, 2, 4096));
+    assert!(!nf4_tensor_sums(WoFormat::Nf4, false, 2, NF4_TC_MAX_K + 1024));
+}
+
 #[test]
 fn units_in_flight_limited_on_fast_memory_for_short_streams_of_large_copies() {
     if std::env::var_os("ROOFLINE_RING_AHEAD").is_some() {
